@@ -1,0 +1,151 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// AgentMode is the argocd-agent operating mode.
+// +kubebuilder:validation:Enum=managed;autonomous
+type AgentMode string
+
+const (
+	// AgentModeManaged makes the hub the source of truth for Applications and AppProjects.
+	AgentModeManaged AgentMode = "managed"
+	// AgentModeAutonomous makes each managed cluster the source of truth for its Applications.
+	AgentModeAutonomous AgentMode = "autonomous"
+)
+
+// PlacementKind is the only kind a placementRef may name.
+const PlacementKind = "Placement"
+
+// PlacementReference names an OCM Placement in the GitOpsCluster's own namespace.
+type PlacementReference struct {
+	// APIVersion of the referenced object, e.g. cluster.open-cluster-management.io/v1beta1.
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+
+	// Kind of the referenced object; only Placement is supported.
+	// +kubebuilder:default=Placement
+	// +kubebuilder:validation:Enum=Placement
+	// +optional
+	Kind string `json:"kind,omitempty"`
+
+	// Name of the Placement, looked up in the GitOpsCluster's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// ArgoCDAgentAddonSpec configures the argocd-agent deployed to every selected cluster.
+type ArgoCDAgentAddonSpec struct {
+	// Mode is the argocd-agent mode: managed (the hub is the source of truth) or autonomous
+	// (each managed cluster is).
+	// +kubebuilder:default=managed
+	// +optional
+	Mode AgentMode `json:"mode,omitempty"`
+
+	// PrincipalServerAddress is the host name or IP address agents dial to reach the principal.
+	// When empty it is discovered from the principal Service.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="isIP(self) || self.matches('^[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?(\\\\.[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?)*$')",message="principalServerAddress must be a bare host name or IP address, without scheme, port, path or spaces (for example principal.example.com or 192.0.2.10)"
+	// +optional
+	PrincipalServerAddress string `json:"principalServerAddress,omitempty"`
+
+	// PrincipalServerPort is the port agents dial to reach the principal, 1-65535. A quoted
+	// number such as "443" is accepted too. When empty it is discovered with the address.
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? (self >= 1 && self <= 65535) : (self.matches('^[0-9]{1,5}$') && int(self) >= 1 && int(self) <= 65535)",message="principalServerPort must be a port number between 1 and 65535"
+	// +optional
+	PrincipalServerPort *intstr.IntOrString `json:"principalServerPort,omitempty"`
+
+	// AgentNamespace is the namespace on each managed cluster that the agent is installed into.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="agentNamespace must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
+	// +optional
+	AgentNamespace string `json:"agentNamespace,omitempty"`
+}
+
+// GitOpsClusterSpec is the desired argocd-agent fleet.
+type GitOpsClusterSpec struct {
+	// PlacementRef selects the managed clusters that run an agent.
+	// +required
+	PlacementRef PlacementReference `json:"placementRef"`
+
+	// ArgoCDAgentAddon configures the agents and how they reach the principal.
+	// +required
+	ArgoCDAgentAddon ArgoCDAgentAddonSpec `json:"argoCDAgentAddon"`
+}
+
+// ClusterAgentState tells why one selected cluster's agent is not available.
+type ClusterAgentState struct {
+	// Name of the managed cluster.
+	Name string `json:"name"`
+	// Reason is a CamelCase cause.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message is a human-readable explanation.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// GitOpsClusterStatus is the observed state of the fleet.
+type GitOpsClusterStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: PlacementResolved, PrincipalDiscovered, CertificatesReady, AddOnConfigured,
+	// AgentsAvailable and the summary Ready.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// SelectedClusters is the number of clusters the Placement selects.
+	// +optional
+	SelectedClusters int32 `json:"selectedClusters,omitempty"`
+
+	// AvailableAgents is the number of selected clusters whose agent is available.
+	// +optional
+	AvailableAgents int32 `json:"availableAgents,omitempty"`
+
+	// UnavailableClusters lists up to ten selected clusters whose agent is not available.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	// +optional
+	UnavailableClusters []ClusterAgentState `json:"unavailableClusters,omitempty"`
+}
+
+// GitOpsCluster turns an OCM Placement into a fleet of argocd-agents.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=gitopscluster;goc
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.argoCDAgentAddon.mode`
+// +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.spec.placementRef.name`
+// +kubebuilder:printcolumn:name="Selected",type=integer,JSONPath=`.status.selectedClusters`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableAgents`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type GitOpsCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec GitOpsClusterSpec `json:"spec"`
+	// +optional
+	Status GitOpsClusterStatus `json:"status,omitempty"`
+}
+
+// GitOpsClusterList is a list of GitOpsClusters.
+// +kubebuilder:object:root=true
+type GitOpsClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []GitOpsCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&GitOpsCluster{}, &GitOpsClusterList{})
+}

@@ -1,0 +1,20 @@
+// Package v1alpha1 holds the GitOpsCluster API, group apps.open-cluster-management.io.
+// +kubebuilder:object:generate=true
+// +groupName=apps.open-cluster-management.io
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the API group and version of the GitOpsCluster kind.
+	GroupVersion = schema.GroupVersion{Group: "apps.open-cluster-management.io", Version: "v1alpha1"}
+
+	// SchemeBuilder registers the types of this package with a runtime scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the types of this package to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)

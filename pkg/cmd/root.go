@@ -1,0 +1,82 @@
+// Package cmd holds the argocd-agent-addon command line: manager, version and tools.
+package cmd
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
+)
+
+// NewRootCommand returns the argocd-agent-addon command with all subcommands.
+func NewRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "argocd-agent-addon",
+		Short:         "Runs argocd-agent fleets on Open Cluster Management",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newManagerCommand(), newVersionCommand())
+	return root
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(c.OutOrStdout(), version.String())
+			return err
+		},
+	}
+}
+
+func newManagerCommand() *cobra.Command {
+	opts := manager.DefaultOptions()
+	var kubeconfig string
+	zapOpts := zap.Options{}
+	c := &cobra.Command{
+		Use:   "manager",
+		Short: "Run the hub controllers",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			cfg, err := restConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			return manager.Run(c.Context(), cfg, opts)
+		},
+	}
+	fs := c.Flags()
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig for running outside a cluster; empty uses $KUBECONFIG or the in-cluster config.")
+	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, "Address the Prometheus metrics endpoint listens on; \"0\" disables it.")
+	fs.StringVar(&opts.HealthProbeAddr, "health-probe-bind-address", opts.HealthProbeAddr, "Address the /healthz and /readyz endpoints listen on.")
+	fs.BoolVar(&opts.LeaderElection, "leader-elect", opts.LeaderElection, "Elect a leader so that only one replica reconciles at a time.")
+	fs.StringVar(&opts.LeaderElectionID, "leader-election-id", opts.LeaderElectionID, "Name of the Lease used for leader election.")
+	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", opts.LeaderElectionNamespace, "Namespace of the leader-election Lease; empty means the manager's own namespace.")
+	fs.DurationVar(&opts.GracefulShutdownTimeout, "graceful-shutdown-timeout", opts.GracefulShutdownTimeout, "How long to wait for running reconciles on shutdown.")
+	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
+	zapOpts.BindFlags(logFlags)
+	fs.AddGoFlagSet(logFlags)
+	return c
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("loading kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	return ctrl.GetConfig()
+}

@@ -1,0 +1,89 @@
+// Package manager assembles the hub controllers into one controller-runtime manager.
+package manager
+
+import (
+	"context"
+	"net/http"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+)
+
+// Options are the manager's process-level settings, bound to command-line flags.
+type Options struct {
+	MetricsAddr             string
+	HealthProbeAddr         string
+	LeaderElection          bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string
+	GracefulShutdownTimeout time.Duration
+}
+
+// DefaultOptions returns the flag defaults.
+func DefaultOptions() Options {
+	return Options{
+		MetricsAddr:             ":8080",
+		HealthProbeAddr:         ":8081",
+		LeaderElectionID:        "argocd-agent-addon.apps.open-cluster-management.io",
+		GracefulShutdownTimeout: 30 * time.Second,
+	}
+}
+
+// NewScheme returns a scheme with every API the hub controllers read or write.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme,
+		v1alpha1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Run starts the hub controllers and blocks until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	scheme, err := NewScheme()
+	if err != nil {
+		return err
+	}
+	shutdown := opts.GracefulShutdownTimeout
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:  opts.HealthProbeAddr,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        opts.LeaderElectionID,
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// Give up leadership on exit so a standby replica takes over at once.
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &shutdown,
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
+		// Ready once the informer caches have synced.
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return fmt.Errorf("informer caches not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	ctrl.Log.WithName("manager").Info("starting hub controllers")
+	return mgr.Start(ctx)
+}

@@ -3,8 +3,8 @@ package manager
 
 import (
 	"context"
-	"net/http"
 	"fmt"
+	"net/http"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,6 +13,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 )
@@ -43,6 +48,10 @@ func NewScheme() (*runtime.Scheme, error) {
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme,
 		v1alpha1.AddToScheme,
+		clusterv1.Install,
+		clusterv1beta1.Install,
+		addonv1alpha1.Install,
+		workv1.Install,
 	} {
 		if err := add(s); err != nil {
 			return nil, err

@@ -66,7 +66,6 @@ if [[ ! -x "${OUT}/kube-apiserver" || ! -x "${OUT}/kube-controller-manager" ]]; 
   mv "${WORK}/go.mod.new" "${WORK}/go.mod"
   printf 'package main\n' >"${WORK}/doc.go"
   rm -f "${WORK}/go.sum"
-  COMMIT="$(sed -n 's/^[[:space:]]*"Origin".*//p' "${WORK}/download.json")"
   MAJOR="${K8S_VERSION%%.*}"
   MINOR="${K8S_VERSION#*.}"; MINOR="${MINOR%%.*}"
   LDFLAGS="-s -w"

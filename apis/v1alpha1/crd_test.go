@@ -1,0 +1,216 @@
+package v1alpha1_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+// readmeExample is the GitOpsCluster from the upstream project's README, unchanged.
+const readmeExample = `
+apiVersion: apps.open-cluster-management.io/v1alpha1
+kind: GitOpsCluster
+metadata:
+  name: my-gitops-cluster
+  namespace: open-cluster-management
+spec:
+  placementRef:
+    kind: Placement
+    name: argocd-placement
+  argoCDAgentAddon:
+    mode: managed
+`
+
+func objectFromYAML(t *testing.T, doc string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		t.Fatalf("parsing YAML: %v", err)
+	}
+	return u
+}
+
+func TestGitOpsClusterCRD(t *testing.T) {
+	env := testenv.StartForTest(t, testenv.Options{WithoutOCM: true})
+	ctx := context.Background()
+	c := env.Client
+
+	for _, ns := range []string{"open-cluster-management", "validation"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("CRD is installed with short names, status subresource and columns", func(t *testing.T) {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := c.Get(ctx, types.NamespacedName{Name: "gitopsclusters.apps.open-cluster-management.io"}, crd); err != nil {
+			t.Fatal(err)
+		}
+		if crd.Spec.Scope != apiextensionsv1.NamespaceScoped {
+			t.Errorf("scope = %s, want Namespaced", crd.Spec.Scope)
+		}
+		if got := strings.Join(crd.Spec.Names.ShortNames, ","); got != "gitopscluster,goc" {
+			t.Errorf("short names = %s", got)
+		}
+		v := crd.Spec.Versions[0]
+		if v.Name != "v1alpha1" || v.Subresources == nil || v.Subresources.Status == nil {
+			t.Errorf("version %s lacks the status subresource", v.Name)
+		}
+		var cols []string
+		for _, col := range v.AdditionalPrinterColumns {
+			cols = append(cols, col.Name)
+		}
+		if got := strings.Join(cols, ","); got != "Mode,Placement,Selected,Available,Ready,Age" {
+			t.Errorf("printer columns = %s", got)
+		}
+	})
+
+	t.Run("upstream README example applies unchanged and gets defaults", func(t *testing.T) {
+		u := objectFromYAML(t, readmeExample)
+		if err := c.Create(ctx, u); err != nil {
+			t.Fatalf("README example rejected: %v", err)
+		}
+		got := &v1alpha1.GitOpsCluster{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "open-cluster-management", Name: "my-gitops-cluster"}, got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.PlacementRef.Name != "argocd-placement" || got.Spec.PlacementRef.Kind != "Placement" {
+			t.Errorf("placementRef = %+v", got.Spec.PlacementRef)
+		}
+		if got.Spec.ArgoCDAgentAddon.Mode != v1alpha1.AgentModeManaged {
+			t.Errorf("mode = %q", got.Spec.ArgoCDAgentAddon.Mode)
+		}
+	})
+
+	t.Run("mode and kind default when omitted", func(t *testing.T) {
+		u := objectFromYAML(t, `
+apiVersion: apps.open-cluster-management.io/v1alpha1
+kind: GitOpsCluster
+metadata: {name: defaults, namespace: validation}
+spec:
+  placementRef: {name: p}
+  argoCDAgentAddon: {}
+`)
+		if err := c.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		got := &v1alpha1.GitOpsCluster{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "validation", Name: "defaults"}, got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.ArgoCDAgentAddon.Mode != v1alpha1.AgentModeManaged || got.Spec.PlacementRef.Kind != v1alpha1.PlacementKind {
+			t.Errorf("defaults not applied: %+v", got.Spec)
+		}
+	})
+
+	valid := map[string]string{
+		"every field, port as a number": `
+spec:
+  placementRef: {apiVersion: cluster.open-cluster-management.io/v1beta1, kind: Placement, name: all-clusters}
+  argoCDAgentAddon:
+    mode: autonomous
+    principalServerAddress: principal.example.com
+    principalServerPort: 8443
+    agentNamespace: argocd-agent`,
+		"port quoted as a string, as upstream YAML writes it": `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {mode: managed, principalServerAddress: 192.0.2.10, principalServerPort: "443"}`,
+		"IPv6 address": `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {principalServerAddress: "2001:db8::1", principalServerPort: 65535}`,
+	}
+	for name, spec := range valid {
+		t.Run("accepts "+name, func(t *testing.T) {
+			u := objectFromYAML(t, "apiVersion: apps.open-cluster-management.io/v1alpha1\nkind: GitOpsCluster\nmetadata: {generateName: valid-, namespace: validation}\n"+spec)
+			if err := c.Create(ctx, u); err != nil {
+				t.Fatalf("rejected: %v", err)
+			}
+		})
+	}
+
+	invalid := []struct {
+		name, spec string
+		want       []string
+	}{
+		{"unknown mode", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {mode: pull}`, []string{"spec.argoCDAgentAddon.mode", `Unsupported value: "pull"`, `"managed"`, `"autonomous"`}},
+		{"port 0", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {principalServerPort: 0}`, []string{"spec.argoCDAgentAddon.principalServerPort", "principalServerPort must be a port number between 1 and 65535"}},
+		{"port 70000", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {principalServerPort: 70000}`, []string{"principalServerPort must be a port number between 1 and 65535"}},
+		{"port as a non-numeric string", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {principalServerPort: "https"}`, []string{"principalServerPort must be a port number between 1 and 65535"}},
+		{"quoted port 70000", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {principalServerPort: "70000"}`, []string{"principalServerPort must be a port number between 1 and 65535"}},
+		{"placementRef kind other than Placement", `
+spec:
+  placementRef: {kind: ManagedClusterSet, name: p}
+  argoCDAgentAddon: {mode: managed}`, []string{"spec.placementRef.kind", `Unsupported value: "ManagedClusterSet"`, `"Placement"`}},
+		{"missing placementRef", `
+spec:
+  argoCDAgentAddon: {mode: managed}`, []string{"spec.placementRef: Required value"}},
+		{"missing placementRef name", `
+spec:
+  placementRef: {kind: Placement}
+  argoCDAgentAddon: {mode: managed}`, []string{"spec.placementRef.name: Required value"}},
+		{"missing argoCDAgentAddon", `
+spec:
+  placementRef: {kind: Placement, name: p}`, []string{"spec.argoCDAgentAddon: Required value"}},
+		{"address with a scheme", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {principalServerAddress: "https://principal.example.com"}`, []string{"spec.argoCDAgentAddon.principalServerAddress", "must be a bare host name or IP address"}},
+		{"address with spaces", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {principalServerAddress: "principal example.com"}`, []string{"must be a bare host name or IP address"}},
+		{"address with a port", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {principalServerAddress: "principal.example.com:443"}`, []string{"must be a bare host name or IP address"}},
+		{"agentNamespace not a DNS label", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {agentNamespace: Argo_CD}`, []string{"spec.argoCDAgentAddon.agentNamespace", "agentNamespace must be a DNS label"}},
+		{"agentNamespace longer than 63 characters", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {agentNamespace: ` + strings.Repeat("a", 64) + `}`, []string{"spec.argoCDAgentAddon.agentNamespace", "may not be more than 63"}},
+	}
+	for _, tc := range invalid {
+		t.Run("rejects "+tc.name, func(t *testing.T) {
+			u := objectFromYAML(t, "apiVersion: apps.open-cluster-management.io/v1alpha1\nkind: GitOpsCluster\nmetadata: {generateName: invalid-, namespace: validation}\n"+tc.spec)
+			err := c.Create(ctx, u)
+			if err == nil {
+				t.Fatalf("accepted an invalid object")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err.Error(), w)
+				}
+			}
+		})
+	}
+}

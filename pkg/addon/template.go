@@ -1,0 +1,457 @@
+package addon
+
+import (
+	"bytes"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	workv1 "open-cluster-management.io/api/work/v1"
+)
+
+// TemplateInput is everything the AddOnTemplate depends on. Values that are
+// the same on every cluster but may change without a new template (principal
+// address, images, ...) live in the ADC instead; see BuildDeploymentConfig.
+type TemplateInput struct {
+	// AddonName is the CMA name; SignerName the CustomSigner name of the
+	// agents' client certificates; TemplateName the AddOnTemplate's name.
+	AddonName, TemplateName, SignerName string
+	// SigningCA is the hub CA secret named in registration[0].customSigner.signingCA.
+	SigningCA types.NamespacedName
+	// CABundlePEM is delivered as ca.crt of the spoke's argocd-agent-ca secret
+	// and is what the agent uses to verify the principal.
+	CABundlePEM []byte
+	// Mode is "managed" or "autonomous"; it selects the agent's RBAC verbs.
+	Mode string
+	// Subject optionally replaces OCM's default certificate subject; nil keeps it.
+	Subject *addonv1alpha1.Subject
+}
+
+// BuildAddOnTemplate renders the AddOnTemplate that installs the argocd-agent
+// agent: namespace, service account, root CA secret, least-privilege RBAC and
+// the agent Deployment with its cert-reloader sidecar, plus one CustomSigner
+// registration through which OCM issues and mounts the agent's client cert.
+func BuildAddOnTemplate(in TemplateInput) (*addonv1alpha1.AddOnTemplate, error) {
+	if err := validateTemplateInput(in); err != nil {
+		return nil, err
+	}
+
+	objs := []runtime.Object{
+		installNamespace(),
+		serviceAccount(),
+		caSecret(in.CABundlePEM),
+		role(in.Mode),
+		roleBinding(),
+		clusterRole(in.AddonName),
+		clusterRoleBinding(in.AddonName),
+		deployment(in.SignerName),
+	}
+	manifests := make([]workv1.Manifest, 0, len(objs))
+	for _, obj := range objs {
+		raw, err := manifestJSON(obj)
+		if err != nil {
+			return nil, err
+		}
+		manifests = append(manifests, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}})
+	}
+
+	var subject *addonv1alpha1.Subject
+	if in.Subject != nil {
+		subject = in.Subject.DeepCopy()
+	}
+
+	return &addonv1alpha1.AddOnTemplate{
+		TypeMeta: metav1.TypeMeta{
+			APIVersion: addonv1alpha1.GroupVersion.String(),
+			Kind:       "AddOnTemplate",
+		},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   in.TemplateName,
+			Labels: hubLabels(),
+		},
+		Spec: addonv1alpha1.AddOnTemplateSpec{
+			AddonName: in.AddonName,
+			AgentSpec: workv1.ManifestWorkSpec{
+				Workload: workv1.ManifestsTemplate{Manifests: manifests},
+			},
+			Registration: []addonv1alpha1.RegistrationSpec{{
+				Type: addonv1alpha1.RegistrationTypeCustomSigner,
+				CustomSigner: &addonv1alpha1.CustomSignerRegistrationConfig{
+					SignerName: in.SignerName,
+					Subject:    subject,
+					SigningCA: addonv1alpha1.SigningCARef{
+						Name:      in.SigningCA.Name,
+						Namespace: in.SigningCA.Namespace,
+					},
+				},
+			}},
+		},
+	}, nil
+}
+
+func validateTemplateInput(in TemplateInput) error {
+	if err := validateAddonName(in.AddonName); err != nil {
+		return err
+	}
+	if errs := validation.IsDNS1123Subdomain(in.TemplateName); len(errs) > 0 {
+		return fmt.Errorf("template name %q is invalid: %s", in.TemplateName, strings.Join(errs, "; "))
+	}
+	if err := validateSignerName(in.AddonName, in.SignerName); err != nil {
+		return err
+	}
+	if errs := validation.IsDNS1123Subdomain(in.SigningCA.Name); len(errs) > 0 {
+		return fmt.Errorf("signing CA secret name %q is invalid: %s", in.SigningCA.Name, strings.Join(errs, "; "))
+	}
+	if in.SigningCA.Namespace != "" {
+		if errs := validation.IsDNS1123Label(in.SigningCA.Namespace); len(errs) > 0 {
+			return fmt.Errorf("signing CA secret namespace %q is invalid: %s", in.SigningCA.Namespace, strings.Join(errs, "; "))
+		}
+	}
+	if err := validateCABundle(in.CABundlePEM); err != nil {
+		return err
+	}
+	if err := validateMode(in.Mode); err != nil {
+		return err
+	}
+	if in.Subject != nil && in.Subject.User == "" {
+		return fmt.Errorf("certificate subject is set but its user is empty")
+	}
+	return nil
+}
+
+// validateCABundle insists on one or more PEM certificates and nothing else,
+// because the agent fails at start-up on anything it cannot parse, on every
+// cluster at once.
+func validateCABundle(bundle []byte) error {
+	rest := bundle
+	n := 0
+	for {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			return fmt.Errorf("CA bundle holds a %q PEM block, only CERTIFICATE blocks are allowed", block.Type)
+		}
+		if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+			return fmt.Errorf("CA bundle certificate %d does not parse: %w", n+1, err)
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("CA bundle holds no PEM certificate")
+	}
+	if len(bytes.TrimSpace(rest)) > 0 {
+		return fmt.Errorf("CA bundle has trailing data that is not a PEM certificate")
+	}
+	return nil
+}
+
+// manifestJSON turns a typed object into the raw JSON of a template manifest.
+// Going through a generic map drops the empty status and sorts every key, so
+// the bytes depend on the content only.
+func manifestJSON(obj runtime.Object) ([]byte, error) {
+	typed, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("marshal %T: %w", obj, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(typed))
+	dec.UseNumber()
+	var m map[string]interface{}
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("decode %T: %w", obj, err)
+	}
+	delete(m, "status")
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, fmt.Errorf("encode %T: %w", obj, err)
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+func spokeLabels() map[string]string {
+	return map[string]string{
+		LabelName:      AgentName,
+		LabelPartOf:    partOfValue,
+		LabelManagedBy: managedByValue,
+	}
+}
+
+func namespacedMeta(name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: tag(VarInstallNamespace), Labels: spokeLabels()}
+}
+
+// installNamespace makes sure the namespace exists before OCM's registration
+// agent stores the client certificate there. The install namespace is
+// usually Argo CD's own, so it is orphaned on addon removal: uninstalling the
+// agent must never delete Argo CD. It carries no labels of ours for the same
+// reason: the namespace is not ours.
+func installNamespace() *corev1.Namespace {
+	return &corev1.Namespace{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        tag(VarInstallNamespace),
+			Annotations: map[string]string{addonv1alpha1.DeletionOrphanAnnotationKey: ""},
+		},
+	}
+}
+
+func serviceAccount() *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+		ObjectMeta: namespacedMeta(AgentName),
+	}
+}
+
+// caSecret carries the hub CA as a literal: substituted variables are not
+// JSON-escaped and could not hold a PEM's newlines, while Secret data is
+// base64 in JSON and safe as literal text.
+func caSecret(caPEM []byte) *corev1.Secret {
+	return &corev1.Secret{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: namespacedMeta(SpokeCASecretName),
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{SpokeCASecretKey: append([]byte(nil), caPEM...)},
+	}
+}
+
+var (
+	readVerbs     = []string{"get", "list", "watch"}
+	readWriteVers = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+	// Without create: in autonomous mode argocd-agent v0.9.0 discards every
+	// incoming create of applications, appprojects and repository secrets and
+	// ignores GPG key configmaps (agent/inbound.go), but it still updates
+	// (operations) and deletes (hub-requested) existing ones.
+	autonomousVerbs = []string{"delete", "get", "list", "patch", "update", "watch"}
+)
+
+// role grants what argocd-agent v0.9.0 uses in its own namespace: Argo CD
+// applications, appprojects (and applicationsets, as in its install
+// manifests), repository secrets, GPG key configmaps, the root CA secret, and
+// creating events.
+func role(mode string) *rbacv1.Role {
+	verbs := readWriteVers
+	if mode == ModeAutonomous {
+		verbs = autonomousVerbs
+	}
+	return &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"},
+		ObjectMeta: namespacedMeta(AgentName),
+		Rules: []rbacv1.PolicyRule{
+			{
+				APIGroups: []string{"argoproj.io"},
+				Resources: []string{"applications", "applicationsets", "appprojects"},
+				Verbs:     append([]string(nil), verbs...),
+			},
+			{
+				APIGroups: []string{""},
+				Resources: []string{"configmaps", "secrets"},
+				Verbs:     append([]string(nil), verbs...),
+			},
+			{
+				APIGroups: []string{""},
+				Resources: []string{"events"},
+				Verbs:     []string{"create"},
+			},
+		},
+	}
+}
+
+func roleBinding() *rbacv1.RoleBinding {
+	return &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
+		ObjectMeta: namespacedMeta(AgentName),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: AgentName},
+		Subjects:   []rbacv1.Subject{agentSubject()},
+	}
+}
+
+// clusterRole only lets the agent watch namespaces (its namespace informer).
+// argocd-agent v0.9.0's own ClusterRole also creates namespaces and manages
+// applications cluster-wide; both serve destination-based mapping and
+// --create-namespace, which this addon does not enable.
+func clusterRole(addonName string) *rbacv1.ClusterRole {
+	return &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: clusterScopedName(addonName), Labels: spokeLabels()},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{""},
+			Resources: []string{"namespaces"},
+			Verbs:     append([]string(nil), readVerbs...),
+		}},
+	}
+}
+
+func clusterRoleBinding(addonName string) *rbacv1.ClusterRoleBinding {
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: clusterScopedName(addonName), Labels: spokeLabels()},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterScopedName(addonName)},
+		Subjects:   []rbacv1.Subject{agentSubject()},
+	}
+}
+
+func agentSubject() rbacv1.Subject {
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: AgentName, Namespace: tag(VarInstallNamespace)}
+}
+
+// agentArgs configures argocd-agent v0.9.0 by flags (cmd/argocd-agent/agent.go).
+// The client cert comes from the files OCM mounts for the CustomSigner
+// registration; the root CA from the argocd-agent-ca secret.
+func agentArgs(signerName string) []string {
+	dir := ClientCertMountDir(signerName)
+	return []string{
+		"agent",
+		"--agent-mode=" + tag(VarMode),
+		"--server-address=" + tag(VarServerAddress),
+		"--server-port=" + tag(VarServerPort),
+		"--creds=mtls:any",
+		"--namespace=" + tag(VarInstallNamespace),
+		"--root-ca-secret-name=" + SpokeCASecretName,
+		"--tls-client-cert=" + dir + "/tls.crt",
+		"--tls-client-key=" + dir + "/tls.key",
+		"--redis-addr=" + RedisAddress,
+		"--log-level=" + tag(VarLogLevel),
+		fmt.Sprintf("--healthz-port=%d", HealthzPort),
+		fmt.Sprintf("--metrics-port=%d", MetricsPort),
+	}
+}
+
+func reloaderArgs(signerName string) []string {
+	return []string{
+		"tools", "cert-reloader",
+		"--watch-dir", ClientCertMountDir(signerName),
+		"--process-name", AgentProcessName,
+	}
+}
+
+func restrictedContainerSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		RunAsNonRoot:             ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+func resources(cpuReq, memReq, cpuLim, memLim string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse(cpuReq),
+			corev1.ResourceMemory: resource.MustParse(memReq),
+		},
+		Limits: corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse(cpuLim),
+			corev1.ResourceMemory: resource.MustParse(memLim),
+		},
+	}
+}
+
+// deployment runs one agent per cluster (Recreate: the principal accepts one
+// connection per agent name) next to a cert-reloader sidecar. argocd-agent
+// reads its certificate only at start-up, so the reloader, sharing the pod's
+// process namespace and UID, sends SIGTERM to the agent when the mounted
+// certificate changes and the kubelet restarts the agent container.
+//
+// The client-certificate volume is deliberately absent: OCM adds it, and the
+// mount at ClientCertMountDir, to every container of the Deployment.
+func deployment(signerName string) *appsv1.Deployment {
+	selector := map[string]string{LabelName: AgentName, LabelPartOf: partOfValue}
+	podLabels := spokeLabels()
+	podLabels[LabelComponent] = "agent"
+
+	agent := corev1.Container{
+		Name:            AgentContainerName,
+		Image:           tag(VarAgentImage),
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Args:            agentArgs(signerName),
+		Env: []corev1.EnvVar{{
+			Name: "REDIS_PASSWORD",
+			ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: RedisSecretName},
+				Key:                  RedisSecretKey,
+				Optional:             ptr.To(true),
+			}},
+		}},
+		Ports: []corev1.ContainerPort{
+			{Name: "healthz", ContainerPort: HealthzPort, Protocol: corev1.ProtocolTCP},
+			{Name: "metrics", ContainerPort: MetricsPort, Protocol: corev1.ProtocolTCP},
+		},
+		// /healthz answers 200 only while connected to the principal, so it
+		// gates readiness (and thereby OCM's Available condition). Liveness
+		// only checks that the server answers at all, so an unreachable
+		// principal does not turn into a restart loop; the agent reconnects
+		// by itself.
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/healthz", Port: intstr.FromString("healthz"), Scheme: corev1.URISchemeHTTP,
+			}},
+			InitialDelaySeconds: 5,
+			PeriodSeconds:       10,
+			TimeoutSeconds:      2,
+			FailureThreshold:    3,
+		},
+		LivenessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{
+				Port: intstr.FromString("healthz"),
+			}},
+			// The health server starts after the agent's informers have
+			// synced (up to 10s each by default).
+			InitialDelaySeconds: 30,
+			PeriodSeconds:       10,
+			TimeoutSeconds:      2,
+			FailureThreshold:    6,
+		},
+		Resources:       resources("100m", "128Mi", "500m", "512Mi"),
+		SecurityContext: restrictedContainerSecurityContext(),
+	}
+
+	reloader := corev1.Container{
+		Name:            ReloaderContainerName,
+		Image:           tag(VarReloaderImage),
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Args:            reloaderArgs(signerName),
+		Resources:       resources("10m", "16Mi", "50m", "64Mi"),
+		SecurityContext: restrictedContainerSecurityContext(),
+	}
+
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
+		ObjectMeta: namespacedMeta(AgentName),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:    AgentName,
+					ShareProcessNamespace: ptr.To(true),
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsNonRoot:   ptr.To(true),
+						RunAsUser:      ptr.To[int64](AgentRunAsUser),
+						RunAsGroup:     ptr.To[int64](AgentRunAsUser),
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					Containers: []corev1.Container{agent, reloader},
+				},
+			},
+		},
+	}
+}

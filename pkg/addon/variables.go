@@ -1,0 +1,77 @@
+package addon
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Variables the ADC carries as customizedVariables. They hold what is the same
+// on every cluster of one GitOpsCluster; the template refers to them as
+// {{NAME}} tags.
+const (
+	VarServerAddress = "ARGOCD_AGENT_SERVER_ADDRESS"
+	VarServerPort    = "ARGOCD_AGENT_SERVER_PORT"
+	VarMode          = "ARGOCD_AGENT_MODE"
+	VarAgentImage    = "ARGOCD_AGENT_IMAGE"
+	VarReloaderImage = "CERT_RELOADER_IMAGE"
+	VarLogLevel      = "ARGOCD_AGENT_LOG_LEVEL"
+)
+
+// OCM built-in variables. OCM sets them itself and they override any
+// customized variable of the same name.
+const (
+	VarClusterName      = "CLUSTER_NAME"
+	VarInstallNamespace = "INSTALL_NAMESPACE"
+	VarHubKubeconfig    = "HUB_KUBECONFIG"
+)
+
+// BuiltinVariables lists the OCM built-ins a template may use.
+var BuiltinVariables = []string{VarClusterName, VarHubKubeconfig, VarInstallNamespace}
+
+// MaxVariableValueLength is the ADC CRD bound on a customized variable value.
+const MaxVariableValueLength = 1024
+
+var variableNamePattern = regexp.MustCompile(`^[a-zA-Z_][_a-zA-Z0-9]*$`)
+
+// tag renders a variable reference exactly as OCM expects it: no spaces.
+func tag(name string) string {
+	return "{{" + name + "}}"
+}
+
+// ValidateVariable checks a customized variable against the ADC CRD rules and
+// against what OCM's unescaped substitution can carry safely: the value lands
+// inside a JSON string verbatim, so a quote, a backslash or a control
+// character (newline, tab, ...) would break or alter the manifest, and "{{"
+// would start a tag of its own.
+func ValidateVariable(name, value string) error {
+	if !variableNamePattern.MatchString(name) {
+		return fmt.Errorf("variable name %q is invalid: must match %s", name, variableNamePattern)
+	}
+	for _, b := range BuiltinVariables {
+		if name == b {
+			return fmt.Errorf("variable name %q is reserved for OCM's built-in value", name)
+		}
+	}
+	if len(value) > MaxVariableValueLength {
+		return fmt.Errorf("variable %s is %d characters long, at most %d are allowed", name, len(value), MaxVariableValueLength)
+	}
+	if !utf8.ValidString(value) {
+		return fmt.Errorf("variable %s is not valid UTF-8", name)
+	}
+	if strings.Contains(value, "{{") {
+		return fmt.Errorf("variable %s must not contain %q", name, "{{")
+	}
+	for _, r := range value {
+		switch {
+		case r == '"':
+			return fmt.Errorf("variable %s must not contain a double quote", name)
+		case r == '\\':
+			return fmt.Errorf("variable %s must not contain a backslash", name)
+		case r < 0x20 || r == 0x7f:
+			return fmt.Errorf("variable %s must not contain control characters such as newlines (found %q)", name, r)
+		}
+	}
+	return nil
+}

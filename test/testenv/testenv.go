@@ -1,0 +1,164 @@
+// Package testenv starts a real kube-apiserver and etcd (controller-runtime envtest) with the
+// project's CRDs and OCM's CRDs installed, using the binaries from hack/test-binaries.sh.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+)
+
+// Env is a running API server with a client that knows every type the manager uses.
+type Env struct {
+	Environment *envtest.Environment
+	Config      *rest.Config
+	Client      client.Client
+}
+
+// RepoRoot is the project's top-level directory.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+var (
+	assetsOnce sync.Once
+	assetsDir  string
+	assetsErr  error
+)
+
+// BinaryAssets returns the directory holding kube-apiserver, etcd and kube-controller-manager:
+// $KUBEBUILDER_ASSETS when set, else whatever hack/test-binaries.sh finds or builds.
+func BinaryAssets() (string, error) {
+	assetsOnce.Do(func() {
+		if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+			assetsDir = dir
+			return
+		}
+		cmd := exec.Command(filepath.Join(RepoRoot(), "hack", "test-binaries.sh"))
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			assetsErr = fmt.Errorf("hack/test-binaries.sh: %w", err)
+			return
+		}
+		assetsDir = strings.TrimSpace(string(out))
+	})
+	return assetsDir, assetsErr
+}
+
+// OCMCRDDirs returns the folders of the OCM api module that hold the CRDs the hub controllers
+// read and write, taken from the module cache so they match the Go types exactly.
+func OCMCRDDirs() ([]string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "open-cluster-management.io/api").Output()
+	if err != nil {
+		return nil, fmt.Errorf("locating open-cluster-management.io/api: %w", err)
+	}
+	root := strings.TrimSpace(string(out))
+	if root == "" {
+		return nil, fmt.Errorf("open-cluster-management.io/api is not in the module cache; run go mod download")
+	}
+	var dirs []string
+	for _, d := range []string{"cluster/v1", "cluster/v1beta1", "cluster/v1beta2", "addon/v1alpha1", "work/v1"} {
+		dirs = append(dirs, filepath.Join(root, d))
+	}
+	return dirs, nil
+}
+
+// Options tune Start.
+type Options struct {
+	// WithoutOCM installs only the project's own CRDs.
+	WithoutOCM bool
+	// APIServerArgs are extra kube-apiserver flags, name to value.
+	APIServerArgs map[string]string
+}
+
+// Start launches the API server. Callers must call Stop.
+func Start(opts Options) (*Env, error) {
+	assets, err := BinaryAssets()
+	if err != nil {
+		return nil, err
+	}
+	crdDirs := []string{filepath.Join(RepoRoot(), "manifests", "crds")}
+	if !opts.WithoutOCM {
+		ocm, err := OCMCRDDirs()
+		if err != nil {
+			return nil, err
+		}
+		crdDirs = append(crdDirs, ocm...)
+	}
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     crdDirs,
+		ErrorIfCRDPathMissing: true,
+		Scheme:                scheme,
+	}
+	api := env.ControlPlane.GetAPIServer()
+	for k, v := range opts.APIServerArgs {
+		api.Configure().Set(k, v)
+	}
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting envtest: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		_ = env.Stop()
+		return nil, err
+	}
+	return &Env{Environment: env, Config: cfg, Client: c}, nil
+}
+
+// Stop shuts the API server and etcd down.
+func (e *Env) Stop() error { return e.Environment.Stop() }
+
+// StartForTest starts an Env and stops it when the test ends.
+func StartForTest(t testing.TB, opts Options) *Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a kube-apiserver; skipped with -short")
+	}
+	env, err := Start(opts)
+	if err != nil {
+		t.Fatalf("starting test API server: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping test API server: %v", err)
+		}
+	})
+	return env
+}
+
+// KubeconfigFile writes a kubeconfig for the env's admin user into dir and returns its path.
+func (e *Env) KubeconfigFile(dir string) (string, error) {
+	user, err := e.Environment.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return "", err
+	}
+	data, err := user.KubeConfig()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "kubeconfig")
+	return path, os.WriteFile(path, data, 0o600)
+}

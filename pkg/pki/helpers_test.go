@@ -102,3 +102,5 @@ func csrFor(t testing.TB, key crypto.Signer, subject pkix.Name, dnsNames []strin
 	}
 	return csr
 }
+
+func pkixCN(cn string) pkix.Name { return pkix.Name{CommonName: cn} }

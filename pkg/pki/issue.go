@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"net"
+	"reflect"
 	"slices"
 	"time"
 )
@@ -106,12 +107,17 @@ func (ca *KeyPair) clientTemplate(pub crypto.PublicKey, subject pkix.Name, dnsNa
 	return tmpl, nil
 }
 
-// templateSubject prepares a subject for x509.CreateCertificate so that it is written exactly
-// as requested. x509 marshals only the typed fields (in a fixed order) and ExtraNames, ignoring
-// Names. A subject parsed from a CSR carries its attributes, in their original order, in Names;
-// when those agree with the typed fields we hand them over as ExtraNames, which keeps the
-// original order and any attribute without a typed field (UID, emailAddress, ...). A subject
-// built by hand (Names empty or out of date) is used as is.
+// templateSubject prepares a subject for x509.CreateCertificate so that it is written as
+// requested. x509 marshals only the typed fields (in a fixed order, several values of one
+// field as one multi-valued RDN) and ExtraNames, and ignores Names.
+//
+// A subject parsed from a CSR made with Go (the OCM registration agent) has typed fields that
+// reproduce its Names exactly, so the typed fields are used and the certificate's subject is
+// byte for byte the CSR's. When Names holds something the typed fields cannot express (another
+// attribute order, or attributes without a typed field such as UID), Names is handed over as
+// ExtraNames, which keeps every attribute in its original order, one per RDN (pkix.Name does
+// not record how attributes were grouped into RDNs). A subject built by hand, or whose typed
+// fields were edited after parsing, is used as is.
 func templateSubject(s pkix.Name) pkix.Name {
 	out := s
 	out.Names = nil
@@ -119,17 +125,24 @@ func templateSubject(s pkix.Name) pkix.Name {
 		return out
 	}
 	var parsed pkix.Name
-	parsed.FillFromRDNSequence(&pkix.RDNSequence{namesAsRDNs(s.Names)})
+	parsed.FillFromRDNSequence(&pkix.RDNSequence{pkix.RelativeDistinguishedNameSET(slices.Clone(s.Names))})
 	if !sameTypedFields(parsed, s) {
+		return out // typed fields were changed after parsing: they win
+	}
+	var typed []pkix.AttributeTypeAndValue
+	for _, rdn := range out.ToRDNSequence() {
+		typed = append(typed, rdn...)
+	}
+	if slices.EqualFunc(typed, s.Names, sameAttribute) {
 		return out
 	}
 	out.ExtraNames = slices.Clone(s.Names)
 	return out
 }
 
-// namesAsRDNs wraps attributes into one set so FillFromRDNSequence reads them all.
-func namesAsRDNs(names []pkix.AttributeTypeAndValue) pkix.RelativeDistinguishedNameSET {
-	return pkix.RelativeDistinguishedNameSET(slices.Clone(names))
+// sameAttribute compares one subject attribute by type and value.
+func sameAttribute(a, b pkix.AttributeTypeAndValue) bool {
+	return a.Type.Equal(b.Type) && reflect.DeepEqual(a.Value, b.Value)
 }
 
 // sameTypedFields compares the typed fields x509 would marshal from a pkix.Name.

@@ -232,8 +232,8 @@ func caSecret(caPEM []byte) *corev1.Secret {
 }
 
 var (
-	readVerbs     = []string{"get", "list", "watch"}
-	readWriteVers = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+	readVerbs      = []string{"get", "list", "watch"}
+	readWriteVerbs = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
 	// Without create: in autonomous mode argocd-agent v0.9.0 discards every
 	// incoming create of applications, appprojects and repository secrets and
 	// ignores GPG key configmaps (agent/inbound.go), but it still updates
@@ -246,7 +246,7 @@ var (
 // manifests), repository secrets, GPG key configmaps, the root CA secret, and
 // creating events.
 func role(mode string) *rbacv1.Role {
-	verbs := readWriteVers
+	verbs := readWriteVerbs
 	if mode == ModeAutonomous {
 		verbs = autonomousVerbs
 	}

@@ -30,7 +30,8 @@ const (
 // BuiltinVariables lists the OCM built-ins a template may use.
 var BuiltinVariables = []string{VarClusterName, VarHubKubeconfig, VarInstallNamespace}
 
-// MaxVariableValueLength is the ADC CRD bound on a customized variable value.
+// MaxVariableValueLength is the ADC CRD bound on a customized variable value,
+// applied to bytes, which is never looser than the CRD's character count.
 const MaxVariableValueLength = 1024
 
 var variableNamePattern = regexp.MustCompile(`^[a-zA-Z_][_a-zA-Z0-9]*$`)
@@ -55,7 +56,7 @@ func ValidateVariable(name, value string) error {
 		}
 	}
 	if len(value) > MaxVariableValueLength {
-		return fmt.Errorf("variable %s is %d characters long, at most %d are allowed", name, len(value), MaxVariableValueLength)
+		return fmt.Errorf("variable %s is %d bytes long, at most %d are allowed", name, len(value), MaxVariableValueLength)
 	}
 	if !utf8.ValidString(value) {
 		return fmt.Errorf("variable %s is not valid UTF-8", name)

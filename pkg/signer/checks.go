@@ -189,7 +189,10 @@ func DefaultAgentUser(cluster, addon string) string {
 }
 
 // DefaultAgentGroups are the subject O values OCM requests for a
-// CustomSigner registration without explicit subject.
+// CustomSigner registration without explicit subject (addon-framework
+// agent.DefaultGroups). Older addon-framework releases, and the doc comment
+// in OCM api v1.3.0, also list "system:authenticated"; an agent built on
+// those would need an Expectation with that third O value.
 func DefaultAgentGroups(cluster, addon string) []string {
 	return []string{
 		"system:open-cluster-management:cluster:" + cluster + ":addon:" + addon,
@@ -577,6 +580,16 @@ func sameSet(got, want []string) bool {
 	return true
 }
 
+// GeneralName tags (RFC 5280 4.2.1.6).
+const (
+	sanEmail = 1
+	sanDNS   = 2
+	sanURI   = 6
+	sanIP    = 7
+)
+
+var sanKinds = map[int]string{0: "otherName", 3: "x400Address", 4: "directoryName", 5: "ediPartyName", 8: "registeredID"}
+
 // checkSANs walks the raw subjectAltName extension: crypto/x509 silently
 // drops otherName, directoryName and registeredID entries, which must not be
 // overlooked.
@@ -597,20 +610,27 @@ func checkSANs(req *x509.CertificateRequest, allowed []string) *Rejection {
 			return reject(ReasonForbiddenSAN, "the request's subjectAltName extension is malformed; allowed SANs: %s", allowedMsg)
 		}
 		for _, n := range names {
-			if n.Class != asn1.ClassContextSpecific || n.IsCompound {
+			if n.Class != asn1.ClassContextSpecific {
 				return reject(ReasonForbiddenSAN, "the request has a malformed subject alternative name; allowed SANs: %s", allowedMsg)
 			}
 			switch n.Tag {
-			case 2: // dNSName
+			case sanDNS:
+				if n.IsCompound {
+					return reject(ReasonForbiddenSAN, "the request has a malformed DNS SAN; allowed SANs: %s", allowedMsg)
+				}
 				dnsNames = append(dnsNames, string(n.Bytes))
-			case 1:
+			case sanEmail:
 				return reject(ReasonForbiddenSAN, "the request asks for e-mail SAN %s; allowed SANs: %s", short(string(n.Bytes)), allowedMsg)
-			case 6:
+			case sanURI:
 				return reject(ReasonForbiddenSAN, "the request asks for URI SAN %s; allowed SANs: %s", short(string(n.Bytes)), allowedMsg)
-			case 7:
+			case sanIP:
 				return reject(ReasonForbiddenSAN, "the request asks for an IP address SAN; allowed SANs: %s", allowedMsg)
 			default:
-				return reject(ReasonForbiddenSAN, "the request asks for a SAN of type [%d] (otherName, directoryName, ...); allowed SANs: %s", n.Tag, allowedMsg)
+				kind, known := sanKinds[n.Tag]
+				if !known {
+					kind = fmt.Sprintf("unknown type [%d]", n.Tag)
+				}
+				return reject(ReasonForbiddenSAN, "the request asks for a SAN of type %s; allowed SANs: %s", kind, allowedMsg)
 			}
 		}
 	}

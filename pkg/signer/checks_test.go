@@ -145,6 +145,7 @@ func TestCheckCSR(t *testing.T) {
 		obj  func(*certificatesv1.CertificateSigningRequest)
 		exp  func(*Expectation)
 		want string // "" means accepted
+		msg  string // substring the rejection message must contain
 	}
 	otherName := func() pkix.Extension {
 		// GeneralNames with one otherName [0] { type-id, [0] value }.
@@ -249,7 +250,7 @@ func TestCheckCSR(t *testing.T) {
 		{name: "requester is kubernetes-admin", obj: func(c *certificatesv1.CertificateSigningRequest) {
 			c.Spec.Username = "kubernetes-admin"
 			c.Spec.Groups = []string{"system:masters", "system:authenticated"}
-		}, want: ReasonWrongRequester},
+		}, want: ReasonWrongRequester, msg: `"kubernetes-admin"`},
 		{name: "requester is a service account", obj: func(c *certificatesv1.CertificateSigningRequest) {
 			c.Spec.Username = "system:serviceaccount:open-cluster-management-hub:addon-manager-controller-sa"
 			c.Spec.Groups = []string{"system:serviceaccounts", "system:authenticated"}
@@ -355,7 +356,7 @@ func TestCheckCSR(t *testing.T) {
 		// Subject.
 		{name: "another cluster's identity in CN", tmpl: func(r *x509.CertificateRequest) {
 			r.Subject.CommonName = DefaultAgentUser(testOther, testAddon)
-		}, want: ReasonWrongCommonName},
+		}, want: ReasonWrongCommonName, msg: DefaultAgentUser(testCluster, testAddon)},
 		{name: "another cluster's whole subject", tmpl: func(r *x509.CertificateRequest) {
 			*r = *defaultTemplate(testOther)
 		}, want: ReasonWrongCommonName},
@@ -365,6 +366,12 @@ func TestCheckCSR(t *testing.T) {
 			r.Subject.ExtraNames = []pkix.AttributeTypeAndValue{
 				{Type: oidCommonName, Value: r.Subject.CommonName},
 				{Type: oidCommonName, Value: DefaultAgentUser(testOther, testAddon)},
+			}
+		}, want: ReasonWrongCommonName},
+		{name: "right CN repeated", tmpl: func(r *x509.CertificateRequest) {
+			r.Subject.ExtraNames = []pkix.AttributeTypeAndValue{
+				{Type: oidCommonName, Value: r.Subject.CommonName},
+				{Type: oidCommonName, Value: r.Subject.CommonName},
 			}
 		}, want: ReasonWrongCommonName},
 		{name: "another cluster's O", tmpl: func(r *x509.CertificateRequest) {
@@ -411,7 +418,7 @@ func TestCheckCSR(t *testing.T) {
 		}, want: ReasonForbiddenSAN},
 		{name: "IP SAN", tmpl: func(r *x509.CertificateRequest) {
 			r.IPAddresses = []net.IP{net.ParseIP("10.0.0.1")}
-		}, want: ReasonForbiddenSAN},
+		}, want: ReasonForbiddenSAN, msg: "IP address"},
 		{name: "URI SAN", tmpl: func(r *x509.CertificateRequest) {
 			r.URIs = []*url.URL{{Scheme: "spiffe", Host: "cluster.local", Path: "/ns/argocd/sa/principal"}}
 		}, want: ReasonForbiddenSAN},
@@ -420,7 +427,7 @@ func TestCheckCSR(t *testing.T) {
 		}, want: ReasonForbiddenSAN},
 		{name: "otherName SAN hidden from crypto/x509", tmpl: func(r *x509.CertificateRequest) {
 			r.ExtraExtensions = []pkix.Extension{otherName()}
-		}, want: ReasonForbiddenSAN},
+		}, want: ReasonForbiddenSAN, msg: "otherName"},
 
 		// Ordering: several faults, the earliest check wins.
 		{name: "wrong requester beats wrong subject and SAN", tmpl: func(r *x509.CertificateRequest) {
@@ -474,6 +481,9 @@ func TestCheckCSR(t *testing.T) {
 				}
 				if req != nil {
 					t.Fatalf("rejected CSR but returned a parsed request")
+				}
+				if !strings.Contains(rej.Message, c.msg) {
+					t.Fatalf("message %q does not mention %q", rej.Message, c.msg)
 				}
 				if len(rej.Message) < 20 {
 					t.Fatalf("message %q is too short to act on", rej.Message)
@@ -664,4 +674,30 @@ func TestMessagesAreBounded(t *testing.T) {
 	if len(rej.Message) > 1000 {
 		t.Fatalf("message is %d bytes long; a huge user name must be cut", len(rej.Message))
 	}
+}
+
+func BenchmarkCheckCSR(b *testing.B) {
+	k := mustKeys(b)
+	exp := testExpectation()
+	for _, c := range []struct {
+		name string
+		key  crypto.Signer
+	}{{"P256", k.p256}, {"RSA2048", k.rsa2048}, {"Ed25519", k.ed}} {
+		obj := csrObject(csrPEM(b, c.key, defaultTemplate(testCluster)))
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, rej := CheckCSR(obj, exp); rej != nil {
+					b.Fatal(rej)
+				}
+			}
+		})
+	}
+	obj := csrObject([]byte("-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"))
+	b.Run("Unparsable", func(b *testing.B) {
+		for b.Loop() {
+			if _, rej := CheckCSR(obj, exp); rej == nil {
+				b.Fatal("accepted garbage")
+			}
+		}
+	})
 }

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 )
 
 // AgentMode is the argocd-agent operating mode.
@@ -65,6 +66,38 @@ type ArgoCDAgentAddonSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="agentNamespace must be a DNS label: lower-case letters, digits and '-', starting and ending with a letter or digit, at most 63 characters"
 	// +optional
 	AgentNamespace string `json:"agentNamespace,omitempty"`
+
+	// Image is the argocd-agent image for the agents. When empty, the image of the principal
+	// Deployment is used (argocd-agent rejects agents whose version differs from the
+	// principal's), else the manager's default.
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="!self.contains(' ') && !self.contains('\"') && !self.contains('{{')",message="image must be an image reference without spaces, quotes or template tags"
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// PrincipalNamespace is the hub namespace of the argocd-agent principal and its PKI secrets.
+	// Defaults to the GitOpsCluster's namespace.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="principalNamespace must be a DNS label"
+	// +optional
+	PrincipalNamespace string `json:"principalNamespace,omitempty"`
+
+	// RolloutStrategy governs how a change of the agents' configuration rolls across the
+	// selected clusters (All by default; Progressive and ProgressivePerGroup pass through to OCM).
+	// +optional
+	RolloutStrategy *clusterv1alpha1.RolloutStrategy `json:"rolloutStrategy,omitempty"`
+
+	// RestartPrincipalOnCertificateChange restarts the principal Deployment when its serving
+	// certificate is re-issued, because argocd-agent reads certificates only at start-up.
+	// Defaults to true.
+	// +optional
+	RestartPrincipalOnCertificateChange *bool `json:"restartPrincipalOnCertificateChange,omitempty"`
+
+	// ClientCertificateValidity is the lifetime of agent client certificates issued by the
+	// project's signer; the manager's default applies when empty. At least one hour.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h')",message="clientCertificateValidity must be at least 1h"
+	// +optional
+	ClientCertificateValidity *metav1.Duration `json:"clientCertificateValidity,omitempty"`
 }
 
 // GitOpsClusterSpec is the desired argocd-agent fleet.
@@ -88,6 +121,28 @@ type ClusterAgentState struct {
 	// Message is a human-readable explanation.
 	// +optional
 	Message string `json:"message,omitempty"`
+}
+
+// PrincipalSource tells where the principal endpoint came from.
+type PrincipalSource string
+
+const (
+	// PrincipalSourceSpec means principalServerAddress/Port in the spec.
+	PrincipalSourceSpec PrincipalSource = "Spec"
+	// PrincipalSourceLoadBalancer means the principal Service's load-balancer ingress.
+	PrincipalSourceLoadBalancer PrincipalSource = "LoadBalancer"
+	// PrincipalSourceNodePort means a hub node address and the Service's node port.
+	PrincipalSourceNodePort PrincipalSource = "NodePort"
+)
+
+// PrincipalEndpoint is the address agents dial.
+type PrincipalEndpoint struct {
+	// Address is a host name or IP address.
+	Address string `json:"address"`
+	// Port is the TCP port.
+	Port int32 `json:"port"`
+	// Source is where the endpoint was found.
+	Source PrincipalSource `json:"source"`
 }
 
 // GitOpsClusterStatus is the observed state of the fleet.
@@ -116,6 +171,14 @@ type GitOpsClusterStatus struct {
 	// +listType=atomic
 	// +optional
 	UnavailableClusters []ClusterAgentState `json:"unavailableClusters,omitempty"`
+
+	// Principal is the endpoint handed to the agents.
+	// +optional
+	Principal *PrincipalEndpoint `json:"principal,omitempty"`
+
+	// AddOnTemplate is the name of the AddOnTemplate this GitOpsCluster owns.
+	// +optional
+	AddOnTemplate string `json:"addOnTemplate,omitempty"`
 }
 
 // GitOpsCluster turns an OCM Placement into a fleet of argocd-agents.

@@ -20,6 +20,8 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 )
 
 // Options are the manager's process-level settings, bound to command-line flags.
@@ -30,6 +32,8 @@ type Options struct {
 	LeaderElectionID        string
 	LeaderElectionNamespace string
 	GracefulShutdownTimeout time.Duration
+	// Fleet configures the GitOpsCluster reconciler.
+	Fleet gitopscluster.Config
 }
 
 // DefaultOptions returns the flag defaults.
@@ -39,6 +43,7 @@ func DefaultOptions() Options {
 		HealthProbeAddr:         ":8081",
 		LeaderElectionID:        "argocd-agent-addon.apps.open-cluster-management.io",
 		GracefulShutdownTimeout: 30 * time.Second,
+		Fleet:                   gitopscluster.DefaultConfig(),
 	}
 }
 
@@ -58,6 +63,17 @@ func NewScheme() (*runtime.Scheme, error) {
 		}
 	}
 	return s, nil
+}
+
+// Setup registers the field indexes and every hub controller with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if err := fleet.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if err := (&gitopscluster.Reconciler{Client: mgr.GetClient(), Config: opts.Fleet}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the GitOpsCluster controller: %w", err)
+	}
+	return nil
 }
 
 // Run starts the hub controllers and blocks until ctx ends.
@@ -80,6 +96,9 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := Setup(ctx, mgr, opts); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err

@@ -1,0 +1,127 @@
+// Package fleet answers which managed clusters a GitOpsCluster selects, and which GitOpsCluster
+// owns a cluster when several select it. The reconciler and the signer share these answers so
+// that they never disagree about who may do what for a cluster.
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+)
+
+// Field indexes registered on the manager's cache.
+const (
+	// IndexDecisionClusters indexes PlacementDecisions by every cluster name they decide.
+	IndexDecisionClusters = "argocd-agent-addon.decisionClusters"
+	// IndexGitOpsClusterPlacement indexes GitOpsClusters by "<namespace>/<placement name>".
+	IndexGitOpsClusterPlacement = "argocd-agent-addon.placement"
+)
+
+// SetupIndexes registers the field indexes this package's lookups use.
+func SetupIndexes(ctx context.Context, indexer client.FieldIndexer) error {
+	if err := indexer.IndexField(ctx, &clusterv1beta1.PlacementDecision{}, IndexDecisionClusters, func(o client.Object) []string {
+		pd := o.(*clusterv1beta1.PlacementDecision)
+		out := make([]string, 0, len(pd.Status.Decisions))
+		for _, d := range pd.Status.Decisions {
+			out = append(out, d.ClusterName)
+		}
+		return out
+	}); err != nil {
+		return fmt.Errorf("indexing PlacementDecisions: %w", err)
+	}
+	if err := indexer.IndexField(ctx, &v1alpha1.GitOpsCluster{}, IndexGitOpsClusterPlacement, func(o client.Object) []string {
+		g := o.(*v1alpha1.GitOpsCluster)
+		return []string{PlacementKey(g.Namespace, g.Spec.PlacementRef.Name)}
+	}); err != nil {
+		return fmt.Errorf("indexing GitOpsClusters: %w", err)
+	}
+	return nil
+}
+
+// PlacementKey is the index value of a Placement.
+func PlacementKey(namespace, name string) string { return namespace + "/" + name }
+
+// PlacementLabel is the label OCM puts on every PlacementDecision of a Placement.
+const PlacementLabel = clusterv1beta1.PlacementLabel
+
+// SelectedClusters returns the union of the decisions of every PlacementDecision of the
+// Placement namespace/name. A read error is returned as is: callers must never take it for an
+// empty selection.
+func SelectedClusters(ctx context.Context, r client.Reader, namespace, placement string) (sets.Set[string], error) {
+	var list clusterv1beta1.PlacementDecisionList
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{PlacementLabel: placement}); err != nil {
+		return nil, fmt.Errorf("listing PlacementDecisions of %s/%s: %w", namespace, placement, err)
+	}
+	out := sets.New[string]()
+	for i := range list.Items {
+		for _, d := range list.Items[i].Status.Decisions {
+			if d.ClusterName != "" {
+				out.Insert(d.ClusterName)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Less orders GitOpsClusters by precedence: the older one first, then by namespace/name. The
+// first GitOpsCluster that selects a cluster owns it, so ownership never flaps.
+func Less(a, b *v1alpha1.GitOpsCluster) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
+}
+
+// SelectorsOf returns every live GitOpsCluster whose Placement currently selects cluster, in
+// precedence order (the owner first). It reads through the field indexes, so it costs the
+// number of decisions naming the cluster, not the fleet size.
+func SelectorsOf(ctx context.Context, r client.Reader, cluster string) ([]*v1alpha1.GitOpsCluster, error) {
+	var pds clusterv1beta1.PlacementDecisionList
+	if err := r.List(ctx, &pds, client.MatchingFields{IndexDecisionClusters: cluster}); err != nil {
+		return nil, fmt.Errorf("listing PlacementDecisions for cluster %s: %w", cluster, err)
+	}
+	placements := sets.New[string]()
+	for i := range pds.Items {
+		if p := pds.Items[i].Labels[PlacementLabel]; p != "" {
+			placements.Insert(PlacementKey(pds.Items[i].Namespace, p))
+		}
+	}
+	var out []*v1alpha1.GitOpsCluster
+	for _, key := range sets.List(placements) {
+		var gocs v1alpha1.GitOpsClusterList
+		if err := r.List(ctx, &gocs, client.MatchingFields{IndexGitOpsClusterPlacement: key}); err != nil {
+			return nil, fmt.Errorf("listing GitOpsClusters for placement %s: %w", key, err)
+		}
+		for i := range gocs.Items {
+			g := &gocs.Items[i]
+			if g.DeletionTimestamp.IsZero() {
+				out = append(out, g)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return Less(out[i], out[j]) })
+	return out, nil
+}
+
+// GitOpsClustersForPlacement returns the GitOpsClusters that reference a Placement.
+func GitOpsClustersForPlacement(ctx context.Context, r client.Reader, namespace, placement string) ([]types.NamespacedName, error) {
+	var gocs v1alpha1.GitOpsClusterList
+	if err := r.List(ctx, &gocs, client.MatchingFields{IndexGitOpsClusterPlacement: PlacementKey(namespace, placement)}); err != nil {
+		return nil, err
+	}
+	out := make([]types.NamespacedName, 0, len(gocs.Items))
+	for i := range gocs.Items {
+		out = append(out, types.NamespacedName{Namespace: gocs.Items[i].Namespace, Name: gocs.Items[i].Name})
+	}
+	return out, nil
+}

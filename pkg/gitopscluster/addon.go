@@ -1,0 +1,283 @@
+package gitopscluster
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+)
+
+// TemplateName is the deterministic name of a GitOpsCluster's AddOnTemplate.
+func TemplateName(goc *v1alpha1.GitOpsCluster) string {
+	return "argocd-agent-" + goc.Namespace + "-" + goc.Name
+}
+
+// DeploymentConfigName is the name of a GitOpsCluster's AddOnDeploymentConfig (same namespace).
+func DeploymentConfigName(goc *v1alpha1.GitOpsCluster) string { return goc.Name + "-argocd-agent" }
+
+// FieldManager is the server-side-apply manager of one GitOpsCluster's CMA entry, so that
+// each GitOpsCluster owns exactly its own entry of installStrategy.placements.
+func FieldManager(goc *v1alpha1.GitOpsCluster) string {
+	return "argocd-agent-addon/" + goc.Namespace + "/" + goc.Name
+}
+
+func ownerLabels(goc *v1alpha1.GitOpsCluster) map[string]string {
+	return map[string]string{
+		v1alpha1.LabelManagedBy:      v1alpha1.ManagedByValue,
+		v1alpha1.LabelOwnerNamespace: goc.Namespace,
+		v1alpha1.LabelOwnerName:      goc.Name,
+	}
+}
+
+// agentImage picks the spec's image, else the principal's (agents must run its version), else
+// the default.
+func (r *Reconciler) agentImage(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (string, error) {
+	if goc.Spec.ArgoCDAgentAddon.Image != "" {
+		return goc.Spec.ArgoCDAgentAddon.Image, nil
+	}
+	dep := &appsv1.Deployment{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: r.Config.PrincipalDeploymentName}, dep)
+	if err == nil {
+		for _, c := range dep.Spec.Template.Spec.Containers {
+			if c.Name == "principal" || c.Name == "argocd-agent-principal" {
+				return c.Image, nil
+			}
+		}
+		if len(dep.Spec.Template.Spec.Containers) > 0 {
+			return dep.Spec.Template.Spec.Containers[0].Image, nil
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return "", err
+	}
+	return r.Config.DefaultAgentImage, nil
+}
+
+// applyAddOn writes the AddOnDeploymentConfig, the AddOnTemplate and this GitOpsCluster's entry
+// of the ClusterManagementAddOn, each only when it differs from what is there.
+func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, hub *hubPKI) (string, error) {
+	image, err := r.agentImage(ctx, goc, principalNS)
+	if err != nil {
+		return "", err
+	}
+	agentNS := goc.Spec.ArgoCDAgentAddon.AgentNamespace
+	if agentNS == "" {
+		agentNS = r.Config.DefaultAgentNamespace
+	}
+	mode := string(goc.Spec.ArgoCDAgentAddon.Mode)
+	if mode == "" {
+		mode = string(v1alpha1.AgentModeManaged)
+	}
+
+	adc, err := addon.BuildDeploymentConfig(addon.DeploymentConfigInput{
+		Name: DeploymentConfigName(goc), Namespace: goc.Namespace, AgentInstallNamespace: agentNS,
+		ServerAddress: ep.Address, ServerPort: ep.Port, Mode: mode, AgentImage: image, ReloaderImage: r.Config.ReloaderImage,
+	})
+	if err != nil {
+		return "", fmt.Errorf("building AddOnDeploymentConfig: %w", err)
+	}
+	adc.Labels = ownerLabels(goc)
+	if err := controllerutil.SetControllerReference(goc, adc, r.Client.Scheme()); err != nil {
+		return "", err
+	}
+	if err := r.createOrUpdate(ctx, adc, func(live client.Object) bool {
+		l := live.(*addonv1alpha1.AddOnDeploymentConfig)
+		if equality.Semantic.DeepEqual(l.Spec, adc.Spec) && labelsContain(l.Labels, adc.Labels) {
+			return false
+		}
+		l.Spec = adc.Spec
+		mergeLabels(l, adc.Labels)
+		return true
+	}); err != nil {
+		return "", fmt.Errorf("writing AddOnDeploymentConfig %s/%s: %w", adc.Namespace, adc.Name, err)
+	}
+
+	tmpl, err := addon.BuildAddOnTemplate(addon.TemplateInput{
+		AddonName: r.Config.AddonName, TemplateName: TemplateName(goc), SignerName: r.Config.SignerName,
+		SigningCA:   types.NamespacedName{Namespace: principalNS, Name: CASecretName},
+		CABundlePEM: hub.Bundle, Mode: mode,
+	})
+	if err != nil {
+		return "", fmt.Errorf("building AddOnTemplate: %w", err)
+	}
+	tmpl.Labels = ownerLabels(goc)
+	if err := r.createOrUpdate(ctx, tmpl, func(live client.Object) bool {
+		l := live.(*addonv1alpha1.AddOnTemplate)
+		if equality.Semantic.DeepEqual(l.Spec, tmpl.Spec) && labelsContain(l.Labels, tmpl.Labels) {
+			return false
+		}
+		l.Spec = tmpl.Spec
+		mergeLabels(l, tmpl.Labels)
+		return true
+	}); err != nil {
+		return "", fmt.Errorf("writing AddOnTemplate %s: %w", tmpl.Name, err)
+	}
+
+	rollout := clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All}
+	if rs := goc.Spec.ArgoCDAgentAddon.RolloutStrategy; rs != nil {
+		rollout = *rs.DeepCopy()
+	}
+	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name},
+		tmpl.Name, types.NamespacedName{Namespace: adc.Namespace, Name: adc.Name}, rollout)
+	if err := r.applyCMAEntry(ctx, goc, &entry); err != nil {
+		return "", fmt.Errorf("writing ClusterManagementAddOn %s: %w", r.Config.AddonName, err)
+	}
+	return tmpl.Name, nil
+}
+
+// applyCMAEntry server-side-applies the CMA with only this GitOpsCluster's placement entry
+// (or none, to remove it). Entries of other GitOpsClusters belong to their own field managers
+// and are left untouched. Nothing is sent when the live object already matches.
+func (r *Reconciler) applyCMAEntry(ctx context.Context, goc *v1alpha1.GitOpsCluster, entry *addonv1alpha1.PlacementStrategy) error {
+	desired := addon.BuildClusterManagementAddOn(r.Config.AddonName, "argocd-agent")
+	live := &addonv1alpha1.ClusterManagementAddOn{}
+	err := r.Client.Get(ctx, types.NamespacedName{Name: desired.Name}, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		if entry == nil {
+			return nil
+		}
+		live = nil
+	case err != nil:
+		return err
+	}
+	if live != nil && cmaMatches(live, desired, goc, entry) {
+		return nil
+	}
+	desired.Spec.InstallStrategy.Placements = nil
+	if entry != nil {
+		desired.Spec.InstallStrategy.Placements = []addonv1alpha1.PlacementStrategy{*entry}
+	}
+	u, err := toApplyObject(desired, r.Client.Scheme())
+	if err != nil {
+		return err
+	}
+	if entry == nil {
+		// Keep only what identifies the object, so applying releases every field we owned.
+		u = &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(),
+			"metadata": map[string]any{"name": u.GetName()}}}
+	}
+	return r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager(goc)), client.ForceOwnership)
+}
+
+func cmaMatches(live, desired *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOpsCluster, entry *addonv1alpha1.PlacementStrategy) bool {
+	var found *addonv1alpha1.PlacementStrategy
+	for i := range live.Spec.InstallStrategy.Placements {
+		p := &live.Spec.InstallStrategy.Placements[i]
+		if p.Namespace == goc.Namespace && p.Name == goc.Spec.PlacementRef.Name {
+			found = p
+		}
+	}
+	if entry == nil {
+		return found == nil || !managesFields(live, FieldManager(goc))
+	}
+	if found == nil || !equality.Semantic.DeepEqual(found.Configs, entry.Configs) || !rolloutEqual(found.RolloutStrategy, entry.RolloutStrategy) {
+		return false
+	}
+	if live.Spec.InstallStrategy.Type != desired.Spec.InstallStrategy.Type ||
+		!equality.Semantic.DeepEqual(live.Spec.SupportedConfigs, desired.Spec.SupportedConfigs) {
+		return false
+	}
+	for k, v := range desired.Annotations {
+		if live.Annotations[k] != v {
+			return false
+		}
+	}
+	return managesFields(live, FieldManager(goc))
+}
+
+// rolloutEqual compares after the API server's defaulting of an empty type to All.
+func rolloutEqual(a, b clusterv1alpha1.RolloutStrategy) bool {
+	if a.Type == "" {
+		a.Type = clusterv1alpha1.All
+	}
+	if b.Type == "" {
+		b.Type = clusterv1alpha1.All
+	}
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+func managesFields(o metav1.Object, manager string) bool {
+	for _, mf := range o.GetManagedFields() {
+		if mf.Manager == manager && mf.Operation == metav1.ManagedFieldsOperationApply {
+			return true
+		}
+	}
+	return false
+}
+
+// toApplyObject converts a typed object into the unstructured form sent with server-side
+// apply, without status and zero-valued metadata that would claim fields we do not manage.
+func toApplyObject(obj client.Object, scheme *runtime.Scheme) (*unstructured.Unstructured, error) {
+	gvk, err := apiutilGVK(obj, scheme)
+	if err != nil {
+		return nil, err
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	delete(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	return u, nil
+}
+
+func apiutilGVK(obj runtime.Object, scheme *runtime.Scheme) (schema.GroupVersionKind, error) {
+	gvks, _, err := scheme.ObjectKinds(obj)
+	if err != nil {
+		return schema.GroupVersionKind{}, err
+	}
+	return gvks[0], nil
+}
+
+// createOrUpdate creates desired, or lets mutate bring the live object in line; mutate returns
+// false when nothing differs, and then nothing is written.
+func (r *Reconciler) createOrUpdate(ctx context.Context, desired client.Object, mutate func(live client.Object) bool) error {
+	live := desired.DeepCopyObject().(client.Object)
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	if apierrors.IsNotFound(err) {
+		return r.Client.Create(ctx, desired)
+	}
+	if err != nil {
+		return err
+	}
+	if !mutate(live) {
+		return nil
+	}
+	return r.Client.Update(ctx, live)
+}
+
+func labelsContain(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func mergeLabels(o metav1.Object, want map[string]string) {
+	l := o.GetLabels()
+	if l == nil {
+		l = map[string]string{}
+	}
+	for k, v := range want {
+		l[k] = v
+	}
+	o.SetLabels(l)
+}

@@ -1,0 +1,72 @@
+package gitopscluster
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+)
+
+// maxListedClusters bounds the list of unavailable clusters in status.
+const maxListedClusters = 10
+
+// observeAgents counts the selected clusters whose ManagedClusterAddOn is Available and lists
+// (at most ten of) the others with the reason.
+func (r *Reconciler) observeAgents(ctx context.Context, obs *observation, status *v1alpha1.GitOpsClusterStatus, setCond func(string, bool, string, string)) error {
+	if obs.selected == nil {
+		setCond(v1alpha1.ConditionAgentsAvailable, false, v1alpha1.ReasonPlacementNotFound, "the selection is unknown until the Placement exists")
+		return nil
+	}
+	available := int32(0)
+	var unavailable []v1alpha1.ClusterAgentState
+	invalid := sets.New(obs.invalid...)
+	for _, cluster := range sets.List(obs.selected) {
+		if invalid.Has(cluster) {
+			unavailable = append(unavailable, v1alpha1.ClusterAgentState{Name: cluster, Reason: "InvalidAgentName",
+				Message: "cluster name is not a valid argocd-agent agent name: " + ValidAgentName(cluster, "")})
+			continue
+		}
+		mca := &addonv1alpha1.ManagedClusterAddOn{}
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.Config.AddonName}, mca)
+		if apierrors.IsNotFound(err) {
+			unavailable = append(unavailable, v1alpha1.ClusterAgentState{Name: cluster, Reason: "AddOnNotInstalled",
+				Message: "OCM has not created the ManagedClusterAddOn yet"})
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(mca.Status.Conditions, addonv1alpha1.ManagedClusterAddOnConditionAvailable)
+		if c != nil && c.Status == "True" {
+			available++
+			continue
+		}
+		st := v1alpha1.ClusterAgentState{Name: cluster, Reason: "AvailabilityUnknown", Message: "the addon has not reported availability yet"}
+		if c != nil {
+			st.Reason, st.Message = c.Reason, c.Message
+		}
+		unavailable = append(unavailable, st)
+	}
+	status.AvailableAgents = available
+	total := len(unavailable)
+	if len(unavailable) > maxListedClusters {
+		unavailable = unavailable[:maxListedClusters]
+	}
+	status.UnavailableClusters = unavailable
+	switch {
+	case obs.selected.Len() == 0:
+		setCond(v1alpha1.ConditionAgentsAvailable, true, v1alpha1.ReasonNoClusters, "the Placement selects no cluster")
+	case total == 0:
+		setCond(v1alpha1.ConditionAgentsAvailable, true, v1alpha1.ReasonAgentsAvailable, fmt.Sprintf("all %d agent(s) available", available))
+	default:
+		setCond(v1alpha1.ConditionAgentsAvailable, false, v1alpha1.ReasonAgentsUnavailable,
+			fmt.Sprintf("%d of %d agent(s) available; %d not available (see status.unavailableClusters)", available, obs.selected.Len(), total))
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package gitopscluster
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+)
+
+// finalize removes what this GitOpsCluster created: its CMA entry (and the CMA when no entry
+// is left), its template, its ADC and its cluster secrets. The Placement, the hub PKI shared
+// with the principal, and anything the user made stay.
+func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+	if !controllerutil.ContainsFinalizer(goc, v1alpha1.Finalizer) {
+		return nil
+	}
+	if err := r.applyCMAEntry(ctx, goc, nil); err != nil {
+		return err
+	}
+	cma := &addonv1alpha1.ClusterManagementAddOn{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: r.Config.AddonName}, cma); err == nil {
+		if len(cma.Spec.InstallStrategy.Placements) == 0 && isOurs(cma) {
+			if err := r.Client.Delete(ctx, cma); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
+	} else if !apierrors.IsNotFound(err) {
+		return err
+	}
+
+	owner := client.MatchingLabels{v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name}
+	var templates addonv1alpha1.AddOnTemplateList
+	if err := r.Client.List(ctx, &templates, owner); err != nil {
+		return err
+	}
+	for i := range templates.Items {
+		if err := r.Client.Delete(ctx, &templates.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	var adcs addonv1alpha1.AddOnDeploymentConfigList
+	if err := r.Client.List(ctx, &adcs, client.InNamespace(goc.Namespace), owner); err != nil {
+		return err
+	}
+	for i := range adcs.Items {
+		if err := r.Client.Delete(ctx, &adcs.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	var secrets corev1.SecretList
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(principalNamespace(goc)), owner); err != nil {
+		return err
+	}
+	for i := range secrets.Items {
+		if err := r.Client.Delete(ctx, &secrets.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	patch := client.MergeFrom(goc.DeepCopy())
+	controllerutil.RemoveFinalizer(goc, v1alpha1.Finalizer)
+	return r.Client.Patch(ctx, goc, patch)
+}
+
+// restartPrincipalIfNeeded stamps the principal's pod template with the hash of its serving
+// certificate; a new certificate changes the stamp and so rolls the principal, which reads
+// certificates only at start-up.
+func (r *Reconciler) restartPrincipalIfNeeded(ctx context.Context, goc *v1alpha1.GitOpsCluster, ns, certHash string) error {
+	if certHash == "" {
+		return nil
+	}
+	if v := goc.Spec.ArgoCDAgentAddon.RestartPrincipalOnCertificateChange; v != nil && !*v {
+		return nil
+	}
+	dep := &appsv1.Deployment{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: r.Config.PrincipalDeploymentName}, dep); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if dep.Spec.Template.Annotations[AnnotationPrincipalTLSHash] == certHash {
+		return nil
+	}
+	patch := client.MergeFrom(dep.DeepCopy())
+	if dep.Spec.Template.Annotations == nil {
+		dep.Spec.Template.Annotations = map[string]string{}
+	}
+	dep.Spec.Template.Annotations[AnnotationPrincipalTLSHash] = certHash
+	if err := r.Client.Patch(ctx, dep, patch); err != nil {
+		return err
+	}
+	r.event(goc, corev1.EventTypeNormal, "PrincipalRestarted", "RestartPrincipal", "restarted Deployment %s/%s to load its new serving certificate", ns, dep.Name)
+	return nil
+}

@@ -1,0 +1,170 @@
+package gitopscluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+)
+
+// ClusterSecretName is the Argo CD cluster secret that registers an agent with the principal.
+func ClusterSecretName(cluster string) string { return "cluster-" + cluster }
+
+type tlsClientConfig struct {
+	CertData []byte `json:"certData"`
+	KeyData  []byte `json:"keyData"`
+	CAData   []byte `json:"caData"`
+}
+
+type clusterConfig struct {
+	TLSClientConfig tlsClientConfig `json:"tlsClientConfig"`
+}
+
+func (r *Reconciler) resourceProxyServer(principalNS, cluster string) string {
+	return fmt.Sprintf("https://%s.%s.svc:%d?agentName=%s", r.Config.ResourceProxyServiceName, principalNS, r.Config.ResourceProxyPort, cluster)
+}
+
+// syncClusterSecrets keeps one argocd-agent cluster secret per owned cluster, renews its
+// client certificate before expiry or after a CA change, and deletes the secrets of clusters
+// that left the placement. When the selection is unknown nothing is deleted. It returns the
+// earliest renewal time.
+func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *observation, hub *hubPKI) (time.Time, error) {
+	var existing corev1.SecretList
+	if err := r.Client.List(ctx, &existing, client.InNamespace(principalNS), client.MatchingLabels{
+		v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name,
+	}); err != nil {
+		return time.Time{}, err
+	}
+	byCluster := map[string]*corev1.Secret{}
+	for i := range existing.Items {
+		s := &existing.Items[i]
+		if c := s.Labels[LabelAgentName]; c != "" {
+			byCluster[c] = s
+		}
+	}
+
+	now := r.Config.Now()
+	var next time.Time
+	created := 0
+	for cluster := range obs.owned {
+		s := byCluster[cluster]
+		if s == nil {
+			// The secret may exist without our owner labels (made by hand or by another
+			// GitOpsCluster that owned the cluster before); fetch it by name.
+			s = &corev1.Secret{}
+			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: principalNS, Name: ClusterSecretName(cluster)}, s); err != nil {
+				if !apierrors.IsNotFound(err) {
+					return time.Time{}, err
+				}
+				s = nil
+			}
+		}
+		renewAt, ok := r.clusterSecretCurrent(s, goc, principalNS, cluster, hub, now)
+		if ok {
+			if next.IsZero() || renewAt.Before(next) {
+				next = renewAt
+			}
+			continue
+		}
+		desired, renewAt, err := r.buildClusterSecret(goc, principalNS, cluster, hub, now)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if s == nil {
+			err = r.Client.Create(ctx, desired)
+			created++
+		} else {
+			s = s.DeepCopy()
+			s.Labels, s.Annotations, s.Data, s.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type
+			err = r.Client.Update(ctx, s)
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("writing cluster secret for %s: %w", cluster, err)
+		}
+		if next.IsZero() || renewAt.Before(next) {
+			next = renewAt
+		}
+	}
+	if created > 0 {
+		r.event(goc, corev1.EventTypeNormal, "AgentsRegistered", "RegisterAgents", "registered %d agent(s) with the principal", created)
+	}
+
+	if obs.selected == nil {
+		return next, nil
+	}
+	removed := 0
+	for cluster, s := range byCluster {
+		if obs.owned.Has(cluster) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+			return time.Time{}, err
+		}
+		removed++
+	}
+	if removed > 0 {
+		r.event(goc, corev1.EventTypeNormal, "AgentsUnregistered", "UnregisterAgents", "removed %d agent(s) that left the placement", removed)
+	}
+	return next, nil
+}
+
+// clusterSecretCurrent reports whether s is already what we would write, and when it must be
+// renewed.
+func (r *Reconciler) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *hubPKI, now time.Time) (time.Time, bool) {
+	if s == nil || !labelsContain(s.Labels, clusterSecretLabels(goc, cluster)) || s.Annotations[AnnotationSkipReconcile] != "true" ||
+		string(s.Data["name"]) != cluster || string(s.Data["server"]) != r.resourceProxyServer(principalNS, cluster) {
+		return time.Time{}, false
+	}
+	var cfg clusterConfig
+	if err := json.Unmarshal(s.Data["config"], &cfg); err != nil || !bytes.Equal(cfg.TLSClientConfig.CAData, hub.Bundle) {
+		return time.Time{}, false
+	}
+	kp, err := pki.ParseKeyPair(cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData)
+	if err != nil || kp.Cert.Subject.CommonName != cluster || pki.NeedsRenewal(kp.Cert, now) ||
+		pki.VerifyChain(kp.Cert, []*x509.Certificate{hub.CA.Cert}, x509.ExtKeyUsageClientAuth, now) != nil {
+		return time.Time{}, false
+	}
+	return pki.RenewalTime(kp.Cert), true
+}
+
+func clusterSecretLabels(goc *v1alpha1.GitOpsCluster, cluster string) map[string]string {
+	l := ownerLabels(goc)
+	l[LabelSecretType] = "cluster"
+	l[LabelAgentName] = cluster
+	return l
+}
+
+func (r *Reconciler) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *hubPKI, now time.Time) (*corev1.Secret, time.Time, error) {
+	kp, err := hub.CA.IssueClientCert(pkix.Name{CommonName: cluster}, r.Config.ClusterSecretValidity, now)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("issuing the resource-proxy client certificate for %s: %w", cluster, err)
+	}
+	cfg, err := json.Marshal(clusterConfig{TLSClientConfig: tlsClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: hub.Bundle}})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ClusterSecretName(cluster), Namespace: principalNS,
+			Labels:      clusterSecretLabels(goc, cluster),
+			Annotations: map[string]string{AnnotationSkipReconcile: "true"},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{
+			"name":   []byte(cluster),
+			"server": []byte(r.resourceProxyServer(principalNS, cluster)),
+			"config": cfg,
+		},
+	}, pki.RenewalTime(kp.Cert), nil
+}

@@ -1,0 +1,77 @@
+// Package gitopscluster is the GitOpsCluster reconciler: from an OCM Placement to a configured
+// argocd-agent fleet (ClusterManagementAddOn entry, AddOnTemplate, AddOnDeploymentConfig, hub
+// PKI, principal endpoint, agent registration secrets and status).
+package gitopscluster
+
+import (
+	"time"
+)
+
+// Config holds the names and lifetimes the reconciler uses; every name has a manager flag.
+type Config struct {
+	// AddonName is the ClusterManagementAddOn name shared by all GitOpsClusters.
+	AddonName string
+	// SignerName is the CustomSigner name of the agents' client certificates.
+	SignerName string
+	// PrincipalServiceName, ResourceProxyServiceName and PrincipalDeploymentName are the
+	// argocd-agent principal objects in the principal namespace.
+	PrincipalServiceName     string
+	ResourceProxyServiceName string
+	ResourceProxyPort        int32
+	PrincipalDeploymentName  string
+	// DefaultAgentImage is used when neither the spec nor the principal Deployment names one.
+	DefaultAgentImage string
+	// ReloaderImage is this project's image; it runs the agents' cert-reloader sidecar.
+	ReloaderImage string
+	// DefaultAgentNamespace is the spoke namespace of the agent when the spec sets none.
+	DefaultAgentNamespace string
+	// Certificate lifetimes.
+	CAValidity            time.Duration
+	ServerCertValidity    time.Duration
+	ClusterSecretValidity time.Duration
+	// Now is the clock; tests replace it.
+	Now func() time.Time
+}
+
+// DefaultConfig returns names compatible with the upstream argocd-agent addon.
+func DefaultConfig() Config {
+	return Config{
+		AddonName:                "argocd-agent-addon",
+		SignerName:               "open-cluster-management.io/argocd-agent-addon",
+		PrincipalServiceName:     "argocd-agent-principal",
+		ResourceProxyServiceName: "argocd-agent-resource-proxy",
+		ResourceProxyPort:        9090,
+		PrincipalDeploymentName:  "argocd-agent-principal",
+		DefaultAgentImage:        "quay.io/argoprojlabs/argocd-agent:v0.9.0",
+		ReloaderImage:            "argocd-agent-addon:latest",
+		DefaultAgentNamespace:    "argocd",
+		CAValidity:               5 * 365 * 24 * time.Hour,
+		ServerCertValidity:       365 * 24 * time.Hour,
+		ClusterSecretValidity:    365 * 24 * time.Hour,
+		Now:                      time.Now,
+	}
+}
+
+// Secret names argocd-agent v0.9's principal expects in its namespace.
+const (
+	CASecretName            = "argocd-agent-ca"
+	PrincipalTLSSecretName  = "argocd-agent-principal-tls"
+	ResourceProxySecretName = "argocd-agent-resource-proxy-tls"
+	JWTSecretName           = "argocd-agent-jwt"
+	JWTSecretKey            = "jwt.key"
+)
+
+// Keys of the objects this reconciler writes.
+const (
+	// AnnotationPrincipalTLSHash on the principal's pod template restarts it when its serving
+	// certificate changes.
+	AnnotationPrincipalTLSHash = "argocd-agent-addon.open-cluster-management.io/principal-tls-sha256"
+	// AnnotationCARotatedAt records when the CA secret last got a new CA.
+	AnnotationCARotatedAt = "argocd-agent-addon.open-cluster-management.io/ca-rotated-at"
+	// LabelAgentName marks an Argo CD cluster secret with the agent it maps to.
+	LabelAgentName = "argocd-agent.argoproj-labs.io/agent-name"
+	// LabelSecretType is Argo CD's secret-type label.
+	LabelSecretType = "argocd.argoproj.io/secret-type"
+	// AnnotationSkipReconcile stops the hub application-controller from using the secret.
+	AnnotationSkipReconcile = "argocd.argoproj.io/skip-reconcile"
+)

@@ -1,0 +1,317 @@
+package gitopscluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/events"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
+)
+
+// Reconciler turns one GitOpsCluster into its fleet objects and status.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Config   Config
+}
+
+// observation is what a reconcile learned about the world before writing anything.
+type observation struct {
+	placementFound bool
+	// selected is nil when the selection is unknown (Placement missing): nothing is torn down then.
+	selected sets.Set[string]
+	// owned are the selected clusters this GitOpsCluster owns (not owned by an older one).
+	owned    sets.Set[string]
+	invalid  []string
+	conflict []string
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	goc := &v1alpha1.GitOpsCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, goc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !goc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.finalize(ctx, goc)
+	}
+	if !controllerutil.ContainsFinalizer(goc, v1alpha1.Finalizer) {
+		patch := client.MergeFrom(goc.DeepCopy())
+		controllerutil.AddFinalizer(goc, v1alpha1.Finalizer)
+		if err := r.Client.Patch(ctx, goc, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	status := goc.Status.DeepCopy()
+	status.ObservedGeneration = goc.Generation
+	gen := goc.Generation
+	setCond := func(t string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
+	}
+	principalNS := principalNamespace(goc)
+
+	// 1. Placement.
+	obs, err := r.observePlacement(ctx, goc, principalNS)
+	if err != nil {
+		setCond(v1alpha1.ConditionPlacementResolved, false, v1alpha1.ReasonPlacementReadFailed, err.Error())
+		_ = r.writeStatus(ctx, goc, status)
+		return ctrl.Result{}, err
+	}
+	if !obs.placementFound {
+		setCond(v1alpha1.ConditionPlacementResolved, false, v1alpha1.ReasonPlacementNotFound,
+			fmt.Sprintf("Placement %s/%s not found; create it (cluster.open-cluster-management.io/v1beta1) in the GitOpsCluster's namespace", goc.Namespace, goc.Spec.PlacementRef.Name))
+	} else {
+		msg := fmt.Sprintf("Placement %s selects %d cluster(s)", goc.Spec.PlacementRef.Name, obs.selected.Len())
+		if len(obs.invalid) > 0 {
+			msg += fmt.Sprintf("; skipped cluster names that are not valid agent names: %s", summarize(obs.invalid))
+		}
+		setCond(v1alpha1.ConditionPlacementResolved, true, v1alpha1.ReasonPlacementResolved, msg)
+	}
+	if obs.selected != nil {
+		status.SelectedClusters = int32(obs.selected.Len())
+	}
+
+	// 2. Principal endpoint.
+	disc, err := principal.Discover(ctx, r.Client, goc.Spec.ArgoCDAgentAddon, types.NamespacedName{Namespace: principalNS, Name: r.Config.PrincipalServiceName})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if disc.Endpoint != nil {
+		if status.Principal == nil || *status.Principal != *disc.Endpoint {
+			r.event(goc, corev1.EventTypeNormal, "PrincipalDiscovered", "Discover", disc.Message)
+		}
+		status.Principal = disc.Endpoint
+	}
+	setCond(v1alpha1.ConditionPrincipalDiscovered, disc.Endpoint != nil, disc.Reason, disc.Message)
+
+	// 3. Hub PKI.
+	var hosts []string
+	if disc.Endpoint != nil {
+		hosts = append(hosts, disc.Endpoint.Address)
+	}
+	others, err := r.principalHostsOfOthers(ctx, goc, principalNS)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	hub, err := r.ensureHubPKI(ctx, principalNS, append(hosts, others...))
+	if err != nil {
+		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonCertificatesFailed, err.Error())
+		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonCertificatesFailed, "IssueCertificates", err.Error())
+		_ = r.writeStatus(ctx, goc, status)
+		return ctrl.Result{}, err
+	}
+	if len(hub.Issued) > 0 {
+		r.event(goc, corev1.EventTypeNormal, "CertificatesIssued", "IssueCertificates", "issued %s in namespace %s", strings.Join(hub.Issued, ", "), principalNS)
+	}
+	if err := r.restartPrincipalIfNeeded(ctx, goc, principalNS, hub.PrincipalCertHash); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// 4. Agent registration secrets on the principal.
+	clusterRenewal, err := r.syncClusterSecrets(ctx, goc, principalNS, obs, hub)
+	if err != nil {
+		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonCertificatesFailed, err.Error())
+		_ = r.writeStatus(ctx, goc, status)
+		return ctrl.Result{}, err
+	}
+	setCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonCertificatesIssued,
+		fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s; %d agent cluster secret(s)", principalNS, obs.owned.Len()))
+
+	// 5. OCM addon objects.
+	if disc.Endpoint == nil {
+		setCond(v1alpha1.ConditionAddOnConfigured, false, disc.Reason, "waiting for the principal endpoint: "+disc.Message)
+	} else if name, err := r.applyAddOn(ctx, goc, principalNS, disc.Endpoint, hub); err != nil {
+		setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonAddOnApplyFailed, err.Error())
+		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonAddOnApplyFailed, "ApplyAddOn", err.Error())
+		_ = r.writeStatus(ctx, goc, status)
+		return ctrl.Result{}, err
+	} else {
+		status.AddOnTemplate = name
+		if len(obs.conflict) > 0 {
+			setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonClusterConflict,
+				"clusters selected by more than one GitOpsCluster (one ManagedClusterAddOn can carry only one configuration): "+summarize(obs.conflict))
+		} else {
+			setCond(v1alpha1.ConditionAddOnConfigured, true, v1alpha1.ReasonAddOnApplied,
+				fmt.Sprintf("ClusterManagementAddOn %s lists Placement %s/%s with AddOnTemplate %s", r.Config.AddonName, goc.Namespace, goc.Spec.PlacementRef.Name, name))
+		}
+	}
+
+	// 6. Agent availability.
+	if err := r.observeAgents(ctx, obs, status, setCond); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// 7. Summary.
+	ready, notReady := true, []string{}
+	for _, t := range []string{v1alpha1.ConditionPlacementResolved, v1alpha1.ConditionPrincipalDiscovered, v1alpha1.ConditionCertificatesReady, v1alpha1.ConditionAddOnConfigured, v1alpha1.ConditionAgentsAvailable} {
+		if !meta.IsStatusConditionTrue(status.Conditions, t) {
+			ready = false
+			notReady = append(notReady, t)
+		}
+	}
+	wasReady := meta.IsStatusConditionTrue(goc.Status.Conditions, v1alpha1.ConditionReady)
+	if ready {
+		setCond(v1alpha1.ConditionReady, true, v1alpha1.ReasonReady, fmt.Sprintf("%d of %d agent(s) available", status.AvailableAgents, status.SelectedClusters))
+		if !wasReady {
+			r.event(goc, corev1.EventTypeNormal, "Ready", "Reconcile", "the argocd-agent fleet is ready")
+		}
+	} else {
+		setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, "not true yet: "+strings.Join(notReady, ", "))
+		if wasReady {
+			r.event(goc, corev1.EventTypeWarning, "NotReady", "Reconcile", "the argocd-agent fleet is no longer ready: %s", strings.Join(notReady, ", "))
+		}
+	}
+	if err := r.writeStatus(ctx, goc, status); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	next := hub.NextRenewal
+	if !clusterRenewal.IsZero() && (next.IsZero() || clusterRenewal.Before(next)) {
+		next = clusterRenewal
+	}
+	if !next.IsZero() {
+		wait := next.Sub(r.Config.Now())
+		if wait < time.Second {
+			wait = time.Second
+		}
+		logger.V(1).Info("next certificate renewal", "after", wait)
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+func principalNamespace(goc *v1alpha1.GitOpsCluster) string {
+	if goc.Spec.ArgoCDAgentAddon.PrincipalNamespace != "" {
+		return goc.Spec.ArgoCDAgentAddon.PrincipalNamespace
+	}
+	return goc.Namespace
+}
+
+// ValidAgentName reports why a cluster name cannot be an argocd-agent agent name, or "".
+func ValidAgentName(cluster, principalNS string) string {
+	if errs := validation.IsDNS1123Label(cluster); len(errs) > 0 {
+		return strings.Join(errs, "; ")
+	}
+	if cluster == principalNS {
+		return "equals the principal namespace"
+	}
+	return ""
+}
+
+func (r *Reconciler) observePlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (*observation, error) {
+	obs := &observation{owned: sets.New[string]()}
+	pl := &clusterv1beta1.Placement{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, pl); err != nil {
+		if apierrors.IsNotFound(err) {
+			return obs, nil
+		}
+		return nil, fmt.Errorf("reading Placement %s/%s: %w", goc.Namespace, goc.Spec.PlacementRef.Name, err)
+	}
+	obs.placementFound = true
+	selected, err := fleet.SelectedClusters(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
+	if err != nil {
+		return nil, err
+	}
+	obs.selected = selected
+	for _, c := range sets.List(selected) {
+		if why := ValidAgentName(c, principalNS); why != "" {
+			obs.invalid = append(obs.invalid, c)
+			continue
+		}
+		selectors, err := fleet.SelectorsOf(ctx, r.Client, c)
+		if err != nil {
+			return nil, err
+		}
+		var otherNames []string
+		ownedByUs := true
+		for i, s := range selectors {
+			if s.Namespace == goc.Namespace && s.Name == goc.Name {
+				continue
+			}
+			otherNames = append(otherNames, s.Namespace+"/"+s.Name)
+			if i == 0 || fleet.Less(s, goc) {
+				ownedByUs = false
+			}
+		}
+		if len(otherNames) > 0 {
+			obs.conflict = append(obs.conflict, fmt.Sprintf("%s (also selected by GitOpsCluster %s)", c, strings.Join(otherNames, ", ")))
+		}
+		if ownedByUs {
+			obs.owned.Insert(c)
+		}
+	}
+	return obs, nil
+}
+
+// principalHostsOfOthers returns the principal addresses other GitOpsClusters sharing this
+// principal namespace hand to their agents, so the one serving certificate covers them all and
+// two GitOpsClusters never re-issue it back and forth.
+func (r *Reconciler) principalHostsOfOthers(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) ([]string, error) {
+	var list v1alpha1.GitOpsClusterList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	var out []string
+	for i := range list.Items {
+		o := &list.Items[i]
+		if (o.Namespace == goc.Namespace && o.Name == goc.Name) || !o.DeletionTimestamp.IsZero() || principalNamespace(o) != principalNS {
+			continue
+		}
+		if o.Spec.ArgoCDAgentAddon.PrincipalServerAddress != "" {
+			out = append(out, o.Spec.ArgoCDAgentAddon.PrincipalServerAddress)
+		} else if o.Status.Principal != nil {
+			out = append(out, o.Status.Principal.Address)
+		}
+	}
+	return out, nil
+}
+
+func (r *Reconciler) writeStatus(ctx context.Context, goc *v1alpha1.GitOpsCluster, status *v1alpha1.GitOpsClusterStatus) error {
+	if equality.Semantic.DeepEqual(goc.Status, *status) {
+		return nil
+	}
+	updated := goc.DeepCopy()
+	updated.Status = *status
+	return r.Client.Status().Update(ctx, updated)
+}
+
+func (r *Reconciler) event(goc *v1alpha1.GitOpsCluster, eventType, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(goc, nil, eventType, reason, action, note, args...)
+	}
+}
+
+// summarize keeps messages bounded on fleets of thousands of clusters.
+func summarize(items []string) string {
+	sort.Strings(items)
+	const max = 10
+	if len(items) <= max {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:max], ", "), len(items)-max)
+}

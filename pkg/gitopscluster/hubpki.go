@@ -1,0 +1,292 @@
+package gitopscluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+)
+
+// hubPKI is what the rest of a reconcile needs from the hub's certificate authority.
+type hubPKI struct {
+	CA *pki.KeyPair
+	// Bundle is the trust bundle (current CA first, then still-valid previous ones).
+	Bundle []byte
+	// PrincipalCertHash identifies the principal's current serving certificate.
+	PrincipalCertHash string
+	// NextRenewal is the earliest time a certificate here must be renewed.
+	NextRenewal time.Time
+	// Issued names the secrets written in this reconcile.
+	Issued []string
+}
+
+func isOurs(o metav1.Object) bool { return o.GetLabels()[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue }
+
+func managedLabels() map[string]string {
+	return map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}
+}
+
+func (h *hubPKI) renewBy(t time.Time) {
+	if h.NextRenewal.IsZero() || t.Before(h.NextRenewal) {
+		h.NextRenewal = t
+	}
+}
+
+// ensureHubPKI creates what is missing of the principal's PKI in namespace ns: the CA (a CA
+// the user put there is adopted and never overwritten), the principal and resource-proxy
+// serving certificates and the JWT signing key. Serving certificates are re-issued when their
+// SANs must change, when two thirds of their life has passed, or when the CA changed.
+func (r *Reconciler) ensureHubPKI(ctx context.Context, ns string, principalHosts []string) (*hubPKI, error) {
+	now := r.Config.Now()
+	out := &hubPKI{}
+
+	ca, bundle, err := r.ensureCA(ctx, ns, now, out)
+	if err != nil {
+		return nil, err
+	}
+	out.CA, out.Bundle = ca, bundle
+
+	principalNames := serviceDNSNames(r.Config.PrincipalServiceName, ns)
+	hash, err := r.ensureServingCert(ctx, ns, PrincipalTLSSecretName, r.Config.PrincipalServiceName, append(principalNames, principalHosts...), ca, now, out)
+	if err != nil {
+		return nil, err
+	}
+	out.PrincipalCertHash = hash
+	if _, err := r.ensureServingCert(ctx, ns, ResourceProxySecretName, r.Config.ResourceProxyServiceName,
+		serviceDNSNames(r.Config.ResourceProxyServiceName, ns), ca, now, out); err != nil {
+		return nil, err
+	}
+	if err := r.ensureJWTKey(ctx, ns, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func serviceDNSNames(svc, ns string) []string {
+	return []string{svc, svc + "." + ns, svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local"}
+}
+
+func (r *Reconciler) getSecret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// ensureCA returns the CA key pair and the trust bundle. A CA of ours is rotated once two
+// thirds of its life has passed; the old CA stays in ca.crt until it expires, so agents and
+// leaves signed by it keep working while they are re-issued.
+func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out *hubPKI) (*pki.KeyPair, []byte, error) {
+	existing, err := r.getSecret(ctx, ns, CASecretName)
+	if err != nil {
+		return nil, nil, err
+	}
+	if existing != nil {
+		kp, perr := pki.ParseKeyPair(existing.Data[corev1.TLSCertKey], existing.Data[corev1.TLSPrivateKeyKey])
+		if !isOurs(existing) {
+			// Adopted: the user's CA is used as it is, never written.
+			if perr != nil {
+				return nil, nil, fmt.Errorf("the CA secret %s/%s was not created by argocd-agent-addon and cannot be used: %w", ns, CASecretName, perr)
+			}
+			bundle := kp.CertPEM
+			if extra := existing.Data["ca.crt"]; len(extra) > 0 {
+				bundle = mergeBundles(kp.CertPEM, extra)
+			}
+			out.renewBy(pki.RenewalTime(kp.Cert))
+			return kp, bundle, nil
+		}
+		if perr == nil && !pki.NeedsRenewal(kp.Cert, now) {
+			out.renewBy(pki.RenewalTime(kp.Cert))
+			return kp, existing.Data["ca.crt"], nil
+		}
+	}
+
+	ca, err := pki.NewCA("argocd-agent-ca", r.Config.CAValidity, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	var previous []*x509.Certificate
+	if existing != nil {
+		// Keep every CA that agents may still trust or be signed by.
+		if certs, err := pki.ParseCertificates(existing.Data["ca.crt"]); err == nil {
+			previous = append(previous, certs...)
+		}
+		if certs, err := pki.ParseCertificates(existing.Data[corev1.TLSCertKey]); err == nil {
+			previous = append(previous, certs...)
+		}
+	}
+	previous = dedupeCerts(previous, ca.Cert)
+	bundle := pki.TrustBundle(ca.Cert, previous, now)
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: CASecretName, Namespace: ns, Labels: managedLabels(),
+			Annotations: map[string]string{AnnotationCARotatedAt: now.UTC().Format(time.RFC3339)}},
+		Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM, "ca.crt": bundle},
+	}
+	if err := r.writeSecret(ctx, existing, secret); err != nil {
+		return nil, nil, err
+	}
+	out.Issued = append(out.Issued, CASecretName)
+	out.renewBy(pki.RenewalTime(ca.Cert))
+	return ca, bundle, nil
+}
+
+func dedupeCerts(certs []*x509.Certificate, exclude *x509.Certificate) []*x509.Certificate {
+	seen := sets.New(pki.Fingerprint(exclude))
+	var out []*x509.Certificate
+	for _, c := range certs {
+		fp := pki.Fingerprint(c)
+		if !seen.Has(fp) && c.IsCA {
+			seen.Insert(fp)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func mergeBundles(first []byte, rest []byte) []byte {
+	a, _ := pki.ParseCertificates(first)
+	b, _ := pki.ParseCertificates(rest)
+	if len(a) == 0 {
+		return rest
+	}
+	return pki.EncodeCertificates(append(a[:1], dedupeCerts(b, a[0])...)...)
+}
+
+// ensureServingCert keeps a kubernetes.io/tls secret whose certificate covers hosts and is
+// signed by the current CA. It returns the SHA-256 of the certificate in use.
+func (r *Reconciler) ensureServingCert(ctx context.Context, ns, name, cn string, hosts []string, ca *pki.KeyPair, now time.Time, out *hubPKI) (string, error) {
+	dnsNames, ips := splitHosts(hosts)
+	existing, err := r.getSecret(ctx, ns, name)
+	if err != nil {
+		return "", err
+	}
+	if existing != nil {
+		if !isOurs(existing) {
+			// A serving certificate the user provided is theirs to manage.
+			return certHash(existing.Data[corev1.TLSCertKey]), nil
+		}
+		if kp, err := pki.ParseKeyPair(existing.Data[corev1.TLSCertKey], existing.Data[corev1.TLSPrivateKeyKey]); err == nil &&
+			pki.SANsMatch(kp.Cert, dnsNames, ips) && !pki.NeedsRenewal(kp.Cert, now) &&
+			pki.VerifyChain(kp.Cert, []*x509.Certificate{ca.Cert}, x509.ExtKeyUsageServerAuth, now) == nil &&
+			bytes.Equal(existing.Data["ca.crt"], ca.CertPEM) {
+			out.renewBy(pki.RenewalTime(kp.Cert))
+			return certHash(existing.Data[corev1.TLSCertKey]), nil
+		}
+	}
+	kp, err := ca.IssueServerCert(cn, dnsNames, ips, r.Config.ServerCertValidity, now)
+	if err != nil {
+		return "", fmt.Errorf("issuing %s: %w", name, err)
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: managedLabels()},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: kp.CertPEM, corev1.TLSPrivateKeyKey: kp.KeyPEM, "ca.crt": ca.CertPEM},
+	}
+	if err := r.writeSecret(ctx, existing, secret); err != nil {
+		return "", err
+	}
+	out.Issued = append(out.Issued, name)
+	out.renewBy(pki.RenewalTime(kp.Cert))
+	return certHash(kp.CertPEM), nil
+}
+
+func (r *Reconciler) ensureJWTKey(ctx context.Context, ns string, out *hubPKI) error {
+	existing, err := r.getSecret(ctx, ns, JWTSecretName)
+	if err != nil {
+		return err
+	}
+	if existing != nil && (!isOurs(existing) || pki.ValidateJWTSigningKey(existing.Data[JWTSecretKey]) == nil) {
+		return nil
+	}
+	key, err := pki.NewJWTSigningKey()
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: JWTSecretName, Namespace: ns, Labels: managedLabels()},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{JWTSecretKey: key},
+	}
+	if err := r.writeSecret(ctx, existing, secret); err != nil {
+		return err
+	}
+	out.Issued = append(out.Issued, JWTSecretName)
+	return nil
+}
+
+// writeSecret creates desired, or replaces the data of existing (type is immutable).
+func (r *Reconciler) writeSecret(ctx context.Context, existing, desired *corev1.Secret) error {
+	if existing == nil {
+		return r.Client.Create(ctx, desired)
+	}
+	if existing.Type != desired.Type {
+		if err := r.Client.Delete(ctx, existing); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return r.Client.Create(ctx, desired)
+	}
+	updated := existing.DeepCopy()
+	updated.Data = desired.Data
+	if updated.Labels == nil {
+		updated.Labels = map[string]string{}
+	}
+	for k, v := range desired.Labels {
+		updated.Labels[k] = v
+	}
+	if updated.Annotations == nil && len(desired.Annotations) > 0 {
+		updated.Annotations = map[string]string{}
+	}
+	for k, v := range desired.Annotations {
+		updated.Annotations[k] = v
+	}
+	return r.Client.Update(ctx, updated)
+}
+
+func splitHosts(hosts []string) ([]string, []net.IP) {
+	dns := sets.New[string]()
+	ipSet := map[string]net.IP{}
+	for _, h := range hosts {
+		if h == "" {
+			continue
+		}
+		if ip := net.ParseIP(h); ip != nil {
+			ipSet[ip.String()] = ip
+			continue
+		}
+		dns.Insert(h)
+	}
+	ipKeys := make([]string, 0, len(ipSet))
+	for k := range ipSet {
+		ipKeys = append(ipKeys, k)
+	}
+	sort.Strings(ipKeys)
+	ips := make([]net.IP, 0, len(ipKeys))
+	for _, k := range ipKeys {
+		ips = append(ips, ipSet[k])
+	}
+	return sets.List(dns), ips
+}
+
+func certHash(pemBytes []byte) string {
+	sum := sha256.Sum256(pemBytes)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,198 @@
+package gitopscluster
+
+import (
+	"context"
+	"reflect"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
+)
+
+// SetupWithManager registers the reconciler and the watches that map every input of a
+// reconcile back to the GitOpsClusters it affects, and only those.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder("argocd-agent-addon")
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("gitopscluster").
+		For(&v1alpha1.GitOpsCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		Watches(&clusterv1beta1.Placement{}, handler.EnqueueRequestsFromMapFunc(r.forPlacement)).
+		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(r.forPlacementDecision),
+			builder.WithPredicates(decisionsChanged())).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace), builder.WithPredicates(r.principalServices())).
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace), builder.WithPredicates(r.named(r.Config.PrincipalDeploymentName))).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(nodeAddressOrReadinessChanged())).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(r.pkiOrOwnedSecrets())).
+		Watches(&addonv1alpha1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(r.named(r.Config.AddonName))).
+		Watches(&addonv1alpha1.ManagedClusterAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forManagedClusterAddOn),
+			builder.WithPredicates(r.named(r.Config.AddonName), availabilityChanged())).
+		Watches(&addonv1alpha1.AddOnTemplate{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
+		Watches(&addonv1alpha1.AddOnDeploymentConfig{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
+		Complete(r)
+}
+
+func (r *Reconciler) forPlacement(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.requestsForPlacement(ctx, o.GetNamespace(), o.GetName())
+}
+
+func (r *Reconciler) forPlacementDecision(ctx context.Context, o client.Object) []reconcile.Request {
+	p := o.GetLabels()[fleet.PlacementLabel]
+	if p == "" {
+		return nil
+	}
+	return r.requestsForPlacement(ctx, o.GetNamespace(), p)
+}
+
+func (r *Reconciler) requestsForPlacement(ctx context.Context, ns, name string) []reconcile.Request {
+	keys, err := fleet.GitOpsClustersForPlacement(ctx, r.Client, ns, name)
+	if err != nil {
+		return nil
+	}
+	// Other GitOpsClusters may select the same clusters; conflicts are reported on both, so
+	// every GitOpsCluster is told when any selection changes. Their number is small.
+	return r.withAllRequests(ctx, keys)
+}
+
+func (r *Reconciler) withAllRequests(ctx context.Context, first []types.NamespacedName) []reconcile.Request {
+	out := make([]reconcile.Request, 0, len(first))
+	seen := map[types.NamespacedName]bool{}
+	for _, k := range first {
+		seen[k] = true
+		out = append(out, reconcile.Request{NamespacedName: k})
+	}
+	for _, req := range r.forAll(ctx, nil) {
+		if !seen[req.NamespacedName] {
+			out = append(out, req)
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) forAll(ctx context.Context, _ client.Object) []reconcile.Request {
+	var list v1alpha1.GitOpsClusterList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+	}
+	return out
+}
+
+func (r *Reconciler) forPrincipalNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.GitOpsClusterList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if principalNamespace(&list.Items[i]) == o.GetNamespace() {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) forSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	if reqs := forOwnerLabels(ctx, o); len(reqs) > 0 {
+		return reqs
+	}
+	return r.forPrincipalNamespace(ctx, o)
+}
+
+func (r *Reconciler) forManagedClusterAddOn(ctx context.Context, o client.Object) []reconcile.Request {
+	gocs, err := fleet.SelectorsOf(ctx, r.Client, o.GetNamespace())
+	if err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(gocs))
+	for _, g := range gocs {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name}})
+	}
+	return out
+}
+
+func forOwnerLabels(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	ns, name := l[v1alpha1.LabelOwnerNamespace], l[v1alpha1.LabelOwnerName]
+	if ns == "" || name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+func (r *Reconciler) named(name string) predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == name })
+}
+
+func (r *Reconciler) principalServices() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetName() == r.Config.PrincipalServiceName || o.GetName() == r.Config.ResourceProxyServiceName
+	})
+}
+
+func (r *Reconciler) pkiOrOwnedSecrets() predicate.Predicate {
+	return predicate.NewPredicateFuncs(func(o client.Object) bool {
+		switch o.GetName() {
+		case CASecretName, PrincipalTLSSecretName, ResourceProxySecretName, JWTSecretName:
+			return true
+		}
+		return o.GetLabels()[v1alpha1.LabelOwnerName] != ""
+	})
+}
+
+// decisionsChanged ignores PlacementDecision updates that leave the decisions as they were.
+func decisionsChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*clusterv1beta1.PlacementDecision)
+		n, ok2 := e.ObjectNew.(*clusterv1beta1.PlacementDecision)
+		return !ok1 || !ok2 || !reflect.DeepEqual(o.Status.Decisions, n.Status.Decisions) || !reflect.DeepEqual(o.Labels, n.Labels)
+	}}
+}
+
+// nodeAddressOrReadinessChanged ignores node heartbeats, which update every node every few
+// seconds and would otherwise wake every GitOpsCluster.
+func nodeAddressOrReadinessChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Node)
+		n, ok2 := e.ObjectNew.(*corev1.Node)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return principal.NodeReady(o) != principal.NodeReady(n) || !reflect.DeepEqual(o.Status.Addresses, n.Status.Addresses)
+	}}
+}
+
+// availabilityChanged passes ManagedClusterAddOn updates that change the Available condition.
+func availabilityChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*addonv1alpha1.ManagedClusterAddOn)
+		n, ok2 := e.ObjectNew.(*addonv1alpha1.ManagedClusterAddOn)
+		if !ok1 || !ok2 {
+			return true
+		}
+		a := meta.FindStatusCondition(o.Status.Conditions, addonv1alpha1.ManagedClusterAddOnConditionAvailable)
+		b := meta.FindStatusCondition(n.Status.Conditions, addonv1alpha1.ManagedClusterAddOnConditionAvailable)
+		if a == nil || b == nil {
+			return a != b
+		}
+		return a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message
+	}}
+}

@@ -193,8 +193,12 @@ func spokeLabels() map[string]string {
 	}
 }
 
+// namespacedMeta uses a literal namespace: the AddOnTemplate API validates metadata.namespace
+// as a DNS label, so a {{tag}} is refused there. OCM's template addon rewrites the namespace
+// of every namespaced object, the Namespace's name and binding subjects to the ADC's
+// agentInstallNamespace, which this project always sets.
 func namespacedMeta(name string) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: name, Namespace: tag(VarInstallNamespace), Labels: spokeLabels()}
+	return metav1.ObjectMeta{Name: name, Namespace: DefaultAgentInstallNamespace, Labels: spokeLabels()}
 }
 
 // installNamespace makes sure the namespace exists before OCM's registration
@@ -206,7 +210,7 @@ func installNamespace() *corev1.Namespace {
 	return &corev1.Namespace{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        tag(VarInstallNamespace),
+			Name:        DefaultAgentInstallNamespace,
 			Annotations: map[string]string{addonv1alpha1.DeletionOrphanAnnotationKey: ""},
 		},
 	}
@@ -308,7 +312,7 @@ func clusterRoleBinding(addonName string) *rbacv1.ClusterRoleBinding {
 }
 
 func agentSubject() rbacv1.Subject {
-	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: AgentName, Namespace: tag(VarInstallNamespace)}
+	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: AgentName, Namespace: DefaultAgentInstallNamespace}
 }
 
 // agentArgs configures argocd-agent v0.9.0 by flags (cmd/argocd-agent/agent.go).

@@ -152,6 +152,7 @@ func renderTemplate(t *testing.T, tpl *addonv1alpha1.AddOnTemplate, adc *addonv1
 		if !json.Valid([]byte(out)) {
 			t.Fatalf("manifest %d is not valid JSON after rendering: %s", i, out)
 		}
+		out = decorateNamespaceLikeOCM(t, out, adc.Spec.AgentInstallNamespace)
 		kind := manifestKind(t, []byte(out))
 		r.kinds = append(r.kinds, kind)
 		switch kind {
@@ -600,4 +601,33 @@ func TestBuildAddOnTemplateRejectsBadInput(t *testing.T) {
 	if _, err := BuildAddOnTemplate(validTemplateInput(t)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// decorateNamespaceLikeOCM applies what OCM's template addon does after substitution when the
+// ADC sets agentInstallNamespace: every object with a namespace moves to it, and so do the
+// Namespace object's name and the subjects of (Cluster)RoleBindings.
+func decorateNamespaceLikeOCM(t *testing.T, manifest, installNS string) string {
+	t.Helper()
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(manifest), &obj); err != nil {
+		t.Fatal(err)
+	}
+	meta, _ := obj["metadata"].(map[string]any)
+	if ns, _ := meta["namespace"].(string); ns != "" {
+		meta["namespace"] = installNS
+	}
+	switch obj["kind"] {
+	case "Namespace":
+		meta["name"] = installNS
+	case "RoleBinding", "ClusterRoleBinding":
+		subjects, _ := obj["subjects"].([]any)
+		for _, s := range subjects {
+			s.(map[string]any)["namespace"] = installNS
+		}
+	}
+	out, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }

@@ -297,7 +297,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, goc *v1alpha1.GitOpsCluste
 	}
 	updated := goc.DeepCopy()
 	updated.Status = *status
-	return r.Client.Status().Update(ctx, updated)
+	// A merge patch carries the whole computed status without a resourceVersion precondition:
+	// the status is derived from the world, so the newest computation may simply win.
+	return r.Client.Status().Patch(ctx, updated, client.MergeFrom(goc))
 }
 
 func (r *Reconciler) event(goc *v1alpha1.GitOpsCluster, eventType, reason, action, note string, args ...any) {

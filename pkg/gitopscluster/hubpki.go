@@ -34,7 +34,9 @@ type hubPKI struct {
 	Issued []string
 }
 
-func isOurs(o metav1.Object) bool { return o.GetLabels()[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue }
+func isOurs(o metav1.Object) bool {
+	return o.GetLabels()[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue
+}
 
 func managedLabels() map[string]string {
 	return map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}

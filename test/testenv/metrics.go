@@ -1,0 +1,93 @@
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// writeVerbs are the request verbs of apiserver_request_total that change stored state.
+var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "APPLY": true, "DELETE": true, "DELETECOLLECTION": true}
+
+// APIWrites reads the API server's own apiserver_request_total counter and returns the number
+// of write requests per resource (with "/subresource" appended where there is one). Leases are
+// left out: the API server renews its own identity lease on a timer.
+func APIWrites(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading kube-apiserver /metrics: %w", err)
+	}
+	out := map[string]int{}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		end := strings.LastIndex(line, "}")
+		labels := parseLabels(line[len("apiserver_request_total{"):end])
+		if !writeVerbs[labels["verb"]] || labels["resource"] == "leases" {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
+		if err != nil {
+			continue
+		}
+		key := labels["resource"]
+		if labels["subresource"] != "" {
+			key += "/" + labels["subresource"]
+		}
+		out[key] += int(v)
+	}
+	return out, sc.Err()
+}
+
+// TotalWrites sums a map returned by APIWrites.
+func TotalWrites(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// DiffWrites returns after minus before, per resource, leaving out zeros.
+func DiffWrites(before, after map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+func parseLabels(s string) map[string]string {
+	out := map[string]string{}
+	for len(s) > 0 {
+		eq := strings.Index(s, "=\"")
+		if eq < 0 {
+			break
+		}
+		name := s[:eq]
+		rest := s[eq+2:]
+		end := strings.Index(rest, "\"")
+		if end < 0 {
+			break
+		}
+		out[name] = rest[:end]
+		s = strings.TrimPrefix(rest[end+1:], ",")
+	}
+	return out
+}

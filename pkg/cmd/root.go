@@ -77,6 +77,8 @@ func newManagerCommand() *cobra.Command {
 	fs.DurationVar(&f.CAValidity, "ca-validity", f.CAValidity, "Lifetime of a hub CA created by the manager.")
 	fs.DurationVar(&f.ServerCertValidity, "server-cert-validity", f.ServerCertValidity, "Lifetime of the principal and resource-proxy serving certificates.")
 	fs.DurationVar(&f.ClusterSecretValidity, "cluster-secret-cert-validity", f.ClusterSecretValidity, "Lifetime of the resource-proxy client certificates in the agents' cluster secrets.")
+	fs.DurationVar(&opts.Signer.DefaultValidity, "agent-cert-validity", opts.Signer.DefaultValidity, "Lifetime of the agents' client certificates issued by the signer when the GitOpsCluster sets no clientCertificateValidity (at least 1h).")
+	fs.DurationVar(&opts.Signer.MaxCSRAge, "max-csr-age", opts.Signer.MaxCSRAge, "The signer refuses agent CertificateSigningRequests created longer ago than this; 0 disables the check.")
 	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
 	zapOpts.BindFlags(logFlags)
 	fs.AddGoFlagSet(logFlags)

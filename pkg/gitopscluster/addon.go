@@ -19,12 +19,12 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
-// TemplateName is the deterministic name of a GitOpsCluster's AddOnTemplate.
-func TemplateName(goc *v1alpha1.GitOpsCluster) string {
-	return "argocd-agent-" + goc.Namespace + "-" + goc.Name
-}
+// TemplateName is the deterministic name of a GitOpsCluster's AddOnTemplate (names.TemplateName,
+// which the signer reads too).
+func TemplateName(goc *v1alpha1.GitOpsCluster) string { return names.TemplateName(goc) }
 
 // DeploymentConfigName is the name of a GitOpsCluster's AddOnDeploymentConfig (same namespace).
 func DeploymentConfigName(goc *v1alpha1.GitOpsCluster) string { return goc.Name + "-argocd-agent" }

@@ -58,6 +58,15 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 	if err := r.Client.List(ctx, &secrets, client.InNamespace(principalNamespace(goc)), owner); err != nil {
 		return err
 	}
+	var agents []string
+	for i := range secrets.Items {
+		if c := secrets.Items[i].Labels[LabelAgentName]; c != "" {
+			agents = append(agents, c)
+		}
+	}
+	if err := r.revokeAgents(ctx, goc, principalNamespace(goc), agents); err != nil {
+		return err
+	}
 	for i := range secrets.Items {
 		if err := r.Client.Delete(ctx, &secrets.Items[i]); err != nil && !apierrors.IsNotFound(err) {
 			return err

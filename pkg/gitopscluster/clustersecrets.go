@@ -100,8 +100,18 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 		r.event(goc, corev1.EventTypeNormal, "AgentsRegistered", "RegisterAgents", "registered %d agent(s) with the principal", created)
 	}
 
+	r.pruneBlocklist(ctx, principalNS)
 	if obs.selected == nil {
 		return next, nil
+	}
+	var leaving []string
+	for cluster := range byCluster {
+		if !obs.owned.Has(cluster) {
+			leaving = append(leaving, cluster)
+		}
+	}
+	if err := r.revokeAgents(ctx, goc, principalNS, leaving); err != nil {
+		return time.Time{}, err
 	}
 	removed := 0
 	for cluster, s := range byCluster {

@@ -5,6 +5,8 @@ package gitopscluster
 
 import (
 	"time"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
 // Config holds the names and lifetimes the reconciler uses; every name has a manager flag.
@@ -54,7 +56,7 @@ func DefaultConfig() Config {
 
 // Secret names argocd-agent v0.9's principal expects in its namespace.
 const (
-	CASecretName            = "argocd-agent-ca"
+	CASecretName            = names.CASecretName
 	PrincipalTLSSecretName  = "argocd-agent-principal-tls"
 	ResourceProxySecretName = "argocd-agent-resource-proxy-tls"
 	JWTSecretName           = "argocd-agent-jwt"

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
 )
 
@@ -205,22 +205,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
-func principalNamespace(goc *v1alpha1.GitOpsCluster) string {
-	if goc.Spec.ArgoCDAgentAddon.PrincipalNamespace != "" {
-		return goc.Spec.ArgoCDAgentAddon.PrincipalNamespace
-	}
-	return goc.Namespace
-}
+func principalNamespace(goc *v1alpha1.GitOpsCluster) string { return names.PrincipalNamespace(goc) }
 
-// ValidAgentName reports why a cluster name cannot be an argocd-agent agent name, or "".
+// ValidAgentName reports why a cluster name cannot be an argocd-agent agent name, or "" (see
+// names.ValidAgentName, which the signer applies too).
 func ValidAgentName(cluster, principalNS string) string {
-	if errs := validation.IsDNS1123Label(cluster); len(errs) > 0 {
-		return strings.Join(errs, "; ")
-	}
-	if cluster == principalNS {
-		return "equals the principal namespace"
-	}
-	return ""
+	return names.ValidAgentName(cluster, principalNS)
 }
 
 func (r *Reconciler) observePlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (*observation, error) {

@@ -7,10 +7,15 @@ import (
 	"net/http"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -22,6 +27,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
 
 // Options are the manager's process-level settings, bound to command-line flags.
@@ -34,6 +40,9 @@ type Options struct {
 	GracefulShutdownTimeout time.Duration
 	// Fleet configures the GitOpsCluster reconciler.
 	Fleet gitopscluster.Config
+	// Signer configures the CSR signer; its signer and addon names are taken from Fleet, so
+	// the two never disagree.
+	Signer signer.Config
 }
 
 // DefaultOptions returns the flag defaults.
@@ -44,6 +53,7 @@ func DefaultOptions() Options {
 		LeaderElectionID:        "argocd-agent-addon.apps.open-cluster-management.io",
 		GracefulShutdownTimeout: 30 * time.Second,
 		Fleet:                   gitopscluster.DefaultConfig(),
+		Signer:                  signer.DefaultConfig(),
 	}
 }
 
@@ -73,7 +83,26 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&gitopscluster.Reconciler{Client: mgr.GetClient(), Config: opts.Fleet}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the GitOpsCluster controller: %w", err)
 	}
+	sc := opts.Signer
+	sc.SignerName, sc.AddonName = opts.Fleet.SignerName, opts.Fleet.AddonName
+	if err := (&signer.Reconciler{Config: sc}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the CSR signer: %w", err)
+	}
 	return nil
+}
+
+// ClientOptions make ConfigMaps read from the API server: the signer's ledgers and the
+// principals' blocklists are few among a hub's many ConfigMaps, not worth a cache of them all.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}}}}
+}
+
+// CacheOptions cache only the CertificateSigningRequests of this project's signer, not every
+// CSR of the hub (klusterlets and other addons make many).
+func CacheOptions(opts Options) cache.Options {
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&certificatesv1.CertificateSigningRequest{}: {Field: fields.OneTermEqualSelector("spec.signerName", opts.Fleet.SignerName)},
+	}}
 }
 
 // Run starts the hub controllers and blocks until ctx ends.
@@ -93,6 +122,8 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		// Give up leadership on exit so a standby replica takes over at once.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &shutdown,
+		Client:                        ClientOptions(),
+		Cache:                         CacheOptions(opts),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

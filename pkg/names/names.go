@@ -1,0 +1,44 @@
+// Package names holds the object names and naming rules that the GitOpsCluster reconciler and
+// the CSR signer must agree on. It depends on nothing of this project but the API types, so
+// both may import it.
+package names
+
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+)
+
+// CASecretName is the hub CA secret (kubernetes.io/tls) in the principal namespace: the
+// argocd-agent principal verifies agent client certificates with it, and the signer signs them
+// with it.
+const CASecretName = "argocd-agent-ca"
+
+// TemplateName is the deterministic name of a GitOpsCluster's AddOnTemplate.
+func TemplateName(goc *v1alpha1.GitOpsCluster) string {
+	return "argocd-agent-" + goc.Namespace + "-" + goc.Name
+}
+
+// PrincipalNamespace is the hub namespace of the GitOpsCluster's argocd-agent principal and its
+// PKI secrets: spec.argoCDAgentAddon.principalNamespace, else the GitOpsCluster's namespace.
+func PrincipalNamespace(goc *v1alpha1.GitOpsCluster) string {
+	if goc.Spec.ArgoCDAgentAddon.PrincipalNamespace != "" {
+		return goc.Spec.ArgoCDAgentAddon.PrincipalNamespace
+	}
+	return goc.Namespace
+}
+
+// ValidAgentName reports why a cluster name cannot be an argocd-agent agent name, or "". The
+// principal takes the agent name from the client certificate and requires a DNS label that
+// differs from its own namespace.
+func ValidAgentName(cluster, principalNS string) string {
+	if errs := validation.IsDNS1123Label(cluster); len(errs) > 0 {
+		return strings.Join(errs, "; ")
+	}
+	if cluster == principalNS {
+		return "equals the principal namespace"
+	}
+	return ""
+}

@@ -1,0 +1,464 @@
+package signer
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+)
+
+// Reasons of the lookups the controller makes before CheckCSR. Like the CheckCSR reasons they
+// end up in the CSR's Failed condition, in an Event and in the csr_total metric.
+const (
+	// ReasonUnknownCluster: no ManagedCluster of the labelled name exists (or it is being deleted).
+	ReasonUnknownCluster = "UnknownCluster"
+	// ReasonNotSelected: no GitOpsCluster's Placement selects the labelled cluster.
+	ReasonNotSelected = "NotSelected"
+	// ReasonInvalidAgentName: the cluster name cannot be an argocd-agent agent name for the
+	// owning GitOpsCluster's principal (not a DNS label, or equal to the principal namespace).
+	ReasonInvalidAgentName = "InvalidAgentName"
+	// ReasonNoTemplate: the owning GitOpsCluster's AddOnTemplate is missing, or has no
+	// CustomSigner registration for this signer.
+	ReasonNoTemplate = "NoTemplate"
+	// ReasonCAUnavailable: the owning GitOpsCluster's hub CA secret is missing, unusable or
+	// cannot sign.
+	ReasonCAUnavailable = "CAUnavailable"
+)
+
+// ReasonApproved is the reason of the Approved condition this signer adds to a CSR it signs;
+// ReasonSigned is the reason of its Event and of the metric series of signed CSRs.
+const (
+	ReasonApproved = "ApprovedByArgoCDAgentAddonSigner"
+	ReasonSigned   = "Signed"
+)
+
+// AllReasons lists every reason the controller may write into a Failed condition: the lookup
+// reasons followed by Reasons().
+func AllReasons() []string {
+	return append([]string{
+		ReasonUnknownCluster,
+		ReasonNotSelected,
+		ReasonInvalidAgentName,
+		ReasonNoTemplate,
+		ReasonCAUnavailable,
+	}, Reasons()...)
+}
+
+// Defaults of Config.
+const (
+	// DefaultValidity is the lifetime of an agent client certificate when the owning
+	// GitOpsCluster sets no spec.argoCDAgentAddon.clientCertificateValidity. It matches the
+	// lifetime OCM's own addon signer uses. OCM's registration agent renews with 20-25 % of the
+	// lifetime left (about 5 h here), and argocd-agent v0.9.0 has no blocklist, so a removed
+	// cluster's agent is shut out there only when its certificate expires: short is safer.
+	DefaultValidity = 24 * time.Hour
+	// DefaultMaxCSRAge refuses CSRs older than this: OCM's registration agent waits for its
+	// CSR and makes a new one when it fails, so an hour-old pending CSR is stale (a signer
+	// outage, or a request replayed from before the cluster's removal).
+	DefaultMaxCSRAge = time.Hour
+)
+
+// Config configures the signer.
+type Config struct {
+	// SignerName is the CustomSigner name; only CSRs with this spec.signerName are handled.
+	SignerName string
+	// AddonName is the addon the CSRs must be labelled with (the ClusterManagementAddOn name).
+	AddonName string
+	// DefaultValidity is the certificate lifetime when the owner sets none.
+	DefaultValidity time.Duration
+	// MaxCSRAge refuses older CSRs; zero or negative disables the check.
+	MaxCSRAge time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the defaults, with the addon and signer names the GitOpsCluster
+// reconciler uses by default.
+func DefaultConfig() Config {
+	return Config{
+		SignerName:      addon.DefaultSignerName,
+		AddonName:       addon.DefaultAddonName,
+		DefaultValidity: DefaultValidity,
+		MaxCSRAge:       DefaultMaxCSRAge,
+		Now:             time.Now,
+	}
+}
+
+// Validate reports a configuration the signer cannot run with.
+func (c Config) Validate() error {
+	var errs []error
+	if c.SignerName == "" {
+		errs = append(errs, errors.New("signer name is empty"))
+	}
+	if c.AddonName == "" {
+		errs = append(errs, errors.New("addon name is empty"))
+	}
+	if c.DefaultValidity < time.Hour {
+		errs = append(errs, fmt.Errorf("default client certificate validity %s is shorter than 1h", c.DefaultValidity))
+	}
+	return errors.Join(errs...)
+}
+
+// Reconciler signs the argocd-agent client certificates OCM's registration agents request,
+// and refuses every CSR that is not exactly what the agent of a selected cluster asks for.
+type Reconciler struct {
+	// Client reads through the manager's cache, which carries fleet's field indexes.
+	Client client.Client
+	// APIReader reads past the cache; it confirms a cluster is still selected right before
+	// signing, so a cluster removed a moment ago is not signed for from a stale cache.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Config    Config
+}
+
+// SetupWithManager registers the controller. fleet.SetupIndexes must have been called.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := r.Config.Validate(); err != nil {
+		return fmt.Errorf("signer configuration: %w", err)
+	}
+	if r.Config.Now == nil {
+		r.Config.Now = time.Now
+	}
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder("argocd-agent-addon-signer")
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("csr-signer").
+		For(&certificatesv1.CertificateSigningRequest{}, builder.WithPredicates(predicate.NewPredicateFuncs(r.pending))).
+		Complete(r)
+}
+
+// pending passes the CSRs of this signer that are not final yet.
+func (r *Reconciler) pending(o client.Object) bool {
+	csr, ok := o.(*certificatesv1.CertificateSigningRequest)
+	return ok && csr.Spec.SignerName == r.Config.SignerName && !isFinal(csr)
+}
+
+// isFinal: a certificate was issued, or the CSR was denied or failed. Nothing changes a final
+// CSR, so it is never looked at again.
+func isFinal(csr *certificatesv1.CertificateSigningRequest) bool {
+	if len(csr.Status.Certificate) > 0 {
+		return true
+	}
+	for _, c := range csr.Status.Conditions {
+		if (c.Type == certificatesv1.CertificateDenied || c.Type == certificatesv1.CertificateFailed) && c.Status != corev1.ConditionFalse {
+			return true
+		}
+	}
+	return false
+}
+
+func isApproved(csr *certificatesv1.CertificateSigningRequest) bool {
+	for _, c := range csr.Status.Conditions {
+		if c.Type == certificatesv1.CertificateApproved && c.Status != corev1.ConditionFalse {
+			return true
+		}
+	}
+	return false
+}
+
+// decision is what evaluate found out about one CSR.
+type decision struct {
+	cluster string
+	// owner is the GitOpsCluster whose CA signs, once known.
+	owner *v1alpha1.GitOpsCluster
+	// request, ca and validity are set when the CSR may be signed.
+	request  *x509.CertificateRequest
+	ca       *pki.KeyPair
+	validity time.Duration
+	// rejection is set when it must not.
+	rejection *Rejection
+}
+
+func rejected(d *decision, r *Rejection) (*decision, error) {
+	d.rejection = r
+	return d, nil
+}
+
+// Reconcile implements reconcile.Reconciler.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	csr := &certificatesv1.CertificateSigningRequest{}
+	if err := r.Client.Get(ctx, req.NamespacedName, csr); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if csr.Spec.SignerName != r.Config.SignerName || isFinal(csr) || !csr.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	now := r.Config.Now()
+	d, err := r.evaluate(ctx, csr, now)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if d.rejection == nil {
+		d.rejection, err = r.issue(ctx, csr, d, now)
+		if err != nil || d.rejection == nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, r.fail(ctx, csr, d, now)
+}
+
+// evaluate runs the lookups and CheckCSR. An error is a failed read (the CSR is retried);
+// a Rejection is a verdict on the CSR.
+func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, now time.Time) (*decision, error) {
+	d := &decision{}
+	cluster, addonName, rej := ClusterOfCSR(csr)
+	if rej != nil {
+		return rejected(d, rej)
+	}
+	d.cluster = cluster
+	if addonName != r.Config.AddonName {
+		return rejected(d, reject(ReasonWrongAddon, "label %s is %s, this signer only serves addon %s",
+			AddonNameLabel, short(addonName), r.Config.AddonName))
+	}
+
+	mc := &clusterv1.ManagedCluster{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: cluster}, mc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return rejected(d, reject(ReasonUnknownCluster,
+				"no ManagedCluster %q exists on the hub; label %s must name a registered cluster", cluster, ClusterNameLabel))
+		}
+		return nil, fmt.Errorf("reading ManagedCluster %s: %w", cluster, err)
+	}
+	if !mc.DeletionTimestamp.IsZero() {
+		return rejected(d, reject(ReasonUnknownCluster, "ManagedCluster %q is being deleted; no certificate is issued for it", cluster))
+	}
+
+	selectors, err := fleet.SelectorsOf(ctx, r.Client, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if len(selectors) == 0 {
+		return rejected(d, reject(ReasonNotSelected,
+			"cluster %q is not selected by the Placement of any GitOpsCluster, so no argocd-agent may run there; add it to a GitOpsCluster's Placement and its agent will ask again", cluster))
+	}
+	owner := selectors[0]
+	d.owner = owner
+	// The cache may lag behind a Placement change; confirm on the API server before signing.
+	live, err := fleet.SelectedClusters(ctx, r.APIReader, owner.Namespace, owner.Spec.PlacementRef.Name)
+	if err != nil {
+		return nil, err
+	}
+	if !live.Has(cluster) {
+		return rejected(d, reject(ReasonNotSelected,
+			"cluster %q is no longer selected by Placement %s/%s of GitOpsCluster %s/%s", cluster,
+			owner.Namespace, owner.Spec.PlacementRef.Name, owner.Namespace, owner.Name))
+	}
+	principalNS := names.PrincipalNamespace(owner)
+	if why := names.ValidAgentName(cluster, principalNS); why != "" {
+		return rejected(d, reject(ReasonInvalidAgentName,
+			"cluster name %q cannot be an argocd-agent agent name for the principal in namespace %s (%s); rename the cluster or use another principal namespace",
+			cluster, principalNS, why))
+	}
+
+	exp, rej, err := r.expectation(ctx, owner, cluster, now)
+	if err != nil {
+		return nil, err
+	}
+	if rej != nil {
+		return rejected(d, rej)
+	}
+	req, rej := CheckCSR(csr, exp)
+	if rej != nil {
+		if rej.Reason == ReasonInvalidExpectation {
+			// A fault on the hub, not in the CSR: leave the CSR alone and retry.
+			return nil, fmt.Errorf("signer expectation for cluster %s: %s", cluster, rej.Message)
+		}
+		return rejected(d, rej)
+	}
+	d.request = req
+
+	ca, rej, err := r.signingCA(ctx, principalNS, owner)
+	if err != nil {
+		return nil, err
+	}
+	if rej != nil {
+		return rejected(d, rej)
+	}
+	d.ca = ca
+	d.validity = r.validity(owner, csr)
+	return d, nil
+}
+
+// expectation reads the owner's AddOnTemplate: the subject its CustomSigner registration asks
+// OCM's agent to request, or OCM's default subject.
+func (r *Reconciler) expectation(ctx context.Context, owner *v1alpha1.GitOpsCluster, cluster string, now time.Time) (Expectation, *Rejection, error) {
+	name := names.TemplateName(owner)
+	tpl := &addonv1alpha1.AddOnTemplate{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, tpl); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Expectation{}, reject(ReasonNoTemplate,
+				"AddOnTemplate %s of GitOpsCluster %s/%s does not exist; the GitOpsCluster controller writes it (see the GitOpsCluster's AddOnConfigured condition)",
+				name, owner.Namespace, owner.Name), nil
+		}
+		return Expectation{}, nil, fmt.Errorf("reading AddOnTemplate %s: %w", name, err)
+	}
+	if tpl.Spec.AddonName != r.Config.AddonName {
+		return Expectation{}, reject(ReasonNoTemplate, "AddOnTemplate %s is for addon %s, not %s",
+			name, short(tpl.Spec.AddonName), r.Config.AddonName), nil
+	}
+	var reg *addonv1alpha1.CustomSignerRegistrationConfig
+	for _, rs := range tpl.Spec.Registration {
+		if rs.Type == addonv1alpha1.RegistrationTypeCustomSigner && rs.CustomSigner != nil && rs.CustomSigner.SignerName == r.Config.SignerName {
+			reg = rs.CustomSigner
+			break
+		}
+	}
+	if reg == nil {
+		return Expectation{}, reject(ReasonNoTemplate, "AddOnTemplate %s has no CustomSigner registration with signer %s",
+			name, r.Config.SignerName), nil
+	}
+	exp := DefaultExpectation(r.Config.SignerName, cluster, r.Config.AddonName)
+	if s := reg.Subject; s != nil {
+		if s.User == "" {
+			return Expectation{}, reject(ReasonNoTemplate, "AddOnTemplate %s asks for a certificate subject with an empty user", name), nil
+		}
+		// OCM replaces user, groups and organizational units as a whole.
+		exp.CommonName = s.User
+		exp.Organizations = slices.Clone(s.Groups)
+		exp.OrganizationalUnits = slices.Clone(s.OrganizationUnits)
+	}
+	exp.MaxAge = r.Config.MaxCSRAge
+	exp.Now = now
+	return exp, nil, nil
+}
+
+// signingCA reads the owner's hub CA.
+func (r *Reconciler) signingCA(ctx context.Context, principalNS string, owner *v1alpha1.GitOpsCluster) (*pki.KeyPair, *Rejection, error) {
+	s := &corev1.Secret{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: names.CASecretName}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, reject(ReasonCAUnavailable,
+				"the hub CA secret %s/%s of GitOpsCluster %s/%s does not exist; the GitOpsCluster controller creates it (see its CertificatesReady condition)",
+				principalNS, names.CASecretName, owner.Namespace, owner.Name), nil
+		}
+		return nil, nil, fmt.Errorf("reading CA secret %s/%s: %w", principalNS, names.CASecretName, err)
+	}
+	ca, err := pki.ParseKeyPair(s.Data[corev1.TLSCertKey], s.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return nil, reject(ReasonCAUnavailable, "the hub CA secret %s/%s cannot be used: %v", principalNS, names.CASecretName, err), nil
+	}
+	return ca, nil, nil
+}
+
+// validity is the owner's clientCertificateValidity, else the default; a shorter
+// spec.expirationSeconds asked for by the requester wins, as with Kubernetes' own signers.
+func (r *Reconciler) validity(owner *v1alpha1.GitOpsCluster, csr *certificatesv1.CertificateSigningRequest) time.Duration {
+	v := r.Config.DefaultValidity
+	if cv := owner.Spec.ArgoCDAgentAddon.ClientCertificateValidity; cv != nil && cv.Duration > 0 {
+		v = cv.Duration
+	}
+	if es := csr.Spec.ExpirationSeconds; es != nil && *es > 0 {
+		if asked := time.Duration(*es) * time.Second; asked < v {
+			v = asked
+		}
+	}
+	return v
+}
+
+// IssueCertificate signs a request that CheckCSR accepted: the request's exact subject and
+// DNS SANs, ClientAuth only, NotAfter never past the CA's. It returns the leaf as PEM.
+func IssueCertificate(ca *pki.KeyPair, req *x509.CertificateRequest, validity time.Duration, now time.Time) ([]byte, *x509.Certificate, error) {
+	return ca.SignClientCertificate(req.PublicKey, req.Subject, req.DNSNames, validity, now)
+}
+
+// issue signs, approves, records and publishes the certificate. A Rejection is returned when
+// the CA cannot sign; an error when a write failed (the whole step is retried, and a retry
+// after a partial success signs again: only a published certificate counts).
+func (r *Reconciler) issue(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, d *decision, now time.Time) (*Rejection, error) {
+	certPEM, cert, err := IssueCertificate(d.ca, d.request, d.validity, now)
+	if err != nil {
+		return reject(ReasonCAUnavailable, "the hub CA in %s/%s cannot sign: %v",
+			names.PrincipalNamespace(d.owner), names.CASecretName, err), nil
+	}
+	if !isApproved(csr) {
+		csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+			Type:           certificatesv1.CertificateApproved,
+			Status:         corev1.ConditionTrue,
+			Reason:         ReasonApproved,
+			Message:        fmt.Sprintf("the argocd-agent client certificate request of cluster %s passed every check", d.cluster),
+			LastUpdateTime: metav1.NewTime(now),
+		})
+		if err := r.Client.SubResource("approval").Update(ctx, csr); err != nil {
+			return nil, fmt.Errorf("approving CSR %s: %w", csr.Name, err)
+		}
+	}
+	// Record before publishing: a certificate that exists must be revocable.
+	if err := RecordIssued(ctx, r.Client, d.cluster, cert, now); err != nil {
+		return nil, fmt.Errorf("recording the certificate issued for cluster %s: %w", d.cluster, err)
+	}
+	csr.Status.Certificate = certPEM
+	if err := r.Client.Status().Update(ctx, csr); err != nil {
+		return nil, fmt.Errorf("publishing the certificate of CSR %s: %w", csr.Name, err)
+	}
+	csrTotal.WithLabelValues(ResultSigned, ReasonSigned).Inc()
+	log.FromContext(ctx).Info("signed argocd-agent client certificate", "cluster", d.cluster,
+		"owner", d.owner.Namespace+"/"+d.owner.Name, "fingerprint", pki.Fingerprint(cert), "notAfter", cert.NotAfter)
+	r.event(csr, d.owner, corev1.EventTypeNormal, ReasonSigned,
+		fmt.Sprintf("issued the argocd-agent client certificate of cluster %s for GitOpsCluster %s/%s, valid until %s",
+			d.cluster, d.owner.Namespace, d.owner.Name, cert.NotAfter.UTC().Format(time.RFC3339)))
+	return nil, nil
+}
+
+// fail marks the CSR Failed with the rejection; the agent has to make a new CSR.
+func (r *Reconciler) fail(ctx context.Context, csr *certificatesv1.CertificateSigningRequest, d *decision, now time.Time) error {
+	rej := d.rejection
+	csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+		Type:           certificatesv1.CertificateFailed,
+		Status:         corev1.ConditionTrue,
+		Reason:         rej.Reason,
+		Message:        rej.Message,
+		LastUpdateTime: metav1.NewTime(now),
+	})
+	if err := r.Client.Status().Update(ctx, csr); err != nil {
+		return fmt.Errorf("marking CSR %s failed (%s): %w", csr.Name, rej.Reason, err)
+	}
+	csrTotal.WithLabelValues(ResultRejected, rej.Reason).Inc()
+	log.FromContext(ctx).Info("refused argocd-agent client certificate request", "cluster", d.cluster,
+		"user", csr.Spec.Username, "reason", rej.Reason, "message", rej.Message)
+	var related *v1alpha1.GitOpsCluster
+	if d.owner != nil {
+		related = d.owner
+	}
+	r.event(csr, related, corev1.EventTypeWarning, rej.Reason, "refused: "+rej.Message)
+	return nil
+}
+
+func (r *Reconciler) event(csr *certificatesv1.CertificateSigningRequest, related *v1alpha1.GitOpsCluster, eventType, reason, note string) {
+	if r.Recorder == nil {
+		return
+	}
+	if related == nil {
+		r.Recorder.Eventf(csr, nil, eventType, reason, "Sign", "%s", note)
+		return
+	}
+	r.Recorder.Eventf(csr, related, eventType, reason, "Sign", "%s", note)
+}

@@ -1,0 +1,142 @@
+package gitopscluster_test
+
+// The tests in this file move the shared fake clock forward. Go runs a package's tests in
+// file order, and this file sorts last, so earlier tests see an unmoved clock.
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+)
+
+// poke changes a label on the GitOpsCluster so that it is reconciled now, as a requeue timer
+// would after the real time passed.
+func poke(t *testing.T, ns, name string) {
+	t.Helper()
+	g := getGOC(t, ns, name)
+	if g.Labels == nil {
+		g.Labels = map[string]string{}
+	}
+	g.Labels["test-poke"] = fmt.Sprint(time.Now().UnixNano())
+	if err := k8s.Update(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func clusterSecretCert(t *testing.T, ns, cluster string) (*x509.Certificate, []*x509.Certificate) {
+	t.Helper()
+	var cfg struct {
+		TLSClientConfig struct{ CertData, CAData []byte } `json:"tlsClientConfig"`
+	}
+	if err := json.Unmarshal(getSecret(t, ns, "cluster-"+cluster).Data["config"], &cfg); err != nil {
+		t.Fatal(err)
+	}
+	certs, err := pki.ParseCertificates(cfg.TLSClientConfig.CertData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots, err := pki.ParseCertificates(cfg.TLSClientConfig.CAData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return certs[0], roots
+}
+
+func TestLeafRenewalAndCARotationWithTrustOverlap(t *testing.T) {
+	ctx := context.Background()
+	ns := "rotation"
+	createNamespace(t, ns)
+	createManagedClusters(t, "rt-1")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, "rt-1")
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, "")
+	waitClusterSecrets(t, ns, "cluster-rt-1")
+	oldCA := leafOf(t, getSecret(t, ns, gitopscluster.CASecretName))
+	oldPrincipal := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+	oldClient, _ := clusterSecretCert(t, ns, "rt-1")
+
+	// Two thirds of a leaf's year has passed: leaves are renewed, the CA is not.
+	clock.Advance(250 * 24 * time.Hour)
+	poke(t, ns, "fleet")
+	eventually(t, "leaves renewed", func() error {
+		p := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+		c, _ := clusterSecretCert(t, ns, "rt-1")
+		if p.SerialNumber.Cmp(oldPrincipal.SerialNumber) == 0 || c.SerialNumber.Cmp(oldClient.SerialNumber) == 0 {
+			return fmt.Errorf("not renewed yet")
+		}
+		return nil
+	})
+	if ca := leafOf(t, getSecret(t, ns, gitopscluster.CASecretName)); ca.SerialNumber.Cmp(oldCA.SerialNumber) != 0 {
+		t.Fatal("the CA was rotated although it is young")
+	}
+
+	// Two thirds of the CA's life has passed: a new CA, and the old one stays trusted.
+	clock.Advance(3*365*24*time.Hour + 200*24*time.Hour)
+	poke(t, ns, "fleet")
+	var newCA *x509.Certificate
+	eventually(t, "CA rotated", func() error {
+		newCA = leafOf(t, getSecret(t, ns, gitopscluster.CASecretName))
+		if newCA.SerialNumber.Cmp(oldCA.SerialNumber) == 0 {
+			return fmt.Errorf("not rotated yet")
+		}
+		return nil
+	})
+	bundle, err := pki.ParseCertificates(getSecret(t, ns, gitopscluster.CASecretName).Data["ca.crt"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bundle) != 2 || bundle[0].SerialNumber.Cmp(newCA.SerialNumber) != 0 || bundle[1].SerialNumber.Cmp(oldCA.SerialNumber) != 0 {
+		t.Fatalf("ca.crt should hold the new CA then the old one, has %d certificates", len(bundle))
+	}
+	eventually(t, "leaves re-issued by the new CA", func() error {
+		p := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+		if err := pki.VerifyChain(p, []*x509.Certificate{newCA}, x509.ExtKeyUsageServerAuth, clock.Now()); err != nil {
+			return fmt.Errorf("principal: %v", err)
+		}
+		c, roots := clusterSecretCert(t, ns, "rt-1")
+		if err := pki.VerifyChain(c, []*x509.Certificate{newCA}, x509.ExtKeyUsageClientAuth, clock.Now()); err != nil {
+			return fmt.Errorf("cluster secret: %v", err)
+		}
+		if len(roots) != 2 {
+			return fmt.Errorf("cluster secret caData holds %d CAs, want both", len(roots))
+		}
+		return nil
+	})
+	// Agents get the bundle through the template, so certificates from either CA verify.
+	g := getGOC(t, ns, "fleet")
+	tmpl := &addonv1alpha1.AddOnTemplate{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: gitopscluster.TemplateName(g)}, tmpl); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "template carries both CAs", func() error {
+		if err := k8s.Get(ctx, types.NamespacedName{Name: gitopscluster.TemplateName(g)}, tmpl); err != nil {
+			return err
+		}
+		for _, m := range tmpl.Spec.AgentSpec.Workload.Manifests {
+			var s struct {
+				Kind string            `json:"kind"`
+				Data map[string][]byte `json:"data"`
+			}
+			if json.Unmarshal(m.Raw, &s) == nil && s.Kind == "Secret" {
+				certs, err := pki.ParseCertificates(s.Data["ca.crt"])
+				if err != nil || len(certs) != 2 {
+					return fmt.Errorf("spoke CA secret holds %d certificates (%v)", len(certs), err)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no CA secret in the template")
+	})
+}

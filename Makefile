@@ -76,6 +76,10 @@ test: verify lint ## The whole suite: generated-files check, lint, unit, integra
 test-unit: ## Unit tests only (no API server).
 	go test $(GO_TEST_FLAGS) -short ./...
 
+.PHONY: fuzz
+fuzz: ## Fuzz the signer's CSR checks for two minutes.
+	go test ./pkg/signer/ -run '^$$' -fuzz FuzzCheckCSR -fuzztime 2m -fuzzminimizetime 200x
+
 ##@ Run
 .PHONY: demo
 demo: build ## Start a local hub, install the project, apply the example and show the result.
@@ -85,3 +89,11 @@ demo: build ## Start a local hub, install the project, apply the example and sho
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached test binaries).
 	rm -f $(BIN)/argocd-agent-addon
+
+##@ Benchmarks
+BENCH_CLUSTERS ?= 100,1000,5000
+BENCH_IDLE ?= 2m
+.PHONY: bench-fleet
+bench-fleet: build ## Reconciler benchmark on a real API server (BENCH_CLUSTERS, BENCH_IDLE).
+	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
+	go run ./test/bench/fleet --manager $(BIN)/argocd-agent-addon --clusters $(BENCH_CLUSTERS) --idle $(BENCH_IDLE)

@@ -42,6 +42,8 @@ func newVersionCommand() *cobra.Command {
 func newManagerCommand() *cobra.Command {
 	opts := manager.DefaultOptions()
 	var kubeconfig string
+	var qps float32 = 50
+	burst := 100
 	zapOpts := zap.Options{}
 	c := &cobra.Command{
 		Use:   "manager",
@@ -53,11 +55,14 @@ func newManagerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			cfg.QPS, cfg.Burst = qps, burst
 			return manager.Run(c.Context(), cfg, opts)
 		},
 	}
 	fs := c.Flags()
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig for running outside a cluster; empty uses $KUBECONFIG or the in-cluster config.")
+	fs.Float32Var(&qps, "kube-api-qps", qps, "Client-side limit of requests per second to the API server.")
+	fs.IntVar(&burst, "kube-api-burst", burst, "Client-side burst of requests to the API server.")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, "Address the Prometheus metrics endpoint listens on; \"0\" disables it.")
 	fs.StringVar(&opts.HealthProbeAddr, "health-probe-bind-address", opts.HealthProbeAddr, "Address the /healthz and /readyz endpoints listen on.")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", opts.LeaderElection, "Elect a leader so that only one replica reconciles at a time.")

@@ -1,0 +1,272 @@
+// Command fleet benchmarks the GitOpsCluster reconciler on a real API server: for each fleet
+// size it creates N ManagedClusters with PlacementDecisions (and ManagedClusterAddOns reporting
+// Available, standing in for OCM's addon-manager), starts the manager binary as a process,
+// applies a GitOpsCluster and prints time to Ready, API writes per cluster as counted by the
+// API server's own metrics, writes during an idle period, and the manager's peak memory.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+const (
+	namespace = "bench"
+	addonName = "argocd-agent-addon"
+	// decisionsPerPage mirrors OCM, which splits large decisions into pages.
+	decisionsPerPage = 100
+)
+
+func main() {
+	sizes := flag.String("clusters", "100,1000,5000", "comma-separated fleet sizes")
+	idle := flag.Duration("idle", 2*time.Minute, "how long to watch an idle fleet for writes")
+	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
+	flag.Parse()
+
+	fmt.Printf("%-8s %-14s %-18s %-16s %-14s\n", "clusters", "time-to-ready", "writes/cluster", "idle-writes", "peak-RSS")
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			fail(err)
+		}
+		r, err := run(n, *idle, *binary)
+		if err != nil {
+			fail(fmt.Errorf("N=%d: %w", n, err))
+		}
+		fmt.Printf("%-8d %-14s %-18.2f %-16s %-14s\n", n, r.ready.Round(10*time.Millisecond), r.writesPerCluster,
+			fmt.Sprintf("%d in %s", r.idleWrites, *idle), fmt.Sprintf("%.1f MiB", float64(r.peakKiB)/1024))
+		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
+	}
+}
+
+type result struct {
+	ready            time.Duration
+	writesPerCluster float64
+	idleWrites       int
+	peakKiB          int
+	byResource       map[string]int
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "fleet benchmark:", err)
+	os.Exit(1)
+}
+
+func run(n int, idle time.Duration, binary string) (*result, error) {
+	ctx := context.Background()
+	env, err := testenv.Start(testenv.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = env.Stop() }()
+	c := env.Client
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+		return nil, err
+	}
+	clusters := make([]string, n)
+	for i := range clusters {
+		clusters[i] = fmt.Sprintf("cluster-%05d", i)
+	}
+	fmt.Fprintf(os.Stderr, "N=%d: creating managed clusters, namespaces and addons...\n", n)
+	if err := parallel(clusters, func(name string) error { return createCluster(ctx, c, name) }); err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "all"}}); err != nil {
+		return nil, err
+	}
+	for page := 0; page*decisionsPerPage < n; page++ {
+		end := min((page+1)*decisionsPerPage, n)
+		if err := createDecisionPage(ctx, c, page, clusters[page*decisionsPerPage:end]); err != nil {
+			return nil, err
+		}
+	}
+
+	dir, err := os.MkdirTemp("", "fleet-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	kubeconfig, err := env.KubeconfigFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	mgr := exec.Command(binary, "manager", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--zap-log-level", "error")
+	logFile, err := os.Create(filepath.Join(dir, "manager.log"))
+	if err != nil {
+		return nil, err
+	}
+	mgr.Stdout, mgr.Stderr = logFile, logFile
+	if err := mgr.Start(); err != nil {
+		return nil, err
+	}
+	defer func() { _ = mgr.Process.Kill(); _, _ = mgr.Process.Wait() }()
+	var peak int
+	stopPeak := watchPeakRSS(mgr.Process.Pid, &peak)
+	defer stopPeak()
+	time.Sleep(2 * time.Second) // let the manager's caches sync before the clock starts
+
+	before, err := testenv.APIWrites(ctx, env.Config)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fleet"},
+		Spec: v1alpha1.GitOpsClusterSpec{
+			PlacementRef:     v1alpha1.PlacementReference{Kind: v1alpha1.PlacementKind, Name: "all"},
+			ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{Mode: v1alpha1.AgentModeManaged, PrincipalServerAddress: "principal.example.com"},
+		}}
+	if err := c.Create(ctx, goc); err != nil {
+		return nil, err
+	}
+	deadline := start.Add(20 * time.Minute)
+	for {
+		g := &v1alpha1.GitOpsCluster{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: "fleet"}, g); err != nil {
+			return nil, err
+		}
+		if meta.IsStatusConditionTrue(g.Status.Conditions, v1alpha1.ConditionReady) && int(g.Status.AvailableAgents) == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("not Ready after 20 minutes: %+v", g.Status.Conditions)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ready := time.Since(start)
+	// Finish the reconcile that wrote Ready before counting.
+	time.Sleep(2 * time.Second)
+	converged, err := testenv.APIWrites(ctx, env.Config)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "N=%d: Ready after %s; watching the idle fleet for %s...\n", n, ready, idle)
+	time.Sleep(idle)
+	after, err := testenv.APIWrites(ctx, env.Config)
+	if err != nil {
+		return nil, err
+	}
+	byResource := testenv.DiffWrites(before, converged)
+	// The benchmark's own GitOpsCluster create is not the manager's.
+	byResource["gitopsclusters"]--
+	if byResource["gitopsclusters"] == 0 {
+		delete(byResource, "gitopsclusters")
+	}
+	return &result{
+		ready:            ready,
+		writesPerCluster: float64(testenv.TotalWrites(byResource)) / float64(n),
+		idleWrites:       testenv.TotalWrites(testenv.DiffWrites(converged, after)),
+		peakKiB:          peak,
+		byResource:       byResource,
+	}, nil
+}
+
+func createCluster(ctx context.Context, c client.Client, name string) error {
+	if err := c.Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}); err != nil {
+		return err
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		return err
+	}
+	mca := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: addonName}}
+	if err := c.Create(ctx, mca); err != nil {
+		return err
+	}
+	meta.SetStatusCondition(&mca.Status.Conditions, metav1.Condition{Type: addonv1alpha1.ManagedClusterAddOnConditionAvailable,
+		Status: metav1.ConditionTrue, Reason: "Benchmark", Message: "stands in for OCM's addon-manager"})
+	return c.Status().Update(ctx, mca)
+}
+
+func createDecisionPage(ctx context.Context, c client.Client, page int, clusters []string) error {
+	pd := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("all-decision-%d", page),
+		Labels: map[string]string{clusterv1beta1.PlacementLabel: "all", clusterv1beta1.DecisionGroupIndexLabel: "0"}}}
+	if err := c.Create(ctx, pd); err != nil {
+		return err
+	}
+	for _, name := range clusters {
+		pd.Status.Decisions = append(pd.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: name, Reason: "benchmark"})
+	}
+	return c.Status().Update(ctx, pd)
+}
+
+// parallel runs fn over items with a few workers, returning the first error.
+func parallel(items []string, fn func(string) error) error {
+	work := make(chan string)
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range work {
+				if err := fn(it); err != nil {
+					once.Do(func() { first = err })
+				}
+			}
+		}()
+	}
+	for _, it := range items {
+		work <- it
+	}
+	close(work)
+	wg.Wait()
+	return first
+}
+
+// watchPeakRSS samples the process's high-water mark of resident memory (VmHWM) until stopped.
+func watchPeakRSS(pid int, peak *int) func() {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			if v := readVmHWM(pid); v > *peak {
+				*peak = v
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func readVmHWM(pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				v, _ := strconv.Atoi(f[1])
+				return v
+			}
+		}
+	}
+	return 0
+}

@@ -71,6 +71,7 @@ test-binaries: ## Build or locate kube-apiserver, etcd and kube-controller-manag
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests.
 	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
+	go test ./pkg/signer/ -run '^$$' -fuzz FuzzCheckCSR -fuzztime 15s -fuzzminimizetime 100x
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no API server).

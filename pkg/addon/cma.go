@@ -50,6 +50,7 @@ func BuildClusterManagementAddOn(addonName, displayName string) *addonv1alpha1.C
 				DisplayName: displayName,
 				Description: clusterManagementAddOnDescribed,
 			},
+			//lint:ignore SA1019 supportedConfigs is how OCM v1alpha1 marks a template-based addon.
 			SupportedConfigs: supported,
 			InstallStrategy: addonv1alpha1.InstallStrategy{
 				Type: addonv1alpha1.AddonInstallStrategyPlacements,

@@ -34,6 +34,7 @@ func TestBuildClusterManagementAddOn(t *testing.T) {
 		{ConfigGroupResource: addonv1alpha1.ConfigGroupResource{Group: "addon.open-cluster-management.io", Resource: "addondeploymentconfigs"}},
 		{ConfigGroupResource: addonv1alpha1.ConfigGroupResource{Group: "addon.open-cluster-management.io", Resource: "addontemplates"}},
 	}
+	//lint:ignore SA1019 supportedConfigs is how OCM v1alpha1 marks a template-based addon.
 	got := cma.Spec.SupportedConfigs
 	if len(got) != len(want) {
 		t.Fatalf("supported configs %+v, want %+v", got, want)

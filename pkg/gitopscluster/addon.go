@@ -187,8 +187,11 @@ func cmaMatches(live, desired *addonv1alpha1.ClusterManagementAddOn, goc *v1alph
 	if found == nil || !equality.Semantic.DeepEqual(found.Configs, entry.Configs) || !rolloutEqual(found.RolloutStrategy, entry.RolloutStrategy) {
 		return false
 	}
-	if live.Spec.InstallStrategy.Type != desired.Spec.InstallStrategy.Type ||
-		!equality.Semantic.DeepEqual(live.Spec.SupportedConfigs, desired.Spec.SupportedConfigs) {
+	if live.Spec.InstallStrategy.Type != desired.Spec.InstallStrategy.Type {
+		return false
+	}
+	//lint:ignore SA1019 supportedConfigs is how OCM v1alpha1 marks a template-based addon.
+	if !equality.Semantic.DeepEqual(live.Spec.SupportedConfigs, desired.Spec.SupportedConfigs) {
 		return false
 	}
 	for k, v := range desired.Annotations {

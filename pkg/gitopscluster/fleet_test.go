@@ -189,7 +189,7 @@ func TestFleetBecomesReadyWithPKIAndAddOnObjects(t *testing.T) {
 
 	// Agents report Available: the fleet is Ready.
 	setMCAAvailable(t, "rd-1", true)
-	g = conditionIs(t, ns, "fleet", v1alpha1.ConditionAgentsAvailable, metav1.ConditionFalse, v1alpha1.ReasonAgentsUnavailable)
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionAgentsAvailable, metav1.ConditionFalse, v1alpha1.ReasonAgentsUnavailable)
 	setMCAAvailable(t, "rd-2", true)
 	g = conditionIs(t, ns, "fleet", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
 	if g.Status.AvailableAgents != 2 || g.Status.SelectedClusters != 2 || len(g.Status.UnavailableClusters) != 0 {
@@ -442,10 +442,10 @@ func TestDeletionLeavesNothingBehind(t *testing.T) {
 	if err := k8s.Create(ctx, userSecret); err != nil {
 		t.Fatal(err)
 	}
-	g := createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, "")
 	waitClusterSecrets(t, ns, "cluster-dl-1", "cluster-dl-2")
-	g = getGOC(t, ns, "fleet")
+	g := getGOC(t, ns, "fleet")
 	if !contains(g.Finalizers, v1alpha1.Finalizer) {
 		t.Fatalf("finalizers = %v", g.Finalizers)
 	}

@@ -51,7 +51,7 @@ func main() {
 		}
 		r, err := run(n, *idle, *binary)
 		if err != nil {
-			fail(fmt.Errorf("N=%d: %w", n, err))
+			fail(fmt.Errorf("fleet of %d clusters: %w", n, err))
 		}
 		fmt.Printf("%-8d %-14s %-18.2f %-16s %-14s\n", n, r.ready.Round(10*time.Millisecond), r.writesPerCluster,
 			fmt.Sprintf("%d in %s", r.idleWrites, *idle), fmt.Sprintf("%.1f MiB", float64(r.peakKiB)/1024))

@@ -4,6 +4,7 @@ package cmd
 import (
 	"flag"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/reloader"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 )
 
@@ -23,7 +25,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newManagerCommand(), newVersionCommand())
+	root.AddCommand(newManagerCommand(), newVersionCommand(), newToolsCommand())
 	return root
 }
 
@@ -37,6 +39,25 @@ func newVersionCommand() *cobra.Command {
 			return err
 		},
 	}
+}
+
+func newToolsCommand() *cobra.Command {
+	tools := &cobra.Command{Use: "tools", Short: "Helpers that run next to the agents"}
+	opts := reloader.Options{}
+	reload := &cobra.Command{
+		Use:   "cert-reloader",
+		Short: "Restart a process when the certificate files in a folder change",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			log := zap.New()
+			return reloader.Run(c.Context(), log, opts)
+		},
+	}
+	reload.Flags().StringVar(&opts.WatchDir, "watch-dir", "", "Folder holding the mounted certificate and key.")
+	reload.Flags().StringVar(&opts.ProcessName, "process-name", "argocd-agent", "Base name of the executable to restart (shared process namespace).")
+	reload.Flags().DurationVar(&opts.Interval, "interval", 10*time.Second, "How often to compare the files.")
+	tools.AddCommand(reload)
+	return tools
 }
 
 func newManagerCommand() *cobra.Command {

@@ -40,6 +40,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code.
 manifests: $(CONTROLLER_GEN) ## Regenerate CRDs into manifests/crds.
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=manifests/crds
 	hack/sync-generated.sh
+	go run ./hack/render-chart --out manifests/install.yaml
 
 .PHONY: verify
 verify: ## Fail when generated files are stale.

@@ -40,7 +40,6 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code.
 manifests: $(CONTROLLER_GEN) ## Regenerate CRDs into manifests/crds.
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=manifests/crds
 	hack/sync-generated.sh
-	go run ./hack/render-chart --out manifests/install.yaml
 
 .PHONY: verify
 verify: ## Fail when generated files are stale.
@@ -72,7 +71,6 @@ test-binaries: ## Build or locate kube-apiserver, etcd and kube-controller-manag
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests.
 	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
-	go test ./pkg/signer/ -run '^$$' -fuzz FuzzCheckCSR -fuzztime 15s -fuzzminimizetime 100x
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no API server).
@@ -91,11 +89,3 @@ demo: build ## Start a local hub, install the project, apply the example and sho
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached test binaries).
 	rm -f $(BIN)/argocd-agent-addon
-
-##@ Benchmarks
-BENCH_CLUSTERS ?= 100,1000,5000
-BENCH_IDLE ?= 2m
-.PHONY: bench-fleet
-bench-fleet: build ## Reconciler benchmark on a real API server (BENCH_CLUSTERS, BENCH_IDLE).
-	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
-	go run ./test/bench/fleet --manager $(BIN)/argocd-agent-addon --clusters $(BENCH_CLUSTERS) --idle $(BENCH_IDLE)

@@ -126,8 +126,8 @@ func (c Config) Validate() error {
 type Reconciler struct {
 	// Client reads through the manager's cache, which carries fleet's field indexes.
 	Client client.Client
-	// APIReader reads past the cache; it confirms a cluster is still selected right before
-	// signing, so a cluster removed a moment ago is not signed for from a stale cache.
+	// APIReader reads past the cache: the CSR itself, and whether its cluster is still
+	// selected right before signing, so a cluster removed a moment ago is not signed for.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Config    Config
@@ -205,8 +205,10 @@ func rejected(d *decision, r *Rejection) (*decision, error) {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// Read past the cache: right after this signer approved or signed a CSR, the cache may
+	// still hold the older version, and acting on it would sign twice.
 	csr := &certificatesv1.CertificateSigningRequest{}
-	if err := r.Client.Get(ctx, req.NamespacedName, csr); err != nil {
+	if err := r.APIReader.Get(ctx, req.NamespacedName, csr); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if csr.Spec.SignerName != r.Config.SignerName || isFinal(csr) || !csr.DeletionTimestamp.IsZero() {

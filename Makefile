@@ -40,6 +40,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code.
 manifests: $(CONTROLLER_GEN) ## Regenerate CRDs into manifests/crds.
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=manifests/crds
 	hack/sync-generated.sh
+	go run ./hack/render-chart --out manifests/install.yaml
 
 .PHONY: verify
 verify: ## Fail when generated files are stale.
@@ -67,10 +68,15 @@ lint: $(STATICCHECK) ## gofmt, go vet and staticcheck.
 test-binaries: ## Build or locate kube-apiserver, etcd and kube-controller-manager.
 	hack/test-binaries.sh
 
+.PHONY: ocm-binaries
+ocm-binaries: ## Build or locate the OCM hub controllers and klusterlet agent for the local fleet (test/fleet).
+	hack/ocm-binaries.sh
+
 .PHONY: test
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests.
 	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
+	go test ./pkg/signer/ -run '^$$' -fuzz FuzzCheckCSR -fuzztime 15s -fuzzminimizetime 100x
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no API server).
@@ -89,3 +95,11 @@ demo: build ## Start a local hub, install the project, apply the example and sho
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached test binaries).
 	rm -f $(BIN)/argocd-agent-addon
+
+##@ Benchmarks
+BENCH_CLUSTERS ?= 100,1000,5000
+BENCH_IDLE ?= 2m
+.PHONY: bench-fleet
+bench-fleet: build ## Reconciler benchmark on a real API server (BENCH_CLUSTERS, BENCH_IDLE).
+	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
+	go run ./test/bench/fleet --manager $(BIN)/argocd-agent-addon --clusters $(BENCH_CLUSTERS) --idle $(BENCH_IDLE)

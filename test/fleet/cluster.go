@@ -1,0 +1,269 @@
+package fleet
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// kcmControllers are the kube-controller-manager controllers every cluster runs. No workload
+// controllers (deployment, replicaset, ...): without a kubelet no pod ever runs, and the
+// deployment controller would overwrite what MarkDeploymentAvailable writes.
+var kcmControllers = []string{
+	"certificatesigningrequest-signing-controller", // kubernetes.io/kube-apiserver-client CSRs
+	"certificatesigningrequest-cleaner-controller",
+	"garbage-collector-controller", // owner references
+	"namespace-controller",         // finishes namespace deletion
+	"serviceaccount-controller",    // "default" service accounts
+	"root-ca-certificate-publisher-controller",
+	"clusterrole-aggregation-controller",
+}
+
+// controlPlane is one cluster: etcd, kube-apiserver and kube-controller-manager.
+type controlPlane struct {
+	name            string
+	dir             string
+	ca              *ca
+	url             string
+	adminConfig     *rest.Config
+	adminKubeconfig string
+	kcmHealthz      string
+}
+
+// startControlPlane starts etcd, kube-apiserver and kube-controller-manager for one cluster
+// and waits until each is healthy.
+func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPlane, error) {
+	dir := filepath.Join(f.dir, name)
+	for _, d := range []string{"pki", "etcd", "apiserver", "kcm"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	cp := &controlPlane{name: name, dir: dir}
+	var err error
+	if cp.ca, err = newCA(filepath.Join(dir, "pki"), name); err != nil {
+		return nil, err
+	}
+
+	// etcd
+	clientPort, err := f.ports.next()
+	if err != nil {
+		return nil, err
+	}
+	peerPort, err := f.ports.next()
+	if err != nil {
+		return nil, err
+	}
+	etcdURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
+	if _, err := f.start(ProcessSpec{
+		Name: name + "-etcd",
+		Path: filepath.Join(f.k8sBin, "etcd"),
+		Args: []string{
+			"--name=" + name,
+			"--data-dir=" + filepath.Join(dir, "etcd"),
+			"--listen-client-urls=" + etcdURL,
+			"--advertise-client-urls=" + etcdURL,
+			"--listen-peer-urls=" + peerURL,
+			"--initial-advertise-peer-urls=" + peerURL,
+			"--initial-cluster=" + name + "=" + peerURL,
+			"--unsafe-no-fsync=true",
+			"--log-level=warn",
+		},
+	}, tierEtcd); err != nil {
+		return nil, err
+	}
+	if err := f.poll(ctx, name+" etcd", 60*time.Second, func(ctx context.Context) (bool, error) {
+		body, err := httpGet(ctx, etcdURL+"/health", false)
+		return err == nil && strings.Contains(body, `"health":"true"`), err
+	}); err != nil {
+		return nil, err
+	}
+
+	// kube-apiserver
+	apiPort, err := f.ports.next()
+	if err != nil {
+		return nil, err
+	}
+	cp.url = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	pki := filepath.Join(dir, "pki")
+	servingCert, servingKey, err := cp.ca.issue("kube-apiserver", nil, []string{
+		"127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default",
+		"kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The front-proxy (aggregation) client, as kubeadm sets it up; with it, the
+	// extension-apiserver-authentication ConfigMap is complete and delegated authentication in
+	// kube-controller-manager and the OCM processes stops complaining.
+	proxyCert, proxyKey, err := cp.ca.issue("front-proxy-client", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeFiles(map[string][]byte{
+		filepath.Join(pki, "apiserver.crt"):   servingCert,
+		filepath.Join(pki, "apiserver.key"):   servingKey,
+		filepath.Join(pki, "front-proxy.crt"): proxyCert,
+		filepath.Join(pki, "front-proxy.key"): proxyKey,
+	}); err != nil {
+		return nil, err
+	}
+	saPub, saKey, err := newServiceAccountKey(pki)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.start(ProcessSpec{
+		Name: name + "-kube-apiserver",
+		Path: filepath.Join(f.k8sBin, "kube-apiserver"),
+		Args: []string{
+			"--etcd-servers=" + etcdURL,
+			"--bind-address=127.0.0.1",
+			"--advertise-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(apiPort),
+			"--cert-dir=" + filepath.Join(dir, "apiserver"),
+			"--tls-cert-file=" + filepath.Join(pki, "apiserver.crt"),
+			"--tls-private-key-file=" + filepath.Join(pki, "apiserver.key"),
+			"--client-ca-file=" + cp.ca.certPath,
+			"--service-account-issuer=" + cp.url,
+			"--service-account-key-file=" + saPub,
+			"--service-account-signing-key-file=" + saKey,
+			"--service-cluster-ip-range=10.0.0.0/24",
+			"--requestheader-client-ca-file=" + cp.ca.certPath,
+			"--requestheader-allowed-names=front-proxy-client",
+			"--requestheader-username-headers=X-Remote-User",
+			"--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+			"--proxy-client-cert-file=" + filepath.Join(pki, "front-proxy.crt"),
+			"--proxy-client-key-file=" + filepath.Join(pki, "front-proxy.key"),
+			"--authorization-mode=RBAC",
+			"--allow-privileged=true",
+			// No pods run here, and the ServiceAccount admission plugin would make pod creation
+			// wait for the "default" service account.
+			"--disable-admission-plugins=ServiceAccount",
+			"--profiling=false",
+		},
+	}, tierAPIServer); err != nil {
+		return nil, err
+	}
+	adminCert, adminKey, err := cp.ca.issue("fleet-admin", []string{"system:masters"}, nil)
+	if err != nil {
+		return nil, err
+	}
+	cp.adminKubeconfig = filepath.Join(dir, "admin.kubeconfig")
+	if cp.adminConfig, err = writeKubeconfig(cp.adminKubeconfig, name, cp.url, cp.ca.certPEM, adminCert, adminKey); err != nil {
+		return nil, err
+	}
+	kc, err := kubernetes.NewForConfig(cp.adminConfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.poll(ctx, name+" kube-apiserver", 90*time.Second, func(ctx context.Context) (bool, error) {
+		body, err := kc.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return err == nil && string(body) == "ok", err
+	}); err != nil {
+		return nil, err
+	}
+
+	// kube-controller-manager, signing with the cluster CA the API server trusts for clients.
+	kcmKubeconfig, _, err := cp.userKubeconfig("kcm", "system:kube-controller-manager", []string{"system:masters"})
+	if err != nil {
+		return nil, err
+	}
+	kcmPort, err := f.ports.next()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.start(ProcessSpec{
+		Name: name + "-kube-controller-manager",
+		Path: filepath.Join(f.k8sBin, "kube-controller-manager"),
+		Args: []string{
+			"--kubeconfig=" + kcmKubeconfig,
+			"--authentication-kubeconfig=" + kcmKubeconfig,
+			"--authorization-kubeconfig=" + kcmKubeconfig,
+			"--bind-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(kcmPort),
+			"--cert-dir=" + filepath.Join(dir, "kcm"),
+			"--leader-elect=false",
+			"--controllers=" + strings.Join(kcmControllers, ","),
+			"--cluster-signing-cert-file=" + cp.ca.certPath,
+			"--cluster-signing-key-file=" + cp.ca.keyPath,
+			"--root-ca-file=" + cp.ca.certPath,
+			"--service-account-private-key-file=" + saKey,
+			"--concurrent-gc-syncs=5",
+			"--profiling=false",
+		},
+	}, tierController); err != nil {
+		return nil, err
+	}
+	// Nothing needs kube-controller-manager before an agent's CSR, so its health is checked at
+	// the end of Start (waitKCM) rather than here.
+	cp.kcmHealthz = fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort)
+	f.logf("%s: API server up at %s", name, cp.url)
+	return cp, nil
+}
+
+// waitKCM waits until the cluster's kube-controller-manager reports healthy.
+func (f *Fleet) waitKCM(ctx context.Context, cp *controlPlane) error {
+	return f.poll(ctx, cp.name+" kube-controller-manager", 60*time.Second, func(ctx context.Context) (bool, error) {
+		body, err := httpGet(ctx, cp.kcmHealthz, true)
+		return err == nil && body == "ok", err
+	})
+}
+
+// userKubeconfig issues a client certificate for user/groups signed by the cluster CA and writes
+// a kubeconfig for it named <dir>/<file>.kubeconfig.
+func (cp *controlPlane) userKubeconfig(file, user string, groups []string) (string, *rest.Config, error) {
+	cert, key, err := cp.ca.issue(user, groups, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	path := filepath.Join(cp.dir, file+".kubeconfig")
+	cfg, err := writeKubeconfig(path, cp.name, cp.url, cp.ca.certPEM, cert, key)
+	return path, cfg, err
+}
+
+func writeFiles(files map[string][]byte) error {
+	for path, data := range files {
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// httpGet fetches a health endpoint; insecure skips TLS verification (self-signed serving certs
+// of kube-controller-manager).
+func httpGet(ctx context.Context, url string, insecure bool) (string, error) {
+	client := &http.Client{Timeout: 5 * time.Second}
+	if insecure {
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // local health check
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return string(body), fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return string(body), nil
+}

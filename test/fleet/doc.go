@@ -1,0 +1,43 @@
+// Package fleet starts a real Open Cluster Management fleet on one machine, as plain local
+// processes: no containers, no pods, no kubelet.
+//
+// What runs (all on 127.0.0.1, every process on its own free ports):
+//
+//   - hub: etcd, kube-apiserver, kube-controller-manager (CSR signing for
+//     kubernetes.io/kube-apiserver-client with the hub CA, garbage collector, namespace,
+//     service-account and root-CA publisher controllers), OCM's hub CRDs (from the
+//     open-cluster-management.io/api module this repository requires), namespace
+//     open-cluster-management-hub, OCM's bootstrap ClusterRole, and the OCM v1.2.1 hub
+//     controllers: `registration controller` (auto-approves the bootstrap identity's CSRs and
+//     accepts its clusters: --feature-gates=ManagedClusterAutoApproval=true
+//     --auto-approved-csr-users=fleet-bootstrap), `placement controller`, `addon manager`
+//     (renders AddOnTemplates into ManifestWorks, approves and signs addon CSRs);
+//   - each managed cluster (default cluster1, cluster2): its own etcd, kube-apiserver,
+//     kube-controller-manager and CA, the klusterlet CRDs (ClusterClaim, AppliedManifestWork),
+//     namespaces open-cluster-management-agent and open-cluster-management-agent-addon, and one
+//     `registration-operator agent` process (registration and work agents in one process, as a
+//     Singleton klusterlet) joined through a bootstrap kubeconfig;
+//   - then every ManagedCluster is labelled into the ManagedClusterSet Options.ClusterSet
+//     (default "fleet"), which is bound to Options.BindingNamespace.
+//
+// Binaries come from hack/test-binaries.sh (kube-apiserver, etcd, kube-controller-manager;
+// honours KUBEBUILDER_ASSETS) and hack/ocm-binaries.sh (OCM; honours OCM_BINARIES_DIR), both
+// built from the Go module proxy once and cached under bin/.
+//
+// The only thing simulated is the kubelet: Deployments never get pods, so tests that need an
+// available Deployment on a managed cluster call Fleet.MarkDeploymentAvailable.
+//
+// Running:
+//
+//	go test ./test/fleet/ -run TestFleetSmoke -v          # smoke test, prints timings
+//	FLEET_E2E=0 go test ./...                              # skip everything that needs a fleet
+//	go test -short ./...                                   # same, plus other slow tests
+//
+// Logs: each run gets a directory, by default bin/fleet/<yyyymmdd-hhmmss>-<pid>/, with
+// logs/<process>.log (hub-kube-apiserver, hub-registration-controller, hub-addon-manager,
+// cluster1-klusterlet-agent, ...), kubeconfigs (hub/admin.kubeconfig,
+// cluster1/admin.kubeconfig, ...), certificates, and a pids file. Stop sends SIGTERM to every
+// process group (SIGKILL after 15 s) and removes the etcd data; logs and kubeconfigs stay.
+// Child processes also die with the test binary (Pdeathsig), so a timed-out test leaves no
+// strays. Remove old runs with `rm -rf bin/fleet`.
+package fleet

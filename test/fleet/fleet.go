@@ -1,0 +1,391 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Options configure Start. Zero values get the defaults noted on each field.
+type Options struct {
+	// Clusters are the managed clusters' names. Default: cluster1, cluster2.
+	Clusters []string
+	// Dir is the run directory (logs, kubeconfigs, certificates, etcd data).
+	// Default: bin/fleet/<time>-<pid> under the repository root.
+	Dir string
+	// BindingNamespace gets a ManagedClusterSetBinding for ClusterSet (created if missing).
+	// Default: open-cluster-management.
+	BindingNamespace string
+	// ClusterSet is the ManagedClusterSet every cluster joins (label
+	// cluster.open-cluster-management.io/clusterset). Default: fleet.
+	ClusterSet string
+	// HubCRDPaths and SpokeCRDPaths are extra CRD files or folders to install, e.g. the
+	// project's manifests/crds on the hub.
+	HubCRDPaths   []string
+	SpokeCRDPaths []string
+	// K8sBinDir holds etcd, kube-apiserver, kube-controller-manager. Default: hack/test-binaries.sh.
+	K8sBinDir string
+	// OCMBinDir holds the OCM binaries. Default: hack/ocm-binaries.sh.
+	OCMBinDir string
+	// StartTimeout bounds each wait while starting. Default: 3 minutes.
+	StartTimeout time.Duration
+	// Logf receives progress lines (e.g. t.Logf). Default: none.
+	Logf func(format string, args ...any)
+	// KeepData keeps the etcd data after Stop; logs, kubeconfigs and certificates are always kept.
+	KeepData bool
+}
+
+// Fleet is a running hub and its managed clusters, all local processes.
+type Fleet struct {
+	opts      Options
+	dir       string
+	k8sBin    string
+	ocmBin    string
+	scheme    *kruntime.Scheme
+	hub       *controlPlane
+	hubClient client.Client
+	spokes    map[string]*controlPlane
+	ports     ports
+
+	mu       sync.Mutex
+	procs    []*Process
+	stopOnce sync.Once
+	stopErr  error
+
+	// UpTime is how long Start took once the binaries were there.
+	UpTime time.Duration
+}
+
+// RepoRoot is the project's top-level directory.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+var (
+	binOnce                sync.Once
+	k8sBinDir, ocmBinDir   string
+	binErr                 error
+	binDuration            time.Duration
+	k8sBinTime, ocmBinTime time.Duration
+)
+
+// Binaries returns the folders of the Kubernetes and OCM binaries, building them on first use
+// (hack/test-binaries.sh honours KUBEBUILDER_ASSETS, hack/ocm-binaries.sh OCM_BINARIES_DIR), and
+// how long each script took (minutes on a cold cache, milliseconds after).
+func Binaries() (k8s, ocm string, k8sTime, ocmTime time.Duration, err error) {
+	binOnce.Do(func() {
+		start := time.Now()
+		k8sBinDir, binErr = runScript("test-binaries.sh")
+		k8sBinTime = time.Since(start)
+		if binErr != nil {
+			return
+		}
+		start = time.Now()
+		ocmBinDir, binErr = runScript("ocm-binaries.sh")
+		ocmBinTime = time.Since(start)
+	})
+	return k8sBinDir, ocmBinDir, k8sBinTime, ocmBinTime, binErr
+}
+
+func runScript(name string) (string, error) {
+	cmd := exec.Command(filepath.Join(RepoRoot(), "hack", name))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/%s: %w", name, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func (o *Options) defaults() {
+	if len(o.Clusters) == 0 {
+		o.Clusters = []string{"cluster1", "cluster2"}
+	}
+	if o.BindingNamespace == "" {
+		o.BindingNamespace = "open-cluster-management"
+	}
+	if o.ClusterSet == "" {
+		o.ClusterSet = "fleet"
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = 3 * time.Minute
+	}
+	if o.Dir == "" {
+		runs := filepath.Join(RepoRoot(), "bin", "fleet")
+		pruneRuns(runs, keepRuns)
+		o.Dir = filepath.Join(runs, fmt.Sprintf("%s-%d", time.Now().Format("20060102-150405"), os.Getpid()))
+	}
+}
+
+// keepRuns is how many earlier default run directories (logs, kubeconfigs) stay in bin/fleet.
+const keepRuns = 10
+
+// pruneRuns removes all but the newest keep run directories (named <yyyymmdd-hhmmss>-<pid>).
+func pruneRuns(dir string, keep int) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	var runs []string
+	for _, e := range entries {
+		if e.IsDir() && len(e.Name()) > 16 && e.Name()[8] == '-' && e.Name()[15] == '-' {
+			runs = append(runs, e.Name())
+		}
+	}
+	sort.Strings(runs)
+	for len(runs) > keep {
+		_ = os.RemoveAll(filepath.Join(dir, runs[0]))
+		runs = runs[1:]
+	}
+}
+
+// Start brings up a hub and the managed clusters and returns when every cluster is joined,
+// available and in the cluster set, and the set is bound to the binding namespace. On error
+// everything started so far is stopped again.
+func Start(ctx context.Context, opts Options) (*Fleet, error) {
+	opts.defaults()
+	seen := map[string]bool{"hub": true}
+	for _, c := range opts.Clusters {
+		if seen[c] {
+			return nil, fmt.Errorf("cluster name %q used twice (or is \"hub\")", c)
+		}
+		seen[c] = true
+	}
+	f := &Fleet{opts: opts, spokes: map[string]*controlPlane{}, scheme: Scheme()}
+	var err error
+	if f.dir, err = filepath.Abs(opts.Dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(f.dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	if opts.K8sBinDir == "" || opts.OCMBinDir == "" {
+		k8s, ocm, _, _, err := Binaries()
+		if err != nil {
+			return nil, err
+		}
+		if opts.K8sBinDir == "" {
+			opts.K8sBinDir = k8s
+		}
+		if opts.OCMBinDir == "" {
+			opts.OCMBinDir = ocm
+		}
+	}
+	f.k8sBin, f.ocmBin = opts.K8sBinDir, opts.OCMBinDir
+	f.opts = opts
+	f.logf("fleet: run directory %s (logs in %s)", f.dir, f.LogDir())
+
+	start := time.Now()
+	if err := f.up(ctx); err != nil {
+		if stopErr := f.Stop(); stopErr != nil {
+			err = errors.Join(err, stopErr)
+		}
+		return nil, fmt.Errorf("starting the fleet (logs in %s): %w", f.LogDir(), err)
+	}
+	f.UpTime = time.Since(start)
+	f.logf("fleet: up in %s", f.UpTime.Round(100*time.Millisecond))
+	return f, nil
+}
+
+func (f *Fleet) up(ctx context.Context) error {
+	// Every control plane starts at once (most of their start-up is waiting); each managed
+	// cluster joins as soon as both it and the hub's OCM controllers are up.
+	var wg sync.WaitGroup
+	hubReady := make(chan struct{})
+	var hubErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(hubReady)
+		hubErr = f.startHub(ctx)
+	}()
+	spokeErrs := make([]error, len(f.opts.Clusters))
+	var smu sync.Mutex
+	for i, n := range f.opts.Clusters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cp, err := f.startControlPlane(ctx, n)
+			if err != nil {
+				spokeErrs[i] = err
+				return
+			}
+			smu.Lock()
+			f.spokes[n] = cp
+			smu.Unlock()
+			<-hubReady
+			if hubErr != nil {
+				return
+			}
+			spokeErrs[i] = f.joinSpoke(ctx, cp)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(append([]error{hubErr}, spokeErrs...)...); err != nil {
+		return err
+	}
+	for _, cp := range append(f.spokeList(), f.hub) {
+		if err := f.waitKCM(ctx, cp); err != nil {
+			return err
+		}
+	}
+	return f.acceptAndBind(ctx)
+}
+
+func (f *Fleet) startHub(ctx context.Context) error {
+	hub, err := f.startControlPlane(ctx, "hub")
+	if err != nil {
+		return err
+	}
+	f.hub = hub
+	if f.hubClient, err = client.New(f.hub.adminConfig, client.Options{Scheme: f.scheme}); err != nil {
+		return err
+	}
+	return f.setupHub(ctx)
+}
+
+// Stop ends every process the fleet started (SIGTERM to each process group, SIGKILL after 15 s),
+// controllers and agents first, then API servers, then etcd. Safe to call more than once.
+func (f *Fleet) Stop() error {
+	f.stopOnce.Do(func() {
+		f.stopErr = f.stopAll()
+		if !f.opts.KeepData {
+			for _, cp := range append(f.spokeList(), f.hub) {
+				if cp != nil {
+					_ = os.RemoveAll(filepath.Join(cp.dir, "etcd"))
+				}
+			}
+		}
+		_ = os.RemoveAll(filepath.Join(f.dir, "tmp"))
+		f.logf("fleet: stopped; logs kept in %s", f.LogDir())
+	})
+	return f.stopErr
+}
+
+// Processes lists every process the fleet started, running or not.
+func (f *Fleet) Processes() []*Process {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*Process(nil), f.procs...)
+}
+
+// Err reports the first fleet process that exited without being asked to.
+func (f *Fleet) Err() error { return f.checkProcesses() }
+
+// Dir is the run directory; LogDir holds one <process>.log per process.
+func (f *Fleet) Dir() string    { return f.dir }
+func (f *Fleet) LogDir() string { return filepath.Join(f.dir, "logs") }
+
+// Clusters are the managed clusters' names, ClusterSet their ManagedClusterSet, and
+// BindingNamespace the namespace the set is bound to.
+func (f *Fleet) Clusters() []string       { return append([]string(nil), f.opts.Clusters...) }
+func (f *Fleet) ClusterSet() string       { return f.opts.ClusterSet }
+func (f *Fleet) BindingNamespace() string { return f.opts.BindingNamespace }
+
+// HubConfig is a cluster-admin rest.Config for the hub; HubKubeconfigPath the same as a file.
+func (f *Fleet) HubConfig() *rest.Config    { return rest.CopyConfig(f.hub.adminConfig) }
+func (f *Fleet) HubKubeconfigPath() string  { return f.hub.adminKubeconfig }
+func (f *Fleet) HubClient() client.Client   { return f.hubClient }
+func (f *Fleet) HubURL() string             { return f.hub.url }
+func (f *Fleet) HubCAPath() string          { return f.hub.ca.certPath }
+func (f *Fleet) HubCAKeyPath() string       { return f.hub.ca.keyPath }
+func (f *Fleet) spokeList() []*controlPlane { return sortedPlanes(f.spokes) }
+
+// SpokeConfig is a cluster-admin rest.Config for a managed cluster's own API server (nil for
+// an unknown name); SpokeKubeconfigPath the same as a file.
+func (f *Fleet) SpokeConfig(name string) *rest.Config {
+	cp := f.spokes[name]
+	if cp == nil {
+		return nil
+	}
+	return rest.CopyConfig(cp.adminConfig)
+}
+
+func (f *Fleet) SpokeKubeconfigPath(name string) string {
+	if cp := f.spokes[name]; cp != nil {
+		return cp.adminKubeconfig
+	}
+	return ""
+}
+
+// SpokeClient is a cluster-admin client for a managed cluster's API server.
+func (f *Fleet) SpokeClient(name string) (client.Client, error) {
+	cfg := f.SpokeConfig(name)
+	if cfg == nil {
+		return nil, fmt.Errorf("no managed cluster %q", name)
+	}
+	return client.New(cfg, client.Options{Scheme: f.scheme})
+}
+
+// HubUserKubeconfig writes a kubeconfig for another hub identity (client certificate signed by
+// the hub CA) to <Dir>/hub/<file>.kubeconfig, e.g. to run the project's manager with the
+// permissions its chart grants rather than as cluster-admin.
+func (f *Fleet) HubUserKubeconfig(file, user string, groups ...string) (string, *rest.Config, error) {
+	return f.hub.userKubeconfig(file, user, groups)
+}
+
+func (f *Fleet) logf(format string, args ...any) {
+	if f.opts.Logf != nil {
+		f.opts.Logf(format, args...)
+	}
+}
+
+func sortedPlanes(m map[string]*controlPlane) []*controlPlane {
+	var names []string
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []*controlPlane
+	for _, n := range names {
+		out = append(out, m[n])
+	}
+	return out
+}
+
+// StartForTest starts a fleet for a test and stops it in t.Cleanup (also when the test fails).
+// It skips the test with -short or when FLEET_E2E=0. opts.Logf defaults to t.Logf.
+func StartForTest(t testing.TB, opts Options) *Fleet {
+	t.Helper()
+	SkipIfDisabled(t)
+	if opts.Logf == nil {
+		opts.Logf = t.Logf
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() {
+		if err := f.Stop(); err != nil {
+			t.Errorf("stopping the fleet: %v", err)
+		}
+	})
+	return f
+}
+
+// SkipIfDisabled skips tests that need a local fleet under -short or FLEET_E2E=0.
+func SkipIfDisabled(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a local OCM fleet (hub + managed clusters as processes); skipped with -short")
+	}
+	if os.Getenv("FLEET_E2E") == "0" {
+		t.Skip("FLEET_E2E=0: local OCM fleet tests disabled")
+	}
+}

@@ -1,0 +1,207 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+)
+
+// TestFleetSmoke starts a hub and two managed clusters, checks registration, placement and the
+// work agent end to end, and checks that Stop leaves no process behind.
+func TestFleetSmoke(t *testing.T) {
+	fleet.SkipIfDisabled(t)
+	_, _, k8sTime, ocmTime, err := fleet.Binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("binaries ready: kubernetes %s, OCM %s (minutes = built now on a cold cache; milliseconds = cached)",
+		k8sTime.Round(time.Millisecond), ocmTime.Round(time.Millisecond))
+
+	f := fleet.StartForTest(t, fleet.Options{BindingNamespace: "fleet-smoke"})
+	t.Logf("fleet up in %s (target with cached binaries: 90s)", f.UpTime.Round(100*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	hub := f.HubClient()
+
+	// Both clusters joined and available.
+	for _, name := range f.Clusters() {
+		mc := &clusterv1.ManagedCluster{}
+		if err := hub.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []string{clusterv1.ManagedClusterConditionJoined, clusterv1.ManagedClusterConditionAvailable} {
+			if !meta.IsStatusConditionTrue(mc.Status.Conditions, c) {
+				t.Errorf("%s: condition %s is not true: %+v", name, c, mc.Status.Conditions)
+			}
+		}
+	}
+
+	// A Placement over the cluster set selects both clusters.
+	start := time.Now()
+	placement := &clusterv1beta1.Placement{
+		ObjectMeta: metav1.ObjectMeta{Name: "smoke", Namespace: f.BindingNamespace()},
+		Spec:       clusterv1beta1.PlacementSpec{ClusterSets: []string{f.ClusterSet()}},
+	}
+	if err := hub.Create(ctx, placement); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, f, "PlacementDecision listing both clusters", func() (bool, error) {
+		list := &clusterv1beta1.PlacementDecisionList{}
+		if err := hub.List(ctx, list, client.InNamespace(placement.Namespace),
+			client.MatchingLabels{clusterv1beta1.PlacementLabel: placement.Name}); err != nil {
+			return false, err
+		}
+		var got []string
+		for _, d := range list.Items {
+			for _, c := range d.Status.Decisions {
+				got = append(got, c.ClusterName)
+			}
+		}
+		slices.Sort(got)
+		return slices.Equal(got, f.Clusters()), nil
+	})
+	t.Logf("placement decided in %s", time.Since(start).Round(100*time.Millisecond))
+
+	// A ManifestWork in cluster1's namespace lands on cluster1's own API server.
+	start = time.Now()
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet-smoke", Namespace: "default"},
+		Data:       map[string]string{"hello": "cluster1"},
+	}
+	labels := map[string]string{"app": "fleet-smoke"}
+	deploy := &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet-smoke", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/none:0"}}},
+			},
+		},
+	}
+	work := &workv1.ManifestWork{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet-smoke", Namespace: "cluster1"},
+		Spec: workv1.ManifestWorkSpec{
+			Workload: workv1.ManifestsTemplate{Manifests: []workv1.Manifest{
+				{RawExtension: runtime.RawExtension{Object: cm}},
+				{RawExtension: runtime.RawExtension{Object: deploy}},
+			}},
+			// Status feedback, as the addon manager's deployment health check uses it.
+			ManifestConfigs: []workv1.ManifestConfigOption{{
+				ResourceIdentifier: workv1.ResourceIdentifier{Group: "apps", Resource: "deployments", Namespace: "default", Name: "fleet-smoke"},
+				FeedbackRules:      []workv1.FeedbackRule{{Type: workv1.WellKnownStatusType}},
+			}},
+		},
+	}
+	if err := hub.Create(ctx, work); err != nil {
+		t.Fatal(err)
+	}
+	spoke1, err := f.SpokeClient("cluster1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, f, "ConfigMap default/fleet-smoke on cluster1", func() (bool, error) {
+		got := &corev1.ConfigMap{}
+		if err := spoke1.Get(ctx, client.ObjectKeyFromObject(cm), got); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return got.Data["hello"] == "cluster1", nil
+	})
+	waitFor(ctx, t, f, "ManifestWork status Applied", func() (bool, error) {
+		w := &workv1.ManifestWork{}
+		if err := hub.Get(ctx, client.ObjectKeyFromObject(work), w); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(w.Status.Conditions, workv1.WorkApplied), nil
+	})
+	t.Logf("manifestwork applied on cluster1 in %s", time.Since(start).Round(100*time.Millisecond))
+	spoke2, err := f.SpokeClient("cluster2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := spoke2.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
+		t.Errorf("cluster2 should not have the ConfigMap: %v", err)
+	}
+
+	// The simulated kubelet: the Deployment's status, written on cluster1, reaches the hub
+	// through the work agent's status feedback.
+	start = time.Now()
+	if err := f.MarkDeploymentAvailable(ctx, "cluster1", "default", "fleet-smoke"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, f, "ReadyReplicas=1 in the ManifestWork's status feedback", func() (bool, error) {
+		w := &workv1.ManifestWork{}
+		if err := hub.Get(ctx, client.ObjectKeyFromObject(work), w); err != nil {
+			return false, err
+		}
+		for _, m := range w.Status.ResourceStatus.Manifests {
+			if m.ResourceMeta.Kind != "Deployment" {
+				continue
+			}
+			for _, v := range m.StatusFeedbacks.Values {
+				if v.Name == "ReadyReplicas" && v.Value.Integer != nil && *v.Value.Integer == 1 {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	})
+	t.Logf("deployment availability fed back to the hub in %s", time.Since(start).Round(100*time.Millisecond))
+
+	start = time.Now()
+	if err := f.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("fleet stopped in %s", time.Since(start).Round(100*time.Millisecond))
+	for _, p := range f.Processes() {
+		if done, _ := p.Exited(); !done {
+			t.Errorf("process %s (pid %d) still running after Stop", p.Name, p.Pid())
+		}
+		// Nothing may be left in its process group either.
+		if err := syscall.Kill(-p.Pid(), 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("process group of %s (pgid %d) still has members: %v", p.Name, p.Pid(), err)
+		}
+	}
+}
+
+func waitFor(ctx context.Context, t *testing.T, f *fleet.Fleet, what string, cond func() (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var lastErr error
+	for {
+		if err := f.Err(); err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		ok, err := cond()
+		if ok {
+			return
+		}
+		if err != nil {
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s (last error: %v); logs in %s", what, lastErr, f.LogDir())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

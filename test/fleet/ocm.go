@@ -1,0 +1,417 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+)
+
+const (
+	// HubNamespace is where the OCM hub controllers run (events, addon signing CA default).
+	HubNamespace = "open-cluster-management-hub"
+	// AgentNamespace and AddonNamespace must exist on a managed cluster before its agent starts.
+	AgentNamespace = "open-cluster-management-agent"
+	AddonNamespace = "open-cluster-management-agent-addon"
+	// BootstrapUser is the hub identity in every cluster's bootstrap kubeconfig; the
+	// registration controller auto-approves its CSRs and accepts its clusters.
+	BootstrapUser  = "fleet-bootstrap"
+	bootstrapGroup = "system:bootstrappers:managedcluster"
+)
+
+// Scheme knows the core Kubernetes types and the OCM types the fleet touches.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, clusterv1.Install, clusterv1beta1.Install, clusterv1beta2.Install,
+		workv1.Install, addonv1alpha1.Install,
+	} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// ocmAPIDir is the module-cache folder of open-cluster-management.io/api at the version this
+// module requires, so the CRDs match the Go types the project is built with.
+func ocmAPIDir() (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "open-cluster-management.io/api")
+	cmd.Dir = RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("locating open-cluster-management.io/api: %w", err)
+	}
+	dir := strings.TrimSpace(string(out))
+	if dir == "" {
+		return "", fmt.Errorf("open-cluster-management.io/api is not in the module cache; run go mod download")
+	}
+	return dir, nil
+}
+
+// hubCRDPaths: everything the registration, placement and addon controllers read or write.
+// Addon CRDs from addon/v1alpha1 serve v1alpha1 only, so no conversion webhook is needed (none
+// of these processes reads v1beta1).
+func hubCRDPaths(api string) []string {
+	return []string{
+		filepath.Join(api, "cluster", "v1"),
+		filepath.Join(api, "cluster", "v1beta1"),
+		filepath.Join(api, "cluster", "v1beta2"),
+		filepath.Join(api, "cluster", "v1alpha1", "0000_05_clusters.open-cluster-management.io_addonplacementscores.crd.yaml"),
+		filepath.Join(api, "addon", "v1alpha1"),
+		filepath.Join(api, "work", "v1", "0000_00_work.open-cluster-management.io_manifestworks.crd.yaml"),
+	}
+}
+
+// spokeCRDPaths: what the klusterlet operator would install on a managed cluster.
+func spokeCRDPaths(api string) []string {
+	return []string{
+		filepath.Join(api, "cluster", "v1alpha1", "0000_02_clusters.open-cluster-management.io_clusterclaims.crd.yaml"),
+		filepath.Join(api, "work", "v1", "0000_01_work.open-cluster-management.io_appliedmanifestworks.crd.yaml"),
+	}
+}
+
+// installCRDs creates the CRDs in the given files or folders (every *.yaml/*.yml/*.json in a
+// folder, multi-document files allowed) and waits until each is established. Existing CRDs are
+// left alone. (envtest.InstallCRDs would do the same but logs through controller-runtime's
+// global logger, which a library must not set.)
+func (f *Fleet) installCRDs(ctx context.Context, cp *controlPlane, paths []string) error {
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for _, p := range paths {
+		files := []string{p}
+		if st, err := os.Stat(p); err != nil {
+			return fmt.Errorf("%s: CRD path: %w", cp.name, err)
+		} else if st.IsDir() {
+			entries, err := os.ReadDir(p)
+			if err != nil {
+				return err
+			}
+			files = nil
+			for _, e := range entries {
+				switch filepath.Ext(e.Name()) {
+				case ".yaml", ".yml", ".json":
+					files = append(files, filepath.Join(p, e.Name()))
+				}
+			}
+		}
+		for _, file := range files {
+			got, err := readCRDs(file)
+			if err != nil {
+				return fmt.Errorf("%s: %w", cp.name, err)
+			}
+			crds = append(crds, got...)
+		}
+	}
+	c, err := client.New(cp.adminConfig, client.Options{Scheme: f.scheme})
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%s: creating CRD %s: %w", cp.name, crd.Name, err)
+		}
+	}
+	for _, crd := range crds {
+		if err := f.poll(ctx, cp.name+" CRD "+crd.Name+" to be established", 60*time.Second, func(ctx context.Context) (bool, error) {
+			got := &apiextensionsv1.CustomResourceDefinition{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
+				return false, err
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readCRDs(file string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	fh, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	dec := utilyaml.NewYAMLOrJSONDecoder(fh, 4096)
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := dec.Decode(crd); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("reading %s: %w", file, err)
+		}
+		if crd.Kind != "CustomResourceDefinition" {
+			continue // e.g. an empty document
+		}
+		out = append(out, crd)
+	}
+}
+
+func ensureNamespaces(ctx context.Context, c client.Client, names ...string) error {
+	for _, n := range names {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating namespace %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// setupHub installs OCM's hub CRDs, namespaces and bootstrap RBAC, then starts the hub
+// controllers. What a ClusterManager would do, minus the operator and the pods.
+func (f *Fleet) setupHub(ctx context.Context) error {
+	api, err := ocmAPIDir()
+	if err != nil {
+		return err
+	}
+	if err := f.installCRDs(ctx, f.hub, append(hubCRDPaths(api), f.opts.HubCRDPaths...)); err != nil {
+		return err
+	}
+	c := f.hubClient
+	if err := ensureNamespaces(ctx, c, HubNamespace, f.opts.BindingNamespace); err != nil {
+		return err
+	}
+	// The permissions of OCM's bootstrap ClusterRole (cluster-manager chart), bound to the group
+	// of the bootstrap identity.
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "open-cluster-management:bootstrap"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get", "list", "watch"}},
+			{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"}, Verbs: []string{"get", "create", "list", "watch"}},
+			{APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclustersets/join"}, Verbs: []string{"create"}},
+		},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "open-cluster-management:bootstrap:managedcluster"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "Group", Name: bootstrapGroup}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s: %w", obj.GetName(), err)
+		}
+	}
+
+	// The hub controllers, each with its own identity (cluster-admin, as OCM's own integration
+	// tests run them) and its own health port.
+	type hubProc struct{ name, bin string }
+	hubArgs := map[string][]string{
+		"registration-controller": {"controller",
+			"--feature-gates=ManagedClusterAutoApproval=true",
+			"--auto-approved-csr-users=" + BootstrapUser},
+		"placement-controller": {"controller"},
+		"addon-manager":        {"manager"},
+	}
+	for _, p := range []hubProc{
+		{"registration-controller", "registration"},
+		{"placement-controller", "placement"},
+		{"addon-manager", "addon"},
+	} {
+		kubeconfig, _, err := f.hub.userKubeconfig(p.name, "system:ocm:"+p.name, []string{"system:masters"})
+		if err != nil {
+			return err
+		}
+		port, err := f.ports.next()
+		if err != nil {
+			return err
+		}
+		args := append(hubArgs[p.name],
+			"--kubeconfig="+kubeconfig,
+			"--namespace="+HubNamespace,
+			"--listen=127.0.0.1:"+strconv.Itoa(port),
+			"--disable-leader-election",
+		)
+		if _, err := f.start(ProcessSpec{
+			Name: "hub-" + p.name,
+			Path: filepath.Join(f.ocmBin, p.bin),
+			Args: args,
+			Env:  []string{"POD_NAMESPACE=" + HubNamespace},
+		}, tierController); err != nil {
+			return err
+		}
+	}
+	f.logf("hub: OCM controllers started")
+	return nil
+}
+
+// joinSpoke prepares a managed cluster (CRDs, agent namespaces, bootstrap kubeconfig) and starts
+// its klusterlet agent, which registers with the hub through a CSR.
+func (f *Fleet) joinSpoke(ctx context.Context, cp *controlPlane) error {
+	api, err := ocmAPIDir()
+	if err != nil {
+		return err
+	}
+	if err := f.installCRDs(ctx, cp, append(spokeCRDPaths(api), f.opts.SpokeCRDPaths...)); err != nil {
+		return err
+	}
+	sc, err := client.New(cp.adminConfig, client.Options{Scheme: f.scheme})
+	if err != nil {
+		return err
+	}
+	if err := ensureNamespaces(ctx, sc, AgentNamespace, AddonNamespace); err != nil {
+		return err
+	}
+	// The bootstrap kubeconfig: the hub's address and CA, and a client certificate for the
+	// bootstrap identity signed by the hub CA.
+	cert, key, err := f.hub.ca.issue(BootstrapUser, []string{bootstrapGroup}, nil)
+	if err != nil {
+		return err
+	}
+	bootstrap := filepath.Join(cp.dir, "bootstrap-hub.kubeconfig")
+	if _, err := writeKubeconfig(bootstrap, "hub", f.hub.url, f.hub.ca.certPEM, cert, key); err != nil {
+		return err
+	}
+	agentKubeconfig, _, err := cp.userKubeconfig("klusterlet-agent", "system:ocm:klusterlet-agent", []string{"system:masters"})
+	if err != nil {
+		return err
+	}
+	hubKubeconfigDir := filepath.Join(cp.dir, "hub-kubeconfig")
+	if err := os.MkdirAll(hubKubeconfigDir, 0o700); err != nil {
+		return err
+	}
+	port, err := f.ports.next()
+	if err != nil {
+		return err
+	}
+	_, err = f.start(ProcessSpec{
+		Name: cp.name + "-klusterlet-agent",
+		Path: filepath.Join(f.ocmBin, "registration-operator"),
+		Args: []string{"agent",
+			"--spoke-cluster-name=" + cp.name,
+			"--bootstrap-kubeconfig=" + bootstrap,
+			"--hub-kubeconfig-dir=" + hubKubeconfigDir,
+			// The work agent inside reads the hub kubeconfig registration writes there.
+			"--workload-source-config=" + filepath.Join(hubKubeconfigDir, "kubeconfig"),
+			"--kubeconfig=" + agentKubeconfig,
+			"--namespace=" + AgentNamespace,
+			"--spoke-external-server-urls=" + cp.url,
+			"--listen=127.0.0.1:" + strconv.Itoa(port),
+			"--disable-leader-election",
+			"--cluster-healthcheck-period=10s",
+		},
+		Env: []string{"POD_NAMESPACE=" + AgentNamespace},
+	}, tierAgent)
+	return err
+}
+
+// acceptAndBind waits until every cluster is accepted, joined and available, puts them into
+// the cluster set, and binds the set to the binding namespace.
+func (f *Fleet) acceptAndBind(ctx context.Context) error {
+	c := f.hubClient
+	set := f.opts.ClusterSet
+	for _, name := range f.opts.Clusters {
+		var seen time.Time
+		if err := f.poll(ctx, "ManagedCluster "+name+" to register", f.opts.StartTimeout, func(ctx context.Context) (bool, error) {
+			mc := &clusterv1.ManagedCluster{}
+			if err := c.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			if seen.IsZero() {
+				seen = time.Now()
+			}
+			// Auto-approval accepts new clusters within a second or two; accept explicitly
+			// (as `clusteradm accept` would) only if it has not after a while.
+			if !mc.Spec.HubAcceptsClient && time.Since(seen) < 20*time.Second {
+				return false, nil
+			}
+			if !mc.Spec.HubAcceptsClient {
+				f.logf("%s: not auto-accepted after 20s; setting hubAcceptsClient", name)
+				patch := client.MergeFrom(mc.DeepCopy())
+				mc.Spec.HubAcceptsClient = true
+				if err := c.Patch(ctx, mc, patch); err != nil {
+					return false, err
+				}
+			}
+			if mc.Labels[clusterv1beta2.ClusterSetLabel] != set {
+				patch := client.MergeFrom(mc.DeepCopy())
+				if mc.Labels == nil {
+					mc.Labels = map[string]string{}
+				}
+				mc.Labels[clusterv1beta2.ClusterSetLabel] = set
+				if err := c.Patch(ctx, mc, patch); err != nil {
+					return false, err
+				}
+			}
+			return true, nil
+		}); err != nil {
+			return err
+		}
+	}
+	cs := &clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: set}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, cs, func() error {
+		cs.Spec.ClusterSelector.SelectorType = clusterv1beta2.ExclusiveClusterSetLabel
+		return nil
+	}); err != nil {
+		return fmt.Errorf("creating ManagedClusterSet %s: %w", set, err)
+	}
+	csb := &clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Name: set, Namespace: f.opts.BindingNamespace}}
+	if _, err := controllerutil.CreateOrUpdate(ctx, c, csb, func() error {
+		csb.Spec.ClusterSet = set
+		return nil
+	}); err != nil {
+		return fmt.Errorf("creating ManagedClusterSetBinding %s/%s: %w", f.opts.BindingNamespace, set, err)
+	}
+	for _, name := range f.opts.Clusters {
+		if err := f.WaitForClusterReady(ctx, name, f.opts.StartTimeout); err != nil {
+			return err
+		}
+	}
+	return f.poll(ctx, "ManagedClusterSetBinding to be bound", f.opts.StartTimeout, func(ctx context.Context) (bool, error) {
+		b := &clusterv1beta2.ManagedClusterSetBinding{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(csb), b); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(b.Status.Conditions, clusterv1beta2.ClusterSetBindingBoundType), nil
+	})
+}
+
+// WaitForClusterReady waits until the hub reports the ManagedCluster accepted, joined and
+// available.
+func (f *Fleet) WaitForClusterReady(ctx context.Context, name string, timeout time.Duration) error {
+	return f.poll(ctx, "ManagedCluster "+name+" to be joined and available", timeout, func(ctx context.Context) (bool, error) {
+		mc := &clusterv1.ManagedCluster{}
+		if err := f.hubClient.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
+			return false, err
+		}
+		for _, t := range []string{
+			clusterv1.ManagedClusterConditionHubAccepted,
+			clusterv1.ManagedClusterConditionJoined,
+			clusterv1.ManagedClusterConditionAvailable,
+		} {
+			if !meta.IsStatusConditionTrue(mc.Status.Conditions, t) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}

@@ -30,6 +30,7 @@ const (
 	ReasonNoClusters           = "NoClustersSelected"
 	ReasonReady                = "Ready"
 	ReasonNotReady             = "NotReady"
+	ReasonNamespaceNotManaged  = "NamespaceNotManaged"
 )
 
 // Labels and annotations this project puts on the objects it creates.

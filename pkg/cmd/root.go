@@ -92,6 +92,7 @@ func newManagerCommand() *cobra.Command {
 	fs.DurationVar(&opts.GracefulShutdownTimeout, "graceful-shutdown-timeout", opts.GracefulShutdownTimeout, "How long to wait for running reconciles on shutdown.")
 	f := &opts.Fleet
 	fs.StringVar(&f.AddonName, "addon-name", f.AddonName, "Name of the ClusterManagementAddOn through which OCM installs the agents.")
+	fs.StringSliceVar(&f.ManagedNamespaces, "managed-namespaces", f.ManagedNamespaces, "Principal namespaces whose Secrets and Deployments the manager may read and write (comma-separated); empty means all.")
 	fs.StringVar(&f.SignerName, "signer-name", f.SignerName, "CustomSigner name of the agents' client certificates.")
 	fs.StringVar(&f.PrincipalServiceName, "principal-service", f.PrincipalServiceName, "Name of the argocd-agent principal Service in the principal namespace.")
 	fs.StringVar(&f.ResourceProxyServiceName, "resource-proxy-service", f.ResourceProxyServiceName, "Name of the principal's resource-proxy Service.")

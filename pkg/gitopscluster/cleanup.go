@@ -21,6 +21,9 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 	if !controllerutil.ContainsFinalizer(goc, v1alpha1.Finalizer) {
 		return nil
 	}
+	if err := r.revokeOwnedAgents(ctx, goc); err != nil {
+		return err
+	}
 	if err := r.applyCMAEntry(ctx, goc, nil); err != nil {
 		return err
 	}
@@ -56,15 +59,6 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 	}
 	var secrets corev1.SecretList
 	if err := r.Client.List(ctx, &secrets, client.InNamespace(principalNamespace(goc)), owner); err != nil {
-		return err
-	}
-	var agents []string
-	for i := range secrets.Items {
-		if c := secrets.Items[i].Labels[LabelAgentName]; c != "" {
-			agents = append(agents, c)
-		}
-	}
-	if err := r.revokeAgents(ctx, goc, principalNamespace(goc), agents); err != nil {
 		return err
 	}
 	for i := range secrets.Items {

@@ -31,6 +31,9 @@ type Config struct {
 	CAValidity            time.Duration
 	ServerCertValidity    time.Duration
 	ClusterSecretValidity time.Duration
+	// ManagedNamespaces limits the principal namespaces whose Secrets and Deployments the
+	// manager reads and writes; empty means all.
+	ManagedNamespaces []string
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 }

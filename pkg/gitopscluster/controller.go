@@ -110,6 +110,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	setCond(v1alpha1.ConditionPrincipalDiscovered, disc.Endpoint != nil, disc.Reason, disc.Message)
 
 	// 3. Hub PKI.
+	if !r.namespaceManaged(principalNS) {
+		msg := fmt.Sprintf("the manager may not manage Secrets in principal namespace %s; add it to the manager's --managed-namespaces (Helm value managedNamespaces)", principalNS)
+		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonNamespaceNotManaged, msg)
+		setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonNamespaceNotManaged, msg)
+		if err := r.observeAgents(ctx, obs, status, setCond); err != nil {
+			return ctrl.Result{}, err
+		}
+		setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, msg)
+		return ctrl.Result{}, r.writeStatus(ctx, goc, status)
+	}
 	var hosts []string
 	if disc.Endpoint != nil {
 		hosts = append(hosts, disc.Endpoint.Address)
@@ -306,4 +316,17 @@ func summarize(items []string) string {
 		return strings.Join(items, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(items[:max], ", "), len(items)-max)
+}
+
+// namespaceManaged reports whether the manager may keep secrets in ns.
+func (r *Reconciler) namespaceManaged(ns string) bool {
+	if len(r.Config.ManagedNamespaces) == 0 {
+		return true
+	}
+	for _, m := range r.Config.ManagedNamespaces {
+		if m == ns {
+			return true
+		}
+	}
+	return false
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -29,6 +30,24 @@ func (r *Reconciler) revokeAgents(ctx context.Context, goc *v1alpha1.GitOpsClust
 	r.event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
 		"blocked the agent client certificates of %s on the principal in %s", summarize(slices.Clone(revoke)), principalNS)
 	return nil
+}
+
+// revokeOwnedAgents revokes, first thing when a GitOpsCluster is deleted, the agents of the
+// clusters it has cluster secrets for.
+func (r *Reconciler) revokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+	var secrets corev1.SecretList
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(principalNamespace(goc)), client.MatchingLabels{
+		v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name,
+	}); err != nil {
+		return err
+	}
+	var agents []string
+	for i := range secrets.Items {
+		if c := secrets.Items[i].Labels[LabelAgentName]; c != "" {
+			agents = append(agents, c)
+		}
+	}
+	return r.revokeAgents(ctx, goc, principalNamespace(goc), agents)
 }
 
 // pruneBlocklist drops expired certificates from the principal's blocklist. It is housekeeping:

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -100,9 +101,20 @@ func ClientOptions() client.Options {
 // CacheOptions cache only the CertificateSigningRequests of this project's signer, not every
 // CSR of the hub (klusterlets and other addons make many).
 func CacheOptions(opts Options) cache.Options {
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+	byObject := map[client.Object]cache.ByObject{
 		&certificatesv1.CertificateSigningRequest{}: {Field: fields.OneTermEqualSelector("spec.signerName", opts.Fleet.SignerName)},
-	}}
+	}
+	// With managed namespaces, Secrets and Deployments are watched only there, so the manager
+	// needs no cluster-wide access to Secrets.
+	if nss := opts.Fleet.ManagedNamespaces; len(nss) > 0 {
+		only := map[string]cache.Config{}
+		for _, ns := range nss {
+			only[ns] = cache.Config{}
+		}
+		byObject[&corev1.Secret{}] = cache.ByObject{Namespaces: only}
+		byObject[&appsv1.Deployment{}] = cache.ByObject{Namespaces: only}
+	}
+	return cache.Options{ByObject: byObject}
 }
 
 // Run starts the hub controllers and blocks until ctx ends.

@@ -81,6 +81,8 @@ func OCMCRDDirs() ([]string, error) {
 type Options struct {
 	// WithoutOCM installs only the project's own CRDs.
 	WithoutOCM bool
+	// WithoutProjectCRDs leaves the GitOpsCluster CRD out, for tests that install it (Helm).
+	WithoutProjectCRDs bool
 	// APIServerArgs are extra kube-apiserver flags, name to value.
 	APIServerArgs map[string]string
 }
@@ -91,7 +93,10 @@ func Start(opts Options) (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	crdDirs := []string{filepath.Join(RepoRoot(), "manifests", "crds")}
+	var crdDirs []string
+	if !opts.WithoutProjectCRDs {
+		crdDirs = append(crdDirs, filepath.Join(RepoRoot(), "manifests", "crds"))
+	}
 	if !opts.WithoutOCM {
 		ocm, err := OCMCRDDirs()
 		if err != nil {

@@ -39,5 +39,5 @@ The principal's agent authentication: the agent name is the cluster name in the 
 client certificates this project's signer issues (OCM's default CustomSigner subject).
 */}}
 {{- define "argocd-agent-addon.principalAuth" -}}
-{{- printf "mtls:subject:^CN=system:open-cluster-management:cluster:([^:]+):addon:%s:agent:%s-agent" .Values.addon.name .Values.addon.name -}}
+{{- printf "mtls:subject:^CN=system:open-cluster-management:cluster:([^:]+):addon:%s:agent:%s-agent(?:,|$)" .Values.addon.name .Values.addon.name -}}
 {{- end -}}

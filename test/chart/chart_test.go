@@ -1,0 +1,544 @@
+// Package chart tests the Helm chart with Helm's Go SDK: lint, rendering, the values schema,
+// and a real install into a kube-apiserver whose RBAC is then shown to be enough for the
+// manager, and no more.
+package chart
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/kube"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+const (
+	releaseName = "argocd-agent-addon"
+	releaseNS   = "open-cluster-management"
+	signerName  = "open-cluster-management.io/argocd-agent-addon"
+	addonName   = "argocd-agent-addon"
+)
+
+func chartDir() string { return filepath.Join(testenv.RepoRoot(), "charts", "argocd-agent-addon") }
+
+func loadChart(t *testing.T) *chart.Chart {
+	t.Helper()
+	ch, err := loader.Load(chartDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// render returns the chart's objects for the values, as a client-only dry-run install.
+func render(t *testing.T, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	install := action.NewInstall(&action.Configuration{})
+	install.DryRun, install.ClientOnly, install.Replace = true, true, true
+	install.ReleaseName, install.Namespace = releaseName, releaseNS
+	install.KubeVersion = &chartutil.KubeVersion{Version: "v1.36.0", Major: "1", Minor: "36"}
+	rel, err := install.Run(loadChart(t), vals)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, doc := range strings.Split(rel.Manifest, "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatalf("rendered YAML does not parse: %v\n%s", err, doc)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	for _, o := range objs {
+		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
+			return o
+		}
+	}
+	return nil
+}
+
+func kinds(objs []*unstructured.Unstructured) map[string]int {
+	out := map[string]int{}
+	for _, o := range objs {
+		out[o.GetKind()]++
+	}
+	return out
+}
+
+func TestLint(t *testing.T) {
+	for name, vals := range map[string]map[string]any{
+		"defaults":      {},
+		"everything on": {"replicas": 2, "defaults": map[string]any{"create": true}, "principal": map[string]any{"install": true}, "metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}},
+	} {
+		res := action.NewLint().Run([]string{chartDir()}, vals)
+		for _, m := range res.Messages {
+			if m.Severity >= 3 { // support.ErrorSev
+				t.Errorf("%s: lint: %s", name, m)
+			}
+		}
+		if len(res.Errors) > 0 {
+			t.Errorf("%s: lint errors: %v", name, res.Errors)
+		}
+	}
+}
+
+func TestRenderDefaults(t *testing.T) {
+	objs, err := render(t, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kinds(objs)
+	if k["PodDisruptionBudget"] != 0 || k["Placement"] != 0 || k["GitOpsCluster"] != 0 || k["ServiceMonitor"] != 0 {
+		t.Errorf("optional objects rendered by default: %v", k)
+	}
+	dep := find(objs, "Deployment", releaseName)
+	if dep == nil {
+		t.Fatal("no manager Deployment")
+	}
+	c, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	container := c[0].(map[string]any)
+	sc := container["securityContext"].(map[string]any)
+	if sc["readOnlyRootFilesystem"] != true || sc["allowPrivilegeEscalation"] != false || sc["runAsNonRoot"] != true {
+		t.Errorf("container securityContext = %v", sc)
+	}
+	if drop := sc["capabilities"].(map[string]any)["drop"].([]any); len(drop) != 1 || drop[0] != "ALL" {
+		t.Errorf("capabilities.drop = %v", drop)
+	}
+	if sp := sc["seccompProfile"].(map[string]any); sp["type"] != "RuntimeDefault" {
+		t.Errorf("seccompProfile = %v", sp)
+	}
+	for _, probe := range []string{"livenessProbe", "readinessProbe"} {
+		if container[probe] == nil {
+			t.Errorf("no %s", probe)
+		}
+	}
+	args := fmt.Sprint(container["args"])
+	for _, want := range []string{"--leader-elect=true", "--managed-namespaces=" + releaseNS, "--signer-name=" + signerName} {
+		if !strings.Contains(args, want) {
+			t.Errorf("manager args %s lack %s", args, want)
+		}
+	}
+	if find(objs, "Service", releaseName+"-metrics") == nil {
+		t.Error("no metrics Service")
+	}
+	assertLeastPrivilege(t, objs)
+}
+
+// assertLeastPrivilege checks the rendered RBAC: no wildcards, Secrets only through Roles,
+// signer verbs only on our signer, no RBAC-escalation rights.
+func assertLeastPrivilege(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "Role" {
+			continue
+		}
+		var role rbacv1.ClusterRole
+		raw, _ := yaml.Marshal(o.Object)
+		if err := yaml.Unmarshal(raw, &role); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range role.Rules {
+			all := append(append(append([]string{}, r.Verbs...), r.Resources...), r.APIGroups...)
+			for _, v := range all {
+				if v == "*" {
+					t.Errorf("%s %s has a wildcard rule %+v", o.GetKind(), o.GetName(), r)
+				}
+			}
+			for _, res := range r.Resources {
+				if o.GetKind() == "ClusterRole" && res == "secrets" && strings.HasPrefix(o.GetName(), releaseName) && !strings.HasSuffix(o.GetName(), "-principal") {
+					t.Errorf("the manager's ClusterRole grants Secrets cluster-wide")
+				}
+				if res == "signers" && (len(r.ResourceNames) != 1 || r.ResourceNames[0] != signerName) {
+					t.Errorf("signer rule not limited to %s: %+v", signerName, r)
+				}
+				if strings.HasPrefix(res, "clusterrole") || strings.HasPrefix(res, "role") {
+					t.Errorf("%s %s grants RBAC objects: %+v", o.GetKind(), o.GetName(), r)
+				}
+			}
+			for _, v := range r.Verbs {
+				if v == "escalate" || v == "bind" || v == "impersonate" {
+					t.Errorf("%s %s grants %s", o.GetKind(), o.GetName(), v)
+				}
+			}
+		}
+	}
+}
+
+func TestRenderNonDefaults(t *testing.T) {
+	objs, err := render(t, map[string]any{
+		"replicas":          2,
+		"managedNamespaces": []any{"argocd", "team-a"},
+		"image":             map[string]any{"repository": "registry.example/addon", "tag": "v9"},
+		"imagePullSecrets":  []any{map[string]any{"name": "pull"}},
+		"defaults":          map[string]any{"create": true, "gitOpsCluster": map[string]any{"principalServerAddress": "p.example.com", "principalServerPort": "443"}},
+		"principal":         map[string]any{"install": true},
+		"metrics":           map[string]any{"serviceMonitor": map[string]any{"enabled": true}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := kinds(objs)
+	if k["PodDisruptionBudget"] != 1 || k["Placement"] != 1 || k["ManagedClusterSetBinding"] != 1 || k["GitOpsCluster"] != 1 || k["ServiceMonitor"] != 1 {
+		t.Errorf("kinds = %v", k)
+	}
+	roles := 0
+	for _, o := range objs {
+		if o.GetKind() == "Role" && o.GetName() == releaseName {
+			roles++
+		}
+	}
+	if roles != 2 {
+		t.Errorf("want a Secrets Role in each of the 2 managed namespaces, got %d", roles)
+	}
+	dep := find(objs, "Deployment", releaseName)
+	img, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	if img[0].(map[string]any)["image"] != "registry.example/addon:v9" {
+		t.Errorf("image = %v", img[0].(map[string]any)["image"])
+	}
+	if !strings.Contains(fmt.Sprint(img[0].(map[string]any)["args"]), "--reloader-image=registry.example/addon:v9") {
+		t.Error("the agents' reloader image is not the manager's image")
+	}
+	// The principal authenticates agents with the same regular expression the signer's
+	// principal-side test uses.
+	p := find(objs, "Deployment", "argocd-agent-principal")
+	if p == nil {
+		t.Fatal("no principal Deployment")
+	}
+	pc, _, _ := unstructured.NestedSlice(p.Object, "spec", "template", "spec", "containers")
+	want := "--auth=mtls:subject:" + signer.PrincipalAuthSubjectRegex(addonName)
+	if !strings.Contains(fmt.Sprint(pc[0].(map[string]any)["args"]), want) {
+		t.Errorf("principal args %v lack %s", pc[0].(map[string]any)["args"], want)
+	}
+	goc := find(objs, "GitOpsCluster", "")
+	if addr, _, _ := unstructured.NestedString(goc.Object, "spec", "argoCDAgentAddon", "principalServerAddress"); addr != "p.example.com" {
+		t.Errorf("default GitOpsCluster address = %q", addr)
+	}
+	assertLeastPrivilege(t, objs)
+}
+
+func TestSchemaRejectsBadValues(t *testing.T) {
+	for name, tc := range map[string]struct {
+		vals map[string]any
+		want string
+	}{
+		"replicas as a string":    {map[string]any{"replicas": "two"}, "replicas"},
+		"zero replicas":           {map[string]any{"replicas": 0}, "replicas"},
+		"unknown log level":       {map[string]any{"logLevel": "verbose"}, "logLevel"},
+		"unknown mode":            {map[string]any{"defaults": map[string]any{"gitOpsCluster": map[string]any{"mode": "pull"}}}, "mode"},
+		"unknown top-level value": {map[string]any{"replica": 2}, "replica"},
+		"bad pull policy":         {map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}, "pullPolicy"},
+		"bad namespace":           {map[string]any{"managedNamespaces": []any{"Not_A_Label"}}, "managedNamespaces"},
+		"bad duration":            {map[string]any{"signer": map[string]any{"certificateValidity": "a week"}}, "certificateValidity"},
+		"bad service type":        {map[string]any{"principal": map[string]any{"service": map[string]any{"type": "Ingress"}}}, "type"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := render(t, tc.vals)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("want a schema error about %s, got %v", tc.want, err)
+			}
+		})
+	}
+}
+
+// helmConfig points Helm's actions at the test API server, storing releases as Secrets.
+func helmConfig(t *testing.T, kubeconfig string) *action.Configuration {
+	t.Helper()
+	ac := &action.Configuration{}
+	flags := kube.GetConfig(kubeconfig, "", releaseNS)
+	if err := ac.Init(flags, releaseNS, "secret", func(string, ...any) {}); err != nil {
+		t.Fatal(err)
+	}
+	return ac
+}
+
+func TestInstallUpgradeUninstallOnARealAPIServer(t *testing.T) {
+	env := testenv.StartForTest(t, testenv.Options{WithoutProjectCRDs: true})
+	ctx := context.Background()
+	admin := env.Client
+	kubeconfig, err := env.KubeconfigFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{releaseNS, "elsewhere", "cluster1"} {
+		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// helm install, with the optional principal so discovery has a Service to read.
+	ac := helmConfig(t, kubeconfig)
+	install := action.NewInstall(ac)
+	install.ReleaseName, install.Namespace = releaseName, releaseNS
+	install.Timeout = time.Minute
+	if _, err := install.Run(loadChart(t), map[string]any{"principal": map[string]any{"install": true}}); err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	if err := admin.Get(ctx, types.NamespacedName{Name: "gitopsclusters.apps.open-cluster-management.io"}, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"}}); err != nil {
+		t.Fatalf("the chart did not install the CRD: %v", err)
+	}
+	waitFor(t, "GitOpsCluster API served", func() error {
+		return admin.List(ctx, &v1alpha1.GitOpsClusterList{})
+	})
+
+	// The hub side a user has: a cluster, a Placement with its decision, a Ready node for
+	// NodePort discovery, and the README's GitOpsCluster.
+	if err := admin.Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "cluster1"}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Create(ctx, &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: "argocd-placement"}}); err != nil {
+		t.Fatal(err)
+	}
+	pd := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: "argocd-placement-decision-1",
+		Labels: map[string]string{clusterv1beta1.PlacementLabel: "argocd-placement"}}}
+	if err := admin.Create(ctx, pd); err != nil {
+		t.Fatal(err)
+	}
+	pd.Status.Decisions = []clusterv1beta1.ClusterDecision{{ClusterName: "cluster1", Reason: "test"}}
+	if err := admin.Status().Update(ctx, pd); err != nil {
+		t.Fatal(err)
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "hub-node"}}
+	if err := admin.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.9"}}
+	if err := admin.Status().Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: "my-gitops-cluster"},
+		Spec: v1alpha1.GitOpsClusterSpec{PlacementRef: v1alpha1.PlacementReference{Kind: "Placement", Name: "argocd-placement"},
+			ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{Mode: v1alpha1.AgentModeManaged}}}
+	if err := admin.Create(ctx, goc); err != nil {
+		t.Fatal(err)
+	}
+	mca := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster1", Name: addonName}}
+	if err := admin.Create(ctx, mca); err != nil {
+		t.Fatal(err)
+	}
+	meta.SetStatusCondition(&mca.Status.Conditions, metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: "Test", Message: "stands in for OCM"})
+	if err := admin.Status().Update(ctx, mca); err != nil {
+		t.Fatal(err)
+	}
+
+	// The manager, run out of cluster as the chart's ServiceAccount.
+	sa := fmt.Sprintf("system:serviceaccount:%s:%s", releaseNS, releaseName)
+	asSA := rest.CopyConfig(env.Config)
+	asSA.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + releaseNS, "system:authenticated"}}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	opts := manager.DefaultOptions()
+	opts.MetricsAddr, opts.HealthProbeAddr = "0", "0"
+	opts.Fleet.ManagedNamespaces = []string{releaseNS}
+	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
+	go func() { done <- manager.Run(mctx, asSA, opts) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+
+	waitFor(t, "GitOpsCluster Ready with the chart's RBAC", func() error {
+		g := &v1alpha1.GitOpsCluster{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(goc), g); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(g.Status.Conditions, v1alpha1.ConditionReady) {
+			return fmt.Errorf("conditions: %+v", g.Status.Conditions)
+		}
+		return nil
+	})
+
+	// An agent CSR as cluster1's registration agent makes it (OCM's hub grants cluster agents
+	// the right to create CSRs; the test grants the same): the signer may approve and sign.
+	grantCSRCreate(t, admin, "cluster1")
+	csrName := createAgentCSR(t, env.Config, "cluster1")
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	waitFor(t, "agent CSR signed by the manager running as the chart's identity", func() error {
+		csr, err := cs.CertificatesV1().CertificateSigningRequests().Get(ctx, csrName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(csr.Status.Certificate) == 0 {
+			return fmt.Errorf("not signed; conditions %+v", csr.Status.Conditions)
+		}
+		return nil
+	})
+
+	// ...and no more: as the same identity these are forbidden.
+	saClient := kubernetes.NewForConfigOrDie(asSA)
+	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "elsewhere", Name: "private"}, StringData: map[string]string{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := saClient.CoreV1().Secrets("elsewhere").Get(ctx, "private", metav1.GetOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("reading a Secret outside the managed namespaces: want Forbidden, got %v", err)
+	}
+	if _, err := saClient.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("listing Secrets cluster-wide: want Forbidden, got %v", err)
+	}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "escalate"}, RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: releaseName, Namespace: releaseNS}}}
+	if _, err := saClient.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("creating a ClusterRoleBinding: want Forbidden, got %v", err)
+	}
+	other := otherSignerCSR(t, cs)
+	other.Status.Conditions = append(other.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Test"})
+	if _, err := saClient.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, other.Name, other, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("approving a CSR for another signer: want Forbidden, got %v", err)
+	}
+
+	// helm upgrade with changed values keeps GitOpsClusters, the hub CA and issued secrets.
+	caBefore := &corev1.Secret{}
+	if err := admin.Get(ctx, types.NamespacedName{Namespace: releaseNS, Name: "argocd-agent-ca"}, caBefore); err != nil {
+		t.Fatal(err)
+	}
+	upgrade := action.NewUpgrade(ac)
+	upgrade.Namespace = releaseNS
+	if _, err := upgrade.Run(releaseName, loadChart(t), map[string]any{"principal": map[string]any{"install": true}, "logLevel": "debug", "replicas": 2}); err != nil {
+		t.Fatalf("helm upgrade: %v", err)
+	}
+	caAfter := &corev1.Secret{}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(caBefore), caAfter); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(caBefore.Data["tls.crt"], caAfter.Data["tls.crt"]) {
+		t.Error("helm upgrade replaced the hub CA")
+	}
+	if err := admin.Get(ctx, types.NamespacedName{Namespace: releaseNS, Name: "cluster-cluster1"}, &corev1.Secret{}); err != nil {
+		t.Errorf("helm upgrade lost the agent's cluster secret: %v", err)
+	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(goc), &v1alpha1.GitOpsCluster{}); err != nil {
+		t.Errorf("helm upgrade lost the GitOpsCluster: %v", err)
+	}
+
+	// helm uninstall leaves the CRD and the users' GitOpsClusters, as Helm does for crds/.
+	cancel()
+	<-done
+	done <- nil
+	if _, err := action.NewUninstall(ac).Run(releaseName); err != nil {
+		t.Fatalf("helm uninstall: %v", err)
+	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(goc), &v1alpha1.GitOpsCluster{}); err != nil {
+		t.Errorf("helm uninstall removed the GitOpsCluster or its CRD: %v", err)
+	}
+	if err := admin.Get(ctx, types.NamespacedName{Namespace: releaseNS, Name: releaseName}, &corev1.ServiceAccount{}); !apierrors.IsNotFound(err) {
+		t.Errorf("helm uninstall left the ServiceAccount: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v", what, err)
+}
+
+// createAgentCSR asks for an agent certificate exactly as OCM's registration agent on cluster
+// does: its own identity, OCM's labels, subject and DNS name.
+func createAgentCSR(t *testing.T, cfg *rest.Config, cluster string) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
+		Subject:  pkix.Name{CommonName: signer.DefaultAgentUser(cluster, addonName), Organization: signer.DefaultAgentGroups(cluster, addonName)},
+		DNSNames: []string{signer.AddonDNSName(addonName)},
+	}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asAgent := rest.CopyConfig(cfg)
+	asAgent.Impersonate = rest.ImpersonationConfig{UserName: "system:open-cluster-management:" + cluster + ":agent1",
+		Groups: []string{"system:open-cluster-management:" + cluster, "system:open-cluster-management:managed-clusters", "system:authenticated"}}
+	csr := &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "addon-" + cluster + "-" + addonName + "-",
+			Labels: map[string]string{"open-cluster-management.io/cluster-name": cluster, "open-cluster-management.io/addon-name": addonName}},
+		Spec: certificatesv1.CertificateSigningRequestSpec{
+			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: signerName,
+			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth},
+		},
+	}
+	created, err := kubernetes.NewForConfigOrDie(asAgent).CertificatesV1().CertificateSigningRequests().Create(context.Background(), csr, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created.Name
+}
+
+func otherSignerCSR(t *testing.T, cs kubernetes.Interface) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "someone"}}, key)
+	csr, err := cs.CertificatesV1().CertificateSigningRequests().Create(context.Background(), &certificatesv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "other-"},
+		Spec: certificatesv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: "example.com/other", Usages: []certificatesv1.KeyUsage{certificatesv1.UsageClientAuth}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return csr
+}
+
+func grantCSRCreate(t *testing.T, admin client.Client, cluster string) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-csr-create"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-csr-create"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: "Group", Name: "system:open-cluster-management:" + cluster}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -126,7 +126,7 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 	if _, err := f.start(ProcessSpec{
 		Name: name + "-kube-apiserver",
 		Path: filepath.Join(f.k8sBin, "kube-apiserver"),
-		Args: []string{
+		Args: append([]string{
 			"--etcd-servers=" + etcdURL,
 			"--bind-address=127.0.0.1",
 			"--advertise-address=127.0.0.1",
@@ -152,7 +152,7 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 			// wait for the "default" service account.
 			"--disable-admission-plugins=ServiceAccount",
 			"--profiling=false",
-		},
+		}, f.opts.APIServerArgs...),
 	}, tierAPIServer); err != nil {
 		return nil, err
 	}

@@ -40,12 +40,17 @@ type Options struct {
 	K8sBinDir string
 	// OCMBinDir holds the OCM binaries. Default: hack/ocm-binaries.sh.
 	OCMBinDir string
+	// APIServerArgs are extra kube-apiserver flags ("--name=value") for every cluster.
+	APIServerArgs []string
 	// StartTimeout bounds each wait while starting. Default: 3 minutes.
 	StartTimeout time.Duration
 	// Logf receives progress lines (e.g. t.Logf). Default: none.
 	Logf func(format string, args ...any)
 	// KeepData keeps the etcd data after Stop; logs, kubeconfigs and certificates are always kept.
 	KeepData bool
+	// OnProcess, if set, is called for every process the fleet starts, possibly from several
+	// goroutines at once.
+	OnProcess func(*Process)
 }
 
 // Fleet is a running hub and its managed clusters, all local processes.
@@ -79,7 +84,6 @@ var (
 	binOnce                sync.Once
 	k8sBinDir, ocmBinDir   string
 	binErr                 error
-	binDuration            time.Duration
 	k8sBinTime, ocmBinTime time.Duration
 )
 
@@ -151,6 +155,49 @@ func pruneRuns(dir string, keep int) {
 		_ = os.RemoveAll(filepath.Join(dir, runs[0]))
 		runs = runs[1:]
 	}
+	// A run whose test binary was killed never reached Stop: drop its etcd data (hundreds of
+	// MB) once none of its processes is alive.
+	for _, r := range runs {
+		run := filepath.Join(dir, r)
+		if recentlyTouched(run) || runAlive(run) {
+			continue
+		}
+		etcds, _ := filepath.Glob(filepath.Join(run, "*", "etcd"))
+		for _, e := range etcds {
+			_ = os.RemoveAll(e)
+		}
+		_ = os.RemoveAll(filepath.Join(run, "tmp"))
+	}
+}
+
+// recentlyTouched: a fleet that is still starting may not have listed its processes yet.
+func recentlyTouched(run string) bool {
+	for _, p := range []string{filepath.Join(run, "pids"), run} {
+		if st, err := os.Stat(p); err == nil && time.Since(st.ModTime()) < 10*time.Minute {
+			return true
+		}
+	}
+	return false
+}
+
+// runAlive reports whether a process listed in run/pids still runs with the run directory on
+// its command line (so a reused pid does not count).
+func runAlive(run string) bool {
+	data, err := os.ReadFile(filepath.Join(run, "pids"))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		pid, _, _ := strings.Cut(line, " ")
+		if pid == "" {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", pid, "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), run) {
+			return true
+		}
+	}
+	return false
 }
 
 // Start brings up a hub and the managed clusters and returns when every cluster is joined,

@@ -3,7 +3,11 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -176,6 +180,62 @@ func TestFleetSmoke(t *testing.T) {
 			t.Errorf("process %s (pid %d) still running after Stop", p.Name, p.Pid())
 		}
 		// Nothing may be left in its process group either.
+		if err := syscall.Kill(-p.Pid(), 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("process group of %s (pgid %d) still has members: %v", p.Name, p.Pid(), err)
+		}
+	}
+}
+
+// TestFleetStartFailureCleansUp: when a process dies during Start, Start fails with its log
+// and stops everything it started, grandchildren included.
+func TestFleetStartFailureCleansUp(t *testing.T) {
+	fleet.SkipIfDisabled(t)
+	k8s, _, _, _, err := fleet.Binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := t.TempDir()
+	scripts := map[string]string{
+		"registration":          "echo boom from the fake registration controller; exit 3",
+		"placement":             "sleep 300 & wait",
+		"addon":                 "exec sleep 300",
+		"registration-operator": "exec sleep 300",
+	}
+	for name, body := range scripts {
+		if err := os.WriteFile(filepath.Join(fake, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		mu      sync.Mutex
+		started []*fleet.Process
+	)
+	_, err = fleet.Start(context.Background(), fleet.Options{
+		Clusters:     []string{"solo"},
+		Dir:          filepath.Join(t.TempDir(), "run"),
+		K8sBinDir:    k8s,
+		OCMBinDir:    fake,
+		StartTimeout: time.Minute,
+		Logf:         t.Logf,
+		OnProcess: func(p *fleet.Process) {
+			mu.Lock()
+			defer mu.Unlock()
+			started = append(started, p)
+		},
+	})
+	if err == nil || !strings.Contains(err.Error(), "hub-registration-controller") || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("Start should fail naming the dead process and its log, got: %v", err)
+	}
+	t.Logf("Start failed as expected: %v", err)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(started) < 8 {
+		t.Fatalf("expected the control planes and fake controllers to have started, got %d processes", len(started))
+	}
+	for _, p := range started {
+		if done, _ := p.Exited(); !done {
+			t.Errorf("process %s (pid %d) still running after a failed Start", p.Name, p.Pid())
+		}
 		if err := syscall.Kill(-p.Pid(), 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("process group of %s (pgid %d) still has members: %v", p.Name, p.Pid(), err)
 		}

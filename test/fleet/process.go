@@ -145,6 +145,9 @@ func (f *Fleet) start(spec ProcessSpec, tier int) (*Process, error) {
 	f.procs = append(f.procs, p)
 	f.mu.Unlock()
 	f.recordPid(p)
+	if f.opts.OnProcess != nil {
+		f.opts.OnProcess(p)
+	}
 	return p, nil
 }
 

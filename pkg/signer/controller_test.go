@@ -613,3 +613,44 @@ func TestStaleCacheDoesNotSign(t *testing.T) {
 		t.Fatalf("CSR of a cluster only a stale cache selects: certificate %d bytes, Failed %+v", len(got.Status.Certificate), f)
 	}
 }
+
+// TestApprovedByOthers: OCM's addon-manager approves every CSR of its template's signer without
+// looking at it. Such an approval neither stops the checks nor gets a second Approved condition.
+func TestApprovedByOthers(t *testing.T) {
+	h := hub(t)
+	keys(t)
+	ctx := context.Background()
+	rec := h.retryReconciler(t, interceptor.Funcs{})
+	approve := func(csr *certificatesv1.CertificateSigningRequest) {
+		t.Helper()
+		csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+			Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "AutoApprovedByHubCSRApprovingController",
+		})
+		if err := h.admin.SubResource("approval").Update(ctx, csr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good := h.createCSR(t, agentOf("cluster1"), csrObject("cluster1", retrySigner, requestPEM(t, p256, agentRequest("cluster1"))))
+	forged := h.createCSR(t, agentOf("cluster2"), csrObject("cluster1", retrySigner, requestPEM(t, p256b, agentRequest("cluster1"))))
+	approve(good)
+	approve(forged)
+	for _, csr := range []*certificatesv1.CertificateSigningRequest{good, forged} {
+		if _, err := rec.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: csr.Name}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := h.getCSR(t, good.Name)
+	approvals := 0
+	for _, c := range got.Status.Conditions {
+		if c.Type == certificatesv1.CertificateApproved {
+			approvals++
+		}
+	}
+	if len(got.Status.Certificate) == 0 || approvals != 1 {
+		t.Errorf("pre-approved good CSR: certificate %d bytes, %d Approved conditions", len(got.Status.Certificate), approvals)
+	}
+	got = h.getCSR(t, forged.Name)
+	if f := condition(got, certificatesv1.CertificateFailed); len(got.Status.Certificate) > 0 || f == nil || f.Reason != signer.ReasonWrongRequester {
+		t.Errorf("pre-approved forged CSR: certificate %d bytes, Failed %+v", len(got.Status.Certificate), f)
+	}
+}

@@ -25,7 +25,19 @@
 // built from the Go module proxy once and cached under bin/.
 //
 // The only thing simulated is the kubelet: Deployments never get pods, so tests that need an
-// available Deployment on a managed cluster call Fleet.MarkDeploymentAvailable.
+// available Deployment on a managed cluster call Fleet.MarkDeploymentAvailable (the work agent
+// feeds that status back to the hub, where the addon manager's WorkloadAvailability probe
+// reads it).
+//
+// Not running: OCM's webhook servers (registration, work, addon). Their admission checks (for
+// example ManagedClusterSetBinding permission checks, ManifestWork validation, the default
+// cluster-set label) are absent, and the addon CRDs serve v1alpha1 only, so nothing needs the
+// v1beta1 conversion webhook. No work hub manager either (ManifestWorkReplicaSets, TTL
+// garbage collection).
+//
+// The project's manager runs against the hub as another fleet process: Fleet.StartProcess
+// (same log folder, stopped first), with Fleet.HubKubeconfigPath or a narrower identity from
+// Fleet.HubUserKubeconfig; its CRDs go in with Options.HubCRDPaths.
 //
 // Running:
 //

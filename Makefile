@@ -75,6 +75,7 @@ ocm-binaries: ## Build or locate the OCM hub controllers and klusterlet agent fo
 .PHONY: test
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests.
 	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
+	export OCM_BINARIES_DIR="$$(hack/ocm-binaries.sh)"; \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
 	go test ./pkg/signer/ -run '^$$' -fuzz FuzzCheckCSR -fuzztime 15s -fuzzminimizetime 100x
 

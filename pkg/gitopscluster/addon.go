@@ -144,7 +144,13 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 func (r *Reconciler) applyCMAEntry(ctx context.Context, goc *v1alpha1.GitOpsCluster, entry *addonv1alpha1.PlacementStrategy) error {
 	desired := addon.BuildClusterManagementAddOn(r.Config.AddonName, "argocd-agent")
 	live := &addonv1alpha1.ClusterManagementAddOn{}
-	err := r.Client.Get(ctx, types.NamespacedName{Name: desired.Name}, live)
+	reader := client.Reader(r.Client)
+	if entry == nil && r.APIReader != nil {
+		// Removing reads the live object: a stale cache must not make us re-create a CMA
+		// another GitOpsCluster's cleanup has just deleted.
+		reader = r.APIReader
+	}
+	err := reader.Get(ctx, types.NamespacedName{Name: desired.Name}, live)
 	switch {
 	case apierrors.IsNotFound(err):
 		if entry == nil {
@@ -157,6 +163,12 @@ func (r *Reconciler) applyCMAEntry(ctx context.Context, goc *v1alpha1.GitOpsClus
 	if live != nil && cmaMatches(live, desired, goc, entry) {
 		return nil
 	}
+	if entry == nil && live != nil && isOurs(live) && onlyEntryIs(live, goc) {
+		// Releasing the last entry would leave a CMA without a spec, which the API refuses:
+		// the last GitOpsCluster deletes the CMA instead, if nobody changed it since we read it.
+		pre := client.Preconditions{ResourceVersion: &live.ResourceVersion}
+		return client.IgnoreNotFound(r.Client.Delete(ctx, live, pre))
+	}
 	desired.Spec.InstallStrategy.Placements = nil
 	if entry != nil {
 		desired.Spec.InstallStrategy.Placements = []addonv1alpha1.PlacementStrategy{*entry}
@@ -167,8 +179,10 @@ func (r *Reconciler) applyCMAEntry(ctx context.Context, goc *v1alpha1.GitOpsClus
 	}
 	if entry == nil {
 		// Keep only what identifies the object, so applying releases every field we owned.
+		// The resourceVersion makes the apply a precondition on the object we read: if it was
+		// deleted meanwhile the apply fails instead of creating an empty CMA.
 		u = &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(),
-			"metadata": map[string]any{"name": u.GetName()}}}
+			"metadata": map[string]any{"name": u.GetName(), "resourceVersion": live.ResourceVersion}}}
 	}
 	return r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager(goc)), client.ForceOwnership)
 }
@@ -283,4 +297,14 @@ func mergeLabels(o metav1.Object, want map[string]string) {
 		l[k] = v
 	}
 	o.SetLabels(l)
+}
+
+// onlyEntryIs reports whether the CMA's placements are at most this GitOpsCluster's entry.
+func onlyEntryIs(cma *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOpsCluster) bool {
+	for _, p := range cma.Spec.InstallStrategy.Placements {
+		if p.Namespace != goc.Namespace || p.Name != goc.Spec.PlacementRef.Name {
+			return false
+		}
+	}
+	return true
 }

@@ -28,9 +28,15 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 		return err
 	}
 	cma := &addonv1alpha1.ClusterManagementAddOn{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: r.Config.AddonName}, cma); err == nil {
+	reader := client.Reader(r.Client)
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
+	if err := reader.Get(ctx, types.NamespacedName{Name: r.Config.AddonName}, cma); err == nil {
 		if len(cma.Spec.InstallStrategy.Placements) == 0 && isOurs(cma) {
-			if err := r.Client.Delete(ctx, cma); err != nil && !apierrors.IsNotFound(err) {
+			// Only the object we saw empty: another GitOpsCluster may be adding its entry.
+			pre := client.Preconditions{ResourceVersion: &cma.ResourceVersion}
+			if err := r.Client.Delete(ctx, cma, pre); err != nil && !apierrors.IsNotFound(err) {
 				return err
 			}
 		}

@@ -29,9 +29,11 @@ import (
 
 // Reconciler turns one GitOpsCluster into its fleet objects and status.
 type Reconciler struct {
-	Client   client.Client
-	Recorder events.EventRecorder
-	Config   Config
+	Client client.Client
+	// APIReader reads around the cache where a stale read would do harm; nil uses Client.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Config    Config
 }
 
 // observation is what a reconcile learned about the world before writing anything.

@@ -503,3 +503,35 @@ func TestRestartCanBeTurnedOff(t *testing.T) {
 		t.Errorf("the principal Deployment was written although restarts are off")
 	}
 }
+
+// TestDeletingEveryGitOpsClusterRemovesTheCMA deletes the last GitOpsClusters at once: each
+// removes its entry, the CMA goes with the last one, and no empty CMA is re-created.
+func TestDeletingEveryGitOpsClusterRemovesTheCMA(t *testing.T) {
+	ctx := context.Background()
+	var all v1alpha1.GitOpsClusterList
+	if err := k8s.List(ctx, &all); err != nil {
+		t.Fatal(err)
+	}
+	for i := range all.Items {
+		if err := k8s.Delete(ctx, &all.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "every GitOpsCluster finalized and the CMA gone", func() error {
+		var left v1alpha1.GitOpsClusterList
+		if err := k8s.List(ctx, &left); err != nil {
+			return err
+		}
+		if len(left.Items) > 0 {
+			return fmt.Errorf("%d GitOpsCluster(s) left, e.g. %s/%s", len(left.Items), left.Items[0].Namespace, left.Items[0].Name)
+		}
+		if err := k8s.Get(ctx, types.NamespacedName{Name: addonName}, &addonv1alpha1.ClusterManagementAddOn{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("CMA still there: %v", err)
+		}
+		return nil
+	})
+	time.Sleep(2 * time.Second)
+	if err := k8s.Get(ctx, types.NamespacedName{Name: addonName}, &addonv1alpha1.ClusterManagementAddOn{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a CMA came back after the last GitOpsCluster was deleted: %v", err)
+	}
+}

@@ -81,7 +81,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := fleet.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
-	if err := (&gitopscluster.Reconciler{Client: mgr.GetClient(), Config: opts.Fleet}).SetupWithManager(mgr); err != nil {
+	if err := (&gitopscluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Fleet}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the GitOpsCluster controller: %w", err)
 	}
 	sc := opts.Signer

@@ -143,6 +143,9 @@ type Expectation struct {
 	// Organizations is the exact expected set of subject O values (order
 	// does not matter; duplicates in the CSR are refused).
 	Organizations []string
+	// OptionalOrganizations are O values the CSR may carry in addition to
+	// Organizations, each at most once (see OCMAuthenticatedGroup).
+	OptionalOrganizations []string
 	// OrganizationalUnits is the exact expected set of subject OU values,
 	// usually empty.
 	OrganizationalUnits []string
@@ -190,9 +193,9 @@ func DefaultAgentUser(cluster, addon string) string {
 
 // DefaultAgentGroups are the subject O values OCM requests for a
 // CustomSigner registration without explicit subject (addon-framework
-// agent.DefaultGroups). Older addon-framework releases, and the doc comment
-// in OCM api v1.3.0, also list "system:authenticated"; an agent built on
-// those would need an Expectation with that third O value.
+// agent.DefaultGroups). OCM's hub addon-manager up to v1.2.x (addon-framework
+// v1.2.0, also the doc comment in OCM api v1.3.0) adds a third value,
+// OCMAuthenticatedGroup, which DefaultExpectation therefore tolerates.
 func DefaultAgentGroups(cluster, addon string) []string {
 	return []string{
 		"system:open-cluster-management:cluster:" + cluster + ":addon:" + addon,
@@ -214,14 +217,23 @@ func ClusterGroup(cluster string) string { return "system:open-cluster-managemen
 // subject of the given addon on the given cluster (no clock, no MaxAge).
 func DefaultExpectation(signerName, cluster, addon string) Expectation {
 	return Expectation{
-		SignerName:      signerName,
-		AddonName:       addon,
-		ClusterName:     cluster,
-		CommonName:      DefaultAgentUser(cluster, addon),
-		Organizations:   DefaultAgentGroups(cluster, addon),
-		AllowedDNSNames: []string{AddonDNSName(addon)},
+		SignerName:            signerName,
+		AddonName:             addon,
+		ClusterName:           cluster,
+		CommonName:            DefaultAgentUser(cluster, addon),
+		Organizations:         DefaultAgentGroups(cluster, addon),
+		OptionalOrganizations: []string{OCMAuthenticatedGroup},
+		AllowedDNSNames:       []string{AddonDNSName(addon)},
 	}
 }
+
+// OCMAuthenticatedGroup is the third O value of OCM's default addon subject in
+// addon-framework v1.2.0 (agent.DefaultGroups), which OCM v1.2.x's hub
+// addon-manager writes into the ManagedClusterAddOn's registrations and its
+// registration agents therefore request. Later releases drop it. It grants
+// nothing here: the principal identifies agents by CN, and the hub CA is no
+// Kubernetes client CA.
+const OCMAuthenticatedGroup = "system:authenticated"
 
 // ClusterOfCSR returns the cluster and addon names the CSR's labels claim.
 // The labels are only hints; CheckCSR verifies them against the requester.
@@ -545,7 +557,11 @@ func checkSubject(req *x509.CertificateRequest, exp Expectation) *Rejection {
 		return reject(ReasonWrongCommonName, "the request's subject CN is %s; expected exactly one CN %q",
 			shortList(cns), exp.CommonName)
 	}
-	if !sameSet(orgs, exp.Organizations) {
+	if !sameSet(withoutOptional(orgs, exp.OptionalOrganizations, exp.Organizations), exp.Organizations) {
+		if len(exp.OptionalOrganizations) > 0 {
+			return reject(ReasonWrongOrganization, "the request's subject O values are %s; expected exactly %s, optionally with %s once",
+				shortList(orgs), shortList(exp.Organizations), shortList(exp.OptionalOrganizations))
+		}
 		return reject(ReasonWrongOrganization, "the request's subject O values are %s; expected exactly %s",
 			shortList(orgs), shortList(exp.Organizations))
 	}
@@ -558,6 +574,27 @@ func checkSubject(req *x509.CertificateRequest, exp Expectation) *Rejection {
 			strings.Join(others, ", "))
 	}
 	return nil
+}
+
+// withoutOptional drops the first occurrence of each optional value that is
+// not also required; a repeated optional value stays and fails sameSet.
+func withoutOptional(got, optional, required []string) []string {
+	if len(optional) == 0 {
+		return got
+	}
+	drop := map[string]bool{}
+	for _, o := range optional {
+		drop[o] = !slices.Contains(required, o)
+	}
+	out := make([]string, 0, len(got))
+	for _, g := range got {
+		if drop[g] {
+			drop[g] = false
+			continue
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // sameSet reports whether got holds each wanted value exactly once and

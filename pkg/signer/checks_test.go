@@ -176,6 +176,11 @@ func TestCheckCSR(t *testing.T) {
 			slices.Reverse(r.Subject.Organization)
 		}},
 		{name: "happy without any SAN", tmpl: func(r *x509.CertificateRequest) { r.DNSNames = nil }},
+		// OCM v1.2.x's addon-manager (addon-framework v1.2.0 agent.DefaultGroups)
+		// makes the registration agent ask for this third O value.
+		{name: "happy with OCM v1.2's system:authenticated O", tmpl: func(r *x509.CertificateRequest) {
+			r.Subject.Organization = append(r.Subject.Organization, OCMAuthenticatedGroup)
+		}},
 		{name: "happy approved by OCM's addon-manager", obj: func(c *certificatesv1.CertificateSigningRequest) {
 			c.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{
 				Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "AutoApprovedByHubCSRApprovingController",
@@ -380,6 +385,15 @@ func TestCheckCSR(t *testing.T) {
 		{name: "extra O", tmpl: func(r *x509.CertificateRequest) {
 			r.Subject.Organization = append(r.Subject.Organization, "system:masters")
 		}, want: ReasonWrongOrganization},
+		{name: "optional O twice", tmpl: func(r *x509.CertificateRequest) {
+			r.Subject.Organization = append(r.Subject.Organization, OCMAuthenticatedGroup, OCMAuthenticatedGroup)
+		}, want: ReasonWrongOrganization},
+		{name: "optional O instead of a required one", tmpl: func(r *x509.CertificateRequest) {
+			r.Subject.Organization = []string{r.Subject.Organization[0], OCMAuthenticatedGroup}
+		}, want: ReasonWrongOrganization},
+		{name: "optional O not allowed by an explicit subject", tmpl: func(r *x509.CertificateRequest) {
+			r.Subject.Organization = append(r.Subject.Organization, OCMAuthenticatedGroup)
+		}, exp: func(e *Expectation) { e.OptionalOrganizations = nil }, want: ReasonWrongOrganization},
 		{name: "missing O", tmpl: func(r *x509.CertificateRequest) {
 			r.Subject.Organization = r.Subject.Organization[:1]
 		}, want: ReasonWrongOrganization},

@@ -346,6 +346,7 @@ func (r *Reconciler) expectation(ctx context.Context, owner *v1alpha1.GitOpsClus
 		// OCM replaces user, groups and organizational units as a whole.
 		exp.CommonName = s.User
 		exp.Organizations = slices.Clone(s.Groups)
+		exp.OptionalOrganizations = nil
 		exp.OrganizationalUnits = slices.Clone(s.OrganizationUnits)
 	}
 	exp.MaxAge = r.Config.MaxCSRAge

@@ -96,6 +96,9 @@ func forgedCases(t *testing.T) []forged {
 			c.Labels[signer.AddonNameLabel] = "other-addon"
 		}, want: signer.ReasonWrongAddon},
 		{name: "default subject where the template asks for a custom one", cluster: "cluster-custom", want: signer.ReasonWrongCommonName},
+		{name: "template's custom subject plus OCM v1.2's system:authenticated", cluster: "cluster-custom", tmpl: func(r *x509.CertificateRequest) {
+			r.Subject = pkix.Name{CommonName: customUser, Organization: []string{"argocd-agents", signer.OCMAuthenticatedGroup}, OrganizationalUnit: []string{"gitops"}}
+		}, want: signer.ReasonWrongOrganization},
 		{name: "extra O system:masters", tmpl: func(r *x509.CertificateRequest) {
 			r.Subject.Organization = append(r.Subject.Organization, "system:masters")
 		}, want: signer.ReasonWrongOrganization},
@@ -410,6 +413,16 @@ func TestSignsAgentCertificates(t *testing.T) {
 		if cert.KeyUsage&x509.KeyUsageKeyEncipherment == 0 {
 			t.Error("an RSA client certificate should allow key encipherment")
 		}
+	})
+
+	// What OCM v1.2.x's registration agents really ask for (addon-framework v1.2.0's
+	// agent.DefaultGroups adds system:authenticated); seen on the local fleet (test/e2e).
+	t.Run("OCM v1.2 default subject with system:authenticated", func(t *testing.T) {
+		req := agentRequest("cluster1")
+		req.Subject.Organization = append(req.Subject.Organization, signer.OCMAuthenticatedGroup)
+		csr := h.createCSR(t, agentOf("cluster1"), csrObject("cluster1", signerName, requestPEM(t, p256, req)))
+		csr, cert := h.waitSigned(t, csr.Name)
+		check(t, csr, cert, "cluster1", 48*time.Hour)
 	})
 
 	t.Run("custom subject from the template, default validity", func(t *testing.T) {

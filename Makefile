@@ -89,8 +89,9 @@ fuzz: ## Fuzz the signer's CSR checks for two minutes.
 
 ##@ Run
 .PHONY: demo
-demo: build ## Start a local hub, install the project, apply the example and show the result.
+demo: build ## Start a local OCM hub and two managed clusters, run the manager, apply the example and show the result.
 	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
+	export OCM_BINARIES_DIR="$$(hack/ocm-binaries.sh)"; \
 	go run ./test/demo $(if $(DEMO_EXIT),--exit)
 
 .PHONY: clean

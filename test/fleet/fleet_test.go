@@ -2,13 +2,11 @@ package fleet_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -180,8 +178,8 @@ func TestFleetSmoke(t *testing.T) {
 			t.Errorf("process %s (pid %d) still running after Stop", p.Name, p.Pid())
 		}
 		// Nothing may be left in its process group either.
-		if err := syscall.Kill(-p.Pid(), 0); !errors.Is(err, syscall.ESRCH) {
-			t.Errorf("process group of %s (pgid %d) still has members: %v", p.Name, p.Pid(), err)
+		if fleet.GroupHasLiveMembers(p.Pid()) {
+			t.Errorf("process group of %s (pgid %d) still has running members", p.Name, p.Pid())
 		}
 	}
 }
@@ -236,8 +234,8 @@ func TestFleetStartFailureCleansUp(t *testing.T) {
 		if done, _ := p.Exited(); !done {
 			t.Errorf("process %s (pid %d) still running after a failed Start", p.Name, p.Pid())
 		}
-		if err := syscall.Kill(-p.Pid(), 0); !errors.Is(err, syscall.ESRCH) {
-			t.Errorf("process group of %s (pgid %d) still has members: %v", p.Name, p.Pid(), err)
+		if fleet.GroupHasLiveMembers(p.Pid()) {
+			t.Errorf("process group of %s (pgid %d) still has running members", p.Name, p.Pid())
 		}
 	}
 }

@@ -179,6 +179,11 @@ type GitOpsClusterStatus struct {
 	// AddOnTemplate is the name of the AddOnTemplate this GitOpsCluster owns.
 	// +optional
 	AddOnTemplate string `json:"addOnTemplate,omitempty"`
+
+	// AddOnDeploymentConfig is the name of the current AddOnDeploymentConfig (same namespace);
+	// its name changes with its content, so a rollout can tell old from new.
+	// +optional
+	AddOnDeploymentConfig string `json:"addOnDeploymentConfig,omitempty"`
 }
 
 // GitOpsCluster turns an OCM Placement into a fleet of argocd-agents.

@@ -2,6 +2,9 @@ package gitopscluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -26,8 +29,21 @@ import (
 // which the signer reads too).
 func TemplateName(goc *v1alpha1.GitOpsCluster) string { return names.TemplateName(goc) }
 
-// DeploymentConfigName is the name of a GitOpsCluster's AddOnDeploymentConfig (same namespace).
-func DeploymentConfigName(goc *v1alpha1.GitOpsCluster) string { return goc.Name + "-argocd-agent" }
+// DeploymentConfigPrefix starts the names of a GitOpsCluster's AddOnDeploymentConfigs (same
+// namespace). Each name ends in a hash of the config's spec: a change makes a new config, so
+// during a progressive rollout the clusters not yet released keep rendering the old one (OCM's
+// template addon reads a config by name, not by the spec hash it rolled out).
+func DeploymentConfigPrefix(goc *v1alpha1.GitOpsCluster) string { return goc.Name + "-argocd-agent-" }
+
+// deploymentConfigName is the content-addressed name of an AddOnDeploymentConfig spec.
+func deploymentConfigName(goc *v1alpha1.GitOpsCluster, spec *addonv1alpha1.AddOnDeploymentConfigSpec) (string, error) {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(raw)
+	return DeploymentConfigPrefix(goc) + hex.EncodeToString(sum[:])[:10], nil
+}
 
 // FieldManager is the server-side-apply manager of one GitOpsCluster's CMA entry, so that
 // each GitOpsCluster owns exactly its own entry of installStrategy.placements.
@@ -66,12 +82,15 @@ func (r *Reconciler) agentImage(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	return r.Config.DefaultAgentImage, nil
 }
 
+// addOnNames are the current AddOnTemplate and AddOnDeploymentConfig of a GitOpsCluster.
+type addOnNames struct{ template, config string }
+
 // applyAddOn writes the AddOnDeploymentConfig, the AddOnTemplate and this GitOpsCluster's entry
 // of the ClusterManagementAddOn, each only when it differs from what is there.
-func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, hub *hubPKI) (string, error) {
+func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, hub *hubPKI) (addOnNames, error) {
 	image, err := r.agentImage(ctx, goc, principalNS)
 	if err != nil {
-		return "", err
+		return addOnNames{}, err
 	}
 	agentNS := goc.Spec.ArgoCDAgentAddon.AgentNamespace
 	if agentNS == "" {
@@ -83,15 +102,18 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	}
 
 	adc, err := addon.BuildDeploymentConfig(addon.DeploymentConfigInput{
-		Name: DeploymentConfigName(goc), Namespace: goc.Namespace, AgentInstallNamespace: agentNS,
+		Name: DeploymentConfigPrefix(goc) + "pending", Namespace: goc.Namespace, AgentInstallNamespace: agentNS,
 		ServerAddress: ep.Address, ServerPort: ep.Port, Mode: mode, AgentImage: image, ReloaderImage: r.Config.ReloaderImage,
 	})
 	if err != nil {
-		return "", fmt.Errorf("building AddOnDeploymentConfig: %w", err)
+		return addOnNames{}, fmt.Errorf("building AddOnDeploymentConfig: %w", err)
+	}
+	if adc.Name, err = deploymentConfigName(goc, &adc.Spec); err != nil {
+		return addOnNames{}, err
 	}
 	adc.Labels = ownerLabels(goc)
 	if err := controllerutil.SetControllerReference(goc, adc, r.Client.Scheme()); err != nil {
-		return "", err
+		return addOnNames{}, err
 	}
 	if err := r.createOrUpdate(ctx, adc, func(live client.Object) bool {
 		l := live.(*addonv1alpha1.AddOnDeploymentConfig)
@@ -102,7 +124,7 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		mergeLabels(l, adc.Labels)
 		return true
 	}); err != nil {
-		return "", fmt.Errorf("writing AddOnDeploymentConfig %s/%s: %w", adc.Namespace, adc.Name, err)
+		return addOnNames{}, fmt.Errorf("writing AddOnDeploymentConfig %s/%s: %w", adc.Namespace, adc.Name, err)
 	}
 
 	tmpl, err := addon.BuildAddOnTemplate(addon.TemplateInput{
@@ -111,7 +133,7 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		CABundlePEM: hub.Bundle, Mode: mode,
 	})
 	if err != nil {
-		return "", fmt.Errorf("building AddOnTemplate: %w", err)
+		return addOnNames{}, fmt.Errorf("building AddOnTemplate: %w", err)
 	}
 	tmpl.Labels = ownerLabels(goc)
 	if err := r.createOrUpdate(ctx, tmpl, func(live client.Object) bool {
@@ -123,7 +145,7 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		mergeLabels(l, tmpl.Labels)
 		return true
 	}); err != nil {
-		return "", fmt.Errorf("writing AddOnTemplate %s: %w", tmpl.Name, err)
+		return addOnNames{}, fmt.Errorf("writing AddOnTemplate %s: %w", tmpl.Name, err)
 	}
 
 	rollout := clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All}
@@ -133,9 +155,9 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name},
 		tmpl.Name, types.NamespacedName{Namespace: adc.Namespace, Name: adc.Name}, rollout)
 	if err := r.applyCMAEntry(ctx, goc, &entry); err != nil {
-		return "", fmt.Errorf("writing ClusterManagementAddOn %s: %w", r.Config.AddonName, err)
+		return addOnNames{}, fmt.Errorf("writing ClusterManagementAddOn %s: %w", r.Config.AddonName, err)
 	}
-	return tmpl.Name, nil
+	return addOnNames{template: tmpl.Name, config: adc.Name}, nil
 }
 
 // applyCMAEntry server-side-applies the CMA with only this GitOpsCluster's placement entry
@@ -307,4 +329,59 @@ func onlyEntryIs(cma *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOps
 		}
 	}
 	return true
+}
+
+// pruneDeploymentConfigs deletes this GitOpsCluster's AddOnDeploymentConfigs other than the
+// current one once no ManagedClusterAddOn of a selected cluster still wants or last applied
+// them. It reports whether old ones must wait for a rollout to finish.
+func (r *Reconciler) pruneDeploymentConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, current string, clusters []string) (bool, error) {
+	var adcs addonv1alpha1.AddOnDeploymentConfigList
+	if err := r.Client.List(ctx, &adcs, client.InNamespace(goc.Namespace), client.MatchingLabels{
+		v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name}); err != nil {
+		return false, err
+	}
+	var stale []*addonv1alpha1.AddOnDeploymentConfig
+	for i := range adcs.Items {
+		if adcs.Items[i].Name != current {
+			stale = append(stale, &adcs.Items[i])
+		}
+	}
+	if len(stale) == 0 {
+		return false, nil
+	}
+	inUse := map[string]bool{}
+	for _, c := range clusters {
+		mca := &addonv1alpha1.ManagedClusterAddOn{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: c, Name: r.Config.AddonName}, mca); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return false, err
+		}
+		for _, ref := range mca.Status.ConfigReferences {
+			if ref.Resource != addon.ResourceAddOnDeploymentConfigs {
+				continue
+			}
+			for _, spec := range []*addonv1alpha1.ConfigSpecHash{ref.DesiredConfig, ref.LastAppliedConfig} {
+				if spec != nil && spec.Namespace == goc.Namespace {
+					inUse[spec.Name] = true
+				}
+			}
+			// Older hubs name the config only in the (deprecated) referent.
+			if referent := ref.ConfigReferent; referent.Namespace == goc.Namespace {
+				inUse[referent.Name] = true
+			}
+		}
+	}
+	waiting := false
+	for _, adc := range stale {
+		if inUse[adc.Name] {
+			waiting = true
+			continue
+		}
+		if err := r.Client.Delete(ctx, adc); client.IgnoreNotFound(err) != nil {
+			return false, err
+		}
+	}
+	return waiting, nil
 }

@@ -66,6 +66,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	status := goc.Status.DeepCopy()
+	// configRollout: an older AddOnDeploymentConfig is still in use by a rollout in progress.
+	configRollout := false
 	status.ObservedGeneration = goc.Generation
 	gen := goc.Generation
 	setCond := func(t string, ok bool, reason, msg string) {
@@ -157,13 +159,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// 5. OCM addon objects.
 	if disc.Endpoint == nil {
 		setCond(v1alpha1.ConditionAddOnConfigured, false, disc.Reason, "waiting for the principal endpoint: "+disc.Message)
-	} else if name, err := r.applyAddOn(ctx, goc, principalNS, disc.Endpoint, hub); err != nil {
+	} else if applied, err := r.applyAddOn(ctx, goc, principalNS, disc.Endpoint, hub); err != nil {
 		setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonAddOnApplyFailed, err.Error())
 		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonAddOnApplyFailed, "ApplyAddOn", err.Error())
 		_ = r.writeStatus(ctx, goc, status)
 		return ctrl.Result{}, err
 	} else {
-		status.AddOnTemplate = name
+		name := applied.template
+		status.AddOnTemplate = applied.template
+		status.AddOnDeploymentConfig = applied.config
+		if obs.selected != nil {
+			waiting, err := r.pruneDeploymentConfigs(ctx, goc, applied.config, sets.List(obs.selected))
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			configRollout = waiting
+		}
 		if len(obs.conflict) > 0 {
 			setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonClusterConflict,
 				"clusters selected by more than one GitOpsCluster (one ManagedClusterAddOn can carry only one configuration): "+summarize(obs.conflict))
@@ -202,6 +213,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 
+	if configRollout {
+		// Look again for old configs the rollout no longer needs.
+		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
+	}
 	next := hub.NextRenewal
 	if !clusterRenewal.IsZero() && (next.IsZero() || clusterRenewal.Before(next)) {
 		next = clusterRenewal

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
@@ -152,7 +153,7 @@ func TestFleetBecomesReadyWithPKIAndAddOnObjects(t *testing.T) {
 	// Addon objects: the ADC carries the shared values, the template the registration, the CMA
 	// this GitOpsCluster's entry with its rollout strategy.
 	adc := &addonv1alpha1.AddOnDeploymentConfig{}
-	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: gitopscluster.DeploymentConfigName(g)}, adc); err != nil {
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: g.Status.AddOnDeploymentConfig}, adc); err != nil {
 		t.Fatal(err)
 	}
 	vars := map[string]string{}
@@ -460,8 +461,9 @@ func TestDeletionLeavesNothingBehind(t *testing.T) {
 		if err := k8s.Get(ctx, types.NamespacedName{Name: gitopscluster.TemplateName(g)}, &addonv1alpha1.AddOnTemplate{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("template: %v", err)
 		}
-		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: gitopscluster.DeploymentConfigName(g)}, &addonv1alpha1.AddOnDeploymentConfig{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("ADC: %v", err)
+		var adcs addonv1alpha1.AddOnDeploymentConfigList
+		if err := k8s.List(ctx, &adcs, client.InNamespace(ns)); err != nil || len(adcs.Items) > 0 {
+			return fmt.Errorf("ADCs left: %d (%v)", len(adcs.Items), err)
 		}
 		if s := clusterSecrets(t, ns); s.Len() > 0 {
 			return fmt.Errorf("cluster secrets %v", s.UnsortedList())
@@ -533,5 +535,89 @@ func TestDeletingEveryGitOpsClusterRemovesTheCMA(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	if err := k8s.Get(ctx, types.NamespacedName{Name: addonName}, &addonv1alpha1.ClusterManagementAddOn{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a CMA came back after the last GitOpsCluster was deleted: %v", err)
+	}
+}
+
+// TestConfigChangeMakesANewConfigAndPrunesTheOldOneAfterTheRollout: a new image gives a new
+// AddOnDeploymentConfig name; the old config stays while a cluster's ManagedClusterAddOn still
+// wants it (a progressive rollout has not reached it) and goes once none does.
+func TestConfigChangeMakesANewConfigAndPrunesTheOldOneAfterTheRollout(t *testing.T) {
+	ctx := context.Background()
+	ns := "config-rollout"
+	createNamespace(t, ns)
+	createManagedClusters(t, "cr-1")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, "cr-1")
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"), func(g *v1alpha1.GitOpsCluster) {
+		g.Spec.ArgoCDAgentAddon.Image = "registry.example/agent:v1"
+	})
+	g := conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, "")
+	oldName := g.Status.AddOnDeploymentConfig
+	if !strings.HasPrefix(oldName, gitopscluster.DeploymentConfigPrefix(g)) {
+		t.Fatalf("ADC name %q lacks the prefix", oldName)
+	}
+	// cr-1's addon still wants the old config, as OCM records it before releasing the cluster.
+	setMCAConfig(t, "cr-1", ns, oldName)
+
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		g := getGOC(t, ns, "fleet")
+		g.Spec.ArgoCDAgentAddon.Image = "registry.example/agent:v2"
+		return k8s.Update(ctx, g)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var newName string
+	eventually(t, "a new config referenced by the CMA", func() error {
+		newName = getGOC(t, ns, "fleet").Status.AddOnDeploymentConfig
+		if newName == oldName || newName == "" {
+			return fmt.Errorf("config name still %q", newName)
+		}
+		e := cmaEntries(t)[ns+"/p"]
+		for _, c := range e.Configs {
+			if c.Resource == "addondeploymentconfigs" && c.Name == newName {
+				return nil
+			}
+		}
+		return fmt.Errorf("CMA entry configs %+v", e.Configs)
+	})
+	adc := &addonv1alpha1.AddOnDeploymentConfig{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: oldName}, adc); err != nil {
+		t.Fatalf("the old config was deleted while a cluster still wants it: %v", err)
+	}
+	// The rollout reaches cr-1: the old config goes.
+	setMCAConfig(t, "cr-1", ns, newName)
+	eventually(t, "old config pruned", func() error {
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: oldName}, &addonv1alpha1.AddOnDeploymentConfig{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("old config still there: %v", err)
+		}
+		return nil
+	})
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: newName}, &addonv1alpha1.AddOnDeploymentConfig{}); err != nil {
+		t.Errorf("the current config: %v", err)
+	}
+}
+
+func setMCAConfig(t *testing.T, cluster, ns, adcName string) {
+	t.Helper()
+	ctx := context.Background()
+	mca := &addonv1alpha1.ManagedClusterAddOn{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: cluster, Name: addonName}, mca); apierrors.IsNotFound(err) {
+		mca = &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: addonName}}
+		if err := k8s.Create(ctx, mca); err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	ref := addonv1alpha1.ConfigReference{
+		ConfigGroupResource: addonv1alpha1.ConfigGroupResource{Group: "addon.open-cluster-management.io", Resource: "addondeploymentconfigs"},
+		DesiredConfig:       &addonv1alpha1.ConfigSpecHash{ConfigReferent: addonv1alpha1.ConfigReferent{Namespace: ns, Name: adcName}, SpecHash: "test"},
+	}
+	// OCM mirrors the desired config into the deprecated referent, which the API requires.
+	ref.ConfigReferent = addonv1alpha1.ConfigReferent{Namespace: ns, Name: adcName}
+	mca.Status.ConfigReferences = []addonv1alpha1.ConfigReference{ref}
+	if err := k8s.Status().Update(ctx, mca); err != nil {
+		t.Fatal(err)
 	}
 }

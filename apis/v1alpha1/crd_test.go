@@ -16,20 +16,8 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
-// readmeExample is the GitOpsCluster from the upstream project's README, unchanged.
-const readmeExample = `
-apiVersion: apps.open-cluster-management.io/v1alpha1
-kind: GitOpsCluster
-metadata:
-  name: my-gitops-cluster
-  namespace: open-cluster-management
-spec:
-  placementRef:
-    kind: Placement
-    name: argocd-placement
-  argoCDAgentAddon:
-    mode: managed
-`
+// readmeExample is the upstream README's GitOpsCluster, applied unchanged.
+const readmeExample = testenv.ReadmeGitOpsCluster
 
 func objectFromYAML(t *testing.T, doc string) *unstructured.Unstructured {
 	t.Helper()

@@ -39,21 +39,11 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
-const readmeExample = `
-apiVersion: apps.open-cluster-management.io/v1alpha1
-kind: GitOpsCluster
-metadata:
-  name: my-gitops-cluster
-  namespace: open-cluster-management
-spec:
-  placementRef:
-    kind: Placement
-    name: argocd-placement
-  argoCDAgentAddon:
-    mode: managed
-`
+// readmeExample is the upstream README's GitOpsCluster, applied unchanged.
+const readmeExample = testenv.ReadmeGitOpsCluster
 
 const (
 	ns        = "open-cluster-management"

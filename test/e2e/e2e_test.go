@@ -28,22 +28,11 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
-// readmeExample is the upstream project's README GitOpsCluster, applied unchanged.
-const readmeExample = `
-apiVersion: apps.open-cluster-management.io/v1alpha1
-kind: GitOpsCluster
-metadata:
-  name: my-gitops-cluster
-  namespace: open-cluster-management
-spec:
-  placementRef:
-    kind: Placement
-    name: argocd-placement
-  argoCDAgentAddon:
-    mode: managed
-`
+// readmeExample is the upstream README's GitOpsCluster, applied unchanged.
+const readmeExample = testenv.ReadmeGitOpsCluster
 
 // TestFleetE2E runs the scenarios in order on the package's fleet; each needs the state the
 // previous one left, so the first failure skips the rest.

@@ -25,28 +25,9 @@ read -r -a BINARIES <<<"${OCM_BINARIES_LIST:-registration placement addon regist
 
 log() { echo "ocm-binaries: $*" >&2; }
 
-if [[ -n "${OCM_BINARIES_DIR:-}" ]]; then
-  echo "${OCM_BINARIES_DIR}"
-  exit 0
-fi
-
-complete() {
-  local b
-  for b in "${BINARIES[@]}"; do [[ -x "${OUT}/${b}" ]] || return 1; done
-}
-if complete; then
-  echo "${OUT}"
-  exit 0
-fi
-
-mkdir -p "${OUT}"
-# One build at a time: parallel test packages may all ask for the binaries at once.
-exec 9>"${OUT}.lock"
-flock 9
-if complete; then
-  echo "${OUT}"
-  exit 0
-fi
+# shellcheck source=lib/binary-cache.sh
+source "${ROOT}/hack/lib/binary-cache.sh"
+binary_cache_enter "${OCM_BINARIES_DIR:-}"
 
 WORK="${ROOT}/bin/.build/ocm-${OCM_VERSION}"
 mkdir -p "${WORK}"
@@ -84,6 +65,6 @@ done
   done
 )
 
-complete
+binary_cache_ready
 log "binaries ready in ${OUT}"
 echo "${OUT}"

@@ -14,28 +14,9 @@ BINARIES=(kube-apiserver kube-controller-manager etcd)
 
 log() { echo "test-binaries: $*" >&2; }
 
-if [[ -n "${KUBEBUILDER_ASSETS:-}" ]]; then
-  echo "${KUBEBUILDER_ASSETS}"
-  exit 0
-fi
-
-complete() {
-  local b
-  for b in "${BINARIES[@]}"; do [[ -x "${OUT}/${b}" ]] || return 1; done
-}
-if complete; then
-  echo "${OUT}"
-  exit 0
-fi
-
-mkdir -p "${OUT}"
-# One build at a time: parallel test packages may all ask for the binaries at once.
-exec 9>"${OUT}.lock"
-flock 9
-if complete; then
-  echo "${OUT}"
-  exit 0
-fi
+# shellcheck source=lib/binary-cache.sh
+source "${ROOT}/hack/lib/binary-cache.sh"
+binary_cache_enter "${KUBEBUILDER_ASSETS:-}"
 
 WORK="${ROOT}/bin/.build/k8s-${K8S_VERSION}"
 mkdir -p "${WORK}"
@@ -100,6 +81,6 @@ if [[ ! -x "${OUT}/etcd" ]]; then
   )
 fi
 
-complete
+binary_cache_ready
 log "binaries ready in ${OUT}"
 echo "${OUT}"

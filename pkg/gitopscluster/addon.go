@@ -13,11 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -261,7 +261,7 @@ func managesFields(o metav1.Object, manager string) bool {
 // toApplyObject converts a typed object into the unstructured form sent with server-side
 // apply, without status and zero-valued metadata that would claim fields we do not manage.
 func toApplyObject(obj client.Object, scheme *runtime.Scheme) (*unstructured.Unstructured, error) {
-	gvk, err := apiutilGVK(obj, scheme)
+	gvk, err := apiutil.GVKForObject(obj, scheme)
 	if err != nil {
 		return nil, err
 	}
@@ -274,14 +274,6 @@ func toApplyObject(obj client.Object, scheme *runtime.Scheme) (*unstructured.Uns
 	delete(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	return u, nil
-}
-
-func apiutilGVK(obj runtime.Object, scheme *runtime.Scheme) (schema.GroupVersionKind, error) {
-	gvks, _, err := scheme.ObjectKinds(obj)
-	if err != nil {
-		return schema.GroupVersionKind{}, err
-	}
-	return gvks[0], nil
 }
 
 // createOrUpdate creates desired, or lets mutate bring the live object in line; mutate returns

@@ -328,11 +328,10 @@ func (r *Reconciler) event(goc *v1alpha1.GitOpsCluster, eventType, reason, actio
 // summarize keeps messages bounded on fleets of thousands of clusters.
 func summarize(items []string) string {
 	sort.Strings(items)
-	const max = 10
-	if len(items) <= max {
+	if len(items) <= maxListedClusters {
 		return strings.Join(items, ", ")
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(items[:max], ", "), len(items)-max)
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:maxListedClusters], ", "), len(items)-maxListedClusters)
 }
 
 // namespaceManaged reports whether the manager may keep secrets in ns.

@@ -56,7 +56,8 @@ func leafOf(t *testing.T, s *corev1.Secret) *x509.Certificate {
 	return certs[0]
 }
 
-func setMCAAvailable(t *testing.T, cluster string, available bool) {
+// managedClusterAddOn returns the cluster's addon, creating it as OCM would.
+func managedClusterAddOn(t *testing.T, cluster string) *addonv1alpha1.ManagedClusterAddOn {
 	t.Helper()
 	ctx := context.Background()
 	mca := &addonv1alpha1.ManagedClusterAddOn{}
@@ -68,6 +69,13 @@ func setMCAAvailable(t *testing.T, cluster string, available bool) {
 	} else if err != nil {
 		t.Fatal(err)
 	}
+	return mca
+}
+
+func setMCAAvailable(t *testing.T, cluster string, available bool) {
+	t.Helper()
+	ctx := context.Background()
+	mca := managedClusterAddOn(t, cluster)
 	s := metav1.ConditionFalse
 	if available {
 		s = metav1.ConditionTrue
@@ -139,16 +147,7 @@ func TestFleetBecomesReadyWithPKIAndAddOnObjects(t *testing.T) {
 	}
 
 	// The principal was restarted to load its certificate.
-	eventually(t, "principal pod template stamped", func() error {
-		d := &appsv1.Deployment{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(dep), d); err != nil {
-			return err
-		}
-		if d.Spec.Template.Annotations[gitopscluster.AnnotationPrincipalTLSHash] == "" {
-			return fmt.Errorf("no %s annotation", gitopscluster.AnnotationPrincipalTLSHash)
-		}
-		return nil
-	})
+	principalStamp(t, dep)
 
 	// Addon objects: the ADC carries the shared values, the template the registration, the CMA
 	// this GitOpsCluster's entry with its rollout strategy.
@@ -201,6 +200,23 @@ func TestFleetBecomesReadyWithPKIAndAddOnObjects(t *testing.T) {
 	if len(g.Status.UnavailableClusters) != 1 || g.Status.UnavailableClusters[0].Name != "rd-2" {
 		t.Errorf("unavailableClusters = %+v", g.Status.UnavailableClusters)
 	}
+}
+
+// principalStamp waits for and returns the principal Deployment's certificate stamp.
+func principalStamp(t *testing.T, dep *appsv1.Deployment) string {
+	t.Helper()
+	var stamp string
+	eventually(t, "principal pod template stamped", func() error {
+		d := &appsv1.Deployment{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(dep), d); err != nil {
+			return err
+		}
+		if stamp = d.Spec.Template.Annotations[gitopscluster.AnnotationPrincipalTLSHash]; stamp == "" {
+			return fmt.Errorf("no %s annotation", gitopscluster.AnnotationPrincipalTLSHash)
+		}
+		return nil
+	})
+	return stamp
 }
 
 func principalDeployment(ns, image string) *appsv1.Deployment {
@@ -272,9 +288,14 @@ func TestSANChangeReissuesPrincipalCertificate(t *testing.T) {
 	createNamespace(t, ns)
 	createPlacement(t, ns, "p")
 	setDecisions(t, ns, "p", 1)
+	dep := principalDeployment(ns, "img:1")
+	if err := k8s.Create(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("old.example.com"))
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, "")
 	before := leafOf(t, waitSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+	stampBefore := principalStamp(t, dep)
 	if !contains(before.DNSNames, "old.example.com") {
 		t.Fatalf("SANs %v lack old.example.com", before.DNSNames)
 	}
@@ -298,6 +319,13 @@ func TestSANChangeReissuesPrincipalCertificate(t *testing.T) {
 	if caAfter := getSecret(t, ns, gitopscluster.CASecretName).ResourceVersion; caAfter != caBefore {
 		t.Error("a SAN change rewrote the CA")
 	}
+	// The principal reads its certificate only at start-up: the new one restarts it.
+	eventually(t, "principal pod template re-stamped for the new certificate", func() error {
+		if stamp := principalStamp(t, dep); stamp == stampBefore {
+			return fmt.Errorf("pod-template stamp unchanged: %s", stamp)
+		}
+		return nil
+	})
 }
 
 func TestNodePortDiscoveryAndMissingPrincipal(t *testing.T) {
@@ -601,15 +629,7 @@ func TestConfigChangeMakesANewConfigAndPrunesTheOldOneAfterTheRollout(t *testing
 func setMCAConfig(t *testing.T, cluster, ns, adcName string) {
 	t.Helper()
 	ctx := context.Background()
-	mca := &addonv1alpha1.ManagedClusterAddOn{}
-	if err := k8s.Get(ctx, types.NamespacedName{Namespace: cluster, Name: addonName}, mca); apierrors.IsNotFound(err) {
-		mca = &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: addonName}}
-		if err := k8s.Create(ctx, mca); err != nil {
-			t.Fatal(err)
-		}
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	mca := managedClusterAddOn(t, cluster)
 	ref := addonv1alpha1.ConfigReference{
 		ConfigGroupResource: addonv1alpha1.ConfigGroupResource{Group: "addon.open-cluster-management.io", Resource: "addondeploymentconfigs"},
 		DesiredConfig:       &addonv1alpha1.ConfigSpecHash{ConfigReferent: addonv1alpha1.ConfigReferent{Namespace: ns, Name: adcName}, SpecHash: "test"},

@@ -1,11 +1,12 @@
 package gitopscluster_test
 
 import (
+	"os"
+
 	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
-	"os"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 )

@@ -74,7 +74,7 @@ func TestIdleResyncWritesNothing(t *testing.T) {
 	startManager()
 	eventually(t, "every GitOpsCluster reconciled by the new manager", func() error {
 		if got := reconcileCount(t) - start; got < float64(len(gocs.Items)) {
-			return errorf("%v of %d reconciled", got, len(gocs.Items))
+			return fmt.Errorf("%v of %d reconciled", got, len(gocs.Items))
 		}
 		return nil
 	})
@@ -87,5 +87,3 @@ func TestIdleResyncWritesNothing(t *testing.T) {
 		t.Errorf("an idle resync of %d GitOpsCluster(s) wrote to the API server: %v", len(gocs.Items), diff)
 	}
 }
-
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }

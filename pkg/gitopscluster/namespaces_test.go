@@ -2,10 +2,10 @@ package gitopscluster_test
 
 import (
 	"context"
-	corev1 "k8s.io/api/core/v1"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,9 +46,7 @@ func TestPrincipalNamespaceOutsideManagedNamespaces(t *testing.T) {
 	if s := clusterSecrets(t, ns); s.Len() > 0 {
 		t.Errorf("secrets written: %v", s.UnsortedList())
 	}
-	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: gitopscluster.CASecretName}, &corev1Secret{}); err == nil {
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: gitopscluster.CASecretName}, &corev1.Secret{}); err == nil {
 		t.Error("a CA secret was written in an unmanaged namespace")
 	}
 }
-
-type corev1Secret = corev1.Secret

@@ -447,11 +447,7 @@ func (r *Reconciler) fail(ctx context.Context, csr *certificatesv1.CertificateSi
 	csrTotal.WithLabelValues(ResultRejected, rej.Reason).Inc()
 	log.FromContext(ctx).Info("refused argocd-agent client certificate request", "cluster", d.cluster,
 		"user", csr.Spec.Username, "reason", rej.Reason, "message", rej.Message)
-	var related *v1alpha1.GitOpsCluster
-	if d.owner != nil {
-		related = d.owner
-	}
-	r.event(csr, related, corev1.EventTypeWarning, rej.Reason, "refused: "+rej.Message)
+	r.event(csr, d.owner, corev1.EventTypeWarning, rej.Reason, "refused: "+rej.Message)
 	return nil
 }
 

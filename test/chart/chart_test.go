@@ -23,6 +23,7 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
+	"helm.sh/helm/v3/pkg/lint/support"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -111,7 +112,7 @@ func TestLint(t *testing.T) {
 	} {
 		res := action.NewLint().Run([]string{chartDir()}, vals)
 		for _, m := range res.Messages {
-			if m.Severity >= 3 { // support.ErrorSev
+			if m.Severity >= support.ErrorSev {
 				t.Errorf("%s: lint: %s", name, m)
 			}
 		}
@@ -483,29 +484,13 @@ func waitFor(t *testing.T, what string, check func() error) {
 // does: its own identity, OCM's labels, subject and DNS name.
 func createAgentCSR(t *testing.T, cfg *rest.Config, cluster string) string {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject:  pkix.Name{CommonName: signer.DefaultAgentUser(cluster, addonName), Organization: signer.DefaultAgentGroups(cluster, addonName)},
-		DNSNames: []string{signer.AddonDNSName(addonName)},
-	}, key)
+	csr, err := testenv.AgentCSR(cluster, cluster, addonName, signerName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	asAgent := rest.CopyConfig(cfg)
 	asAgent.Impersonate = rest.ImpersonationConfig{UserName: "system:open-cluster-management:" + cluster + ":agent1",
 		Groups: []string{"system:open-cluster-management:" + cluster, "system:open-cluster-management:managed-clusters", "system:authenticated"}}
-	csr := &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "addon-" + cluster + "-" + addonName + "-",
-			Labels: map[string]string{"open-cluster-management.io/cluster-name": cluster, "open-cluster-management.io/addon-name": addonName}},
-		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-			SignerName: signerName,
-			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth},
-		},
-	}
 	created, err := kubernetes.NewForConfigOrDie(asAgent).CertificatesV1().CertificateSigningRequests().Create(context.Background(), csr, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

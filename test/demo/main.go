@@ -96,7 +96,7 @@ func run(binary, dir string, exit bool) error {
 	f, err := fleet.Start(ctx, fleet.Options{
 		Clusters:         []string{"cluster1", "cluster2"},
 		BindingNamespace: ns,
-		HubCRDPaths:      []string{filepath.Join(fleet.RepoRoot(), "manifests", "crds")},
+		HubCRDPaths:      []string{filepath.Join(testenv.RepoRoot(), "manifests", "crds")},
 		Dir:              dir,
 		Logf:             progress,
 	})

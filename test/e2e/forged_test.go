@@ -2,12 +2,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,7 +9,6 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +16,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // hubCredentialsOf builds a hub client from the credentials cluster's registration agent
@@ -72,28 +66,11 @@ func (s *suite) hubCredentialsOf(t *testing.T, cluster string) (client.Client, s
 // values are longer than openssl allows).
 func forgedCSR(t *testing.T, identity, labelCluster string) *certificatesv1.CertificateSigningRequest {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	csr, err := testenv.AgentCSR(identity, labelCluster, addonName, signerName)
 	if err != nil {
 		t.Fatal(err)
 	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject:  pkix.Name{CommonName: signer.DefaultAgentUser(identity, addonName), Organization: signer.DefaultAgentGroups(identity, addonName)},
-		DNSNames: []string{signer.AddonDNSName(addonName)},
-	}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &certificatesv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: fmt.Sprintf("addon-%s-%s-", labelCluster, addonName),
-			Labels:       map[string]string{signer.ClusterNameLabel: labelCluster, signer.AddonNameLabel: addonName},
-		},
-		Spec: certificatesv1.CertificateSigningRequestSpec{
-			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
-			SignerName: signerName,
-			Usages:     []certificatesv1.KeyUsage{certificatesv1.UsageDigitalSignature, certificatesv1.UsageKeyEncipherment, certificatesv1.UsageClientAuth},
-		},
-	}
+	return csr
 }
 
 // Scenario 5: cluster2's registration agent credentials ask for cluster1's agent identity.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // Names shared by the scenarios.
@@ -131,7 +132,7 @@ func setUp() (*suite, error) {
 	go func() {
 		start := time.Now()
 		cmd := exec.Command("go", "build", "-o", s.managerBin, "./cmd/argocd-agent-addon")
-		cmd.Dir = fleet.RepoRoot()
+		cmd.Dir = testenv.RepoRoot()
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			err = fmt.Errorf("go build ./cmd/argocd-agent-addon: %w\n%s", err, out)
@@ -146,7 +147,7 @@ func setUp() (*suite, error) {
 	f, err := fleet.Start(ctx, fleet.Options{
 		Clusters:         []string{"cluster1", "cluster2"},
 		BindingNamespace: ns,
-		HubCRDPaths:      []string{filepath.Join(fleet.RepoRoot(), "manifests", "crds")},
+		HubCRDPaths:      []string{filepath.Join(testenv.RepoRoot(), "manifests", "crds")},
 		Logf:             logf,
 	})
 	bErr := <-buildErr

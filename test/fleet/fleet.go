@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -17,6 +16,8 @@ import (
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // Options configure Start. Zero values get the defaults noted on each field.
@@ -74,12 +75,6 @@ type Fleet struct {
 	UpTime time.Duration
 }
 
-// RepoRoot is the project's top-level directory.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
 var (
 	binOnce                sync.Once
 	k8sBinDir, ocmBinDir   string
@@ -93,7 +88,7 @@ var (
 func Binaries() (k8s, ocm string, k8sTime, ocmTime time.Duration, err error) {
 	binOnce.Do(func() {
 		start := time.Now()
-		k8sBinDir, binErr = runScript("test-binaries.sh")
+		k8sBinDir, binErr = testenv.BinaryAssets()
 		k8sBinTime = time.Since(start)
 		if binErr != nil {
 			return
@@ -106,7 +101,7 @@ func Binaries() (k8s, ocm string, k8sTime, ocmTime time.Duration, err error) {
 }
 
 func runScript(name string) (string, error) {
-	cmd := exec.Command(filepath.Join(RepoRoot(), "hack", name))
+	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", name))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -129,7 +124,7 @@ func (o *Options) defaults() {
 		o.StartTimeout = 3 * time.Minute
 	}
 	if o.Dir == "" {
-		runs := filepath.Join(RepoRoot(), "bin", "fleet")
+		runs := filepath.Join(testenv.RepoRoot(), "bin", "fleet")
 		pruneRuns(runs, keepRuns)
 		o.Dir = filepath.Join(runs, fmt.Sprintf("%s-%d", time.Now().Format("20060102-150405"), os.Getpid()))
 	}

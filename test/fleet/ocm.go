@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +26,8 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 const (
@@ -54,22 +54,6 @@ func Scheme() *runtime.Scheme {
 		}
 	}
 	return s
-}
-
-// ocmAPIDir is the module-cache folder of open-cluster-management.io/api at the version this
-// module requires, so the CRDs match the Go types the project is built with.
-func ocmAPIDir() (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "open-cluster-management.io/api")
-	cmd.Dir = RepoRoot()
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("locating open-cluster-management.io/api: %w", err)
-	}
-	dir := strings.TrimSpace(string(out))
-	if dir == "" {
-		return "", fmt.Errorf("open-cluster-management.io/api is not in the module cache; run go mod download")
-	}
-	return dir, nil
 }
 
 // hubCRDPaths: everything the registration, placement and addon controllers read or write.
@@ -189,7 +173,7 @@ func ensureNamespaces(ctx context.Context, c client.Client, names ...string) err
 // setupHub installs OCM's hub CRDs, namespaces and bootstrap RBAC, then starts the hub
 // controllers. What a ClusterManager would do, minus the operator and the pods.
 func (f *Fleet) setupHub(ctx context.Context) error {
-	api, err := ocmAPIDir()
+	api, err := testenv.OCMAPIDir()
 	if err != nil {
 		return err
 	}
@@ -267,7 +251,7 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 // joinSpoke prepares a managed cluster (CRDs, agent namespaces, bootstrap kubeconfig) and starts
 // its klusterlet agent, which registers with the hub through a CSR.
 func (f *Fleet) joinSpoke(ctx context.Context, cp *controlPlane) error {
-	api, err := ocmAPIDir()
+	api, err := testenv.OCMAPIDir()
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -18,87 +17,55 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
 // ca is one cluster's certificate authority. As in a kubeadm cluster it signs the API server's
 // serving certificate, the client certificates the API server accepts (--client-ca-file), and
 // what kube-controller-manager issues for kubernetes.io/kube-apiserver-client CSRs.
 type ca struct {
-	cert     *x509.Certificate
-	key      crypto.Signer
+	kp       *pki.KeyPair
 	certPEM  []byte
 	certPath string
 	keyPath  string
 }
 
 func newCA(dir, name string) (*ca, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	kp, err := pki.NewCA(name+"-ca", 10*365*24*time.Hour, time.Now())
 	if err != nil {
 		return nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: name + "-ca"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
+	c := &ca{kp: kp, certPEM: kp.CertPEM, certPath: filepath.Join(dir, "ca.crt"), keyPath: filepath.Join(dir, "ca.key")}
+	if err := os.WriteFile(c.certPath, kp.CertPEM, 0o644); err != nil {
 		return nil, err
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	c := &ca{cert: cert, key: key, certPEM: pemCert(der),
-		certPath: filepath.Join(dir, "ca.crt"), keyPath: filepath.Join(dir, "ca.key")}
-	keyPEM, err := pemKey(key)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(c.certPath, c.certPEM, 0o644); err != nil {
-		return nil, err
-	}
-	return c, os.WriteFile(c.keyPath, keyPEM, 0o600)
+	return c, os.WriteFile(c.keyPath, kp.KeyPEM, 0o600)
 }
 
 // issue signs a new key pair: a client certificate for user/groups, or, with hosts, a serving
 // certificate.
 func (c *ca) issue(commonName string, groups []string, hosts []string) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: commonName, Organization: groups},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(5 * 365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
+	const validity = 5 * 365 * 24 * time.Hour
+	var kp *pki.KeyPair
 	if len(hosts) > 0 {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		var dns []string
+		var ips []net.IP
 		for _, h := range hosts {
 			if ip := net.ParseIP(h); ip != nil {
-				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+				ips = append(ips, ip)
 			} else {
-				tmpl.DNSNames = append(tmpl.DNSNames, h)
+				dns = append(dns, h)
 			}
 		}
+		kp, err = c.kp.IssueServerCert(commonName, dns, ips, validity, time.Now())
+	} else {
+		kp, err = c.kp.IssueClientCert(pkix.Name{CommonName: commonName, Organization: groups}, validity, time.Now())
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, key.Public(), c.key)
 	if err != nil {
 		return nil, nil, err
 	}
-	keyPEM, err = pemKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pemCert(der), keyPEM, nil
+	return kp.CertPEM, kp.KeyPEM, nil
 }
 
 // newServiceAccountKey writes the key pair the API server signs service account tokens with:
@@ -121,18 +88,6 @@ func newServiceAccountKey(dir string) (pubPath, keyPath string, err error) {
 		return "", "", err
 	}
 	return pubPath, keyPath, os.WriteFile(keyPath, keyPEM, 0o600)
-}
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	if err != nil {
-		panic(err)
-	}
-	return n
-}
-
-func pemCert(der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
 }
 
 func pemKey(key crypto.Signer) ([]byte, error) {

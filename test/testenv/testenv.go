@@ -59,16 +59,28 @@ func BinaryAssets() (string, error) {
 	return assetsDir, assetsErr
 }
 
-// OCMCRDDirs returns the folders of the OCM api module that hold the CRDs the hub controllers
-// read and write, taken from the module cache so they match the Go types exactly.
-func OCMCRDDirs() ([]string, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "open-cluster-management.io/api").Output()
+// OCMAPIDir is the module-cache folder of open-cluster-management.io/api at the version this
+// module requires, so CRDs taken from it match the Go types exactly.
+func OCMAPIDir() (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "open-cluster-management.io/api")
+	cmd.Dir = RepoRoot()
+	out, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("locating open-cluster-management.io/api: %w", err)
+		return "", fmt.Errorf("locating open-cluster-management.io/api: %w", err)
 	}
 	root := strings.TrimSpace(string(out))
 	if root == "" {
-		return nil, fmt.Errorf("open-cluster-management.io/api is not in the module cache; run go mod download")
+		return "", fmt.Errorf("open-cluster-management.io/api is not in the module cache; run go mod download")
+	}
+	return root, nil
+}
+
+// OCMCRDDirs returns the folders of the OCM api module that hold the CRDs the hub controllers
+// read and write.
+func OCMCRDDirs() ([]string, error) {
+	root, err := OCMAPIDir()
+	if err != nil {
+		return nil, err
 	}
 	var dirs []string
 	for _, d := range []string{"cluster/v1", "cluster/v1beta1", "cluster/v1beta2", "addon/v1alpha1", "work/v1"} {

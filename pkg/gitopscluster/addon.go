@@ -25,10 +25,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
-// TemplateName is the deterministic name of a GitOpsCluster's AddOnTemplate (names.TemplateName,
-// which the signer reads too).
-func TemplateName(goc *v1alpha1.GitOpsCluster) string { return names.TemplateName(goc) }
-
 // DeploymentConfigPrefix starts the names of a GitOpsCluster's AddOnDeploymentConfigs (same
 // namespace). Each name ends in a hash of the config's spec: a change makes a new config, so
 // during a progressive rollout the clusters not yet released keep rendering the old one (OCM's
@@ -128,7 +124,7 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	}
 
 	tmpl, err := addon.BuildAddOnTemplate(addon.TemplateInput{
-		AddonName: r.Config.AddonName, TemplateName: TemplateName(goc), SignerName: r.Config.SignerName,
+		AddonName: r.Config.AddonName, TemplateName: names.TemplateName(goc), SignerName: r.Config.SignerName,
 		SigningCA:   types.NamespacedName{Namespace: principalNS, Name: CASecretName},
 		CABundlePEM: hub.Bundle, Mode: mode,
 	})

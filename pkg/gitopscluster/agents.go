@@ -25,11 +25,10 @@ func (r *Reconciler) observeAgents(ctx context.Context, obs *observation, status
 	}
 	available := int32(0)
 	var unavailable []v1alpha1.ClusterAgentState
-	invalid := sets.New(obs.invalid...)
 	for _, cluster := range sets.List(obs.selected) {
-		if invalid.Has(cluster) {
+		if why, bad := obs.invalid[cluster]; bad {
 			unavailable = append(unavailable, v1alpha1.ClusterAgentState{Name: cluster, Reason: "InvalidAgentName",
-				Message: "cluster name is not a valid argocd-agent agent name: " + ValidAgentName(cluster, "")})
+				Message: "cluster name is not a valid argocd-agent agent name: " + why})
 			continue
 		}
 		mca := &addonv1alpha1.ManagedClusterAddOn{}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
 // finalize removes what this GitOpsCluster created: its CMA entry (and the CMA when no entry
@@ -64,7 +65,7 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 		}
 	}
 	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.InNamespace(principalNamespace(goc)), owner); err != nil {
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(names.PrincipalNamespace(goc)), owner); err != nil {
 		return err
 	}
 	for i := range secrets.Items {

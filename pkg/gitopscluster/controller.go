@@ -3,6 +3,8 @@ package gitopscluster
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -42,8 +44,9 @@ type observation struct {
 	// selected is nil when the selection is unknown (Placement missing): nothing is torn down then.
 	selected sets.Set[string]
 	// owned are the selected clusters this GitOpsCluster owns (not owned by an older one).
-	owned    sets.Set[string]
-	invalid  []string
+	owned sets.Set[string]
+	// invalid maps selected clusters whose names cannot be agent names to the reason.
+	invalid  map[string]string
 	conflict []string
 }
 
@@ -77,7 +80,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
 	}
-	principalNS := principalNamespace(goc)
+	principalNS := names.PrincipalNamespace(goc)
 
 	// 1. Placement.
 	obs, err := r.observePlacement(ctx, goc, principalNS)
@@ -92,7 +95,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else {
 		msg := fmt.Sprintf("Placement %s selects %d cluster(s)", goc.Spec.PlacementRef.Name, obs.selected.Len())
 		if len(obs.invalid) > 0 {
-			msg += fmt.Sprintf("; skipped cluster names that are not valid agent names: %s", summarize(obs.invalid))
+			msg += fmt.Sprintf("; skipped cluster names that are not valid agent names: %s", summarize(slices.Sorted(maps.Keys(obs.invalid))))
 		}
 		setCond(v1alpha1.ConditionPlacementResolved, true, v1alpha1.ReasonPlacementResolved, msg)
 	}
@@ -232,16 +235,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
-func principalNamespace(goc *v1alpha1.GitOpsCluster) string { return names.PrincipalNamespace(goc) }
-
-// ValidAgentName reports why a cluster name cannot be an argocd-agent agent name, or "" (see
-// names.ValidAgentName, which the signer applies too).
-func ValidAgentName(cluster, principalNS string) string {
-	return names.ValidAgentName(cluster, principalNS)
-}
-
 func (r *Reconciler) observePlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (*observation, error) {
-	obs := &observation{owned: sets.New[string]()}
+	obs := &observation{owned: sets.New[string](), invalid: map[string]string{}}
 	pl := &clusterv1beta1.Placement{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, pl); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -256,8 +251,8 @@ func (r *Reconciler) observePlacement(ctx context.Context, goc *v1alpha1.GitOpsC
 	}
 	obs.selected = selected
 	for _, c := range sets.List(selected) {
-		if why := ValidAgentName(c, principalNS); why != "" {
-			obs.invalid = append(obs.invalid, c)
+		if why := names.ValidAgentName(c, principalNS); why != "" {
+			obs.invalid[c] = why
 			continue
 		}
 		selectors, err := fleet.SelectorsOf(ctx, r.Client, c)
@@ -296,7 +291,7 @@ func (r *Reconciler) principalHostsOfOthers(ctx context.Context, goc *v1alpha1.G
 	var out []string
 	for i := range list.Items {
 		o := &list.Items[i]
-		if (o.Namespace == goc.Namespace && o.Name == goc.Name) || !o.DeletionTimestamp.IsZero() || principalNamespace(o) != principalNS {
+		if (o.Namespace == goc.Namespace && o.Name == goc.Name) || !o.DeletionTimestamp.IsZero() || names.PrincipalNamespace(o) != principalNS {
 			continue
 		}
 		if o.Spec.ArgoCDAgentAddon.PrincipalServerAddress != "" {

@@ -176,6 +176,13 @@ func TestInvalidClusterNameIsSkippedAndReported(t *testing.T) {
 		if u.Reason == "InvalidAgentName" {
 			reported.Insert(u.Name)
 		}
+		// The message must say what is wrong with this name.
+		if u.Name == ns && !strings.Contains(u.Message, "equals the principal namespace") {
+			t.Errorf("%s: message %q does not say why", u.Name, u.Message)
+		}
+		if u.Name == long && !strings.Contains(u.Message, "63") {
+			t.Errorf("%s: message %q does not say why", u.Name, u.Message)
+		}
 	}
 	if !reported.Equal(sets.New("iv.dotted", long, ns)) {
 		t.Errorf("unavailableClusters with InvalidAgentName = %v", sets.List(reported))

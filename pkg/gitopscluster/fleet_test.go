@@ -26,6 +26,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -170,7 +171,7 @@ func TestFleetBecomesReadyWithPKIAndAddOnObjects(t *testing.T) {
 		t.Errorf("ADC owner references = %v", adc.OwnerReferences)
 	}
 	tmpl := &addonv1alpha1.AddOnTemplate{}
-	if err := k8s.Get(ctx, types.NamespacedName{Name: gitopscluster.TemplateName(g)}, tmpl); err != nil {
+	if err := k8s.Get(ctx, types.NamespacedName{Name: names.TemplateName(g)}, tmpl); err != nil {
 		t.Fatal(err)
 	}
 	if len(tmpl.Spec.Registration) != 1 || tmpl.Spec.Registration[0].CustomSigner == nil ||
@@ -455,7 +456,7 @@ func TestTwoGitOpsClustersShareTheCMAAndReportConflicts(t *testing.T) {
 	if got := cmaEntries(t)[nsA+"/pa"]; !equality.Semantic.DeepEqual(got, entryA) {
 		t.Errorf("fleet-a's entry changed when fleet-b was deleted: %+v -> %+v", entryA, got)
 	}
-	if err := k8s.Get(ctx, types.NamespacedName{Name: gitopscluster.TemplateName(getGOC(t, nsA, "fleet-a"))}, &addonv1alpha1.AddOnTemplate{}); err != nil {
+	if err := k8s.Get(ctx, types.NamespacedName{Name: names.TemplateName(getGOC(t, nsA, "fleet-a"))}, &addonv1alpha1.AddOnTemplate{}); err != nil {
 		t.Errorf("fleet-a's template: %v", err)
 	}
 }
@@ -486,7 +487,7 @@ func TestDeletionLeavesNothingBehind(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(g), &v1alpha1.GitOpsCluster{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("GitOpsCluster: %v", err)
 		}
-		if err := k8s.Get(ctx, types.NamespacedName{Name: gitopscluster.TemplateName(g)}, &addonv1alpha1.AddOnTemplate{}); !apierrors.IsNotFound(err) {
+		if err := k8s.Get(ctx, types.NamespacedName{Name: names.TemplateName(g)}, &addonv1alpha1.AddOnTemplate{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("template: %v", err)
 		}
 		var adcs addonv1alpha1.AddOnDeploymentConfigList

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
 
@@ -36,7 +37,7 @@ func (r *Reconciler) revokeAgents(ctx context.Context, goc *v1alpha1.GitOpsClust
 // clusters it has cluster secrets for.
 func (r *Reconciler) revokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
 	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.InNamespace(principalNamespace(goc)), client.MatchingLabels{
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(names.PrincipalNamespace(goc)), client.MatchingLabels{
 		v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name,
 	}); err != nil {
 		return err
@@ -47,7 +48,7 @@ func (r *Reconciler) revokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOps
 			agents = append(agents, c)
 		}
 	}
-	return r.revokeAgents(ctx, goc, principalNamespace(goc), agents)
+	return r.revokeAgents(ctx, goc, names.PrincipalNamespace(goc), agents)
 }
 
 // pruneBlocklist drops expired certificates from the principal's blocklist. It is housekeeping:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -117,11 +118,11 @@ func TestLeafRenewalAndCARotationWithTrustOverlap(t *testing.T) {
 	// Agents get the bundle through the template, so certificates from either CA verify.
 	g := getGOC(t, ns, "fleet")
 	tmpl := &addonv1alpha1.AddOnTemplate{}
-	if err := k8s.Get(ctx, types.NamespacedName{Name: gitopscluster.TemplateName(g)}, tmpl); err != nil {
+	if err := k8s.Get(ctx, types.NamespacedName{Name: names.TemplateName(g)}, tmpl); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "template carries both CAs", func() error {
-		if err := k8s.Get(ctx, types.NamespacedName{Name: gitopscluster.TemplateName(g)}, tmpl); err != nil {
+		if err := k8s.Get(ctx, types.NamespacedName{Name: names.TemplateName(g)}, tmpl); err != nil {
 			return err
 		}
 		for _, m := range tmpl.Spec.AgentSpec.Workload.Manifests {

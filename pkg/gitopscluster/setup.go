@@ -20,6 +20,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
 )
 
@@ -103,7 +104,7 @@ func (r *Reconciler) forPrincipalNamespace(ctx context.Context, o client.Object)
 	}
 	var out []reconcile.Request
 	for i := range list.Items {
-		if principalNamespace(&list.Items[i]) == o.GetNamespace() {
+		if names.PrincipalNamespace(&list.Items[i]) == o.GetNamespace() {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
 		}
 	}

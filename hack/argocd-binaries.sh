@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Prints a directory holding the Argo CD binary and CRDs the local fleet (test/fleet) runs and
+# installs. Order: $ARGOCD_BINARIES_DIR if set; else the cache under bin/argocd/; else build from
+# the Go module proxy and cache the result. Progress goes to stderr, the directory alone to stdout.
+#
+#   argocd                             one binary for every component; it picks the component by
+#                                      the name it is invoked as (or $ARGOCD_BINARY_NAME)
+#   argocd-application-controller      symlinks to argocd, so a plain exec runs that component
+#   argocd-repo-server
+#   argocd-applicationset-controller
+#   crds/                              Application, AppProject and ApplicationSet CRDs, taken from
+#                                      manifests/crds/ of the same module version
+#
+# Argo CD v3.6 declares `go 1.27.0`; the go command fetches that toolchain from the module proxy
+# (ARGOCD_GOTOOLCHAIN). Older v3 releases (v3.4, v3.5) do not resolve from the proxy alone.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ARGOCD_VERSION="${ARGOCD_VERSION:-3.6.1}"
+ARGOCD_GOTOOLCHAIN="${ARGOCD_GOTOOLCHAIN:-go1.27.4}"
+GOOS_GOARCH="$(go env GOOS)-$(go env GOARCH)"
+OUT="${ROOT}/bin/argocd/${ARGOCD_VERSION}-${GOOS_GOARCH}"
+LINKS=(argocd-application-controller argocd-repo-server argocd-applicationset-controller)
+# The links come last, so a complete set means the binary and the CRDs are in place.
+BINARIES=(argocd "${LINKS[@]}")
+MODULE=github.com/argoproj/argo-cd/v3
+
+log() { echo "argocd-binaries: $*" >&2; }
+
+# shellcheck source=lib/binary-cache.sh
+source "${ROOT}/hack/lib/binary-cache.sh"
+binary_cache_enter "${ARGOCD_BINARIES_DIR:-}"
+
+WORK="${ROOT}/bin/.build/argocd-${ARGOCD_VERSION}"
+mkdir -p "${WORK}"
+export GOFLAGS=-mod=mod
+export CGO_ENABLED=0
+export GOTOOLCHAIN="${ARGOCD_GOTOOLCHAIN}"
+
+cd "${WORK}"
+start=${SECONDS}
+log "fetching ${MODULE}@v${ARGOCD_VERSION} and toolchain ${GOTOOLCHAIN} (first time only)"
+download="$(go mod download -json "${MODULE}@v${ARGOCD_VERSION}")"
+field() { sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",\{0,1\}\$/\1/p" <<<"${download}"; }
+MODFILE="$(field GoMod)"
+ZIP="$(field Zip)"
+if [[ -z "${MODFILE}" || -z "${ZIP}" ]]; then
+  log "go mod download gave no module files: ${download}"
+  exit 1
+fi
+
+# Argo CD's go.mod pins k8s.io and a few others with replace directives, which the go command
+# ignores in a dependency. A wrapper module copies them; the one local-path replace
+# (gitops-engine => ./gitops-engine, a nested module left out of the module zip) becomes a
+# require of the same version, which upstream tags at every release.
+{
+  printf 'module local/argocd-binaries\n\ngo 1.27.0\n\n'
+  printf 'require (\n\t%s v%s\n\t%s v%s\n)\n\n' "${MODULE}" "${ARGOCD_VERSION}" \
+    github.com/argoproj/argo-cd/gitops-engine/v3 "${ARGOCD_VERSION}"
+  awk '
+    /^replace \($/ { inblock = 1; print; next }
+    inblock && /^\)$/ { inblock = 0; print; next }
+    inblock { if ($0 !~ /=> \.\.?\//) print; next }
+    /^replace / && $0 !~ /=> \.\.?\// { print }
+  ' "${MODFILE}"
+} >go.mod.new
+mv go.mod.new go.mod
+printf 'package main\n' >doc.go
+rm -f go.sum
+
+mkdir -p "${OUT}/crds"
+for crd in application-crd.yaml appproject-crd.yaml applicationset-crd.yaml; do
+  unzip -p "${ZIP}" "${MODULE}@v${ARGOCD_VERSION}/manifests/crds/${crd}" >"${OUT}/crds/${crd}.tmp"
+  mv "${OUT}/crds/${crd}.tmp" "${OUT}/crds/${crd}"
+done
+
+# The variables Argo CD's own Makefile sets on github.com/argoproj/argo-cd/v3/common.
+KUBECTL_VERSION="$(go list -m -f '{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}' k8s.io/client-go)"
+PKG="${MODULE}/common"
+LDFLAGS="-s -w -X ${PKG}.version=${ARGOCD_VERSION} -X ${PKG}.buildDate=1970-01-01T00:00:00Z"
+LDFLAGS+=" -X ${PKG}.gitTag=v${ARGOCD_VERSION} -X ${PKG}.gitTreeState=clean"
+LDFLAGS+=" -X ${PKG}.kubectlVersion=${KUBECTL_VERSION}"
+
+log "go build ${MODULE}/cmd v${ARGOCD_VERSION} with ${GOTOOLCHAIN} (first time only; ~8 CPU-minutes)"
+go build -trimpath -ldflags "${LDFLAGS}" -o "${OUT}/argocd.tmp" "${MODULE}/cmd"
+mv "${OUT}/argocd.tmp" "${OUT}/argocd"
+for l in "${LINKS[@]}"; do ln -sfn argocd "${OUT}/${l}"; done
+log "built argocd in $((SECONDS - start))s"
+
+binary_cache_ready
+log "binaries ready in ${OUT}"
+echo "${OUT}"

@@ -8,8 +8,10 @@
 #   argocd-application-controller      symlinks to argocd, so a plain exec runs that component
 #   argocd-repo-server
 #   argocd-applicationset-controller
-#   crds/                              Application, AppProject and ApplicationSet CRDs, taken from
-#                                      manifests/crds/ of the same module version
+#   crds/                              Application, AppProject and ApplicationSet CRDs, and
+#   install.yaml                       Argo CD's install manifest, both taken from manifests/ of
+#                                      the same module version. The fleet reads from the manifest
+#                                      which ConfigMap keys feed which environment variables.
 #
 # Argo CD v3.6 declares `go 1.27.0`; the go command fetches that toolchain from the module proxy
 # (ARGOCD_GOTOOLCHAIN). Older v3 releases (v3.4, v3.5) do not resolve from the proxy alone.
@@ -43,8 +45,8 @@ log "fetching ${MODULE}@v${ARGOCD_VERSION} and toolchain ${GOTOOLCHAIN} (first t
 download="$(go mod download -json "${MODULE}@v${ARGOCD_VERSION}")"
 field() { sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",\{0,1\}\$/\1/p" <<<"${download}"; }
 MODFILE="$(field GoMod)"
-ZIP="$(field Zip)"
-if [[ -z "${MODFILE}" || -z "${ZIP}" ]]; then
+SRC="$(field Dir)"
+if [[ -z "${MODFILE}" || -z "${SRC}" ]]; then
   log "go mod download gave no module files: ${download}"
   exit 1
 fi
@@ -69,9 +71,9 @@ printf 'package main\n' >doc.go
 rm -f go.sum
 
 mkdir -p "${OUT}/crds"
-for crd in application-crd.yaml appproject-crd.yaml applicationset-crd.yaml; do
-  unzip -p "${ZIP}" "${MODULE}@v${ARGOCD_VERSION}/manifests/crds/${crd}" >"${OUT}/crds/${crd}.tmp"
-  mv "${OUT}/crds/${crd}.tmp" "${OUT}/crds/${crd}"
+for f in crds/application-crd.yaml crds/appproject-crd.yaml crds/applicationset-crd.yaml install.yaml; do
+  cat "${SRC}/manifests/${f}" >"${OUT}/${f}.tmp"
+  mv "${OUT}/${f}.tmp" "${OUT}/${f}"
 done
 
 # The variables Argo CD's own Makefile sets on github.com/argoproj/argo-cd/v3/common.

@@ -68,6 +68,7 @@ type Fleet struct {
 
 	mu       sync.Mutex
 	procs    []*Process
+	onStop   []func() error
 	stopOnce sync.Once
 	stopErr  error
 
@@ -305,6 +306,13 @@ func (f *Fleet) startHub(ctx context.Context) error {
 func (f *Fleet) Stop() error {
 	f.stopOnce.Do(func() {
 		f.stopErr = f.stopAll()
+		// In-process servers (Redis, Git) go after the processes that use them.
+		f.mu.Lock()
+		hooks := f.onStop
+		f.mu.Unlock()
+		for i := len(hooks) - 1; i >= 0; i-- {
+			f.stopErr = errors.Join(f.stopErr, hooks[i]())
+		}
 		if !f.opts.KeepData {
 			for _, cp := range append(f.spokeList(), f.hub) {
 				if cp != nil {
@@ -316,6 +324,25 @@ func (f *Fleet) Stop() error {
 		f.logf("fleet: stopped; logs kept in %s", f.LogDir())
 	})
 	return f.stopErr
+}
+
+// OnStop registers fn to run when the fleet stops, after its processes have ended; hooks run
+// in reverse order of registration.
+func (f *Fleet) OnStop(fn func() error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onStop = append(f.onStop, fn)
+}
+
+// plane returns the control plane of "hub" or of a managed cluster.
+func (f *Fleet) plane(name string) (*controlPlane, error) {
+	if name == "hub" {
+		return f.hub, nil
+	}
+	if cp := f.spokes[name]; cp != nil {
+		return cp, nil
+	}
+	return nil, fmt.Errorf("no cluster %q (neither \"hub\" nor a managed cluster)", name)
 }
 
 // Processes lists every process the fleet started, running or not.

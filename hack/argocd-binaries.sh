@@ -76,11 +76,13 @@ for f in crds/application-crd.yaml crds/appproject-crd.yaml crds/applicationset-
   mv "${OUT}/${f}.tmp" "${OUT}/${f}"
 done
 
-# The variables Argo CD's own Makefile sets on github.com/argoproj/argo-cd/v3/common.
+# The variables Argo CD's own Makefile sets on github.com/argoproj/argo-cd/v3/common. The module
+# proxy does not say which commit a version is, so gitCommit carries the tag (as the OCM script
+# does); with a commit, a tag and a clean tree Argo CD reports the plain release version.
 KUBECTL_VERSION="$(go list -m -f '{{if .Replace}}{{.Replace.Version}}{{else}}{{.Version}}{{end}}' k8s.io/client-go)"
 PKG="${MODULE}/common"
 LDFLAGS="-s -w -X ${PKG}.version=${ARGOCD_VERSION} -X ${PKG}.buildDate=1970-01-01T00:00:00Z"
-LDFLAGS+=" -X ${PKG}.gitTag=v${ARGOCD_VERSION} -X ${PKG}.gitTreeState=clean"
+LDFLAGS+=" -X ${PKG}.gitCommit=v${ARGOCD_VERSION} -X ${PKG}.gitTag=v${ARGOCD_VERSION} -X ${PKG}.gitTreeState=clean"
 LDFLAGS+=" -X ${PKG}.kubectlVersion=${KUBECTL_VERSION}"
 
 log "go build ${MODULE}/cmd v${ARGOCD_VERSION} with ${GOTOOLCHAIN} (first time only; ~8 CPU-minutes)"

@@ -3,12 +3,16 @@
 // kube-controller-manager, with OCM v1.2.1's hub controllers and klusterlet agents, all plain
 // local processes. It runs the manager binary against the hub, applies the upstream README's
 // GitOpsCluster with a Placement selecting both clusters, waits until the agents are installed
-// and have their certificates, and prints what a person wants to see. It runs until
-// interrupted (or, with --exit, stops after printing).
+// and have their certificates. Then it runs Argo CD v3.6 (repo-server and application-controller,
+// the real binaries) on each managed cluster, serves a Git repository with a guestbook-like
+// application on loopback, creates an Application on each cluster's own Argo CD and waits until
+// Argo CD has synced it and reports it Healthy. It prints what a person wants to see and runs
+// until interrupted (or, with --exit, stops after printing).
 //
-// Simulated, and said so in the output: the kubelet (no pod runs; the agent Deployments' status
-// is written as if their pod were up) and the cloud load balancer (the principal Service's
-// status gets the address a load balancer would report). No argocd-agent principal runs.
+// Simulated, and said so in the output: the kubelet (no pod runs; the agent and guestbook
+// Deployments' status is written as if their pods were up) and the cloud load balancer (the
+// principal Service's status gets the address a load balancer would report). No argocd-agent
+// principal runs, so the Applications are created on each cluster's Argo CD directly.
 package main
 
 import (
@@ -51,6 +55,11 @@ const (
 	addonName = addon.DefaultAddonName
 	agentNS   = addon.DefaultAgentInstallNamespace
 	waitLimit = 3 * time.Minute
+
+	guestbookApp  = "guestbook"
+	guestbookNS   = "guestbook"
+	guestbookName = "guestbook-ui" // Deployment and Service
+	guestbookImg  = "gcr.io/heptio-images/ks-guestbook-demo:0.2"
 )
 
 func main() {
@@ -91,6 +100,12 @@ func run(binary, dir string, exit bool) error {
 		return err
 	}
 	progress("kubernetes binaries ready in %s, OCM binaries in %s", k8sTime.Round(time.Millisecond), ocmTime.Round(time.Millisecond))
+	step("building or locating Argo CD v3.6.1 (one argocd binary for every component); minutes the first time")
+	_, argoTime, err := fleet.ArgoCDBinaries()
+	if err != nil {
+		return err
+	}
+	progress("Argo CD ready in %s", argoTime.Round(time.Millisecond))
 
 	step("starting a local OCM fleet: a hub and managed clusters cluster1 and cluster2, every component a local process")
 	f, err := fleet.Start(ctx, fleet.Options{
@@ -148,6 +163,10 @@ func run(binary, dir string, exit bool) error {
 	if err != nil {
 		return err
 	}
+	step("deploying a guestbook application with Argo CD on every managed cluster")
+	if err := d.deployGuestbook(ctx); err != nil {
+		return err
+	}
 	d.printSummary(ctx, g)
 	if exit {
 		fmt.Println("\n--exit: the fleet stops now (logs and kubeconfigs stay); run without it to keep the fleet up.")
@@ -163,6 +182,8 @@ type demo struct {
 	hub        client.Client
 	spokes     map[string]client.Client
 	managerLog string
+	repo       *fleet.GitRepo
+	argo       map[string]*fleet.ArgoCD
 }
 
 func (d *demo) connect() error {
@@ -347,9 +368,12 @@ func (d *demo) printSummary(ctx context.Context, g *v1alpha1.GitOpsCluster) {
 		fmt.Printf("  %-10s kubectl --kubeconfig %s -n %s get deploy,secret,sa,role,rolebinding\n", c+":", d.f.SpokeKubeconfigPath(c), agentNS)
 	}
 	fmt.Printf("  logs:      %s (manager: %s)\n", d.f.LogDir(), filepath.Base(d.managerLog))
-	fmt.Println("\nSimulated here: the kubelet (agent Deployments' status; no pod runs) and the principal's")
-	fmt.Println("load balancer. Everything else is the real thing: API servers, OCM registration, placement,")
-	fmt.Println("addon manager and work agents, this project's manager and CSR signer.")
+	d.printApplications(ctx)
+	fmt.Println("\nSimulated here: the kubelet (the agent and guestbook Deployments' status; no pod runs) and")
+	fmt.Println("the principal's load balancer. Everything else is the real thing: API servers, OCM")
+	fmt.Println("registration, placement, addon manager and work agents, this project's manager and CSR")
+	fmt.Println("signer, Argo CD's repo-server and application-controller, Git. No argocd-agent principal")
+	fmt.Println("runs, so each Application was created on its cluster's Argo CD directly.")
 }
 
 func ptrOr(p *int32, def int32) int32 {

@@ -112,7 +112,7 @@ func selectedByRun() bool {
 	}
 	top, _, _ := strings.Cut(f.Value.String(), "/")
 	re, err := regexp.Compile(top)
-	return err != nil || re.MatchString("TestFleetE2E")
+	return err != nil || re.MatchString("TestFleetE2E") || re.MatchString("TestArgoCDApplication")
 }
 
 func logf(format string, args ...any) {

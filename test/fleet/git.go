@@ -150,7 +150,8 @@ func (r *GitRepo) Commit(files map[string]string, message string) (string, error
 	sort.Strings(paths)
 	for _, p := range paths {
 		clean := filepath.Clean(p)
-		if filepath.IsAbs(clean) || clean == "." || strings.HasPrefix(clean, "..") || strings.HasPrefix(clean, ".git") {
+		if filepath.IsAbs(clean) || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") ||
+			clean == ".git" || strings.HasPrefix(clean, ".git/") {
 			return "", fmt.Errorf("file %q: want a path inside the repository", p)
 		}
 		full := filepath.Join(r.work, clean)

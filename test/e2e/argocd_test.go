@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+)
+
+// Names of the Argo CD scenario.
+const (
+	argoCluster   = "cluster1"
+	guestbookApp  = "guestbook"
+	guestbookNS   = "guestbook"
+	guestbookName = "guestbook-ui" // Deployment and Service
+	guestbookImg1 = "gcr.io/heptio-images/ks-guestbook-demo:0.1"
+	guestbookImg2 = "gcr.io/heptio-images/ks-guestbook-demo:0.2"
+	// reconciliation is argocd-cm's timeout.reconciliation here: how long Argo CD may take to
+	// notice a new commit without a webhook (Argo CD's default is 180s).
+	reconciliation = 10 * time.Second
+)
+
+// TestArgoCDApplication runs Argo CD's own application-controller and repo-server on cluster1
+// (against its API server, in the agent namespace argocd) and shows an Application reach the
+// cluster with nothing written by hand but the kubelet's part: Argo CD clones a repository
+// served on loopback, applies its Deployment and Service, reports the Application Synced but
+// Progressing until the simulated kubelet makes the Deployment available, then Healthy; a second
+// commit (two replicas, a new image) is picked up within timeout.reconciliation and synced the
+// same way. Argo CD is stopped again before the agent scenarios.
+func TestArgoCDApplication(t *testing.T) {
+	if env == nil {
+		t.Skip(skipWhy)
+	}
+	s := env
+	spoke := s.spokes[argoCluster]
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+
+	git, err := fleet.StartGitServer(filepath.Join(s.f.Dir(), "git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := git.Close(); err != nil {
+			t.Errorf("stopping the Git server: %v", err)
+		}
+	})
+	repo, err := git.CreateRepo("guestbook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := repo.Commit(fleet.GuestbookFiles(1, guestbookImg1), "guestbook: one replica")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("repository %s at %s", repo.URL, first)
+
+	start := time.Now()
+	argo, err := s.f.StartArgoCD(ctx, argoCluster, fleet.ArgoCDOptions{
+		Namespace: agentNS,
+		ArgoCDCM: map[string]string{
+			"timeout.reconciliation":        reconciliation.String(),
+			"timeout.reconciliation.jitter": "1s",
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%-72s %7s", argoCluster+": Argo CD up (CRDs, settings, repo-server, application-controller)", time.Since(start).Round(10*time.Millisecond))
+	t.Cleanup(func() {
+		// Leave cluster1 as the agent scenarios expect it: no Application, no guestbook.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var errs []error
+		errs = append(errs, client.IgnoreNotFound(spoke.Delete(ctx, fleet.NewApplication(guestbookApp, agentNS, repo.URL, "guestbook", guestbookNS))))
+		errs = append(errs, argo.Stop())
+		errs = append(errs, client.IgnoreNotFound(spoke.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: guestbookNS}})))
+		if err := errors.Join(errs...); err != nil {
+			t.Errorf("cleaning up Argo CD: %v", err)
+		}
+	})
+
+	app := fleet.NewApplication(guestbookApp, agentNS, repo.URL, "guestbook", guestbookNS)
+	if err := spoke.Create(ctx, app); err != nil {
+		t.Fatalf("creating the Application: %v", err)
+	}
+
+	// Argo CD applied the repository's objects: they carry its tracking annotation.
+	s.eventually(t, argoCluster+": Argo CD created Deployment and Service "+guestbookNS+"/"+guestbookName, 3*time.Minute, func(ctx context.Context) (bool, string) {
+		d, err := guestbookDeployment(ctx, spoke)
+		if err != nil {
+			return false, getState(err, "Deployment") + "; Application: " + appState(ctx, spoke)
+		}
+		if err := spoke.Get(ctx, client.ObjectKey{Namespace: guestbookNS, Name: guestbookName}, &corev1.Service{}); err != nil {
+			return false, getState(err, "Service")
+		}
+		return checkGuestbook(d, 1, guestbookImg1)
+	})
+	// Health comes from the Deployment's status, which nothing has written yet.
+	s.waitApplication(t, "Synced at the first commit, Progressing (no kubelet yet)", first, "Progressing")
+	if err := s.f.MarkDeploymentAvailable(ctx, argoCluster, guestbookNS, guestbookName); err != nil {
+		t.Fatal(err)
+	}
+	s.waitApplication(t, "Synced and Healthy once the simulated kubelet made the Deployment available", first, "Healthy")
+
+	second, err := repo.Commit(fleet.GuestbookFiles(2, guestbookImg2), "guestbook: two replicas, image 0.2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("second commit %s", second)
+	s.eventually(t, argoCluster+": the second commit reached the Deployment (2 replicas, new image)", 3*reconciliation+time.Minute, func(ctx context.Context) (bool, string) {
+		d, err := guestbookDeployment(ctx, spoke)
+		if err != nil {
+			return false, getState(err, "Deployment")
+		}
+		if done, state := checkGuestbook(d, 2, guestbookImg2); !done {
+			return false, state + "; Application: " + appState(ctx, spoke)
+		}
+		return true, ""
+	})
+	s.waitApplication(t, "Synced at the second commit, Progressing (new generation not rolled out)", second, "Progressing")
+	if err := s.f.MarkDeploymentAvailable(ctx, argoCluster, guestbookNS, guestbookName); err != nil {
+		t.Fatal(err)
+	}
+	s.waitApplication(t, "Synced and Healthy at the second commit", second, "Healthy")
+}
+
+func guestbookDeployment(ctx context.Context, c client.Client) (*appsv1.Deployment, error) {
+	d := &appsv1.Deployment{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: guestbookNS, Name: guestbookName}, d)
+	return d, err
+}
+
+// checkGuestbook compares the Deployment with what the repository says, and checks that Argo
+// CD (not someone else) applied it.
+func checkGuestbook(d *appsv1.Deployment, replicas int32, image string) (bool, string) {
+	got := int32(1)
+	if d.Spec.Replicas != nil {
+		got = *d.Spec.Replicas
+	}
+	img := containerImage(d, guestbookName)
+	tracking := d.Annotations["argocd.argoproj.io/tracking-id"]
+	state := fmt.Sprintf("Deployment replicas=%d image=%s tracking-id=%q", got, img, tracking)
+	return got == replicas && img == image && tracking != "", state
+}
+
+func appState(ctx context.Context, c client.Client) string {
+	st, err := fleet.GetApplicationState(ctx, c, agentNS, guestbookApp)
+	if err != nil {
+		return err.Error()
+	}
+	return st.String()
+}
+
+// waitApplication waits until the Application is Synced at revision with the given health.
+func (s *suite) waitApplication(t *testing.T, what, revision, health string) {
+	t.Helper()
+	s.eventually(t, argoCluster+": Application "+what, 3*time.Minute, func(ctx context.Context) (bool, string) {
+		st, err := fleet.GetApplicationState(ctx, s.spokes[argoCluster], agentNS, guestbookApp)
+		if apierrors.IsNotFound(err) || err != nil {
+			return false, getState(err, "Application")
+		}
+		return st.Sync == "Synced" && st.Revision == revision && st.Health == health, st.String()
+	})
+}

@@ -55,7 +55,7 @@ func BuildAddOnTemplate(in TemplateInput) (*addonv1alpha1.AddOnTemplate, error) 
 		caSecret(in.CABundlePEM),
 		role(in.Mode),
 		roleBinding(),
-		clusterRole(in.AddonName),
+		clusterRole(in.AddonName, in.Mode),
 		clusterRoleBinding(in.AddonName),
 		deployment(in.SignerName),
 	}
@@ -236,7 +236,6 @@ func caSecret(caPEM []byte) *corev1.Secret {
 }
 
 var (
-	readVerbs      = []string{"get", "list", "watch"}
 	readWriteVerbs = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
 	// Without create: in autonomous mode argocd-agent v0.9.0 discards every
 	// incoming create of applications, appprojects and repository secrets and
@@ -245,10 +244,19 @@ var (
 	autonomousVerbs = []string{"delete", "get", "list", "patch", "update", "watch"}
 )
 
-// role grants what argocd-agent v0.9.0 uses in its own namespace: Argo CD
-// applications, appprojects (and applicationsets, as in its install
-// manifests), repository secrets, GPG key configmaps, the root CA secret, and
-// creating events.
+// role grants what argocd-agent v0.9.0 calls in its own namespace (--namespace):
+//
+//   - applications, appprojects: list+watch (its informers, both modes); get, update, patch,
+//     delete (changes the principal sends: agent/inbound.go); create in managed mode only
+//     (createApplication, processIncomingAppProject).
+//   - secrets: list+watch (repository informer), get (the argocd-agent-ca root CA secret),
+//     and the same writes as applications for repository secrets (processIncomingRepository).
+//   - configmaps: the same writes for the GPG keys ConfigMap (processIncomingGPGKey).
+//   - events: create (its event recorder) and list (the resource proxy lists events, the only
+//     LIST it answers).
+//
+// applicationsets are not here: the agent never calls them; in autonomous mode the spoke's own
+// applicationset-controller handles them.
 func role(mode string) *rbacv1.Role {
 	verbs := readWriteVerbs
 	if mode == ModeAutonomous {
@@ -260,7 +268,7 @@ func role(mode string) *rbacv1.Role {
 		Rules: []rbacv1.PolicyRule{
 			{
 				APIGroups: []string{"argoproj.io"},
-				Resources: []string{"applications", "applicationsets", "appprojects"},
+				Resources: []string{"applications", "appprojects"},
 				Verbs:     append([]string(nil), verbs...),
 			},
 			{
@@ -271,7 +279,7 @@ func role(mode string) *rbacv1.Role {
 			{
 				APIGroups: []string{""},
 				Resources: []string{"events"},
-				Verbs:     []string{"create"},
+				Verbs:     []string{"create", "list"},
 			},
 		},
 	}
@@ -286,19 +294,36 @@ func roleBinding() *rbacv1.RoleBinding {
 	}
 }
 
-// clusterRole only lets the agent watch namespaces (its namespace informer).
-// argocd-agent v0.9.0's own ClusterRole also creates namespaces and manages
-// applications cluster-wide; both serve destination-based mapping and
-// --create-namespace, which this addon does not enable.
-func clusterRole(addonName string) *rbacv1.ClusterRole {
+// clusterRole grants what argocd-agent v0.9.0 calls outside its namespace:
+//
+//   - namespaces: list+watch (its namespace informer, both modes).
+//   - applications: get, cluster-wide, in managed mode: on every (re)connect the agent resyncs
+//     by GETting each Application the principal holds for it, addressed in the hub namespace
+//     named after the agent (internal/resync), which need not exist on the spoke. Without it
+//     an Application deleted on the spoke while disconnected is never restored.
+//   - every resource: get, and events: list. The resource proxy answers the hub Argo CD's
+//     requests for live objects with a dynamic GET of the named object (it refuses objects
+//     Argo CD does not manage) and lists nothing but events.
+//
+// Not granted, although argocd-agent's own install manifests do: namespace create and
+// cluster-wide application writes (destination-based mapping with --create-namespace, which
+// this addon does not enable), and writes through the resource proxy (hub UI actions such as
+// deleting a live object): the spoke's application-controller owns those objects.
+func clusterRole(addonName, mode string) *rbacv1.ClusterRole {
+	rules := []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
+	}
+	if mode != ModeAutonomous {
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"}, Verbs: []string{"get"}})
+	}
+	rules = append(rules,
+		rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"list"}},
+	)
 	return &rbacv1.ClusterRole{
 		TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"},
 		ObjectMeta: metav1.ObjectMeta{Name: clusterScopedName(addonName), Labels: spokeLabels()},
-		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{""},
-			Resources: []string{"namespaces"},
-			Verbs:     append([]string(nil), readVerbs...),
-		}},
+		Rules:      rules,
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -249,6 +250,10 @@ func TestRenderNonDefaults(t *testing.T) {
 	if !strings.Contains(fmt.Sprint(pc[0].(map[string]any)["args"]), want) {
 		t.Errorf("principal args %v lack %s", pc[0].(map[string]any)["args"], want)
 	}
+	// Without allowed namespaces the principal forwards no Application to any agent.
+	if !slices.Contains(principalArgs(t, p), "--allowed-namespaces=*") {
+		t.Errorf("principal args %v do not allow the clusters' namespaces", principalArgs(t, p))
+	}
 	goc := find(objs, "GitOpsCluster", "")
 	if addr, _, _ := unstructured.NestedString(goc.Object, "spec", "argoCDAgentAddon", "principalServerAddress"); addr != "p.example.com" {
 		t.Errorf("default GitOpsCluster address = %q", addr)
@@ -270,6 +275,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"bad namespace":           {map[string]any{"managedNamespaces": []any{"Not_A_Label"}}, "managedNamespaces"},
 		"bad duration":            {map[string]any{"signer": map[string]any{"certificateValidity": "a week"}}, "certificateValidity"},
 		"bad service type":        {map[string]any{"principal": map[string]any{"service": map[string]any{"type": "Ingress"}}}, "type"},
+		"no allowed namespaces":   {map[string]any{"principal": map[string]any{"allowedNamespaces": []any{}}}, "allowedNamespaces"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := render(t, tc.vals)
@@ -526,4 +532,15 @@ func grantCSRCreate(t *testing.T, admin client.Client, cluster string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// principalArgs returns the principal container's arguments.
+func principalArgs(t *testing.T, p *unstructured.Unstructured) []string {
+	t.Helper()
+	containers, _, _ := unstructured.NestedSlice(p.Object, "spec", "template", "spec", "containers")
+	var out []string
+	for _, a := range containers[0].(map[string]any)["args"].([]any) {
+		out = append(out, a.(string))
+	}
+	return out
 }

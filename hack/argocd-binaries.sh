@@ -12,6 +12,8 @@
 #   install.yaml                       Argo CD's install manifest, both taken from manifests/ of
 #                                      the same module version. The fleet reads from the manifest
 #                                      which ConfigMap keys feed which environment variables.
+#   git-verify-wrapper.sh              helper scripts the repo-server runs from $PATH (the image
+#   gpg-wrapper.sh                     copies them to /usr/local/bin), from hack/ of the module
 #
 # Argo CD v3.6 declares `go 1.27.0`; the go command fetches that toolchain from the module proxy
 # (ARGOCD_GOTOOLCHAIN). Older v3 releases (v3.4, v3.5) do not resolve from the proxy alone.
@@ -73,6 +75,11 @@ rm -f go.sum
 mkdir -p "${OUT}/crds"
 for f in crds/application-crd.yaml crds/appproject-crd.yaml crds/applicationset-crd.yaml install.yaml; do
   cat "${SRC}/manifests/${f}" >"${OUT}/${f}.tmp"
+  mv "${OUT}/${f}.tmp" "${OUT}/${f}"
+done
+for f in git-verify-wrapper.sh gpg-wrapper.sh; do
+  cat "${SRC}/hack/${f}" >"${OUT}/${f}.tmp"
+  chmod 0755 "${OUT}/${f}.tmp"
   mv "${OUT}/${f}.tmp" "${OUT}/${f}"
 done
 

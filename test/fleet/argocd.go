@@ -147,7 +147,11 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 	}
 
 	a := &ArgoCD{Cluster: cluster, Namespace: opts.Namespace}
-	if a.redis, err = startArgoRedis(); err != nil {
+	redisPassword, err := randomKey()
+	if err != nil {
+		return nil, err
+	}
+	if a.redis, err = startArgoRedis(redisPassword); err != nil {
 		return nil, err
 	}
 	f.OnStop(a.closeRedis)
@@ -170,7 +174,7 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 	cmdParams["repo.server"] = a.RepoServer
 	cmdParams["redis.server"] = a.Redis
 	cmdParams["reposerver.listen.address"] = "127.0.0.1"
-	if err := a.applySettings(ctx, c, manifest, opts.ArgoCDCM, cmdParams); err != nil {
+	if err := a.applySettings(ctx, c, manifest, opts.ArgoCDCM, cmdParams, redisPassword); err != nil {
 		return fail(err)
 	}
 	identity, err := a.controllerIdentity(ctx, c, cp)
@@ -206,7 +210,9 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 			"--metrics-addr=127.0.0.1:" + strconv.Itoa(appsetMetrics),
 			"--probe-addr=127.0.0.1:" + strconv.Itoa(appsetProbe),
 			"--webhook-addr=127.0.0.1:" + strconv.Itoa(appsetWebhook),
-		}, fmt.Sprintf("http://127.0.0.1:%d/healthz", appsetProbe)})
+			// Its probe server registers no check; the metrics server answers once the
+			// controller manager runs.
+		}, fmt.Sprintf("http://127.0.0.1:%d/metrics", appsetMetrics)})
 	}
 	for _, s := range specs {
 		env, err := manifest.env(ctx, c, s.component, a.Namespace)
@@ -234,6 +240,9 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 			"HELM_DATA_HOME="+filepath.Join(home, "helm"),
 			"ARGOCD_FAKE_IN_CLUSTER=true",
 			"KUBECONFIG="+identity,
+			// The repo-server runs git-verify-wrapper.sh from $PATH for every manifest
+			// generation; the image has it in /usr/local/bin.
+			"PATH="+opts.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 		)
 		proc, err := f.StartProcess(ProcessSpec{
 			Name: cluster + "-" + s.component,
@@ -282,10 +291,11 @@ func (a *ArgoCD) closeRedis() error {
 }
 
 // applySettings writes install.yaml's ConfigMaps and Secrets into the namespace, with the
-// given additions to argocd-cm and argocd-cmd-params-cm and a server.secretkey in
-// argocd-secret. An existing object's data is replaced, so a second StartArgoCD on the same
-// cluster configures it afresh.
-func (a *ArgoCD) applySettings(ctx context.Context, c client.Client, m *argoManifest, argoCDCM, cmdParams map[string]string) error {
+// given additions to argocd-cm and argocd-cmd-params-cm, a server.secretkey in argocd-secret,
+// and the Redis password in Secret argocd-redis (which the install's redis-initial-password
+// init container creates). An existing object's data is replaced, so a second StartArgoCD on
+// the same cluster configures it afresh.
+func (a *ArgoCD) applySettings(ctx context.Context, c client.Client, m *argoManifest, argoCDCM, cmdParams map[string]string, redisPassword string) error {
 	for _, cm := range m.configMaps {
 		cm := cm.DeepCopy()
 		cm.Namespace = a.Namespace
@@ -306,17 +316,21 @@ func (a *ArgoCD) applySettings(ctx context.Context, c client.Client, m *argoMani
 			return err
 		}
 	}
-	for _, s := range m.secrets {
+	redisSecret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "argocd-redis", Labels: map[string]string{"app.kubernetes.io/part-of": "argocd"}},
+		Data:       map[string][]byte{"auth": []byte(redisPassword)},
+	}
+	for _, s := range append(m.secrets, redisSecret) {
 		s := s.DeepCopy()
 		s.Namespace = a.Namespace
 		if s.Name == "argocd-secret" {
 			// argocd-server generates this on its first start; the controllers read settings
 			// through the same manager, which reports settings without it as incomplete.
-			key := make([]byte, 32)
-			if _, err := io.ReadFull(rand.Reader, key); err != nil {
+			key, err := randomKey()
+			if err != nil {
 				return err
 			}
-			s.Data = map[string][]byte{"server.secretkey": []byte(base64.StdEncoding.EncodeToString(key))}
+			s.Data = map[string][]byte{"server.secretkey": []byte(key)}
 		}
 		if err := createOrReplace(ctx, c, s, func(have client.Object) { have.(*corev1.Secret).Data = s.Data }); err != nil {
 			return err
@@ -338,6 +352,14 @@ func (a *ArgoCD) applySettings(ctx context.Context, c client.Client, m *argoMani
 		return fmt.Errorf("%s: creating AppProject default: %w", a.Cluster, err)
 	}
 	return nil
+}
+
+func randomKey() (string, error) {
+	key := make([]byte, 32)
+	if _, err := io.ReadFull(rand.Reader, key); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(key), nil
 }
 
 func createOrReplace(ctx context.Context, c client.Client, obj client.Object, update func(have client.Object)) error {
@@ -496,7 +518,8 @@ func (m *argoManifest) env(ctx context.Context, c client.Client, component, name
 // argoRedis is the Redis the Argo CD components share, served in-process by miniredis
 // (github.com/alicebob/miniredis/v2, the Redis-compatible server Argo CD's own unit tests run
 // its cache against): no redis-server binary, no package manager, no root. Argo CD uses Redis
-// only as a cache (GET/SET with expiry, pub/sub), which miniredis serves.
+// only as a cache (GET/SET with expiry, pub/sub), which miniredis serves. It requires the
+// password of Secret argocd-redis, as the install's Redis does.
 //
 // miniredis never expires keys by itself (it is made for tests that move time by hand), and
 // Argo CD relies on expiry, e.g. a resolved branch revision is cached for
@@ -510,8 +533,9 @@ type argoRedis struct {
 	done chan struct{}
 }
 
-func startArgoRedis() (*argoRedis, error) {
+func startArgoRedis(password string) (*argoRedis, error) {
 	srv := miniredis.NewMiniRedis()
+	srv.RequireAuth(password)
 	if err := srv.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("starting miniredis: %w", err)
 	}

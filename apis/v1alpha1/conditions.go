@@ -8,6 +8,11 @@ const (
 	ConditionAddOnConfigured     = "AddOnConfigured"
 	ConditionAgentsAvailable     = "AgentsAvailable"
 	ConditionReady               = "Ready"
+	// ConditionRevocationPaused is True while the circuit breaker holds back a revocation
+	// that would cut more than the allowed share of the agents.
+	ConditionRevocationPaused = "RevocationPaused"
+	// ConditionSignerExclusive is False when OCM's addon-manager could sign with the hub CA.
+	ConditionSignerExclusive = "SignerExclusive"
 )
 
 // Condition reasons.
@@ -31,6 +36,12 @@ const (
 	ReasonReady                = "Ready"
 	ReasonNotReady             = "NotReady"
 	ReasonNamespaceNotManaged  = "NamespaceNotManaged"
+	ReasonSelectionUnknown     = "SelectionUnknown"
+	ReasonTooManyDepartures    = "TooManyDepartures"
+	ReasonRevocationAllowed    = "WithinLimit"
+	ReasonCAReadableByOCM      = "CAReadableByOCMAddonManager"
+	ReasonCANotReadableByOCM   = "OnlyThisSigner"
+	ReasonPrincipalNotAllowed  = "PrincipalNamespaceNotAllowed"
 )
 
 // Labels and annotations this project puts on the objects it creates.
@@ -44,6 +55,14 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedByValue is the value of LabelManagedBy.
 	ManagedByValue = "argocd-agent-addon"
+	// AnnotationApproveRevocation on a GitOpsCluster lets a revocation paused by the circuit
+	// breaker proceed: its value must be the number of agents the paused pass would revoke,
+	// as the RevocationPaused condition states, so an approval never covers a larger pass.
+	AnnotationApproveRevocation = "argocd-agent-addon.open-cluster-management.io/approve-revocation"
+	// AnnotationAllowedGitOpsClusterNamespaces on a principal namespace lists (comma separated,
+	// or "*") the namespaces whose GitOpsClusters may use that principal; a GitOpsCluster in
+	// the principal namespace itself always may.
+	AnnotationAllowedGitOpsClusterNamespaces = "argocd-agent-addon.open-cluster-management.io/allowed-gitopscluster-namespaces"
 	// Finalizer keeps a GitOpsCluster until everything it created is removed.
 	Finalizer = "argocd-agent-addon.open-cluster-management.io/cleanup"
 )

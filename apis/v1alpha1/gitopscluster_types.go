@@ -94,8 +94,11 @@ type ArgoCDAgentAddonSpec struct {
 	RestartPrincipalOnCertificateChange *bool `json:"restartPrincipalOnCertificateChange,omitempty"`
 
 	// ClientCertificateValidity is the lifetime of agent client certificates issued by the
-	// project's signer; the manager's default applies when empty. At least one hour.
+	// project's signer; the manager's default applies when empty. Between one hour and 30
+	// days: a certificate cannot be recalled from an agent, so a long one keeps a revoked agent
+	// connected to a principal without a blocklist for that long.
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h')",message="clientCertificateValidity must be at least 1h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('720h')",message="clientCertificateValidity must be at most 720h (30 days)"
 	// +optional
 	ClientCertificateValidity *metav1.Duration `json:"clientCertificateValidity,omitempty"`
 }
@@ -109,6 +112,17 @@ type GitOpsClusterSpec struct {
 	// ArgoCDAgentAddon configures the agents and how they reach the principal.
 	// +required
 	ArgoCDAgentAddon ArgoCDAgentAddonSpec `json:"argoCDAgentAddon"`
+
+	// RevokedClusters names managed clusters whose agent is cut off while they stay in the
+	// Placement: their cluster secret on the principal is deleted, every unexpired certificate
+	// issued to them is put on the principal's TLS blocklist, and the signer refuses their
+	// certificate requests (reason Revoked). Removing a name undoes it.
+	// +kubebuilder:validation:MaxItems=1000
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +listType=set
+	// +optional
+	RevokedClusters []string `json:"revokedClusters,omitempty"`
 }
 
 // ClusterAgentState tells why one selected cluster's agent is not available.
@@ -179,6 +193,15 @@ type GitOpsClusterStatus struct {
 	// AddOnTemplate is the name of the AddOnTemplate this GitOpsCluster owns.
 	// +optional
 	AddOnTemplate string `json:"addOnTemplate,omitempty"`
+
+	// RevokedAgents is the number of clusters in spec.revokedClusters whose agent is revoked.
+	// +optional
+	RevokedAgents int32 `json:"revokedAgents,omitempty"`
+
+	// PendingDepartures is the number of clusters that left the selection and whose agents
+	// are revoked once the departure is confirmed (or a person approves a paused revocation).
+	// +optional
+	PendingDepartures int32 `json:"pendingDepartures,omitempty"`
 
 	// AddOnDeploymentConfig is the name of the current AddOnDeploymentConfig (same namespace);
 	// its name changes with its content, so a rollout can tell old from new.

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 )
 
@@ -44,12 +43,12 @@ func testCAPEM(t *testing.T, cn string) []byte {
 
 func validTemplateInput(t *testing.T) TemplateInput {
 	return TemplateInput{
-		AddonName:    DefaultAddonName,
-		TemplateName: "argocd-agent-addon-my-gitops-cluster",
-		SignerName:   DefaultSignerName,
-		SigningCA:    types.NamespacedName{Namespace: "open-cluster-management-hub", Name: "argocd-agent-addon-ca"},
-		CABundlePEM:  testCAPEM(t, "argocd-agent-ca"),
-		Mode:         ModeManaged,
+		AddonName:          DefaultAddonName,
+		TemplateName:       "argocd-agent-addon-my-gitops-cluster",
+		SignerName:         DefaultSignerName,
+		SigningCANamespace: "open-cluster-management-hub",
+		CABundlePEM:        testCAPEM(t, "argocd-agent-ca"),
+		Mode:               ModeManaged,
 	}
 }
 

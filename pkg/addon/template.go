@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
@@ -29,8 +28,9 @@ type TemplateInput struct {
 	// AddonName is the CMA name; SignerName the CustomSigner name of the
 	// agents' client certificates; TemplateName the AddOnTemplate's name.
 	AddonName, TemplateName, SignerName string
-	// SigningCA is the hub CA secret named in registration[0].customSigner.signingCA.
-	SigningCA types.NamespacedName
+	// SigningCANamespace is the namespace of registration[0].customSigner.signingCA, whose
+	// name is always UnreadableSigningCAName.
+	SigningCANamespace string
 	// CABundlePEM is delivered as ca.crt of the spoke's argocd-agent-ca secret
 	// and is what the agent uses to verify the principal.
 	CABundlePEM []byte
@@ -39,6 +39,14 @@ type TemplateInput struct {
 	// Subject optionally replaces OCM's default certificate subject; nil keeps it.
 	Subject *addonv1alpha1.Subject
 }
+
+// UnreadableSigningCAName is the signingCA the template names: a Secret of that name cannot
+// exist (Secret names are lower-case DNS subdomains). OCM's addon-manager approves every CSR of
+// a CustomSigner registration and signs it itself with the signingCA as soon as it can read
+// that Secret, without checking who asks for what. Naming the real hub CA would let one
+// RoleBinding hand any managed cluster a certificate of any subject, never recorded; this
+// project's signer reads the CA from the principal namespace instead.
+const UnreadableSigningCAName = "NOT_FOR_OCM.argocd-agent-addon.signer-only"
 
 // BuildAddOnTemplate renders the AddOnTemplate that installs the argocd-agent
 // agent: namespace, service account, root CA secret, least-privilege RBAC and
@@ -93,8 +101,8 @@ func BuildAddOnTemplate(in TemplateInput) (*addonv1alpha1.AddOnTemplate, error) 
 					SignerName: in.SignerName,
 					Subject:    subject,
 					SigningCA: addonv1alpha1.SigningCARef{
-						Name:      in.SigningCA.Name,
-						Namespace: in.SigningCA.Namespace,
+						Name:      UnreadableSigningCAName,
+						Namespace: in.SigningCANamespace,
 					},
 				},
 			}},
@@ -112,12 +120,9 @@ func validateTemplateInput(in TemplateInput) error {
 	if err := validateSignerName(in.AddonName, in.SignerName); err != nil {
 		return err
 	}
-	if errs := validation.IsDNS1123Subdomain(in.SigningCA.Name); len(errs) > 0 {
-		return fmt.Errorf("signing CA secret name %q is invalid: %s", in.SigningCA.Name, strings.Join(errs, "; "))
-	}
-	if in.SigningCA.Namespace != "" {
-		if errs := validation.IsDNS1123Label(in.SigningCA.Namespace); len(errs) > 0 {
-			return fmt.Errorf("signing CA secret namespace %q is invalid: %s", in.SigningCA.Namespace, strings.Join(errs, "; "))
+	if in.SigningCANamespace != "" {
+		if errs := validation.IsDNS1123Label(in.SigningCANamespace); len(errs) > 0 {
+			return fmt.Errorf("signing CA secret namespace %q is invalid: %s", in.SigningCANamespace, strings.Join(errs, "; "))
 		}
 	}
 	if err := validateCABundle(in.CABundlePEM); err != nil {

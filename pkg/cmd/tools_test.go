@@ -7,7 +7,6 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
@@ -23,7 +22,7 @@ func TestTemplateReloaderArgsAreAcceptedByTheBinary(t *testing.T) {
 	}
 	tmpl, err := addon.BuildAddOnTemplate(addon.TemplateInput{
 		AddonName: "argocd-agent-addon", TemplateName: "t", SignerName: "open-cluster-management.io/argocd-agent-addon",
-		SigningCA: types.NamespacedName{Namespace: "argocd", Name: "argocd-agent-ca"}, CABundlePEM: ca.CertPEM, Mode: "managed",
+		SigningCANamespace: "argocd", CABundlePEM: ca.CertPEM, Mode: "managed",
 	})
 	if err != nil {
 		t.Fatal(err)

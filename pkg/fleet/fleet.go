@@ -7,7 +7,10 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -51,6 +54,24 @@ func PlacementKey(namespace, name string) string { return namespace + "/" + name
 // PlacementLabel is the label OCM puts on every PlacementDecision of a Placement.
 const PlacementLabel = clusterv1beta1.PlacementLabel
 
+// SelectedClustersAndPages is SelectedClusters that also returns how many PlacementDecision
+// objects (pages) the Placement has: none means it was never scheduled, not "selects nothing".
+func SelectedClustersAndPages(ctx context.Context, r client.Reader, namespace, placement string) (sets.Set[string], int, error) {
+	var list clusterv1beta1.PlacementDecisionList
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{PlacementLabel: placement}); err != nil {
+		return nil, 0, fmt.Errorf("listing PlacementDecisions of %s/%s: %w", namespace, placement, err)
+	}
+	out := sets.New[string]()
+	for i := range list.Items {
+		for _, d := range list.Items[i].Status.Decisions {
+			if d.ClusterName != "" {
+				out.Insert(d.ClusterName)
+			}
+		}
+	}
+	return out, len(list.Items), nil
+}
+
 // SelectedClusters returns the union of the decisions of every PlacementDecision of the
 // Placement namespace/name. A read error is returned as is: callers must never take it for an
 // empty selection.
@@ -68,6 +89,53 @@ func SelectedClusters(ctx context.Context, r client.Reader, namespace, placement
 		}
 	}
 	return out, nil
+}
+
+// Selects reports whether the Placement namespace/name selects cluster. It pages through the
+// decisions and stops at the first that names the cluster, so with r an API reader it costs
+// one call per 100 pages at most and reads only until the answer is known.
+func Selects(ctx context.Context, r client.Reader, namespace, placement, cluster string) (bool, error) {
+	var list clusterv1beta1.PlacementDecisionList
+	for {
+		if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{PlacementLabel: placement},
+			client.Limit(100), client.Continue(list.Continue)); err != nil {
+			return false, fmt.Errorf("listing PlacementDecisions of %s/%s: %w", namespace, placement, err)
+		}
+		for i := range list.Items {
+			for _, d := range list.Items[i].Status.Decisions {
+				if d.ClusterName == cluster {
+					return true, nil
+				}
+			}
+		}
+		if list.Continue == "" {
+			return false, nil
+		}
+	}
+}
+
+// PrincipalAllowed says why goc may not use its principal namespace, or "". A GitOpsCluster
+// may always use its own namespace; another principal namespace must list the GitOpsCluster's
+// namespace (or "*") in its annotation v1alpha1.AnnotationAllowedGitOpsClusterNamespaces. This
+// keeps one tenant from adding names to, or issuing certificates from, another's principal.
+func PrincipalAllowed(ctx context.Context, r client.Reader, goc *v1alpha1.GitOpsCluster) (string, error) {
+	p := goc.Spec.ArgoCDAgentAddon.PrincipalNamespace
+	if p == "" || p == goc.Namespace {
+		return "", nil
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Get(ctx, types.NamespacedName{Name: p}, ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Sprintf("namespace %s does not exist", p), nil
+		}
+		return "", err
+	}
+	for _, a := range strings.Split(ns.Annotations[v1alpha1.AnnotationAllowedGitOpsClusterNamespaces], ",") {
+		if a = strings.TrimSpace(a); a == "*" || a == goc.Namespace {
+			return "", nil
+		}
+	}
+	return fmt.Sprintf("namespace %s does not list %s in its annotation %s", p, goc.Namespace, v1alpha1.AnnotationAllowedGitOpsClusterNamespaces), nil
 }
 
 // Less orders GitOpsClusters by precedence: the older one first, then by namespace/name. The

@@ -125,8 +125,8 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 
 	tmpl, err := addon.BuildAddOnTemplate(addon.TemplateInput{
 		AddonName: r.Config.AddonName, TemplateName: names.TemplateName(goc), SignerName: r.Config.SignerName,
-		SigningCA:   types.NamespacedName{Namespace: principalNS, Name: CASecretName},
-		CABundlePEM: hub.Bundle, Mode: mode,
+		SigningCANamespace: principalNS,
+		CABundlePEM:        hub.Bundle, Mode: mode,
 	})
 	if err != nil {
 		return addOnNames{}, fmt.Errorf("building AddOnTemplate: %w", err)

@@ -12,9 +12,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -35,9 +37,10 @@ func (r *Reconciler) resourceProxyServer(principalNS, cluster string) string {
 	return fmt.Sprintf("https://%s.%s.svc:%d?agentName=%s", r.Config.ResourceProxyServiceName, principalNS, r.Config.ResourceProxyPort, cluster)
 }
 
-// syncClusterSecrets keeps one argocd-agent cluster secret per owned cluster, renews its
-// client certificate before expiry or after a CA change, and deletes the secrets of clusters
-// that left the placement. When the selection is unknown nothing is deleted. It returns the
+// syncClusterSecrets keeps one argocd-agent cluster secret per owned cluster (except the ones a
+// person revoked) and renews its client certificate before expiry or after a CA change. Every
+// certificate it issues is recorded in the cluster's ledger before the secret is written, so it
+// is revoked with the agent's. Removing secrets is reconcileRevocation's job. It returns the
 // earliest renewal time.
 func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *observation, hub *hubPKI) (time.Time, error) {
 	var existing corev1.SecretList
@@ -54,10 +57,16 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 		}
 	}
 
+	revoked := sets.New(goc.Spec.RevokedClusters...)
+	store := r.ledgerStore(principalNS)
+	owner := ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
 	now := r.Config.Now()
 	var next time.Time
 	created := 0
-	for cluster := range obs.owned {
+	for _, cluster := range sets.List(obs.owned) {
+		if revoked.Has(cluster) {
+			continue
+		}
 		s := byCluster[cluster]
 		if s == nil {
 			// The secret may exist without our owner labels (made by hand or by another
@@ -77,9 +86,13 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 			}
 			continue
 		}
-		desired, renewAt, err := r.buildClusterSecret(goc, principalNS, cluster, hub, now)
+		desired, cert, err := r.buildClusterSecret(goc, principalNS, cluster, hub, now)
 		if err != nil {
 			return time.Time{}, err
+		}
+		// Record before the certificate exists anywhere else: what is not recorded cannot be revoked.
+		if err := store.Record(ctx, cluster, owner, cert, 0, now); err != nil {
+			return time.Time{}, fmt.Errorf("recording the resource-proxy certificate of %s: %w", cluster, err)
 		}
 		if s == nil {
 			err = r.Client.Create(ctx, desired)
@@ -92,39 +105,13 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 		if err != nil {
 			return time.Time{}, fmt.Errorf("writing cluster secret for %s: %w", cluster, err)
 		}
+		renewAt = pki.RenewalTime(cert)
 		if next.IsZero() || renewAt.Before(next) {
 			next = renewAt
 		}
 	}
 	if created > 0 {
 		r.event(goc, corev1.EventTypeNormal, "AgentsRegistered", "RegisterAgents", "registered %d agent(s) with the principal", created)
-	}
-
-	r.pruneBlocklist(ctx, principalNS)
-	if obs.selected == nil {
-		return next, nil
-	}
-	var leaving []string
-	for cluster := range byCluster {
-		if !obs.owned.Has(cluster) {
-			leaving = append(leaving, cluster)
-		}
-	}
-	if err := r.revokeAgents(ctx, goc, principalNS, leaving); err != nil {
-		return time.Time{}, err
-	}
-	removed := 0
-	for cluster, s := range byCluster {
-		if obs.owned.Has(cluster) {
-			continue
-		}
-		if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
-			return time.Time{}, err
-		}
-		removed++
-	}
-	if removed > 0 {
-		r.event(goc, corev1.EventTypeNormal, "AgentsUnregistered", "UnregisterAgents", "removed %d agent(s) that left the placement", removed)
 	}
 	return next, nil
 }
@@ -155,14 +142,18 @@ func clusterSecretLabels(goc *v1alpha1.GitOpsCluster, cluster string) map[string
 	return l
 }
 
-func (r *Reconciler) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *hubPKI, now time.Time) (*corev1.Secret, time.Time, error) {
-	kp, err := hub.CA.IssueClientCert(pkix.Name{CommonName: cluster}, r.Config.ClusterSecretValidity, now)
+func (r *Reconciler) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *hubPKI, now time.Time) (*corev1.Secret, *x509.Certificate, error) {
+	validity := r.Config.ClusterSecretValidity
+	if validity <= 0 || validity > MaxClusterSecretValidity {
+		validity = MaxClusterSecretValidity
+	}
+	kp, err := hub.CA.IssueClientCert(pkix.Name{CommonName: cluster}, validity, now)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("issuing the resource-proxy client certificate for %s: %w", cluster, err)
+		return nil, nil, fmt.Errorf("issuing the resource-proxy client certificate for %s: %w", cluster, err)
 	}
 	cfg, err := json.Marshal(clusterConfig{TLSClientConfig: tlsClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: hub.Bundle}})
 	if err != nil {
-		return nil, time.Time{}, err
+		return nil, nil, err
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
@@ -176,5 +167,5 @@ func (r *Reconciler) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS
 			"server": []byte(r.resourceProxyServer(principalNS, cluster)),
 			"config": cfg,
 		},
-	}, pki.RenewalTime(kp.Cert), nil
+	}, kp.Cert, nil
 }

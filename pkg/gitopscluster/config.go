@@ -31,6 +31,13 @@ type Config struct {
 	CAValidity            time.Duration
 	ServerCertValidity    time.Duration
 	ClusterSecretValidity time.Duration
+	// DepartureSettle is how long a cluster must stay out of the selection before its agent is
+	// revoked (confirmed then by a live read of every decision): OCM rewrites paged decisions
+	// one page at a time, so a cluster may briefly appear in none.
+	DepartureSettle time.Duration
+	// MaxRevocationPercent is the circuit breaker: a pass that would revoke more than this
+	// share of a GitOpsCluster's agents waits for a person's approval. 0 or 100 disables it.
+	MaxRevocationPercent int
 	// ManagedNamespaces limits the principal namespaces whose Secrets and Deployments the
 	// manager reads and writes; empty means all.
 	ManagedNamespaces []string
@@ -52,10 +59,17 @@ func DefaultConfig() Config {
 		DefaultAgentNamespace:    "argocd",
 		CAValidity:               5 * 365 * 24 * time.Hour,
 		ServerCertValidity:       365 * 24 * time.Hour,
-		ClusterSecretValidity:    365 * 24 * time.Hour,
+		ClusterSecretValidity:    MaxClusterSecretValidity,
+		DepartureSettle:          30 * time.Second,
+		MaxRevocationPercent:     50,
 		Now:                      time.Now,
 	}
 }
+
+// MaxClusterSecretValidity bounds the resource-proxy client certificate of a cluster secret:
+// argocd-agent v0.9.0's resource proxy accepts it by CA and CN alone, so a copy that outlives
+// its cluster secret stays usable until it expires.
+const MaxClusterSecretValidity = 30 * 24 * time.Hour
 
 // Secret names argocd-agent v0.9's principal expects in its namespace.
 const (

@@ -36,6 +36,9 @@ type Reconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Config    Config
+
+	departures departures
+	exclusive  exclusiveCache
 }
 
 // observation is what a reconcile learned about the world before writing anything.
@@ -45,6 +48,9 @@ type observation struct {
 	selected sets.Set[string]
 	// owned are the selected clusters this GitOpsCluster owns (not owned by an older one).
 	owned sets.Set[string]
+	// teardownBlocked says why the selection cannot be trusted to remove anything ("" when it
+	// can): the Placement is missing or being deleted, has no decisions, or they are mid-update.
+	teardownBlocked string
 	// invalid maps selected clusters whose names cannot be agent names to the reason.
 	invalid  map[string]string
 	conflict []string
@@ -90,6 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if !obs.placementFound {
+		obs.teardownBlocked = "the Placement does not exist"
 		setCond(v1alpha1.ConditionPlacementResolved, false, v1alpha1.ReasonPlacementNotFound,
 			fmt.Sprintf("Placement %s/%s not found; create it (cluster.open-cluster-management.io/v1beta1) in the GitOpsCluster's namespace", goc.Namespace, goc.Spec.PlacementRef.Name))
 	} else {
@@ -117,14 +124,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	setCond(v1alpha1.ConditionPrincipalDiscovered, disc.Endpoint != nil, disc.Reason, disc.Message)
 
 	// 3. Hub PKI.
-	if !r.namespaceManaged(principalNS) {
+	notAllowed, err := fleet.PrincipalAllowed(ctx, r.Client, goc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !r.namespaceManaged(principalNS) || notAllowed != "" {
+		reason := v1alpha1.ReasonNamespaceNotManaged
 		msg := fmt.Sprintf("the manager may not manage Secrets in principal namespace %s; add it to the manager's --managed-namespaces (Helm value managedNamespaces)", principalNS)
-		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonNamespaceNotManaged, msg)
-		setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonNamespaceNotManaged, msg)
+		if notAllowed != "" {
+			reason = v1alpha1.ReasonPrincipalNotAllowed
+			msg = fmt.Sprintf("this GitOpsCluster may not use the principal in namespace %s: %s", principalNS, notAllowed)
+		}
+		setCond(v1alpha1.ConditionCertificatesReady, false, reason, msg)
+		setCond(v1alpha1.ConditionAddOnConfigured, false, reason, msg)
 		if err := r.observeAgents(ctx, obs, status, setCond); err != nil {
 			return ctrl.Result{}, err
 		}
 		setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, msg)
+		r.event(goc, corev1.EventTypeWarning, reason, "IssueCertificates", msg)
 		return ctrl.Result{}, r.writeStatus(ctx, goc, status)
 	}
 	var hosts []string
@@ -148,13 +165,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.restartPrincipalIfNeeded(ctx, goc, principalNS, hub.PrincipalCertHash); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.checkSignerExclusive(ctx, goc, principalNS, setCond)
 
-	// 4. Agent registration secrets on the principal.
+	// 4. Agent registration secrets on the principal, and revocation of the agents that go.
 	clusterRenewal, err := r.syncClusterSecrets(ctx, goc, principalNS, obs, hub)
 	if err != nil {
 		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonCertificatesFailed, err.Error())
 		_ = r.writeStatus(ctx, goc, status)
 		return ctrl.Result{}, err
+	}
+	revocation, revErr := r.reconcileRevocation(ctx, goc, principalNS, obs)
+	status.RevokedAgents = int32(revocation.revoked)
+	status.PendingDepartures = int32(revocation.pending)
+	if revocation.paused != "" {
+		if !meta.IsStatusConditionTrue(goc.Status.Conditions, v1alpha1.ConditionRevocationPaused) {
+			r.event(goc, corev1.EventTypeWarning, "RevocationPaused", "RevokeAgents", revocation.paused)
+		}
+		setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonTooManyDepartures, revocation.paused)
+	} else if obs.teardownBlocked != "" && revocation.pending > 0 {
+		setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonSelectionUnknown,
+			fmt.Sprintf("%d agent(s) outside the selection are kept: %s; nothing is revoked until the selection is known", revocation.pending, obs.teardownBlocked))
+	} else {
+		setCond(v1alpha1.ConditionRevocationPaused, false, v1alpha1.ReasonRevocationAllowed,
+			fmt.Sprintf("agents leaving the selection are revoked after %s and a live check; %d pending", r.Config.DepartureSettle, revocation.pending))
+	}
+	if revErr != nil {
+		_ = r.writeStatus(ctx, goc, status)
+		return ctrl.Result{}, revErr
 	}
 	setCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonCertificatesIssued,
 		fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s; %d agent cluster secret(s)", principalNS, obs.owned.Len()))
@@ -220,6 +257,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Look again for old configs the rollout no longer needs.
 		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
 	}
+	if revocation.requeue > 0 {
+		return ctrl.Result{RequeueAfter: revocation.requeue}, nil
+	}
 	next := hub.NextRenewal
 	if !clusterRenewal.IsZero() && (next.IsZero() || clusterRenewal.Before(next)) {
 		next = clusterRenewal
@@ -235,6 +275,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
+// selectionUnknown says why a Placement's decisions may not be read as the full selection, or
+// "": it is being deleted (decisions go first), it has no PlacementDecision yet (a re-created
+// Placement), or OCM's scheduler has reported a different number of clusters than the pages
+// hold (pages mid-update).
+func selectionUnknown(pl *clusterv1beta1.Placement, selected sets.Set[string], pages int) string {
+	switch {
+	case !pl.DeletionTimestamp.IsZero():
+		return "the Placement is being deleted"
+	case pages == 0:
+		return "the Placement has no PlacementDecision yet"
+	case meta.FindStatusCondition(pl.Status.Conditions, clusterv1beta1.PlacementConditionSatisfied) != nil &&
+		int(pl.Status.NumberOfSelectedClusters) != selected.Len():
+		return fmt.Sprintf("the Placement reports %d selected cluster(s) but its decisions list %d (OCM is rewriting them)", pl.Status.NumberOfSelectedClusters, selected.Len())
+	}
+	return ""
+}
+
 func (r *Reconciler) observePlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (*observation, error) {
 	obs := &observation{owned: sets.New[string](), invalid: map[string]string{}}
 	pl := &clusterv1beta1.Placement{}
@@ -245,11 +302,12 @@ func (r *Reconciler) observePlacement(ctx context.Context, goc *v1alpha1.GitOpsC
 		return nil, fmt.Errorf("reading Placement %s/%s: %w", goc.Namespace, goc.Spec.PlacementRef.Name, err)
 	}
 	obs.placementFound = true
-	selected, err := fleet.SelectedClusters(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
+	selected, pages, err := fleet.SelectedClustersAndPages(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
 	if err != nil {
 		return nil, err
 	}
 	obs.selected = selected
+	obs.teardownBlocked = selectionUnknown(pl, selected, pages)
 	for _, c := range sets.List(selected) {
 		if why := names.ValidAgentName(c, principalNS); why != "" {
 			obs.invalid[c] = why

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
@@ -176,7 +177,7 @@ func TestFleetBecomesReadyWithPKIAndAddOnObjects(t *testing.T) {
 	}
 	if len(tmpl.Spec.Registration) != 1 || tmpl.Spec.Registration[0].CustomSigner == nil ||
 		tmpl.Spec.Registration[0].CustomSigner.SignerName != "open-cluster-management.io/argocd-agent-addon" ||
-		tmpl.Spec.Registration[0].CustomSigner.SigningCA.Name != gitopscluster.CASecretName {
+		tmpl.Spec.Registration[0].CustomSigner.SigningCA.Name != addon.UnreadableSigningCAName {
 		t.Errorf("registration = %+v", tmpl.Spec.Registration)
 	}
 	entry, ok := cmaEntries(t)[ns+"/all"]

@@ -2,59 +2,476 @@ package gitopscluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
 
-// revokeAgents puts the client certificates the signer issued to clusters whose agent leaves
-// this principal on the principal's TLS blocklist, before their cluster secrets go. Clusters
-// now owned by another GitOpsCluster of the same principal keep their certificates.
-func (r *Reconciler) revokeAgents(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, clusters []string) error {
-	if len(clusters) == 0 {
+// departures remembers, per principal namespace and cluster, when a cluster was first seen
+// missing from its GitOpsCluster's selection. A departure is acted on only after the settle
+// period and a live read that still lacks the cluster. Losing this memory (a restart) only
+// restarts the wait.
+type departures struct {
+	mu    sync.Mutex
+	first map[string]time.Time
+}
+
+func (d *departures) seen(key string, now time.Time) time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.first == nil {
+		d.first = map[string]time.Time{}
+	}
+	if t, ok := d.first[key]; ok {
+		return t
+	}
+	d.first[key] = now
+	return now
+}
+
+func (d *departures) forget(keys ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, k := range keys {
+		delete(d.first, k)
+	}
+}
+
+// revocationResult is what the revocation phase tells the rest of the reconcile.
+type revocationResult struct {
+	// requeue is when pending departures are looked at again (zero: none pending).
+	requeue time.Duration
+	// paused is the message of a pass the circuit breaker holds back ("" when not paused).
+	paused string
+	// pending counts departures not acted on yet.
+	pending int
+	// revoked counts clusters of spec.revokedClusters whose agent is cut off.
+	revoked int
+}
+
+// agentRecords are the clusters a GitOpsCluster has an agent record for on its principal.
+type agentRecords struct {
+	// secrets are its cluster secrets by cluster.
+	secrets map[string]*corev1.Secret
+	// ledgers are the ledgers it owns (or that no live GitOpsCluster owns) by cluster.
+	ledgers map[string]*corev1.ConfigMap
+}
+
+func (a agentRecords) clusters() sets.Set[string] {
+	out := sets.New[string]()
+	for c := range a.secrets {
+		out.Insert(c)
+	}
+	for c := range a.ledgers {
+		out.Insert(c)
+	}
+	return out
+}
+
+// readAgentRecords lists, through the cache, the cluster secrets of goc and the ledgers on its
+// principal that goc owns or that have no live owner.
+func (r *Reconciler) readAgentRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (agentRecords, error) {
+	rec := agentRecords{secrets: map[string]*corev1.Secret{}, ledgers: map[string]*corev1.ConfigMap{}}
+	var secrets corev1.SecretList
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(principalNS), client.MatchingLabels{
+		v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name,
+	}); err != nil {
+		return rec, err
+	}
+	for i := range secrets.Items {
+		if c := secrets.Items[i].Labels[LabelAgentName]; c != "" {
+			rec.secrets[c] = &secrets.Items[i]
+		}
+	}
+	var cms corev1.ConfigMapList
+	if err := r.Client.List(ctx, &cms, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordLedger}); err != nil {
+		return rec, err
+	}
+	for i := range cms.Items {
+		cm := &cms.Items[i]
+		c := ledger.ClusterOf(cm)
+		if c == "" {
+			continue
+		}
+		owner := ledger.OwnerOf(cm)
+		if owner.Namespace == goc.Namespace && owner.Name == goc.Name {
+			rec.ledgers[c] = cm
+			continue
+		}
+		// A ledger whose owner is gone (or never named) belongs to every GitOpsCluster of the
+		// principal until one of them revokes or adopts it.
+		live, err := r.liveGitOpsCluster(ctx, owner)
+		if err != nil {
+			return rec, err
+		}
+		if !live {
+			rec.ledgers[c] = cm
+		}
+	}
+	return rec, nil
+}
+
+func (r *Reconciler) liveGitOpsCluster(ctx context.Context, key types.NamespacedName) (bool, error) {
+	if key.Name == "" {
+		return false, nil
+	}
+	g := &v1alpha1.GitOpsCluster{}
+	if err := r.Client.Get(ctx, key, g); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return g.DeletionTimestamp.IsZero(), nil
+}
+
+// reconcileRevocation cuts off the agents that must go from the principal: clusters a person
+// revoked (at once), and clusters that left the selection (once the departure is confirmed,
+// and within the circuit breaker's limit). It deletes their cluster secrets and puts every
+// certificate their ledger lists on the principal's blocklist. It also lifts revocations a
+// person undid and prunes expired blocklist entries. One cluster's failure never stops the
+// others; the errors are returned together.
+func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *observation) (revocationResult, error) {
+	var res revocationResult
+	now := r.Config.Now()
+	store := r.ledgerStore(principalNS)
+	rec, err := r.readAgentRecords(ctx, goc, principalNS)
+	if err != nil {
+		return res, err
+	}
+	var errs []error
+
+	// 1. A person's revocation: immediate, whatever the Placement says.
+	revokedByPerson := sets.New(goc.Spec.RevokedClusters...)
+	for _, c := range sets.List(revokedByPerson) {
+		if obs.selected != nil && obs.selected.Has(c) {
+			res.revoked++
+		}
+		_, hasSecret := rec.secrets[c]
+		_, hasLedger := rec.ledgers[c]
+		if !hasSecret && !hasLedger {
+			continue
+		}
+		n, err := r.revokeCluster(ctx, store, rec, c, ledger.CauseRevoked, now)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.event(goc, corev1.EventTypeWarning, "AgentRevoked", "RevokeAgent",
+			"revoked the agent of cluster %s as listed in spec.revokedClusters: cluster secret deleted, %d certificate(s) blocked on the principal in %s", c, n, principalNS)
+	}
+
+	// 2. Revocations a person undid: the cluster is ours again and no longer listed.
+	if err := r.liftRevocations(ctx, goc, store, principalNS, obs, revokedByPerson, now); err != nil {
+		errs = append(errs, err)
+	}
+
+	// 3. Departures.
+	candidates := rec.clusters().Difference(obs.owned).Difference(revokedByPerson)
+	keyOf := func(c string) string { return principalNS + "/" + c }
+	for c := range obs.owned {
+		r.departures.forget(keyOf(c))
+	}
+	if candidates.Len() > 0 {
+		res.pending = candidates.Len()
+		if obs.teardownBlocked != "" {
+			log.FromContext(ctx).Info("not revoking agents that left the selection while it is unknown", "clusters", candidates.Len(), "why", obs.teardownBlocked)
+		} else {
+			confirmed, wait, err := r.confirmDepartures(ctx, goc, principalNS, candidates, now)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			res.requeue = wait
+			if len(confirmed) > 0 {
+				agents := rec.clusters().Len()
+				if msg := r.circuitBreaker(goc, len(confirmed), agents); msg != "" {
+					res.paused = msg
+				} else {
+					for _, c := range confirmed {
+						n, err := r.revokeCluster(ctx, store, rec, c, ledger.CauseDeparted, now)
+						if err != nil {
+							errs = append(errs, err)
+							continue
+						}
+						res.pending--
+						r.departures.forget(keyOf(c))
+						r.event(goc, corev1.EventTypeNormal, "AgentRevoked", "RevokeAgent",
+							"cluster %s left the selection: cluster secret deleted, %d certificate(s) blocked on the principal in %s", c, n, principalNS)
+					}
+				}
+			}
+		}
+	}
+
+	// 4. Housekeeping.
+	if err := r.pruneRevoked(ctx, store, principalNS, now); err != nil {
+		log.FromContext(ctx).Error(err, "pruning expired entries of the principal's blocklist", "namespace", principalNS)
+	}
+	return res, errors.Join(errs...)
+}
+
+// circuitBreaker returns why a pass revoking n of agents must wait for a person, or "".
+func (r *Reconciler) circuitBreaker(goc *v1alpha1.GitOpsCluster, n, agents int) string {
+	pct := r.Config.MaxRevocationPercent
+	if pct <= 0 || pct >= 100 || agents == 0 || n*100 <= pct*agents {
+		return ""
+	}
+	if goc.Annotations[v1alpha1.AnnotationApproveRevocation] == strconv.Itoa(n) {
+		return ""
+	}
+	return fmt.Sprintf("revoking %d of %d agent(s) at once exceeds the limit of %d%% (manager flag --max-revocation-percent); nothing was revoked. "+
+		"If these clusters really left, approve with: kubectl annotate gitopscluster -n %s %s %s=%d --overwrite",
+		n, agents, pct, goc.Namespace, goc.Name, v1alpha1.AnnotationApproveRevocation, n)
+}
+
+// confirmDepartures returns the candidates whose departure is confirmed: missing for the
+// settle period, and still not owned on this principal in a live read of every decision. It
+// also returns how long to wait for the others.
+func (r *Reconciler) confirmDepartures(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, candidates sets.Set[string], now time.Time) ([]string, time.Duration, error) {
+	settle := r.Config.DepartureSettle
+	var ripe []string
+	var wait time.Duration
+	wall := time.Now()
+	for _, c := range sets.List(candidates) {
+		first := r.departures.seen(principalNS+"/"+c, wall)
+		if left := settle - wall.Sub(first); left > 0 {
+			if wait == 0 || left < wait {
+				wait = left
+			}
+			continue
+		}
+		ripe = append(ripe, c)
+	}
+	if len(ripe) == 0 {
+		return nil, wait, nil
+	}
+	owners, why, err := r.liveOwners(ctx, goc)
+	if err != nil {
+		return nil, settle, err
+	}
+	if why != "" {
+		log.FromContext(ctx).Info("departures not confirmed: the live selection is unknown", "why", why)
+		return nil, settle, nil
+	}
+	var confirmed []string
+	for _, c := range ripe {
+		owner := owners[c]
+		if owner == nil || names.PrincipalNamespace(owner) != principalNS {
+			confirmed = append(confirmed, c)
+			continue
+		}
+		// Another GitOpsCluster of the same principal owns it now: its agent stays, and so do
+		// its records, which pass to the new owner.
+		r.departures.forget(principalNS + "/" + c)
+		if err := r.adoptLedger(ctx, principalNS, c, owner); err != nil {
+			return confirmed, settle, err
+		}
+	}
+	if len(confirmed) < len(ripe) && wait == 0 {
+		wait = settle
+	}
+	return confirmed, wait, nil
+}
+
+// liveOwners reads every PlacementDecision from the API server (not the cache) and returns,
+// for every cluster some live GitOpsCluster selects, its owner (the oldest such GitOpsCluster).
+// It returns a reason instead when goc's own Placement reads as unknown.
+func (r *Reconciler) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (map[string]*v1alpha1.GitOpsCluster, string, error) {
+	reader := r.apiReader()
+	pl := &clusterv1beta1.Placement{}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, pl); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, "the Placement does not exist", nil
+		}
+		return nil, "", err
+	}
+	if !pl.DeletionTimestamp.IsZero() {
+		return nil, "the Placement is being deleted", nil
+	}
+	var gocs v1alpha1.GitOpsClusterList
+	if err := r.Client.List(ctx, &gocs); err != nil {
+		return nil, "", err
+	}
+	byPlacement := map[string][]*v1alpha1.GitOpsCluster{}
+	for i := range gocs.Items {
+		g := &gocs.Items[i]
+		if g.DeletionTimestamp.IsZero() {
+			k := fleet.PlacementKey(g.Namespace, g.Spec.PlacementRef.Name)
+			byPlacement[k] = append(byPlacement[k], g)
+		}
+	}
+	owners := map[string]*v1alpha1.GitOpsCluster{}
+	ownPages := 0
+	var list clusterv1beta1.PlacementDecisionList
+	for {
+		if err := reader.List(ctx, &list, client.HasLabels{fleet.PlacementLabel}, client.Limit(500), client.Continue(list.Continue)); err != nil {
+			return nil, "", fmt.Errorf("listing PlacementDecisions: %w", err)
+		}
+		for i := range list.Items {
+			pd := &list.Items[i]
+			key := fleet.PlacementKey(pd.Namespace, pd.Labels[fleet.PlacementLabel])
+			if key == fleet.PlacementKey(goc.Namespace, goc.Spec.PlacementRef.Name) {
+				ownPages++
+			}
+			for _, g := range byPlacement[key] {
+				for _, d := range pd.Status.Decisions {
+					if o := owners[d.ClusterName]; o == nil || fleet.Less(g, o) {
+						owners[d.ClusterName] = g
+					}
+				}
+			}
+		}
+		if list.Continue == "" {
+			break
+		}
+	}
+	if ownPages == 0 {
+		return nil, "the Placement has no PlacementDecision", nil
+	}
+	return owners, "", nil
+}
+
+// revokeCluster blocks cluster's certificates and deletes its cluster secret, in that order:
+// argocd-agent disconnects an agent whose cluster secret goes, and the blocklist keeps it out.
+func (r *Reconciler) revokeCluster(ctx context.Context, store ledger.Store, rec agentRecords, cluster string, cause ledger.Cause, now time.Time) (int, error) {
+	n, err := store.Revoke(ctx, cluster, cause, now)
+	if err != nil {
+		return n, fmt.Errorf("revoking the certificates of cluster %s: %w", cluster, err)
+	}
+	if s := rec.secrets[cluster]; s != nil {
+		if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+			return n, fmt.Errorf("deleting the cluster secret of %s: %w", cluster, err)
+		}
+	}
+	return n, nil
+}
+
+// adoptLedger relabels cluster's ledger with its new owner on the same principal.
+func (r *Reconciler) adoptLedger(ctx context.Context, principalNS, cluster string, owner *v1alpha1.GitOpsCluster) error {
+	cm := &corev1.ConfigMap{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: ledger.LedgerName(cluster)}, cm); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if cm.Labels[v1alpha1.LabelOwnerNamespace] == owner.Namespace && cm.Labels[v1alpha1.LabelOwnerName] == owner.Name {
 		return nil
 	}
-	revoke, err := signer.ClustersToRevoke(ctx, r.Client, principalNS, clusters)
-	if err != nil || len(revoke) == 0 {
+	patch := client.MergeFromWithOptions(cm.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	cm.Labels[v1alpha1.LabelOwnerNamespace] = owner.Namespace
+	cm.Labels[v1alpha1.LabelOwnerName] = owner.Name
+	return client.IgnoreNotFound(r.Client.Patch(ctx, cm, patch))
+}
+
+// liftRevocations unblocks the certificates of clusters a person revoked and no longer lists,
+// once goc owns them again.
+func (r *Reconciler) liftRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *observation, listed sets.Set[string], now time.Time) error {
+	var shards corev1.ConfigMapList
+	if err := r.Client.List(ctx, &shards, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
 		return err
 	}
-	if err := signer.Revoke(ctx, r.Client, principalNS, revoke, r.Config.Now()); err != nil {
-		return fmt.Errorf("revoking the agent certificates of %s: %w", summarize(slices.Clone(revoke)), err)
+	lift := sets.New[string]()
+	for i := range shards.Items {
+		for _, v := range shards.Items[i].Data {
+			cause, cluster := ledger.RevokedCauseAndCluster(v)
+			if cause == ledger.CauseRevoked && obs.owned.Has(cluster) && !listed.Has(cluster) {
+				lift.Insert(cluster)
+			}
+		}
 	}
-	r.event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
-		"blocked the agent client certificates of %s on the principal in %s", summarize(slices.Clone(revoke)), principalNS)
+	var errs []error
+	for _, c := range sets.List(lift) {
+		n, err := store.Unrevoke(ctx, c, now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("lifting the revocation of cluster %s: %w", c, err))
+			continue
+		}
+		if n > 0 {
+			r.event(goc, corev1.EventTypeNormal, "AgentRestored", "RevokeAgent",
+				"cluster %s is no longer in spec.revokedClusters: %d certificate(s) unblocked on the principal in %s", c, n, principalNS)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// pruneRevoked drops expired revocations; it reads past the cache only when the cache shows one.
+func (r *Reconciler) pruneRevoked(ctx context.Context, store ledger.Store, principalNS string, now time.Time) error {
+	var shards corev1.ConfigMapList
+	if err := r.Client.List(ctx, &shards, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
+		return err
+	}
+	for i := range shards.Items {
+		for _, v := range shards.Items[i].Data {
+			if !ledger.RevokedUnexpired(v, now) {
+				return store.Prune(ctx, now)
+			}
+		}
+	}
 	return nil
 }
 
-// revokeOwnedAgents revokes, first thing when a GitOpsCluster is deleted, the agents of the
-// clusters it has cluster secrets for.
+// revokeOwnedAgents revokes, when a GitOpsCluster is deleted, every agent it has records for,
+// except those another GitOpsCluster of the same principal owns now. A deletion is always
+// honoured: no settle period, no circuit breaker.
 func (r *Reconciler) revokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
-	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.InNamespace(names.PrincipalNamespace(goc)), client.MatchingLabels{
-		v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name,
-	}); err != nil {
+	principalNS := names.PrincipalNamespace(goc)
+	if !r.namespaceManaged(principalNS) {
+		return nil
+	}
+	rec, err := r.readAgentRecords(ctx, goc, principalNS)
+	if err != nil {
 		return err
 	}
-	var agents []string
-	for i := range secrets.Items {
-		if c := secrets.Items[i].Labels[LabelAgentName]; c != "" {
-			agents = append(agents, c)
+	store := r.ledgerStore(principalNS)
+	now := r.Config.Now()
+	var revoked []string
+	var errs []error
+	for _, c := range sets.List(rec.clusters()) {
+		selectors, err := fleet.SelectorsOf(ctx, r.Client, c)
+		if err != nil {
+			return err
 		}
+		if len(selectors) > 0 && names.PrincipalNamespace(selectors[0]) == principalNS &&
+			(selectors[0].Namespace != goc.Namespace || selectors[0].Name != goc.Name) {
+			if err := r.adoptLedger(ctx, principalNS, c, selectors[0]); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if _, err := r.revokeCluster(ctx, store, rec, c, ledger.CauseDeparted, now); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		revoked = append(revoked, c)
 	}
-	return r.revokeAgents(ctx, goc, names.PrincipalNamespace(goc), agents)
+	if len(revoked) > 0 {
+		r.event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
+			"blocked the agent client certificates of %s on the principal in %s", summarize(slices.Clone(revoked)), principalNS)
+	}
+	return errors.Join(errs...)
 }
 
-// pruneBlocklist drops expired certificates from the principal's blocklist. It is housekeeping:
-// a failure is logged, not reported.
-func (r *Reconciler) pruneBlocklist(ctx context.Context, principalNS string) {
-	if err := signer.PruneBlocklist(ctx, r.Client, principalNS, r.Config.Now()); err != nil {
-		log.FromContext(ctx).Error(err, "pruning the principal's TLS blocklist", "namespace", principalNS)
+func (r *Reconciler) ledgerStore(principalNS string) ledger.Store {
+	return ledger.Store{Client: r.Client, Reader: r.apiReader(), Namespace: principalNS}
+}
+
+func (r *Reconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
 	}
+	return r.Client
 }

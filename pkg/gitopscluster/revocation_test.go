@@ -9,122 +9,421 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
 
-// TestAgentsLeavingThePrincipalAreRevoked: when a cluster leaves the placement, or its
-// GitOpsCluster is deleted, the certificates the signer recorded for it go on the principal's
-// blocklist and its ledger is cleared; a cluster whose new owner uses the same principal keeps
-// its certificate.
-func TestAgentsLeavingThePrincipalAreRevoked(t *testing.T) {
-	ctx := context.Background()
-	const ns = "revocation"
-	createNamespace(t, ns)
-	createManagedClusters(t, "rvk-a", "rvk-b", "rvk-c")
-	createPlacement(t, ns, "first")
-	createPlacement(t, ns, "second")
-	setDecisions(t, ns, "first", 0, "rvk-a", "rvk-b", "rvk-c")
-	setDecisions(t, ns, "second", 0, "rvk-c")
-	createGitOpsCluster(t, ns, "first", "first", withAddress("principal.example.com"))
-	time.Sleep(1100 * time.Millisecond) // "second" must be younger, so "first" owns rvk-c
-	createGitOpsCluster(t, ns, "second", "second", withAddress("principal.example.com"))
-	secretExists := func(cluster string, want bool) error {
-		err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: gitopscluster.ClusterSecretName(cluster)}, &corev1.Secret{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		if exists := err == nil; exists != want {
-			return fmt.Errorf("cluster secret of %s exists=%v, want %v", cluster, exists, want)
-		}
-		return nil
-	}
-	for _, c := range []string{"rvk-a", "rvk-b", "rvk-c"} {
-		eventually(t, "cluster secret of "+c, func() error { return secretExists(c, true) })
-	}
+// revocationFixture is a principal namespace whose GitOpsClusters' agents have certificates
+// recorded the way the signer records them.
+type revocationFixture struct {
+	t     *testing.T
+	ns    string
+	ca    *pki.KeyPair
+	certs map[string]*x509.Certificate
+}
 
-	// What the signer records when it issues (the reconciler's clock decides what has expired).
-	now := clock.Now()
-	ca, err := pki.NewCA("revocation-test", 24*time.Hour, now)
+func newRevocationFixture(t *testing.T, ns string) *revocationFixture {
+	t.Helper()
+	createNamespace(t, ns)
+	ca, err := pki.NewCA("revocation-test", 24*time.Hour, clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	certs := map[string]*x509.Certificate{}
-	for _, c := range []string{"rvk-a", "rvk-b", "rvk-c"} {
-		kp, err := ca.IssueClientCert(pkix.Name{CommonName: c}, time.Hour, now)
+	return &revocationFixture{t: t, ns: ns, ca: ca, certs: map[string]*x509.Certificate{}}
+}
+
+func (f *revocationFixture) store() ledger.Store {
+	return ledger.Store{Client: k8s, Reader: k8s, Namespace: f.ns}
+}
+
+// issue records an agent certificate for each cluster, owned by GitOpsCluster owner.
+func (f *revocationFixture) issue(owner string, clusters ...string) {
+	f.t.Helper()
+	for _, c := range clusters {
+		kp, err := f.ca.IssueClientCert(pkix.Name{CommonName: c}, time.Hour, clock.Now())
 		if err != nil {
-			t.Fatal(err)
+			f.t.Fatal(err)
 		}
-		certs[c] = kp.Cert
-		if err := signer.RecordIssued(ctx, k8s, c, kp.Cert, now); err != nil {
-			t.Fatal(err)
+		f.certs[c] = kp.Cert
+		if err := f.store().Record(context.Background(), c, ledger.Owner{Namespace: f.ns, Name: owner}, kp.Cert, 0, clock.Now()); err != nil {
+			f.t.Fatal(err)
 		}
 	}
-	blocked := func() map[string]string {
-		cm := &corev1.ConfigMap{}
-		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: signer.BlocklistName}, cm); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil
+}
+
+func (f *revocationFixture) blocked(cluster string) bool {
+	f.t.Helper()
+	bl, err := f.store().Blocklist(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	_, ok := bl[pki.Fingerprint(f.certs[cluster])]
+	return ok
+}
+
+func (f *revocationFixture) secretExists(cluster string) bool {
+	f.t.Helper()
+	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: gitopscluster.ClusterSecretName(cluster)}, &corev1.Secret{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		f.t.Fatal(err)
+	}
+	return err == nil
+}
+
+func (f *revocationFixture) ledgerExists(cluster string) bool {
+	f.t.Helper()
+	cm, _, err := f.store().Read(context.Background(), cluster, clock.Now())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return cm != nil
+}
+
+func (f *revocationFixture) waitSecrets(clusters ...string) {
+	f.t.Helper()
+	for _, c := range clusters {
+		eventually(f.t, "cluster secret of "+c, func() error {
+			if !f.secretExists(c) {
+				return fmt.Errorf("no cluster secret for %s yet", c)
 			}
-			t.Fatal(err)
-		}
-		return cm.Data
+			return nil
+		})
 	}
-	ledgerExists := func(cluster string) bool {
-		err := k8s.Get(ctx, types.NamespacedName{Namespace: cluster, Name: signer.LedgerName}, &corev1.ConfigMap{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
+}
+
+func (f *revocationFixture) waitRevoked(cluster string) {
+	f.t.Helper()
+	eventually(f.t, cluster+" revoked", func() error {
+		if !f.blocked(cluster) {
+			return fmt.Errorf("%s's certificate is not blocked", cluster)
 		}
-		return err == nil
+		if f.ledgerExists(cluster) {
+			return fmt.Errorf("%s's ledger still exists", cluster)
+		}
+		if f.secretExists(cluster) {
+			return fmt.Errorf("%s's cluster secret still exists", cluster)
+		}
+		return nil
+	})
+}
+
+// neverRevoked watches for d that none of clusters loses its cluster secret or gets blocked.
+func (f *revocationFixture) neverRevoked(d time.Duration, clusters ...string) {
+	f.t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		for _, c := range clusters {
+			if f.blocked(c) || !f.secretExists(c) || !f.ledgerExists(c) {
+				f.t.Fatalf("the agent of %s was revoked although it is still selected (blocked=%v secret=%v ledger=%v)",
+					c, f.blocked(c), f.secretExists(c), f.ledgerExists(c))
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestAgentsLeavingThePrincipalAreRevoked: a cluster that leaves the placement is revoked once
+// the departure is confirmed (its certificates, including the cluster secret's resource-proxy
+// certificate, go on the blocklist; ledger and cluster secret go); a cluster whose new owner
+// uses the same principal keeps its certificates; deleting a GitOpsCluster revokes its agents.
+func TestAgentsLeavingThePrincipalAreRevoked(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "revocation")
+	createManagedClusters(t, "rvk-a", "rvk-b", "rvk-c")
+	createPlacement(t, f.ns, "first")
+	createPlacement(t, f.ns, "second")
+	setDecisions(t, f.ns, "first", 0, "rvk-a", "rvk-b", "rvk-c")
+	setDecisions(t, f.ns, "second", 0, "rvk-c")
+	createGitOpsCluster(t, f.ns, "first", "first", withAddress("principal.example.com"))
+	time.Sleep(1100 * time.Millisecond) // "second" must be younger, so "first" owns rvk-c
+	createGitOpsCluster(t, f.ns, "second", "second", withAddress("principal.example.com"))
+	f.waitSecrets("rvk-a", "rvk-b", "rvk-c")
+	f.issue("first", "rvk-a", "rvk-b", "rvk-c")
+
+	// The cluster secret's resource-proxy certificate is recorded too, and short-lived.
+	proxyCert, _ := clusterSecretCert(t, f.ns, "rvk-a")
+	if life := proxyCert.NotAfter.Sub(proxyCert.NotBefore); life > gitopscluster.MaxClusterSecretValidity+time.Hour {
+		t.Errorf("resource-proxy certificate lives %s, more than %s", life, gitopscluster.MaxClusterSecretValidity)
+	}
+	_, entries, err := f.store().Read(ctx, "rvk-a", clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := entries[pki.Fingerprint(proxyCert)]; !ok {
+		t.Fatalf("rvk-a's resource-proxy certificate is not in its ledger %v", entries)
 	}
 
 	// rvk-a leaves every placement; rvk-c passes to "second", which uses the same principal.
-	setDecisions(t, ns, "first", 0, "rvk-b")
-	eventually(t, "rvk-a revoked", func() error {
-		if _, ok := blocked()[pki.Fingerprint(certs["rvk-a"])]; !ok {
-			return fmt.Errorf("blocklist %v lacks rvk-a's certificate", blocked())
-		}
-		if ledgerExists("rvk-a") {
-			return fmt.Errorf("rvk-a's ledger still exists")
-		}
-		return secretExists("rvk-a", false)
-	})
-	if _, ok := blocked()[pki.Fingerprint(certs["rvk-c"])]; ok {
-		t.Error("rvk-c's certificate was blocked although its new owner uses the same principal")
+	setDecisions(t, f.ns, "first", 0, "rvk-b", "rvk-c")
+	setDecisions(t, f.ns, "first", 0, "rvk-b")
+	f.waitRevoked("rvk-a")
+	bl, _ := f.store().Blocklist(ctx)
+	if _, ok := bl[pki.Fingerprint(proxyCert)]; !ok {
+		t.Error("rvk-a's resource-proxy client certificate was not blocked")
 	}
-	if !ledgerExists("rvk-c") || !ledgerExists("rvk-b") {
+	if f.blocked("rvk-c") || f.blocked("rvk-b") {
+		t.Error("a certificate of a cluster that stays on the principal was blocked")
+	}
+	if !f.ledgerExists("rvk-c") || !f.ledgerExists("rvk-b") {
 		t.Error("the ledger of a cluster that stays was deleted")
 	}
-	if _, ok := blocked()[pki.Fingerprint(certs["rvk-b"])]; ok {
-		t.Error("rvk-b's certificate was blocked although it is still selected")
-	}
 
-	// Deleting a GitOpsCluster revokes the agents it owned.
-	if err := k8s.Delete(ctx, &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "first"}}); err != nil {
+	// Deleting a GitOpsCluster revokes the agents it owned, with no settle period or brake.
+	if err := k8s.Delete(ctx, &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "first"}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "rvk-b revoked on deletion", func() error {
-		if _, ok := blocked()[pki.Fingerprint(certs["rvk-b"])]; !ok {
-			return fmt.Errorf("blocklist %v lacks rvk-b's certificate", blocked())
-		}
-		if ledgerExists("rvk-b") {
-			return fmt.Errorf("rvk-b's ledger still exists")
+		if !f.blocked("rvk-b") || f.ledgerExists("rvk-b") {
+			return fmt.Errorf("rvk-b blocked=%v ledger=%v", f.blocked("rvk-b"), f.ledgerExists("rvk-b"))
 		}
 		return nil
 	})
-	if err := k8s.Delete(ctx, &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "second"}}); err != nil {
+	if err := k8s.Delete(ctx, &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "second"}}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "rvk-c revoked when its last GitOpsCluster goes", func() error {
-		if _, ok := blocked()[pki.Fingerprint(certs["rvk-c"])]; !ok {
-			return fmt.Errorf("blocklist %v lacks rvk-c's certificate", blocked())
+		if !f.blocked("rvk-c") {
+			return fmt.Errorf("rvk-c is not blocked")
 		}
 		return nil
 	})
+}
+
+// TestPagedDecisionRewriteNeverRevokes: OCM moves the last cluster of a full page to the next
+// page with two writes; between them the cluster is in no page. That must not revoke it.
+func TestPagedDecisionRewriteNeverRevokes(t *testing.T) {
+	f := newRevocationFixture(t, "paged")
+	page0 := []string{"pg-a", "pg-b", "pg-c"}
+	createManagedClusters(t, append(page0, "pg-0", "pg-d")...)
+	createPlacement(t, f.ns, "p")
+	setDecisions(t, f.ns, "p", 0, page0...)
+	setDecisions(t, f.ns, "p", 1, "pg-d")
+	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
+	f.waitSecrets("pg-a", "pg-b", "pg-c", "pg-d")
+	f.issue("g", "pg-a", "pg-b", "pg-c", "pg-d")
+
+	// pg-0 joins and sorts first: page 0 loses pg-c, page 1 gains it a moment later, as the
+	// placement controller writes them (one call per page).
+	setDecisions(t, f.ns, "p", 0, "pg-0", "pg-a", "pg-b")
+	time.Sleep(departureSettle / 2)
+	setDecisions(t, f.ns, "p", 1, "pg-c", "pg-d")
+	f.neverRevoked(2*departureSettle, "pg-a", "pg-b", "pg-c", "pg-d")
+	f.waitSecrets("pg-0")
+}
+
+// TestPlacementWithoutDecisionsRevokesNothing: a Placement that has no PlacementDecision (being
+// re-created) or is being deleted reads as "unknown", not "selects nothing".
+func TestPlacementWithoutDecisionsRevokesNothing(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "nodecisions")
+	createManagedClusters(t, "nd-a", "nd-b")
+	createPlacement(t, f.ns, "p")
+	setDecisions(t, f.ns, "p", 0, "nd-a", "nd-b")
+	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
+	f.waitSecrets("nd-a", "nd-b")
+	f.issue("g", "nd-a", "nd-b")
+
+	// The decisions go (kubectl replace --force of the Placement: a new one, not scheduled yet).
+	if err := k8s.DeleteAllOf(ctx, &clusterv1beta1.PlacementDecision{}, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	conditionIs(t, f.ns, "g", v1alpha1.ConditionRevocationPaused, metav1.ConditionTrue, v1alpha1.ReasonSelectionUnknown)
+	f.neverRevoked(2*departureSettle, "nd-a", "nd-b")
+
+	// A foreground deletion: the Placement is held by a finalizer while its decisions are gone.
+	pl := &clusterv1beta1.Placement{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "p"}, pl); err != nil {
+		t.Fatal(err)
+	}
+	pl.Finalizers = append(pl.Finalizers, "example.com/hold")
+	if err := k8s.Update(ctx, pl); err != nil {
+		t.Fatal(err)
+	}
+	setDecisions(t, f.ns, "p", 0)
+	if err := k8s.Delete(ctx, pl); err != nil {
+		t.Fatal(err)
+	}
+	f.neverRevoked(2*departureSettle, "nd-a", "nd-b")
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "p"}, pl); err != nil {
+		t.Fatal(err)
+	}
+	pl.Finalizers = nil
+	if err := k8s.Update(ctx, pl); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCircuitBreakerPausesMassRevocation: removing most of a GitOpsCluster's clusters at once
+// pauses with a condition naming the count; approving that count lets it proceed.
+func TestCircuitBreakerPausesMassRevocation(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "breaker")
+	clusters := []string{"cb-a", "cb-b", "cb-c", "cb-d"}
+	createManagedClusters(t, clusters...)
+	createPlacement(t, f.ns, "p")
+	setDecisions(t, f.ns, "p", 0, clusters...)
+	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
+	f.waitSecrets(clusters...)
+	f.issue("g", clusters...)
+
+	setDecisions(t, f.ns, "p", 0, "cb-a")
+	g := conditionIs(t, f.ns, "g", v1alpha1.ConditionRevocationPaused, metav1.ConditionTrue, v1alpha1.ReasonTooManyDepartures)
+	f.neverRevoked(departureSettle, "cb-b", "cb-c", "cb-d")
+	if g.Status.PendingDepartures != 3 {
+		t.Errorf("pendingDepartures = %d, want 3", g.Status.PendingDepartures)
+	}
+
+	patch := client.MergeFrom(g.DeepCopy())
+	if g.Annotations == nil {
+		g.Annotations = map[string]string{}
+	}
+	g.Annotations[v1alpha1.AnnotationApproveRevocation] = "3"
+	if err := k8s.Patch(ctx, g, patch); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{"cb-b", "cb-c", "cb-d"} {
+		f.waitRevoked(c)
+	}
+	conditionIs(t, f.ns, "g", v1alpha1.ConditionRevocationPaused, metav1.ConditionFalse, "")
+	if f.blocked("cb-a") {
+		t.Error("the remaining cluster was blocked")
+	}
+}
+
+// TestRevokeActionAndUndo: listing a cluster in spec.revokedClusters cuts its agent at once
+// while the Placement still selects it; removing it restores the agent.
+func TestRevokeActionAndUndo(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "revoke-action")
+	createManagedClusters(t, "ra-a", "ra-b")
+	createPlacement(t, f.ns, "p")
+	setDecisions(t, f.ns, "p", 0, "ra-a", "ra-b")
+	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
+	f.waitSecrets("ra-a", "ra-b")
+	f.issue("g", "ra-a", "ra-b")
+
+	g := getGOC(t, f.ns, "g")
+	patch := client.MergeFrom(g.DeepCopy())
+	g.Spec.RevokedClusters = []string{"ra-a"}
+	if err := k8s.Patch(ctx, g, patch); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	f.waitRevoked("ra-a")
+	if d := time.Since(start); d > departureSettle {
+		t.Errorf("a person's revocation took %s; it must not wait for the settle period", d)
+	}
+	eventually(t, "status counts the revoked agent", func() error {
+		if n := getGOC(t, f.ns, "g").Status.RevokedAgents; n != 1 {
+			return fmt.Errorf("revokedAgents = %d", n)
+		}
+		return nil
+	})
+	f.neverRevoked(departureSettle, "ra-b")
+
+	// Undo: the cluster secret comes back and the certificates revoked by the person are lifted.
+	g = getGOC(t, f.ns, "g")
+	patch = client.MergeFrom(g.DeepCopy())
+	g.Spec.RevokedClusters = nil
+	if err := k8s.Patch(ctx, g, patch); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ra-a restored", func() error {
+		if f.blocked("ra-a") || !f.secretExists("ra-a") {
+			return fmt.Errorf("ra-a blocked=%v secret=%v", f.blocked("ra-a"), f.secretExists("ra-a"))
+		}
+		return nil
+	})
+}
+
+// TestFreshLedgerOfADepartedClusterIsRevoked: a certificate recorded after the cluster's
+// revocation (a signer racing with it) makes a new ledger; the next pass revokes it.
+func TestFreshLedgerOfADepartedClusterIsRevoked(t *testing.T) {
+	f := newRevocationFixture(t, "race")
+	createManagedClusters(t, "rc-a", "rc-b", "rc-c")
+	createPlacement(t, f.ns, "p")
+	setDecisions(t, f.ns, "p", 0, "rc-a", "rc-b", "rc-c")
+	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
+	f.waitSecrets("rc-a", "rc-b", "rc-c")
+	f.issue("g", "rc-a")
+	setDecisions(t, f.ns, "p", 0, "rc-b", "rc-c")
+	f.waitRevoked("rc-a")
+
+	f.issue("g", "rc-a") // recorded after the revocation
+	eventually(t, "the late certificate revoked", func() error {
+		if !f.blocked("rc-a") || f.ledgerExists("rc-a") {
+			return fmt.Errorf("late certificate blocked=%v, ledger=%v", f.blocked("rc-a"), f.ledgerExists("rc-a"))
+		}
+		return nil
+	})
+}
+
+// TestLedgerSurvivesTheClusterNamespace: the records live in the principal namespace, so a
+// detached cluster (OCM deletes its hub namespace) is still revoked.
+func TestLedgerSurvivesTheClusterNamespace(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "ledger-home")
+	createManagedClusters(t, "lh-a", "lh-b", "lh-c")
+	createPlacement(t, f.ns, "p")
+	setDecisions(t, f.ns, "p", 0, "lh-a", "lh-b", "lh-c")
+	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
+	f.waitSecrets("lh-a", "lh-b", "lh-c")
+	f.issue("g", "lh-a")
+	if err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lh-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	setDecisions(t, f.ns, "p", 0, "lh-b", "lh-c")
+	f.waitRevoked("lh-a")
+}
+
+// TestSignerExclusiveWarnsWhenOCMCanReadTheCA: a grant letting OCM's addon-manager read the hub
+// CA is reported on the GitOpsCluster.
+func TestSignerExclusiveWarnsWhenOCMCanReadTheCA(t *testing.T) {
+	ctx := context.Background()
+	const ns = "exclusive"
+	createNamespace(t, ns)
+	createManagedClusters(t, "ex-a")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 0, "ex-a")
+	createGitOpsCluster(t, ns, "g", "p", withAddress("principal.example.com"))
+	conditionIs(t, ns, "g", v1alpha1.ConditionSignerExclusive, metav1.ConditionTrue, v1alpha1.ReasonCANotReadableByOCM)
+
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ocm-reads-ca"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ocm-reads-ca"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "ocm-reads-ca"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "open-cluster-management-hub", Name: "addon-manager-controller-sa"}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The answer is cached per principal; a new manager asks again.
+	stopManager()
+	startManager()
+	touch(t, ns, "g")
+	conditionIs(t, ns, "g", v1alpha1.ConditionSignerExclusive, metav1.ConditionFalse, v1alpha1.ReasonCAReadableByOCM)
+}
+
+// touch changes a label so that the GitOpsCluster is reconciled now.
+func touch(t *testing.T, ns, name string) {
+	t.Helper()
+	g := getGOC(t, ns, name)
+	patch := client.MergeFrom(g.DeepCopy())
+	if g.Labels == nil {
+		g.Labels = map[string]string{}
+	}
+	g.Labels["test/touched"] = fmt.Sprint(time.Now().UnixNano())
+	if err := k8s.Patch(context.Background(), g, patch); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
 )
@@ -30,9 +31,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder("argocd-agent-addon")
 	}
+	if err := mgr.Add(&legacyMigration{r: r}); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gitopscluster").
-		For(&v1alpha1.GitOpsCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		For(&v1alpha1.GitOpsCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&clusterv1beta1.Placement{}, handler.EnqueueRequestsFromMapFunc(r.forPlacement)).
 		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(r.forPlacementDecision),
 			builder.WithPredicates(decisionsChanged())).
@@ -40,6 +44,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace), builder.WithPredicates(r.named(r.Config.PrincipalDeploymentName))).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(nodeAddressOrReadinessChanged())).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(r.pkiOrOwnedSecrets())).
+		// Ledgers and the revocation record: a certificate recorded for a cluster that is not
+		// (or no longer) owned on its principal is revoked on the next pass.
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetLabels()[ledger.LabelRecord] != ""
+		}))).
 		Watches(&addonv1alpha1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(r.named(r.Config.AddonName))).
 		Watches(&addonv1alpha1.ManagedClusterAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forManagedClusterAddOn),
 			builder.WithPredicates(r.named(r.Config.AddonName), availabilityChanged())).

@@ -26,6 +26,9 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
+// departureSettle is the manager's settle period in these tests.
+const departureSettle = 2 * time.Second
+
 var (
 	env   *testenv.Env
 	k8s   client.Client
@@ -50,6 +53,7 @@ func testConfig() gitopscluster.Config {
 	cfg := gitopscluster.DefaultConfig()
 	cfg.ReloaderImage = "argocd-agent-addon:test"
 	cfg.Now = clock.Now
+	cfg.DepartureSettle = departureSettle
 	return cfg
 }
 
@@ -57,12 +61,13 @@ func startManager() {
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := manager.DefaultOptions()
 	opts.Fleet = testConfig()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 k8s.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             ctrlConfigSkipNameValidation(),
-	})
+	// The binary's cache and client options, so the tests see the cache a user runs.
+	mo := manager.ControllerOptions(k8s.Scheme(), opts)
+	mo.Metrics = metricsserver.Options{BindAddress: "0"}
+	mo.HealthProbeBindAddress = "0"
+	mo.LeaderElection = false
+	mo.Controller = ctrlConfigSkipNameValidation()
+	mgr, err := ctrl.NewManager(env.Config, mo)
 	if err != nil {
 		panic(err)
 	}

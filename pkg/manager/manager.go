@@ -11,6 +11,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -91,10 +92,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	return nil
 }
 
-// ClientOptions make ConfigMaps read from the API server: the signer's ledgers and the
-// principals' blocklists are few among a hub's many ConfigMaps, not worth a cache of them all.
+// ClientOptions are the manager client's options. Every read that must not be stale (ledgers
+// before a revocation, the CSR being signed) goes through the API reader explicitly.
 func ClientOptions() client.Options {
-	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.ConfigMap{}}}}
+	return client.Options{}
 }
 
 // CacheOptions cache only the CertificateSigningRequests of this project's signer, not every
@@ -103,8 +104,11 @@ func CacheOptions(opts Options) cache.Options {
 	byObject := map[client.Object]cache.ByObject{
 		&certificatesv1.CertificateSigningRequest{}: {Field: fields.OneTermEqualSelector("spec.signerName", opts.Fleet.SignerName)},
 	}
-	// With managed namespaces, Secrets and Deployments are watched only there, so the manager
-	// needs no cluster-wide access to Secrets.
+	// Only this project's ConfigMaps (ledgers, revocation record): a hub has many others.
+	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})}
+	byObject[&corev1.ConfigMap{}] = ours
+	// With managed namespaces, Secrets, Deployments and ConfigMaps are watched only there, so
+	// the manager needs no cluster-wide access to them.
 	if nss := opts.Fleet.ManagedNamespaces; len(nss) > 0 {
 		only := map[string]cache.Config{}
 		for _, ns := range nss {
@@ -112,18 +116,17 @@ func CacheOptions(opts Options) cache.Options {
 		}
 		byObject[&corev1.Secret{}] = cache.ByObject{Namespaces: only}
 		byObject[&appsv1.Deployment{}] = cache.ByObject{Namespaces: only}
+		ours.Namespaces = only
+		byObject[&corev1.ConfigMap{}] = ours
 	}
 	return cache.Options{ByObject: byObject}
 }
 
-// Run starts the hub controllers and blocks until ctx ends.
-func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
-	scheme, err := NewScheme()
-	if err != nil {
-		return err
-	}
+// ControllerOptions are the controller-runtime manager options the binary runs with; tests
+// build their managers from them too, so they see the cache a user runs.
+func ControllerOptions(scheme *runtime.Scheme, opts Options) ctrl.Options {
 	shutdown := opts.GracefulShutdownTimeout
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	return ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
 		HealthProbeBindAddress:  opts.HealthProbeAddr,
@@ -135,7 +138,16 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 		GracefulShutdownTimeout:       &shutdown,
 		Client:                        ClientOptions(),
 		Cache:                         CacheOptions(opts),
-	})
+	}
+}
+
+// Run starts the hub controllers and blocks until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	scheme, err := NewScheme()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ControllerOptions(scheme, opts))
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}

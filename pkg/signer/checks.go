@@ -69,6 +69,9 @@ const (
 	// ReasonBadSignature: the request's self-signature does not verify
 	// (or uses an insecure algorithm).
 	ReasonBadSignature = "BadSignature"
+	// ReasonWeakSignature: the request is signed with an algorithm that is not accepted
+	// (SHA-1, MD5, DSA): Go verifies SHA-1 request signatures, so this is checked apart.
+	ReasonWeakSignature = "WeakSignature"
 	// ReasonCARequested: the request asks for a CA certificate
 	// (BasicConstraints cA=TRUE or a keyCertSign/cRLSign key usage).
 	ReasonCARequested = "CARequested"
@@ -104,6 +107,7 @@ func Reasons() []string {
 		ReasonForbiddenUsage,
 		ReasonUnparsable,
 		ReasonWeakKey,
+		ReasonWeakSignature,
 		ReasonBadSignature,
 		ReasonCARequested,
 		ReasonForbiddenExtension,
@@ -301,6 +305,9 @@ func CheckCSR(csr *certificatesv1.CertificateSigningRequest, exp Expectation) (*
 	if r := checkKey(req); r != nil {
 		return nil, r
 	}
+	if !acceptedSignatureAlgorithms[req.SignatureAlgorithm] {
+		return nil, reject(ReasonWeakSignature, "the request is signed with %s; expected SHA-256 or stronger with RSA, RSA-PSS or ECDSA, or Ed25519", req.SignatureAlgorithm)
+	}
 	if err := req.CheckSignature(); err != nil {
 		return nil, reject(ReasonBadSignature,
 			"the request's signature does not verify with its own public key (%v); it was altered after signing or signed with another key", err)
@@ -433,6 +440,13 @@ func parseRequest(data []byte) (*x509.CertificateRequest, *Rejection) {
 		return nil, reject(ReasonUnparsable, "spec.request does not hold a valid PKCS#10 certificate request: %v", err)
 	}
 	return req, nil
+}
+
+var acceptedSignatureAlgorithms = map[x509.SignatureAlgorithm]bool{
+	x509.SHA256WithRSA: true, x509.SHA384WithRSA: true, x509.SHA512WithRSA: true,
+	x509.SHA256WithRSAPSS: true, x509.SHA384WithRSAPSS: true, x509.SHA512WithRSAPSS: true,
+	x509.ECDSAWithSHA256: true, x509.ECDSAWithSHA384: true, x509.ECDSAWithSHA512: true,
+	x509.PureEd25519: true,
 }
 
 func checkKey(req *x509.CertificateRequest) *Rejection {

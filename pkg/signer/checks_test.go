@@ -337,6 +337,13 @@ func TestCheckCSR(t *testing.T) {
 			b.Bytes[len(b.Bytes)-1] ^= 0x01
 			c.Spec.Request = pem.EncodeToMemory(b)
 		}, key: k.rsa2048, want: ReasonBadSignature},
+		// Go verifies SHA-1 request signatures; the signer must not accept them.
+		{name: "SHA-1 signature", tmpl: func(r *x509.CertificateRequest) {
+			r.SignatureAlgorithm = x509.SHA1WithRSA
+		}, key: k.rsa2048, want: ReasonWeakSignature},
+		{name: "ECDSA SHA-1 signature", tmpl: func(r *x509.CertificateRequest) {
+			r.SignatureAlgorithm = x509.ECDSAWithSHA1
+		}, want: ReasonWeakSignature},
 
 		// Requested extensions.
 		{name: "BasicConstraints CA extension", tmpl: func(r *x509.CertificateRequest) {
@@ -635,8 +642,8 @@ func TestReasons(t *testing.T) {
 		}
 		seen[r] = true
 	}
-	if len(seen) != 19 {
-		t.Errorf("Reasons() has %d entries, want 19", len(seen))
+	if len(seen) != 20 {
+		t.Errorf("Reasons() has %d entries, want 20", len(seen))
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
@@ -45,6 +46,15 @@ const (
 	// ReasonCAUnavailable: the owning GitOpsCluster's hub CA secret is missing, unusable or
 	// cannot sign.
 	ReasonCAUnavailable = "CAUnavailable"
+	// ReasonClusterNotAccepted: the hub does not accept the cluster (spec.hubAcceptsClient false).
+	ReasonClusterNotAccepted = "ClusterNotAccepted"
+	// ReasonRevoked: the owning GitOpsCluster lists the cluster in spec.revokedClusters.
+	ReasonRevoked = "Revoked"
+	// ReasonTooManyCertificates: the cluster already holds the maximum number of unexpired
+	// certificates from this signer.
+	ReasonTooManyCertificates = "TooManyCertificates"
+	// ReasonPrincipalNotAllowed: the owning GitOpsCluster may not use its principal namespace.
+	ReasonPrincipalNotAllowed = "PrincipalNotAllowed"
 )
 
 // ReasonApproved is the reason of the Approved condition this signer adds to a CSR it signs;
@@ -63,6 +73,10 @@ func AllReasons() []string {
 		ReasonInvalidAgentName,
 		ReasonNoTemplate,
 		ReasonCAUnavailable,
+		ReasonClusterNotAccepted,
+		ReasonRevoked,
+		ReasonTooManyCertificates,
+		ReasonPrincipalNotAllowed,
 	}, Reasons()...)
 }
 
@@ -78,6 +92,10 @@ const (
 	// CSR and makes a new one when it fails, so an hour-old pending CSR is stale (a signer
 	// outage, or a request replayed from before the cluster's removal).
 	DefaultMaxCSRAge = time.Hour
+	// DefaultMaxCertificatesPerCluster bounds the unexpired certificates one cluster may hold:
+	// OCM renews about every 20 hours, so a healthy agent holds one or two. The bound keeps a
+	// cluster that floods valid requests from growing the ledger and the blocklist.
+	DefaultMaxCertificatesPerCluster = 10
 )
 
 // Config configures the signer.
@@ -90,6 +108,9 @@ type Config struct {
 	DefaultValidity time.Duration
 	// MaxCSRAge refuses older CSRs; zero or negative disables the check.
 	MaxCSRAge time.Duration
+	// MaxCertificatesPerCluster refuses a cluster's request while it holds that many unexpired
+	// certificates; zero or negative disables the check.
+	MaxCertificatesPerCluster int
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -103,6 +124,8 @@ func DefaultConfig() Config {
 		DefaultValidity: DefaultValidity,
 		MaxCSRAge:       DefaultMaxCSRAge,
 		Now:             time.Now,
+
+		MaxCertificatesPerCluster: DefaultMaxCertificatesPerCluster,
 	}
 }
 
@@ -242,6 +265,11 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 			AddonNameLabel, short(addonName), r.Config.AddonName))
 	}
 
+	// Who asks is decided by the CSR alone: refuse a stranger before any lookup.
+	if rej := checkRequester(csr, cluster); rej != nil {
+		return rejected(d, rej)
+	}
+
 	mc := &clusterv1.ManagedCluster{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: cluster}, mc); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -252,6 +280,9 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 	}
 	if !mc.DeletionTimestamp.IsZero() {
 		return rejected(d, reject(ReasonUnknownCluster, "ManagedCluster %q is being deleted; no certificate is issued for it", cluster))
+	}
+	if !mc.Spec.HubAcceptsClient {
+		return rejected(d, reject(ReasonClusterNotAccepted, "ManagedCluster %q is not accepted by the hub (spec.hubAcceptsClient is false)", cluster))
 	}
 
 	selectors, err := fleet.SelectorsOf(ctx, r.Client, cluster)
@@ -264,17 +295,18 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 	}
 	owner := selectors[0]
 	d.owner = owner
-	// The cache may lag behind a Placement change; confirm on the API server before signing.
-	live, err := fleet.SelectedClusters(ctx, r.APIReader, owner.Namespace, owner.Spec.PlacementRef.Name)
-	if err != nil {
-		return nil, err
-	}
-	if !live.Has(cluster) {
-		return rejected(d, reject(ReasonNotSelected,
-			"cluster %q is no longer selected by Placement %s/%s of GitOpsCluster %s/%s", cluster,
-			owner.Namespace, owner.Spec.PlacementRef.Name, owner.Namespace, owner.Name))
+	if rej, err := r.stillEntitled(ctx, cluster, owner); err != nil || rej != nil {
+		if err != nil {
+			return nil, err
+		}
+		return rejected(d, rej)
 	}
 	principalNS := names.PrincipalNamespace(owner)
+	if why, err := fleet.PrincipalAllowed(ctx, r.Client, owner); err != nil {
+		return nil, err
+	} else if why != "" {
+		return rejected(d, reject(ReasonPrincipalNotAllowed, "GitOpsCluster %s/%s may not use the principal in namespace %s: %s", owner.Namespace, owner.Name, principalNS, why))
+	}
 	if why := names.ValidAgentName(cluster, principalNS); why != "" {
 		return rejected(d, reject(ReasonInvalidAgentName,
 			"cluster name %q cannot be an argocd-agent agent name for the principal in namespace %s (%s); rename the cluster or use another principal namespace",
@@ -308,6 +340,35 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 	d.ca = ca
 	d.validity = r.validity(owner, csr)
 	return d, nil
+}
+
+// stillEntitled confirms on the API server, past the cache, that the owner's Placement still
+// selects cluster and the owner has not revoked it.
+func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v1alpha1.GitOpsCluster) (*Rejection, error) {
+	live := &v1alpha1.GitOpsCluster{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}, live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reject(ReasonNotSelected, "GitOpsCluster %s/%s no longer exists", owner.Namespace, owner.Name), nil
+		}
+		return nil, err
+	}
+	if !live.DeletionTimestamp.IsZero() {
+		return reject(ReasonNotSelected, "GitOpsCluster %s/%s is being deleted", owner.Namespace, owner.Name), nil
+	}
+	if slices.Contains(live.Spec.RevokedClusters, cluster) {
+		return reject(ReasonRevoked, "GitOpsCluster %s/%s lists cluster %q in spec.revokedClusters; remove it there to let its agent connect again",
+			owner.Namespace, owner.Name, cluster), nil
+	}
+	selected, err := fleet.Selects(ctx, r.APIReader, live.Namespace, live.Spec.PlacementRef.Name, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if !selected {
+		return reject(ReasonNotSelected,
+			"cluster %q is no longer selected by Placement %s/%s of GitOpsCluster %s/%s", cluster,
+			live.Namespace, live.Spec.PlacementRef.Name, live.Namespace, live.Name), nil
+	}
+	return nil, nil
 }
 
 // expectation reads the owner's AddOnTemplate: the subject its CustomSigner registration asks
@@ -415,8 +476,19 @@ func (r *Reconciler) issue(ctx context.Context, csr *certificatesv1.CertificateS
 		}
 	}
 	// Record before publishing: a certificate that exists must be revocable.
-	if err := RecordIssued(ctx, r.Client, d.cluster, cert, now); err != nil {
+	store := ledger.Store{Client: r.Client, Reader: r.APIReader, Namespace: names.PrincipalNamespace(d.owner)}
+	owner := ledger.Owner{Namespace: d.owner.Namespace, Name: d.owner.Name}
+	if err := store.Record(ctx, d.cluster, owner, cert, r.Config.MaxCertificatesPerCluster, now); err != nil {
+		if errors.Is(err, ledger.ErrTooManyCertificates) {
+			return reject(ReasonTooManyCertificates, "%v; requests are refused until older certificates expire (manager flag --max-certificates-per-cluster)", err), nil
+		}
 		return nil, fmt.Errorf("recording the certificate issued for cluster %s: %w", d.cluster, err)
+	}
+	// A revocation may have run between the checks and the record; it would not have seen
+	// this certificate. Check again now that it is recorded: if the cluster lost its right,
+	// the certificate is never published (and the reconciler revokes the new record).
+	if rej, err := r.stillEntitled(ctx, d.cluster, d.owner); err != nil || rej != nil {
+		return rej, err
 	}
 	csr.Status.Certificate = certPEM
 	if err := r.Client.Status().Update(ctx, csr); err != nil {

@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	ledgerpkg "github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
@@ -334,7 +335,7 @@ func TestSignsAgentCertificates(t *testing.T) {
 			t.Errorf("NotAfter %s, want about %s (validity %s)", cert.NotAfter, want, validity)
 		}
 		ledger := &corev1.ConfigMap{}
-		if err := h.admin.Get(ctx, types.NamespacedName{Namespace: cluster, Name: signer.LedgerName}, ledger); err != nil {
+		if err := h.admin.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: ledgerpkg.LedgerName(cluster)}, ledger); err != nil {
 			t.Fatalf("ledger: %v", err)
 		}
 		if got := ledger.Data[pki.Fingerprint(cert)]; got != cert.NotAfter.UTC().Format(time.RFC3339) {
@@ -357,7 +358,7 @@ func TestSignsAgentCertificates(t *testing.T) {
 		// Idempotent: reconciling an issued CSR again changes nothing.
 		ledger := func() map[string]string {
 			cm := &corev1.ConfigMap{}
-			if err := h.admin.Get(ctx, types.NamespacedName{Namespace: "cluster1", Name: signer.LedgerName}, cm); err != nil {
+			if err := h.admin.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: ledgerpkg.LedgerName("cluster1")}, cm); err != nil {
 				t.Fatal(err)
 			}
 			return cm.Data
@@ -552,7 +553,7 @@ func TestApprovalAndSigningSurviveRetries(t *testing.T) {
 		t.Errorf("%d Approved conditions: %+v", approvals, done.Status.Conditions)
 	}
 	cm := &corev1.ConfigMap{}
-	if err := h.admin.Get(ctx, types.NamespacedName{Namespace: "cluster1", Name: signer.LedgerName}, cm); err != nil {
+	if err := h.admin.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: ledgerpkg.LedgerName("cluster1")}, cm); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := cm.Data[pki.Fingerprint(cert)]; !ok {

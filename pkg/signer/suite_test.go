@@ -145,7 +145,12 @@ func (h *hubFixture) setUp() error {
 
 	clusters := []string{"cluster1", "cluster2", "cluster3", "argocd", "cluster-custom", "cluster-notpl", "cluster-othersigner", "cluster-noca", "lonely"}
 	for _, ns := range append([]string{gitopsNS, "noca-principal"}, clusters...) {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+		if ns == principalNS || ns == "noca-principal" {
+			// The principal namespaces let the GitOpsClusters of gitopsNS use them.
+			obj.Annotations = map[string]string{v1alpha1.AnnotationAllowedGitOpsClusterNamespaces: gitopsNS}
+		}
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 	}
@@ -216,8 +221,8 @@ func (h *hubFixture) setUp() error {
 		}
 		in := addon.TemplateInput{
 			AddonName: addonName, TemplateName: names.TemplateName(goc), SignerName: signerName,
-			SigningCA:   types.NamespacedName{Namespace: s.principal, Name: names.CASecretName},
-			CABundlePEM: h.ca.CertPEM, Mode: addon.ModeManaged,
+			SigningCANamespace: s.principal,
+			CABundlePEM:        h.ca.CertPEM, Mode: addon.ModeManaged,
 		}
 		s.template(&in)
 		tpl, err := addon.BuildAddOnTemplate(in)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
@@ -202,7 +203,7 @@ func (s *suite) scenarioPlacementEdits(t *testing.T) {
 			return apierrors.IsNotFound(err), getState(err, "secret")
 		})
 	s.waitHubObject(t, "Argo CD cluster secret", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster-cluster1"}}, false)
-	s.eventually(t, fmt.Sprintf("hub: cluster1's %d certificate(s) on the principal's %s", len(cluster1Certs), signer.BlocklistName), time.Minute,
+	s.eventually(t, fmt.Sprintf("hub: cluster1's %d certificate(s) on the principal's %s", len(cluster1Certs), ledger.BlocklistName), time.Minute,
 		func(ctx context.Context) (bool, string) {
 			bl, err := s.blocklist(ctx)
 			if err != nil {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
@@ -218,17 +219,18 @@ func (s *suite) hubCA(ctx context.Context) (*x509.Certificate, error) {
 // blocklist returns the keys of the principal's TLS blocklist (empty when it does not exist).
 func (s *suite) blocklist(ctx context.Context) (map[string]string, error) {
 	cm := &corev1.ConfigMap{}
-	err := s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: signer.BlocklistName}, cm)
+	err := s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: ledger.BlocklistName}, cm)
 	if apierrors.IsNotFound(err) {
 		return map[string]string{}, nil
 	}
 	return cm.Data, err
 }
 
-// ledger returns the signer's record of the certificates issued to a cluster.
+// ledger returns the signer's record, in the principal namespace, of the certificates issued
+// to a cluster.
 func (s *suite) ledger(ctx context.Context, cluster string) (map[string]string, error) {
 	cm := &corev1.ConfigMap{}
-	err := s.hub.Get(ctx, client.ObjectKey{Namespace: cluster, Name: signer.LedgerName}, cm)
+	err := s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: ledger.LedgerName(cluster)}, cm)
 	if apierrors.IsNotFound(err) {
 		return map[string]string{}, nil
 	}
@@ -422,7 +424,7 @@ func (s *suite) checkIssuedCert(t *testing.T, ctx context.Context, cluster strin
 	}
 	if _, ok := l[pki.Fingerprint(cert)]; !ok {
 		t.Errorf("%s: certificate %s is not in the signer's ledger %s/%s (%d entries): not signed by this project's signer?",
-			cluster, pki.Fingerprint(cert), cluster, signer.LedgerName, len(l))
+			cluster, pki.Fingerprint(cert), ns, ledger.LedgerName(cluster), len(l))
 	}
 	t.Logf("%s: client certificate CN=%s issuer %q, expires %s, fingerprint %s…",
 		cluster, cert.Subject.CommonName, cert.Issuer.CommonName, cert.NotAfter.UTC().Format(time.RFC3339), pki.Fingerprint(cert)[:16])

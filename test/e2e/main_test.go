@@ -178,6 +178,7 @@ func setUp() (*suite, error) {
 			"--managed-namespaces=" + ns,
 			"--reloader-image=" + reloaderImg,
 			"--agent-cert-validity=" + agentCertValidity.String(),
+			"--departure-settle=5s",
 			"--zap-log-level=info",
 		},
 	})

@@ -17,7 +17,8 @@ var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "APPL
 
 // APIWrites reads the API server's own apiserver_request_total counter and returns the number
 // of write requests per resource (with "/subresource" appended where there is one). Leases are
-// left out: the API server renews its own identity lease on a timer.
+// left out: the API server renews its own identity lease on a timer. SubjectAccessReviews are
+// left out too: they are questions, posted but never stored.
 func APIWrites(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -37,7 +38,7 @@ func APIWrites(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
 		}
 		end := strings.LastIndex(line, "}")
 		labels := parseLabels(line[len("apiserver_request_total{"):end])
-		if !writeVerbs[labels["verb"]] || labels["resource"] == "leases" {
+		if !writeVerbs[labels["verb"]] || labels["resource"] == "leases" || labels["resource"] == "subjectaccessreviews" {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)

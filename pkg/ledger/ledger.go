@@ -1,0 +1,593 @@
+// Package ledger keeps, per argocd-agent principal, the record of every client certificate its
+// CA issued to an agent and not yet expired, and turns that record into revocations on the
+// principal's TLS blocklist.
+//
+// Everything lives in the principal namespace, next to the CA it describes, where no managed
+// cluster's identity may write:
+//
+//   - one ledger ConfigMap per cluster, argocd-agent-ledger-<cluster>: fingerprint -> NotAfter
+//     of the certificates issued to that cluster (its agent certificates and the resource-proxy
+//     client certificate of its cluster secret);
+//   - the revocation record, 16 ConfigMaps argocd-agent-revoked-<0..f> sharded by the first hex
+//     digit of the fingerprint: fingerprint -> "NotAfter cause cluster" of every revoked,
+//     unexpired certificate. It says which blocklist keys this project added and when they may
+//     go, so the blocklist itself holds nothing but argocd-agent's keys;
+//   - argocd-agent's blocklist, argocd-agent-tls-blocklist: one key per blocked certificate.
+//
+// Writes are ordered so that a crash between two of them never leaves an issued certificate
+// unrecorded or a revoked one unblocked: record before publishing, block before forgetting.
+package ledger
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+)
+
+// Object names and labels.
+const (
+	// LedgerPrefix + cluster is a cluster's ledger in the principal namespace.
+	LedgerPrefix = "argocd-agent-ledger-"
+	// RevokedPrefix + one hex digit is a shard of the revocation record.
+	RevokedPrefix = "argocd-agent-revoked-"
+	// BlocklistName is argocd-agent's ConfigMap of refused client certificates: keys are
+	// pki.Fingerprint values, values empty. The principal watches it live (argocd-agent main
+	// line after v0.9.0).
+	BlocklistName = "argocd-agent-tls-blocklist"
+	// LabelRecord marks the ConfigMaps of this package: "ledger" or "revoked".
+	LabelRecord = "argocd-agent-addon.open-cluster-management.io/record"
+	// LabelCluster names the cluster of a ledger.
+	LabelCluster = "argocd-agent-addon.open-cluster-management.io/cluster"
+
+	RecordLedger  = "ledger"
+	RecordRevoked = "revoked"
+)
+
+// Cause says why a certificate was revoked.
+type Cause string
+
+const (
+	// CauseDeparted: the cluster's agent left the principal (Placement change, detached
+	// cluster, GitOpsCluster deleted). Its certificates stay blocked until they expire.
+	CauseDeparted Cause = "departed"
+	// CauseRevoked: a person revoked the cluster's agent. Undoing that unblocks them.
+	CauseRevoked Cause = "revoked"
+)
+
+// ErrTooManyCertificates is returned by Record when the cluster already holds the maximum
+// number of unexpired certificates.
+var ErrTooManyCertificates = errors.New("too many unexpired certificates")
+
+var fingerprintPattern = regexp.MustCompile(`^[0-9A-F]{64}$`)
+
+// LedgerName is the ledger of cluster.
+func LedgerName(cluster string) string { return LedgerPrefix + cluster }
+
+// ShardName is the revocation-record shard holding fingerprint fp.
+func ShardName(fp string) string { return RevokedPrefix + strings.ToLower(fp[:1]) }
+
+// ShardNames lists every shard of the revocation record.
+func ShardNames() []string {
+	out := make([]string, 0, 16)
+	for _, d := range "0123456789abcdef" {
+		out = append(out, RevokedPrefix+string(d))
+	}
+	return out
+}
+
+// Selector matches every ConfigMap of this package; the manager caches only those.
+func Selector() client.MatchingLabels {
+	return client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}
+}
+
+// Store reads and writes one principal's records. Reader must read past any cache (an API
+// reader): decisions taken on a stale ledger would lose certificates.
+type Store struct {
+	Client client.Client
+	Reader client.Reader
+	// Namespace is the principal namespace.
+	Namespace string
+}
+
+// Owner names the GitOpsCluster that owned a cluster when a certificate was recorded.
+type Owner = types.NamespacedName
+
+// Entries are fingerprint -> NotAfter.
+type Entries map[string]time.Time
+
+// Record adds cert to cluster's ledger, labelled with owner, and drops expired entries. With
+// maxUnexpired > 0 it refuses (ErrTooManyCertificates) a new fingerprint when the ledger
+// already holds that many unexpired ones.
+func (s Store) Record(ctx context.Context, cluster string, owner Owner, cert *x509.Certificate, maxUnexpired int, now time.Time) error {
+	fp := pki.Fingerprint(cert)
+	notAfter := cert.NotAfter.UTC().Format(time.RFC3339)
+	key := types.NamespacedName{Namespace: s.Namespace, Name: LedgerName(cluster)}
+	return writeRetry(func() error {
+		cm := &corev1.ConfigMap{}
+		if err := s.Reader.Get(ctx, key, cm); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+			cm = &corev1.ConfigMap{
+				ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: key.Name, Labels: ledgerLabels(cluster, owner)},
+				Data:       map[string]string{fp: notAfter},
+			}
+			return s.Client.Create(ctx, cm)
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		changed := pruneEntries(cm.Data, now)
+		if _, ok := cm.Data[fp]; !ok && maxUnexpired > 0 && len(cm.Data) >= maxUnexpired {
+			return fmt.Errorf("%w: cluster %s holds %d (the maximum is %d)", ErrTooManyCertificates, cluster, len(cm.Data), maxUnexpired)
+		}
+		if cm.Data[fp] != notAfter {
+			cm.Data[fp] = notAfter
+			changed = true
+		}
+		for k, v := range ledgerLabels(cluster, owner) {
+			if cm.Labels[k] != v {
+				if cm.Labels == nil {
+					cm.Labels = map[string]string{}
+				}
+				cm.Labels[k] = v
+				changed = true
+			}
+		}
+		if !changed {
+			return nil
+		}
+		return s.Client.Update(ctx, cm)
+	})
+}
+
+// Merge adds entries (already recorded elsewhere, e.g. by an older layout) to cluster's ledger.
+func (s Store) Merge(ctx context.Context, cluster string, owner Owner, entries Entries, now time.Time) error {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: LedgerName(cluster)}
+	return writeRetry(func() error {
+		cm := &corev1.ConfigMap{}
+		create := false
+		if err := s.Reader.Get(ctx, key, cm); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+			create = true
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: key.Name, Labels: ledgerLabels(cluster, owner)}}
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		changed := pruneEntries(cm.Data, now)
+		for fp, t := range entries {
+			if !fingerprintPattern.MatchString(fp) || !t.After(now) {
+				continue
+			}
+			v := t.UTC().Format(time.RFC3339)
+			if cm.Data[fp] != v {
+				cm.Data[fp] = v
+				changed = true
+			}
+		}
+		switch {
+		case create && len(cm.Data) == 0:
+			return nil
+		case create:
+			return s.Client.Create(ctx, cm)
+		case changed:
+			return s.Client.Update(ctx, cm)
+		}
+		return nil
+	})
+}
+
+// Read returns cluster's ledger (nil when absent) and its unexpired entries.
+func (s Store) Read(ctx context.Context, cluster string, now time.Time) (*corev1.ConfigMap, Entries, error) {
+	cm := &corev1.ConfigMap{}
+	if err := s.Reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: LedgerName(cluster)}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, nil
+		}
+		return nil, nil, fmt.Errorf("reading the certificate ledger of cluster %s in %s: %w", cluster, s.Namespace, err)
+	}
+	return cm, ParseEntries(cm.Data, now), nil
+}
+
+// ParseEntries returns the well-formed, unexpired entries of a ledger's data.
+func ParseEntries(data map[string]string, now time.Time) Entries {
+	out := Entries{}
+	for fp, v := range data {
+		if t, ok := entry(fp, v, now); ok {
+			out[fp] = t
+		}
+	}
+	return out
+}
+
+// ClusterOf returns the cluster a ledger ConfigMap belongs to, or "".
+func ClusterOf(cm *corev1.ConfigMap) string {
+	if cm.Labels[LabelRecord] != RecordLedger || !strings.HasPrefix(cm.Name, LedgerPrefix) {
+		return ""
+	}
+	c := cm.Labels[LabelCluster]
+	if LedgerName(c) != cm.Name {
+		return ""
+	}
+	return c
+}
+
+// OwnerOf returns the GitOpsCluster recorded on a ledger.
+func OwnerOf(cm *corev1.ConfigMap) Owner {
+	return Owner{Namespace: cm.Labels[v1alpha1.LabelOwnerNamespace], Name: cm.Labels[v1alpha1.LabelOwnerName]}
+}
+
+// Revoke blocks every unexpired certificate in cluster's ledger on the principal, records why,
+// and deletes the ledger. The ledger is deleted only if it did not change since it was read,
+// so a certificate recorded meanwhile is blocked in the next round. It returns how many
+// certificates it blocked. Idempotent: on error it may simply be called again.
+func (s Store) Revoke(ctx context.Context, cluster string, cause Cause, now time.Time) (int, error) {
+	blocked := 0
+	for attempt := 1; ; attempt++ {
+		cm, entries, err := s.Read(ctx, cluster, now)
+		if err != nil || cm == nil {
+			return blocked, err
+		}
+		if err := s.block(ctx, cluster, cause, entries, now); err != nil {
+			return blocked, err
+		}
+		blocked += len(entries)
+		uid, rv := cm.UID, cm.ResourceVersion
+		err = s.Client.Delete(ctx, cm, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		switch {
+		case err == nil, apierrors.IsNotFound(err):
+			return blocked, nil
+		case apierrors.IsConflict(err) && attempt < 10:
+			// A certificate was recorded meanwhile: block it too.
+		default:
+			return blocked, fmt.Errorf("deleting the certificate ledger of cluster %s: %w", cluster, err)
+		}
+	}
+}
+
+// block writes entries to the revocation record first and to the blocklist second, so that a
+// blocklist key of ours always has a record saying when it may go.
+func (s Store) block(ctx context.Context, cluster string, cause Cause, entries Entries, now time.Time) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	byShard := map[string]map[string]string{}
+	for fp, t := range entries {
+		if !t.After(now) {
+			continue
+		}
+		sh := ShardName(fp)
+		if byShard[sh] == nil {
+			byShard[sh] = map[string]string{}
+		}
+		byShard[sh][fp] = revokedValue(t, cause, cluster)
+	}
+	for _, sh := range sortedKeys(byShard) {
+		add := byShard[sh]
+		if err := s.updateShard(ctx, sh, func(data map[string]string) bool {
+			changed := false
+			for fp, v := range add {
+				if old, ok := data[fp]; ok {
+					// Keep a person's revocation when the same certificate also departs.
+					if _, oldCause, _, ok := parseRevoked(old); ok && oldCause == CauseRevoked {
+						continue
+					}
+				}
+				if data[fp] != v {
+					data[fp] = v
+					changed = true
+				}
+			}
+			return changed
+		}); err != nil {
+			return err
+		}
+	}
+	keys := make([]string, 0, len(entries))
+	for fp, t := range entries {
+		if t.After(now) {
+			keys = append(keys, fp)
+		}
+	}
+	return s.updateBlocklist(ctx, keys, nil)
+}
+
+// Unrevoke lifts a person's revocation of cluster: its certificates revoked with CauseRevoked
+// leave the blocklist, then the record. Certificates of earlier departures stay blocked.
+func (s Store) Unrevoke(ctx context.Context, cluster string, now time.Time) (int, error) {
+	revoked, err := s.Revoked(ctx, now)
+	if err != nil {
+		return 0, err
+	}
+	var fps []string
+	for fp, r := range revoked {
+		if r.Cluster == cluster && r.Cause == CauseRevoked {
+			fps = append(fps, fp)
+		}
+	}
+	if len(fps) == 0 {
+		return 0, nil
+	}
+	if err := s.updateBlocklist(ctx, nil, fps); err != nil {
+		return 0, err
+	}
+	return len(fps), s.forget(ctx, fps)
+}
+
+// Prune drops revoked certificates that have expired at now: from the blocklist first, then
+// from the record. It writes only when something expired.
+func (s Store) Prune(ctx context.Context, now time.Time) error {
+	var expired []string
+	for _, sh := range ShardNames() {
+		cm := &corev1.ConfigMap{}
+		if err := s.Reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: sh}, cm); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return err
+		}
+		for fp, v := range cm.Data {
+			if t, _, _, ok := parseRevoked(v); !ok || !t.After(now) {
+				expired = append(expired, fp)
+			}
+		}
+	}
+	if len(expired) == 0 {
+		return nil
+	}
+	if err := s.updateBlocklist(ctx, nil, expired); err != nil {
+		return err
+	}
+	return s.forget(ctx, expired)
+}
+
+// RevokedCert is one entry of the revocation record.
+type RevokedCert struct {
+	NotAfter time.Time
+	Cause    Cause
+	Cluster  string
+}
+
+// Revoked returns the unexpired entries of the revocation record.
+func (s Store) Revoked(ctx context.Context, now time.Time) (map[string]RevokedCert, error) {
+	out := map[string]RevokedCert{}
+	for _, sh := range ShardNames() {
+		cm := &corev1.ConfigMap{}
+		if err := s.Reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: sh}, cm); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, err
+		}
+		for fp, v := range cm.Data {
+			if t, cause, cluster, ok := parseRevoked(v); ok && t.After(now) {
+				out[fp] = RevokedCert{NotAfter: t, Cause: cause, Cluster: cluster}
+			}
+		}
+	}
+	return out, nil
+}
+
+// forget removes fingerprints from the revocation record.
+func (s Store) forget(ctx context.Context, fps []string) error {
+	byShard := map[string][]string{}
+	for _, fp := range fps {
+		if len(fp) > 0 {
+			byShard[ShardName(fp)] = append(byShard[ShardName(fp)], fp)
+		}
+	}
+	for _, sh := range sortedKeys(byShard) {
+		drop := byShard[sh]
+		if err := s.updateShard(ctx, sh, func(data map[string]string) bool {
+			changed := false
+			for _, fp := range drop {
+				if _, ok := data[fp]; ok {
+					delete(data, fp)
+					changed = true
+				}
+			}
+			return changed
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s Store) updateShard(ctx context.Context, name string, mutate func(map[string]string) bool) error {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: name}
+	return writeRetry(func() error {
+		cm := &corev1.ConfigMap{}
+		create := false
+		if err := s.Reader.Get(ctx, key, cm); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+			create = true
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name, Labels: recordLabels(RecordRevoked)}}
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		if !mutate(cm.Data) {
+			return nil
+		}
+		if create {
+			return s.Client.Create(ctx, cm)
+		}
+		return s.Client.Update(ctx, cm)
+	})
+}
+
+// updateBlocklist adds and removes keys, writing only on a change. Keys a person added are
+// never touched unless asked for by fingerprint.
+func (s Store) updateBlocklist(ctx context.Context, add, remove []string) error {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: BlocklistName}
+	err := writeRetry(func() error {
+		cm := &corev1.ConfigMap{}
+		create := false
+		if err := s.Reader.Get(ctx, key, cm); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+			if len(add) == 0 {
+				return nil
+			}
+			create = true
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: BlocklistName,
+				Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}}}
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		changed := false
+		for _, fp := range remove {
+			if _, ok := cm.Data[fp]; ok {
+				delete(cm.Data, fp)
+				changed = true
+			}
+		}
+		for _, fp := range add {
+			if _, ok := cm.Data[fp]; !ok {
+				cm.Data[fp] = ""
+				changed = true
+			}
+		}
+		if _, legacy := cm.Annotations[LegacyBlocklistExpiryAnnotation]; legacy && !create {
+			// Migrated by MigrateLegacyBlocklist before anything else writes; drop the
+			// oversized record if it is still there.
+			delete(cm.Annotations, LegacyBlocklistExpiryAnnotation)
+			changed = true
+		}
+		if !changed {
+			return nil
+		}
+		if create {
+			return s.Client.Create(ctx, cm)
+		}
+		return s.Client.Update(ctx, cm)
+	})
+	if err != nil {
+		return fmt.Errorf("updating %s/%s (+%d, -%d keys): %w", s.Namespace, BlocklistName, len(add), len(remove), err)
+	}
+	return nil
+}
+
+// Blocklist returns the keys of the principal's blocklist.
+func (s Store) Blocklist(ctx context.Context) (map[string]string, error) {
+	cm := &corev1.ConfigMap{}
+	if err := s.Reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: BlocklistName}, cm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return map[string]string{}, nil
+		}
+		return nil, err
+	}
+	return cm.Data, nil
+}
+
+func ledgerLabels(cluster string, owner Owner) map[string]string {
+	l := recordLabels(RecordLedger)
+	l[LabelCluster] = cluster
+	if owner.Name != "" {
+		l[v1alpha1.LabelOwnerNamespace] = owner.Namespace
+		l[v1alpha1.LabelOwnerName] = owner.Name
+	}
+	return l
+}
+
+func recordLabels(kind string) map[string]string {
+	return map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, LabelRecord: kind}
+}
+
+func revokedValue(notAfter time.Time, cause Cause, cluster string) string {
+	return notAfter.UTC().Format(time.RFC3339) + " " + string(cause) + " " + cluster
+}
+
+func parseRevoked(v string) (time.Time, Cause, string, bool) {
+	parts := strings.SplitN(v, " ", 3)
+	t, err := time.Parse(time.RFC3339, parts[0])
+	if err != nil {
+		return time.Time{}, "", "", false
+	}
+	cause, cluster := CauseDeparted, ""
+	if len(parts) > 1 {
+		cause = Cause(parts[1])
+	}
+	if len(parts) > 2 {
+		cluster = parts[2]
+	}
+	return t, cause, cluster, true
+}
+
+// pruneEntries drops expired and malformed entries (a ledger is written only by this package).
+func pruneEntries(data map[string]string, now time.Time) bool {
+	changed := false
+	for fp, v := range data {
+		if _, ok := entry(fp, v, now); !ok {
+			delete(data, fp)
+			changed = true
+		}
+	}
+	return changed
+}
+
+func entry(fp, value string, now time.Time) (time.Time, bool) {
+	if !fingerprintPattern.MatchString(fp) {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339, value)
+	if err != nil || !t.After(now) {
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+// conflictBackoff outlasts a burst of writers on one object (a renewal wave, a revocation).
+var conflictBackoff = wait.Backoff{Steps: 30, Duration: 10 * time.Millisecond, Factor: 1.3, Jitter: 0.5, Cap: time.Second}
+
+// writeRetry retries a read-modify-write on a conflict, or when a Create raced with another.
+func writeRetry(fn func() error) error {
+	return retry.OnError(conflictBackoff, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, fn)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// RevokedCauseAndCluster reads why and for which cluster a revocation-record value was written.
+func RevokedCauseAndCluster(v string) (Cause, string) {
+	_, cause, cluster, _ := parseRevoked(v)
+	return cause, cluster
+}
+
+// RevokedUnexpired reports whether a revocation-record value is well-formed and unexpired.
+func RevokedUnexpired(v string, now time.Time) bool {
+	t, _, _, ok := parseRevoked(v)
+	return ok && t.After(now)
+}

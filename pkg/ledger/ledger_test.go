@@ -1,0 +1,230 @@
+package ledger_test
+
+import (
+	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+func issue(t testing.TB, ca *pki.KeyPair, cn string, validity time.Duration, now time.Time) *x509.Certificate {
+	t.Helper()
+	kp, err := ca.IssueClientCert(pkix.Name{CommonName: cn}, validity, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kp.Cert
+}
+
+func newStore(t *testing.T, env *testenv.Env, ns string) ledger.Store {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	return ledger.Store{Client: env.Client, Reader: env.Client, Namespace: ns}
+}
+
+func TestLedger(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs an API server")
+	}
+	env := testenv.StartForTest(t, testenv.Options{})
+	ctx := context.Background()
+	now := time.Now()
+	ca, err := pki.NewCA("ledger-test", 48*time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := ledger.Owner{Namespace: "gitops", Name: "fleet"}
+
+	t.Run("cap of unexpired certificates per cluster", func(t *testing.T) {
+		s := newStore(t, env, "cap")
+		for i := range 3 {
+			if err := s.Record(ctx, "c1", owner, issue(t, ca, "c1", time.Hour, now), 3, now); err != nil {
+				t.Fatalf("certificate %d: %v", i, err)
+			}
+		}
+		err := s.Record(ctx, "c1", owner, issue(t, ca, "c1", time.Hour, now), 3, now)
+		if !errors.Is(err, ledger.ErrTooManyCertificates) {
+			t.Fatalf("fourth certificate: %v, want ErrTooManyCertificates", err)
+		}
+		// Expired ones do not count.
+		if err := s.Record(ctx, "c1", owner, issue(t, ca, "c1", time.Hour, now), 3, now.Add(2*time.Hour)); err != nil {
+			t.Fatalf("after expiry: %v", err)
+		}
+	})
+
+	t.Run("revoke, keep a person's keys, prune, undo", func(t *testing.T) {
+		s := newStore(t, env, "revoke")
+		const manual = "00000000000000000000000000000000000000000000000000000000000000AA"
+		if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: ledger.BlocklistName},
+			Data: map[string]string{manual: ""}}); err != nil {
+			t.Fatal(err)
+		}
+		short, long := issue(t, ca, "c1", time.Hour, now), issue(t, ca, "c1", 3*time.Hour, now)
+		other := issue(t, ca, "c2", 3*time.Hour, now)
+		for _, c := range []*x509.Certificate{short, long} {
+			if err := s.Record(ctx, "c1", owner, c, 0, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Record(ctx, "c2", owner, other, 0, now); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Revoke(ctx, "c1", ledger.CauseDeparted, now); err != nil || n != 2 {
+			t.Fatalf("Revoke = %d, %v", n, err)
+		}
+		if n, err := s.Revoke(ctx, "c2", ledger.CauseRevoked, now); err != nil || n != 1 {
+			t.Fatalf("Revoke = %d, %v", n, err)
+		}
+		bl, _ := s.Blocklist(ctx)
+		for _, c := range []*x509.Certificate{short, long, other} {
+			if _, ok := bl[pki.Fingerprint(c)]; !ok {
+				t.Errorf("%s not blocked", pki.Fingerprint(c))
+			}
+		}
+		if cm, _, _ := s.Read(ctx, "c1", now); cm != nil {
+			t.Error("c1's ledger survived its revocation")
+		}
+		// Prune after the short one expired: it goes, the long one and the person's key stay.
+		if err := s.Prune(ctx, now.Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		bl, _ = s.Blocklist(ctx)
+		if _, ok := bl[pki.Fingerprint(short)]; ok {
+			t.Error("an expired certificate is still blocked")
+		}
+		if _, ok := bl[pki.Fingerprint(long)]; !ok {
+			t.Error("an unexpired certificate was unblocked")
+		}
+		if _, ok := bl[manual]; !ok {
+			t.Error("a key a person added was removed")
+		}
+		// Undo lifts only what a person revoked.
+		if n, err := s.Unrevoke(ctx, "c2", now); err != nil || n != 1 {
+			t.Fatalf("Unrevoke = %d, %v", n, err)
+		}
+		if n, err := s.Unrevoke(ctx, "c1", now); err != nil || n != 0 {
+			t.Fatalf("Unrevoke of a departed cluster = %d, %v; want 0", n, err)
+		}
+		bl, _ = s.Blocklist(ctx)
+		if _, ok := bl[pki.Fingerprint(other)]; ok {
+			t.Error("a lifted revocation is still blocked")
+		}
+	})
+
+	t.Run("records concurrent with a revocation are never lost", func(t *testing.T) {
+		s := newStore(t, env, "race")
+		var wg sync.WaitGroup
+		certs := make([]*x509.Certificate, 20)
+		for i := range certs {
+			certs[i] = issue(t, ca, "c1", time.Hour, now)
+		}
+		errs := make(chan error, len(certs))
+		for i := range certs {
+			wg.Add(1)
+			go func(c *x509.Certificate) {
+				defer wg.Done()
+				errs <- s.Record(ctx, "c1", owner, c, 0, now)
+			}(certs[i])
+		}
+		for range 5 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// A revocation that keeps losing the race returns an error and is retried
+				// by the next pass; it must never lose a record.
+				_, _ = s.Revoke(ctx, "c1", ledger.CauseDeparted, now)
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Every certificate is either blocked or still in a ledger a later pass revokes.
+		bl, _ := s.Blocklist(ctx)
+		_, left, err := s.Read(ctx, "c1", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range certs {
+			fp := pki.Fingerprint(c)
+			if _, blocked := bl[fp]; !blocked {
+				if _, recorded := left[fp]; !recorded {
+					t.Errorf("certificate %s is neither blocked nor recorded", fp)
+				}
+			}
+		}
+	})
+
+	t.Run("no size cliff at 10000 revoked certificates", func(t *testing.T) {
+		s := newStore(t, env, "bulk")
+		const clusters, perCluster = 500, 20
+		for c := range clusters {
+			entries := ledger.Entries{}
+			for i := range perCluster {
+				entries[fmt.Sprintf("%016X%048X", c, i)] = now.Add(time.Hour).Truncate(time.Second)
+			}
+			if err := s.Merge(ctx, fmt.Sprintf("bulk-%d", c), owner, entries, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for c := range clusters {
+			if _, err := s.Revoke(ctx, fmt.Sprintf("bulk-%d", c), ledger.CauseDeparted, now); err != nil {
+				t.Fatalf("cluster %d: %v", c, err)
+			}
+		}
+		bl, err := s.Blocklist(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bl) != clusters*perCluster {
+			t.Fatalf("blocklist holds %d keys, want %d", len(bl), clusters*perCluster)
+		}
+	})
+
+	t.Run("the earlier blocklist expiry record moves without unblocking", func(t *testing.T) {
+		s := newStore(t, env, "legacy")
+		fp := pki.Fingerprint(issue(t, ca, "c1", time.Hour, now))
+		record, _ := json.Marshal(map[string]string{fp: now.Add(time.Hour).UTC().Format(time.RFC3339)})
+		if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: ledger.BlocklistName,
+			Annotations: map[string]string{ledger.LegacyBlocklistExpiryAnnotation: string(record)}}, Data: map[string]string{fp: ""}}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.MigrateLegacyBlocklist(ctx, now); err != nil || n != 1 {
+			t.Fatalf("MigrateLegacyBlocklist = %d, %v", n, err)
+		}
+		revoked, err := s.Revoked(ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := revoked[fp]; !ok {
+			t.Fatal("the entry is not in the revocation record")
+		}
+		bl, _ := s.Blocklist(ctx)
+		if _, ok := bl[fp]; !ok {
+			t.Fatal("the key was unblocked by the migration")
+		}
+		if err := s.Prune(ctx, now.Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if bl, _ = s.Blocklist(ctx); len(bl) != 0 {
+			t.Errorf("the migrated entry was not pruned after expiry: %v", bl)
+		}
+	})
+}

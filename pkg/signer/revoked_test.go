@@ -1,0 +1,65 @@
+package signer_test
+
+import (
+	"context"
+	"testing"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
+)
+
+// TestRevokedAndUnacceptedClustersAreRefused: a cluster its owner lists in
+// spec.revokedClusters, or one the hub no longer accepts, gets no certificate, including the
+// renewal OCM's agent asks for; undoing the revocation lets the next request through.
+func TestRevokedAndUnacceptedClustersAreRefused(t *testing.T) {
+	h := hub(t)
+	ctx := context.Background()
+	keys(t)
+
+	goc := &v1alpha1.GitOpsCluster{}
+	if err := h.admin.Get(ctx, types.NamespacedName{Namespace: gitopsNS, Name: "fleet"}, goc); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(goc.DeepCopy())
+	goc.Spec.RevokedClusters = []string{"cluster3"}
+	if err := h.admin.Patch(ctx, goc, patch); err != nil {
+		t.Fatal(err)
+	}
+	csr := h.createCSR(t, agentOf("cluster3"), csrObject("cluster3", signerName, requestPEM(t, p256, agentRequest("cluster3"))))
+	done := h.waitFinal(t, csr.Name)
+	if c := condition(done, certificatesv1.CertificateFailed); c == nil || c.Reason != signer.ReasonRevoked || len(done.Status.Certificate) > 0 {
+		t.Fatalf("revoked cluster's CSR: %+v, certificate %d bytes", done.Status.Conditions, len(done.Status.Certificate))
+	}
+	patch = client.MergeFrom(goc.DeepCopy())
+	goc.Spec.RevokedClusters = nil
+	if err := h.admin.Patch(ctx, goc, patch); err != nil {
+		t.Fatal(err)
+	}
+	csr = h.createCSR(t, agentOf("cluster3"), csrObject("cluster3", signerName, requestPEM(t, p256, agentRequest("cluster3"))))
+	h.waitSigned(t, csr.Name)
+
+	mc := &clusterv1.ManagedCluster{}
+	if err := h.admin.Get(ctx, types.NamespacedName{Name: "cluster2"}, mc); err != nil {
+		t.Fatal(err)
+	}
+	mc.Spec.HubAcceptsClient = false
+	if err := h.admin.Update(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := h.admin.Get(ctx, types.NamespacedName{Name: "cluster2"}, mc); err == nil {
+			mc.Spec.HubAcceptsClient = true
+			_ = h.admin.Update(ctx, mc)
+		}
+	})
+	csr = h.createCSR(t, agentOf("cluster2"), csrObject("cluster2", signerName, requestPEM(t, p256, agentRequest("cluster2"))))
+	done = h.waitFinal(t, csr.Name)
+	if c := condition(done, certificatesv1.CertificateFailed); c == nil || c.Reason != signer.ReasonClusterNotAccepted {
+		t.Fatalf("unaccepted cluster's CSR: %+v", done.Status.Conditions)
+	}
+}

@@ -72,10 +72,15 @@ test-binaries: ## Build or locate kube-apiserver, etcd and kube-controller-manag
 ocm-binaries: ## Build or locate the OCM hub controllers and klusterlet agent for the local fleet (test/fleet).
 	hack/ocm-binaries.sh
 
+.PHONY: argocd-binaries
+argocd-binaries: ## Build or locate Argo CD (one binary for every component) and its CRDs for the local fleet.
+	hack/argocd-binaries.sh
+
 .PHONY: test
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests.
 	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
 	export OCM_BINARIES_DIR="$$(hack/ocm-binaries.sh)"; \
+	export ARGOCD_BINARIES_DIR="$$(hack/argocd-binaries.sh)"; \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
 	go test ./pkg/signer/ -run '^$$' -fuzz FuzzCheckCSR -fuzztime 15s -fuzzminimizetime 100x
 
@@ -89,9 +94,10 @@ fuzz: ## Fuzz the signer's CSR checks for two minutes.
 
 ##@ Run
 .PHONY: demo
-demo: build ## Start a local OCM hub and two managed clusters, run the manager, apply the example and show the result.
+demo: build ## Start a local OCM hub and two managed clusters, run the manager, apply the example, deploy a guestbook with Argo CD and show the result.
 	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
 	export OCM_BINARIES_DIR="$$(hack/ocm-binaries.sh)"; \
+	export ARGOCD_BINARIES_DIR="$$(hack/argocd-binaries.sh)"; \
 	go run ./test/demo $(if $(DEMO_EXIT),--exit)
 
 .PHONY: clean

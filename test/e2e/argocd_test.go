@@ -12,7 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 )
@@ -133,6 +135,104 @@ func TestArgoCDApplication(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.waitApplication(t, "Synced and Healthy at the second commit", second, "Healthy")
+}
+
+// TestArgoCDApplicationSet runs Argo CD with its applicationset-controller on the hub, as the
+// pull model has it there: an ApplicationSet with a list generator makes an Application, which
+// the hub's application-controller syncs from the loopback repository onto the hub itself.
+func TestArgoCDApplicationSet(t *testing.T) {
+	if env == nil {
+		t.Skip(skipWhy)
+	}
+	s := env
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	git, err := fleet.StartGitServer(filepath.Join(s.f.Dir(), "git-hub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := git.Close(); err != nil {
+			t.Errorf("stopping the Git server: %v", err)
+		}
+	})
+	repo, err := git.CreateRepo("guestbook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha, err := repo.Commit(fleet.GuestbookFiles(1, guestbookImg1), "guestbook")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	argo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ApplicationSetController: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%-72s %7s", "hub: Argo CD up (repo-server, application-controller, applicationset-controller)", time.Since(start).Round(10*time.Millisecond))
+	const appNS = "guestbook-hub"
+	appSet := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(fmt.Appendf(nil, `apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {name: guestbook, namespace: %s}
+spec:
+  goTemplate: true
+  generators:
+  - list:
+      elements:
+      - {name: hub-guestbook, namespace: %s}
+  template:
+    metadata: {name: '{{.name}}'}
+    spec:
+      project: default
+      source: {repoURL: %q, path: guestbook, targetRevision: main}
+      destination: {server: https://kubernetes.default.svc, namespace: '{{.namespace}}'}
+      syncPolicy:
+        automated: {prune: true}
+        syncOptions: [CreateNamespace=true]
+`, fleet.ArgoCDNamespace, appNS, repo.URL), &appSet.Object); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		errs := []error{client.IgnoreNotFound(s.hub.Delete(ctx, appSet))}
+		// Without a resources finalizer the ApplicationSet's deletion takes its Application
+		// but leaves the synced objects, which go with their namespace.
+		errs = append(errs, argo.Stop())
+		errs = append(errs, client.IgnoreNotFound(s.hub.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: appNS}})))
+		if err := errors.Join(errs...); err != nil {
+			t.Errorf("cleaning up Argo CD on the hub: %v", err)
+		}
+	})
+	if err := s.hub.Create(ctx, appSet); err != nil {
+		t.Fatalf("creating the ApplicationSet: %v", err)
+	}
+	s.eventually(t, "hub: the applicationset-controller generated Application hub-guestbook", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		app := &unstructured.Unstructured{}
+		app.SetGroupVersionKind(fleet.ApplicationGVK)
+		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: "hub-guestbook"}, app); err != nil {
+			return false, getState(err, "Application")
+		}
+		for _, o := range app.GetOwnerReferences() {
+			if o.Kind == "ApplicationSet" && o.Name == "guestbook" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("Application owners: %v", app.GetOwnerReferences())
+	})
+	s.eventually(t, "hub: Application hub-guestbook Synced at the commit, Deployment on the hub", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		st, err := fleet.GetApplicationState(ctx, s.hub, fleet.ArgoCDNamespace, "hub-guestbook")
+		if err != nil {
+			return false, getState(err, "Application")
+		}
+		d := &appsv1.Deployment{}
+		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: appNS, Name: guestbookName}, d); err != nil {
+			return false, getState(err, "Deployment") + "; Application: " + st.String()
+		}
+		return st.Sync == "Synced" && st.Revision == sha, st.String()
+	})
 }
 
 func guestbookDeployment(ctx context.Context, c client.Client) (*appsv1.Deployment, error) {

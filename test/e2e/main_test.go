@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -112,7 +113,7 @@ func selectedByRun() bool {
 	}
 	top, _, _ := strings.Cut(f.Value.String(), "/")
 	re, err := regexp.Compile(top)
-	return err != nil || re.MatchString("TestFleetE2E") || re.MatchString("TestArgoCDApplication")
+	return err != nil || slices.ContainsFunc([]string{"TestFleetE2E", "TestArgoCDApplication", "TestArgoCDApplicationSet"}, re.MatchString)
 }
 
 func logf(format string, args ...any) {

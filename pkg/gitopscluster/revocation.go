@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -21,6 +22,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
 
 // departures remembers, per principal namespace and cluster, when a cluster was first seen
@@ -395,6 +397,10 @@ func (r *Reconciler) liftRevocations(ctx context.Context, goc *v1alpha1.GitOpsCl
 	}
 	var errs []error
 	for _, c := range sets.List(lift) {
+		if err := r.deleteRevokedCSRs(ctx, c); err != nil {
+			errs = append(errs, err)
+			continue
+		}
 		n, err := store.Unrevoke(ctx, c, now)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("lifting the revocation of cluster %s: %w", c, err))
@@ -406,6 +412,32 @@ func (r *Reconciler) liftRevocations(ctx context.Context, goc *v1alpha1.GitOpsCl
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// deleteRevokedCSRs deletes the requests of cluster that the signer failed as Revoked. OCM's
+// registration agent (v1.2.1) keeps waiting on a request its hub approved, Failed or not, and
+// asks anew only once that request is gone; kube-controller-manager's cleaner deletes it only
+// after an hour.
+func (r *Reconciler) deleteRevokedCSRs(ctx context.Context, cluster string) error {
+	var csrs certificatesv1.CertificateSigningRequestList
+	if err := r.Client.List(ctx, &csrs, client.MatchingLabels{signer.ClusterNameLabel: cluster, signer.AddonNameLabel: r.Config.AddonName}); err != nil {
+		return err
+	}
+	for i := range csrs.Items {
+		csr := &csrs.Items[i]
+		if csr.Spec.SignerName != r.Config.SignerName {
+			continue
+		}
+		for _, c := range csr.Status.Conditions {
+			if c.Type == certificatesv1.CertificateFailed && c.Reason == signer.ReasonRevoked {
+				if err := r.Client.Delete(ctx, csr); client.IgnoreNotFound(err) != nil {
+					return fmt.Errorf("deleting the revoked certificate request %s of cluster %s: %w", csr.Name, cluster, err)
+				}
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // pruneRevoked drops expired revocations; it reads past the cache only when the cache shows one.

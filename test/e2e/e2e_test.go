@@ -51,7 +51,9 @@ func TestFleetE2E(t *testing.T) {
 		{"3_ProgressiveImageRollout", s.scenarioProgressiveRollout},
 		{"4_CertificateRotationAndReload", s.scenarioRotation},
 		{"5_ForgedCSRIsRefused", s.scenarioForgedCSR},
-		{"6_DeletionCleansUp", s.scenarioDeletion},
+		{"6_RevokeActionAndUndo", s.scenarioRevokeAction},
+		{"7_PagedFleetOf250NeverRevokesALiveAgent", s.scenarioPagedFleet},
+		{"8_DeletionCleansUp", s.scenarioDeletion},
 	}
 	failed := ""
 	for _, sc := range scenarios {
@@ -148,6 +150,7 @@ func (s *suite) scenarioInstall(t *testing.T) {
 	// The client certificate: OCM's registration agent on cluster1 asks with a CSR on the hub,
 	// this project's signer signs it, and the registration agent stores it on cluster1.
 	cert := s.waitClientCert(t, "cluster1")
+	s.checkRealDeploymentArgs(t, ctx, "cluster1")
 	csrs, err := s.addonCSRs(ctx, "cluster1")
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,229 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/chartrender"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+// renderedPrincipalArgs renders the chart as `helm install --set principal.install=true` would
+// and returns the principal container's arguments.
+func renderedPrincipalArgs(t *testing.T) []string {
+	t.Helper()
+	manifest, _, err := chartrender.Render(filepath.Join(testenv.RepoRoot(), "charts", "argocd-agent-addon"), ns, "argocd-agent-addon",
+		map[string]any{"principal": map[string]any{"install": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(manifest, "\n---") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil || u.GetKind() != "Deployment" || u.GetName() != "argocd-agent-principal" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		var out []string
+		for _, a := range containers[0].(map[string]any)["args"].([]any) {
+			out = append(out, a.(string))
+		}
+		return out
+	}
+	t.Fatal("the chart renders no principal Deployment")
+	return nil
+}
+
+func flagValue(args []string, name string) (string, bool) {
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// checkRealDeploymentArgs checks, against what ran on the fleet, the arguments a real
+// deployment runs with (no argocd-agent binary can be built here): the chart's principal must
+// name the real agent certificate's cluster as the agent and forward its hub namespace; the
+// agent on the cluster must read the files OCM mounts and be allowed the calls argocd-agent's
+// agent makes.
+func (s *suite) checkRealDeploymentArgs(t *testing.T, ctx context.Context, cluster string) {
+	t.Helper()
+	cert, _, err := s.clientCert(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pargs := renderedPrincipalArgs(t)
+	auth, _ := flagValue(pargs, "--auth")
+	re, err := regexp.Compile(strings.TrimPrefix(auth, "mtls:subject:"))
+	if err != nil {
+		t.Fatalf("principal --auth %q: %v", auth, err)
+	}
+	if m := re.FindStringSubmatch(cert.Subject.String()); len(m) < 2 || m[1] != cluster {
+		t.Errorf("the principal's --auth %q names agent %v in the real certificate subject %q, want %s", auth, m, cert.Subject.String(), cluster)
+	}
+	allowed, _ := flagValue(pargs, "--allowed-namespaces")
+	if !slices.ContainsFunc(strings.Split(allowed, ","), func(g string) bool { ok, _ := path.Match(g, cluster); return ok }) {
+		t.Errorf("the principal's --allowed-namespaces=%q does not forward Applications of hub namespace %s", allowed, cluster)
+	}
+	for _, want := range []string{"--require-client-certs=true", "--tls-ca-secret-name=" + gitopscluster.CASecretName, "--namespace-create-enable=false"} {
+		if !slices.Contains(pargs, want) {
+			t.Errorf("principal args %v lack %s", pargs, want)
+		}
+	}
+
+	d, err := s.agentDeployment(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := addon.ClientCertMountDir(signerName)
+	args := d.Spec.Template.Spec.Containers[0].Args
+	for _, want := range []string{"--creds=mtls:any", "--root-ca-secret-name=" + addon.SpokeCASecretName,
+		"--tls-client-cert=" + dir + "/tls.crt", "--tls-client-key=" + dir + "/tls.key"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("%s: agent args %v lack %s", cluster, args, want)
+		}
+	}
+	mounted := false
+	for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+		mounted = mounted || m.MountPath == dir
+	}
+	if !mounted {
+		t.Errorf("%s: nothing is mounted at %s, where the agent reads its certificate (OCM adds that mount)", cluster, dir)
+	}
+	// The RBAC OCM's work agent applied, asked on the cluster's own API server.
+	user := "system:serviceaccount:" + agentNS + ":" + addon.AgentName
+	for _, c := range []authorizationv1.ResourceAttributes{
+		{Verb: "get", Group: "argoproj.io", Resource: "applications", Namespace: cluster, Name: "guestbook"},
+		{Verb: "watch", Group: "argoproj.io", Resource: "applications", Namespace: agentNS},
+		{Verb: "create", Group: "argoproj.io", Resource: "applications", Namespace: agentNS},
+		{Verb: "list", Resource: "events", Namespace: "guestbook"},
+		{Verb: "get", Group: "apps", Resource: "deployments", Namespace: "guestbook", Name: "guestbook-ui"},
+		{Verb: "watch", Resource: "namespaces"},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + agentNS, "system:authenticated"},
+			ResourceAttributes: &c,
+		}}
+		if err := s.spokes[cluster].Create(ctx, sar); err != nil {
+			t.Fatal(err)
+		}
+		if !sar.Status.Allowed {
+			t.Errorf("%s: the agent may not %s %s/%s in %q, which argocd-agent's agent does", cluster, c.Verb, c.Group, c.Resource, c.Namespace)
+		}
+	}
+}
+
+// Scenario: a person revokes a live cluster's agent, OCM's forced renewal is refused, and
+// undoing the revocation restores the agent with a new certificate.
+func (s *suite) scenarioRevokeAction(t *testing.T) {
+	ctx := ctxFor(t)
+	const cluster = "cluster2"
+	old, sec, err := s.clientCert(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldFP := pki.Fingerprint(old)
+	s.setRevoked(t, cluster)
+	start := time.Now()
+	s.eventually(t, "hub: cluster2 revoked", time.Minute, func(ctx context.Context) (bool, string) {
+		bl, err := s.blocklist(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		if _, ok := bl[oldFP]; !ok {
+			return false, "cluster2's certificate is not blocked"
+		}
+		err = s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: gitopscluster.ClusterSecretName(cluster)}, &corev1.Secret{})
+		if !apierrors.IsNotFound(err) {
+			return false, fmt.Sprintf("cluster secret still there (%v)", err)
+		}
+		g, err := s.goc(ctx)
+		if err != nil || g.Status.RevokedAgents != 1 {
+			return false, fmt.Sprintf("status.revokedAgents not 1 yet (%v)", err)
+		}
+		return true, ""
+	})
+	t.Logf("cluster2 revoked in %s", time.Since(start).Round(100*time.Millisecond))
+
+	// OCM's renewal, forced: the registration agent asks again and is refused.
+	before, err := s.addonCSRs(ctx, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.spokes[cluster].Delete(ctx, &corev1.Secret{ObjectMeta: sec.ObjectMeta}); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, "hub: cluster2's renewal refused as Revoked", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		csrs, err := s.addonCSRs(ctx, cluster)
+		if err != nil {
+			return false, err.Error()
+		}
+		for i := range csrs {
+			if slices.ContainsFunc(before, func(b certificatesv1.CertificateSigningRequest) bool { return b.Name == csrs[i].Name }) {
+				continue
+			}
+			if c := csrCondition(&csrs[i], certificatesv1.CertificateFailed); c != nil && c.Reason == signer.ReasonRevoked {
+				if len(csrs[i].Status.Certificate) > 0 {
+					return false, "a revoked request carries a certificate"
+				}
+				return true, ""
+			}
+		}
+		return false, describeCSRs(csrs)
+	})
+	if _, _, err := s.clientCert(ctx, cluster); err == nil {
+		t.Fatal("cluster2 got a certificate while revoked")
+	}
+
+	// Undo.
+	s.setRevoked(t)
+	s.waitClientCert(t, cluster, oldFP)
+	s.eventually(t, "hub: cluster2 restored", time.Minute, func(ctx context.Context) (bool, string) {
+		bl, err := s.blocklist(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		if _, ok := bl[oldFP]; ok {
+			return false, "the certificate revoked by the person is still blocked"
+		}
+		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: gitopscluster.ClusterSecretName(cluster)}, &corev1.Secret{}); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	s.waitReady(t, 2, 2)
+}
+
+func (s *suite) setRevoked(t *testing.T, clusters ...string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	g, err := s.goc(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(g.DeepCopy())
+	g.Spec.RevokedClusters = clusters
+	if err := s.hub.Patch(ctx, g, patch); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -42,6 +42,8 @@ const (
 	// selectLabel is put on each ManagedCluster (value = its name) so that the Placement can
 	// select clusters by name with a requiredClusterSelector.
 	selectLabel = "e2e.argocd-agent-addon.io/cluster"
+	// managerDepartureSettle is the manager's --departure-settle.
+	managerDepartureSettle = 5 * time.Second
 )
 
 // env is the fleet and the manager every scenario shares; nil when the suite is skipped.
@@ -179,7 +181,7 @@ func setUp() (*suite, error) {
 			"--managed-namespaces=" + ns,
 			"--reloader-image=" + reloaderImg,
 			"--agent-cert-validity=" + agentCertValidity.String(),
-			"--departure-settle=5s",
+			"--departure-settle=" + managerDepartureSettle.String(),
 			"--zap-log-level=info",
 		},
 	})

@@ -114,6 +114,11 @@ spec:
 spec:
   placementRef: {kind: Placement, name: p}
   argoCDAgentAddon: {mode: managed, principalServerAddress: 192.0.2.10, principalServerPort: "443"}`,
+		"revoked clusters and a 30-day certificate lifetime": `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {clientCertificateValidity: 720h}
+  revokedClusters: [cluster1, cluster-2]`,
 		"IPv6 address": `
 spec:
   placementRef: {kind: Placement, name: p}
@@ -163,6 +168,20 @@ spec:
 spec:
   placementRef: {kind: Placement}
   argoCDAgentAddon: {mode: managed}`, []string{"spec.placementRef.name: Required value"}},
+		{"client certificates valid longer than 30 days", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {clientCertificateValidity: 721h}`, []string{"clientCertificateValidity must be at most 720h (30 days)"}},
+		{"a revoked cluster name that is not a DNS label", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {mode: managed}
+  revokedClusters: [Cluster_1]`, []string{"spec.revokedClusters[0]"}},
+		{"the same revoked cluster twice", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {mode: managed}
+  revokedClusters: [c1, c1]`, []string{"spec.revokedClusters[1]", "Duplicate value"}},
 		{"missing argoCDAgentAddon", `
 spec:
   placementRef: {kind: Placement, name: p}`, []string{"spec.argoCDAgentAddon: Required value"}},

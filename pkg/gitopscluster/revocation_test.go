@@ -427,3 +427,86 @@ func touch(t *testing.T, ns, name string) {
 		t.Fatal(err)
 	}
 }
+
+// TestPrincipalNamespaceMustAllowTheGitOpsCluster: a GitOpsCluster may not issue from, or add
+// names to, another namespace's principal unless that namespace lists it.
+func TestPrincipalNamespaceMustAllowTheGitOpsCluster(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "tenant-a")
+	createNamespace(t, "platform-principal")
+	createManagedClusters(t, "pn-a")
+	createPlacement(t, "tenant-a", "p")
+	setDecisions(t, "tenant-a", "p", 0, "pn-a")
+	createGitOpsCluster(t, "tenant-a", "g", "p", withAddress("evil.example.com"), func(g *v1alpha1.GitOpsCluster) {
+		g.Spec.ArgoCDAgentAddon.PrincipalNamespace = "platform-principal"
+	})
+	conditionIs(t, "tenant-a", "g", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonPrincipalNotAllowed)
+	err := k8s.Get(ctx, types.NamespacedName{Namespace: "platform-principal", Name: gitopscluster.CASecretName}, &corev1.Secret{})
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("the manager wrote PKI into a principal namespace the GitOpsCluster may not use (err %v)", err)
+	}
+
+	ns := &corev1.Namespace{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: "platform-principal"}, ns); err != nil {
+		t.Fatal(err)
+	}
+	ns.Annotations = map[string]string{v1alpha1.AnnotationAllowedGitOpsClusterNamespaces: "other, tenant-a"}
+	if err := k8s.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, "tenant-a", "g")
+	conditionIs(t, "tenant-a", "g", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, "")
+}
+
+// TestLegacyLedgersMoveToThePrincipalNamespace: on start, a ledger of the earlier layout (in
+// the cluster's hub namespace) is merged into the principal namespace and deleted; none of its
+// entries is lost, and a departed cluster's entries are revoked from there.
+func TestLegacyLedgersMoveToThePrincipalNamespace(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "legacy")
+	createManagedClusters(t, "lg-a", "lg-b", "lg-c")
+	createPlacement(t, f.ns, "p")
+	setDecisions(t, f.ns, "p", 0, "lg-a", "lg-b", "lg-c")
+	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
+	f.waitSecrets("lg-a", "lg-b", "lg-c")
+
+	// What the earlier signer wrote: one ConfigMap in each cluster's namespace.
+	legacy := map[string]*x509.Certificate{}
+	for _, c := range []string{"lg-a", "lg-b"} {
+		kp, err := f.ca.IssueClientCert(pkix.Name{CommonName: c}, time.Hour, clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		legacy[c] = kp.Cert
+		f.certs[c] = kp.Cert
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: c, Name: ledger.LegacyLedgerName,
+			Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}},
+			Data: map[string]string{pki.Fingerprint(kp.Cert): kp.Cert.NotAfter.UTC().Format(time.RFC3339)}}
+		if err := k8s.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stopManager()
+	startManager()
+	for c, cert := range legacy {
+		eventually(t, c+"'s ledger moved", func() error {
+			_, entries, err := f.store().Read(ctx, c, clock.Now())
+			if err != nil {
+				return err
+			}
+			if _, ok := entries[pki.Fingerprint(cert)]; !ok {
+				return fmt.Errorf("%s's entry is not in %s/%s", c, f.ns, ledger.LedgerName(c))
+			}
+			err = k8s.Get(ctx, types.NamespacedName{Namespace: c, Name: ledger.LegacyLedgerName}, &corev1.ConfigMap{})
+			if !apierrors.IsNotFound(err) {
+				return fmt.Errorf("the earlier ledger of %s is still there (%v)", c, err)
+			}
+			return nil
+		})
+	}
+	setDecisions(t, f.ns, "p", 0, "lg-b", "lg-c")
+	f.waitRevoked("lg-a")
+	if f.blocked("lg-b") {
+		t.Error("a migrated certificate of a cluster that stays was blocked")
+	}
+}

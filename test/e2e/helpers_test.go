@@ -158,7 +158,11 @@ func (s *suite) waitDecision(t *testing.T, clusters ...string) {
 	t.Helper()
 	want := append([]string(nil), clusters...)
 	sort.Strings(want)
-	s.eventually(t, fmt.Sprintf("OCM PlacementDecision of %s = %v", placement, want), time.Minute, func(ctx context.Context) (bool, string) {
+	what := fmt.Sprintf("OCM PlacementDecision of %s = %v", placement, want)
+	if len(want) > 10 {
+		what = fmt.Sprintf("OCM PlacementDecision of %s = %d clusters (%s … %s)", placement, len(want), want[0], want[len(want)-1])
+	}
+	s.eventually(t, what, time.Minute, func(ctx context.Context) (bool, string) {
 		got, err := s.decided(ctx)
 		if err != nil {
 			return false, err.Error()

@@ -26,6 +26,7 @@ const (
 	ReasonPrincipalFromService = "FromService"
 	ReasonPrincipalNotFound    = "PrincipalServiceNotFound"
 	ReasonPrincipalNoAddress   = "PrincipalAddressUnknown"
+	ReasonPrincipalLastKnown   = "LastKnownEndpoint"
 	ReasonCertificatesIssued   = "Issued"
 	ReasonCertificatesFailed   = "IssueFailed"
 	ReasonAddOnApplied         = "Applied"

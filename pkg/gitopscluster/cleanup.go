@@ -64,16 +64,20 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 			return err
 		}
 	}
-	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.InNamespace(names.PrincipalNamespace(goc)), owner); err != nil {
-		return err
-	}
-	for i := range secrets.Items {
-		if err := r.Client.Delete(ctx, &secrets.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+	// Outside the managed namespaces the manager wrote nothing (and its cache cannot list there).
+	if principalNS := names.PrincipalNamespace(goc); r.namespaceManaged(principalNS) {
+		var secrets corev1.SecretList
+		if err := r.Client.List(ctx, &secrets, client.InNamespace(principalNS), owner); err != nil {
 			return err
 		}
+		for i := range secrets.Items {
+			if err := r.Client.Delete(ctx, &secrets.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+				return err
+			}
+		}
 	}
-	patch := client.MergeFrom(goc.DeepCopy())
+	// The optimistic lock keeps a finalizer another controller added meanwhile.
+	patch := client.MergeFromWithOptions(goc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(goc, v1alpha1.Finalizer)
 	return r.Client.Patch(ctx, goc, patch)
 }

@@ -67,7 +67,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.finalize(ctx, goc)
 	}
 	if !controllerutil.ContainsFinalizer(goc, v1alpha1.Finalizer) {
-		patch := client.MergeFrom(goc.DeepCopy())
+		patch := client.MergeFromWithOptions(goc.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		controllerutil.AddFinalizer(goc, v1alpha1.Finalizer)
 		if err := r.Client.Patch(ctx, goc, patch); err != nil {
 			return ctrl.Result{}, err
@@ -111,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	// 2. Principal endpoint.
-	disc, err := principal.Discover(ctx, r.Client, goc.Spec.ArgoCDAgentAddon, types.NamespacedName{Namespace: principalNS, Name: r.Config.PrincipalServiceName})
+	disc, err := principal.DiscoverKeeping(ctx, r.Client, goc.Spec.ArgoCDAgentAddon, types.NamespacedName{Namespace: principalNS, Name: r.Config.PrincipalServiceName}, goc.Status.Principal)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

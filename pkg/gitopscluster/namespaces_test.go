@@ -2,16 +2,19 @@ package gitopscluster_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 )
 
 // TestPrincipalNamespaceOutsideManagedNamespaces runs one reconcile with a manager limited to
@@ -49,4 +52,31 @@ func TestPrincipalNamespaceOutsideManagedNamespaces(t *testing.T) {
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: gitopscluster.CASecretName}, &corev1.Secret{}); err == nil {
 		t.Error("a CA secret was written in an unmanaged namespace")
 	}
+}
+
+// TestGitOpsClusterOutsideManagedNamespacesCanBeDeleted: with the binary's cache (Secrets only
+// in the managed namespaces), a GitOpsCluster whose principal namespace is elsewhere still
+// gets its finalizer removed when deleted.
+func TestGitOpsClusterOutsideManagedNamespacesCanBeDeleted(t *testing.T) {
+	ctx := context.Background()
+	ns := "unmanaged-delete"
+	createNamespace(t, ns)
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 0)
+	stopManager()
+	startManagerWith(func(o *manager.Options) { o.Fleet.ManagedNamespaces = []string{"somewhere-else"} })
+	defer func() { stopManager(); startManager() }()
+
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotManaged)
+	if err := k8s.Delete(ctx, &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the GitOpsCluster is gone", func() error {
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "fleet"}, &v1alpha1.GitOpsCluster{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
 }

@@ -57,10 +57,16 @@ func testConfig() gitopscluster.Config {
 	return cfg
 }
 
-func startManager() {
+func startManager() { startManagerWith(nil) }
+
+// startManagerWith starts a manager built like the binary's, with edit applied to its options.
+func startManagerWith(edit func(*manager.Options)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := manager.DefaultOptions()
 	opts.Fleet = testConfig()
+	if edit != nil {
+		edit(&opts)
+	}
 	// The binary's cache and client options, so the tests see the cache a user runs.
 	mo := manager.ControllerOptions(k8s.Scheme(), opts)
 	mo.Metrics = metricsserver.Options{BindAddress: "0"}

@@ -46,6 +46,29 @@ func SpecPort(p *intstr.IntOrString) (int32, bool) {
 // with the node port. The spec port, when given, overrides a discovered one. Only API errors
 // other than NotFound are returned as errors.
 func Discover(ctx context.Context, r client.Reader, spec v1alpha1.ArgoCDAgentAddonSpec, service types.NamespacedName) (Result, error) {
+	return DiscoverKeeping(ctx, r, spec, service, nil)
+}
+
+// DiscoverKeeping is Discover that holds on to the previous endpoint (the one agents dial
+// now) across a brief loss: a load balancer re-provisioned, a Service re-created, another
+// node becoming Ready. A NodePort endpoint keeps its node while that node is Ready, and when
+// nothing is found the previous discovered endpoint is kept, with reason LastKnownEndpoint.
+// Without this, every blip re-issues the principal's serving certificate, restarts the
+// principal and rolls a new configuration to every agent, twice.
+func DiscoverKeeping(ctx context.Context, r client.Reader, spec v1alpha1.ArgoCDAgentAddonSpec, service types.NamespacedName, previous *v1alpha1.PrincipalEndpoint) (Result, error) {
+	res, err := discover(ctx, r, spec, service, previous)
+	if err != nil || res.Endpoint != nil || previous == nil || previous.Source == v1alpha1.PrincipalSourceSpec || spec.PrincipalServerAddress != "" {
+		return res, err
+	}
+	kept := *previous
+	return Result{
+		Endpoint: &kept,
+		Reason:   v1alpha1.ReasonPrincipalLastKnown,
+		Message:  fmt.Sprintf("%s; keeping the last known endpoint %s:%d (%s) until discovery finds one again", res.Message, kept.Address, kept.Port, kept.Source),
+	}, nil
+}
+
+func discover(ctx context.Context, r client.Reader, spec v1alpha1.ArgoCDAgentAddonSpec, service types.NamespacedName, previous *v1alpha1.PrincipalEndpoint) (Result, error) {
 	specPort, hasSpecPort := SpecPort(spec.PrincipalServerPort)
 	if spec.PrincipalServerAddress != "" {
 		port := int32(DefaultPort)
@@ -97,7 +120,11 @@ func Discover(ctx context.Context, r client.Reader, spec v1alpha1.ArgoCDAgentAdd
 		if err := r.List(ctx, &nodes); err != nil {
 			return Result{}, err
 		}
-		if addr := nodeAddress(nodes.Items); addr != "" {
+		addr := nodeAddress(nodes.Items)
+		if previous != nil && previous.Source == v1alpha1.PrincipalSourceNodePort && readyNodeHas(nodes.Items, previous.Address) {
+			addr = previous.Address
+		}
+		if addr != "" {
 			port := override(sp.NodePort)
 			return Result{
 				Endpoint: &v1alpha1.PrincipalEndpoint{Address: addr, Port: port, Source: v1alpha1.PrincipalSourceNodePort},
@@ -164,6 +191,21 @@ func nodeAddress(nodes []corev1.Node) string {
 		}
 	}
 	return ""
+}
+
+// readyNodeHas reports whether a Ready node has the address.
+func readyNodeHas(nodes []corev1.Node, addr string) bool {
+	for i := range nodes {
+		if !NodeReady(&nodes[i]) {
+			continue
+		}
+		for _, a := range nodes[i].Status.Addresses {
+			if a.Address == addr {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // NodeReady reports whether the node's Ready condition is True.

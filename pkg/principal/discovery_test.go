@@ -87,3 +87,47 @@ func TestDiscover(t *testing.T) {
 		})
 	}
 }
+
+// TestDiscoverKeepsTheEndpointAgentsDial: a brief loss of the load balancer or the Service
+// keeps the previous endpoint, and a NodePort endpoint keeps its node while that node is
+// Ready, so nothing is re-issued or rolled out for a blip.
+func TestDiscoverKeepsTheEndpointAgentsDial(t *testing.T) {
+	port443 := []corev1.ServicePort{{Name: "https", Port: 443, NodePort: 30443}}
+	lb := &v1alpha1.PrincipalEndpoint{Address: "lb.example.com", Port: 443, Source: v1alpha1.PrincipalSourceLoadBalancer}
+	onNodeC := &v1alpha1.PrincipalEndpoint{Address: "198.51.100.3", Port: 30443, Source: v1alpha1.PrincipalSourceNodePort}
+	fromSpec := &v1alpha1.PrincipalEndpoint{Address: "old.example.com", Port: 443, Source: v1alpha1.PrincipalSourceSpec}
+	cases := []struct {
+		name     string
+		objects  []client.Object
+		previous *v1alpha1.PrincipalEndpoint
+		want     *v1alpha1.PrincipalEndpoint
+		reason   string
+	}{
+		{"load balancer lost its address", []client.Object{svc(corev1.ServiceTypeLoadBalancer, port443)}, lb, lb, v1alpha1.ReasonPrincipalLastKnown},
+		{"Service deleted for a moment", nil, lb, lb, v1alpha1.ReasonPrincipalLastKnown},
+		{"a spec endpoint removed from the spec is not kept", nil, fromSpec, nil, v1alpha1.ReasonPrincipalNotFound},
+		{"node port: the previous node stays while Ready, although another sorts first", []client.Object{svc(corev1.ServiceTypeNodePort, port443),
+			node("a", true, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "198.51.100.1"}),
+			node("c", true, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "198.51.100.3"})},
+			onNodeC, onNodeC, v1alpha1.ReasonPrincipalFromService},
+		{"node port: the previous node is no longer Ready", []client.Object{svc(corev1.ServiceTypeNodePort, port443),
+			node("a", true, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "198.51.100.1"}),
+			node("c", false, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: "198.51.100.3"})},
+			onNodeC, &v1alpha1.PrincipalEndpoint{Address: "198.51.100.1", Port: 30443, Source: v1alpha1.PrincipalSourceNodePort}, v1alpha1.ReasonPrincipalFromService},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme.Scheme).WithObjects(tc.objects...).WithStatusSubresource(&corev1.Service{}, &corev1.Node{}).Build()
+			got, err := DiscoverKeeping(context.Background(), c, v1alpha1.ArgoCDAgentAddonSpec{}, svcKey, tc.previous)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Reason != tc.reason {
+				t.Errorf("reason = %s, want %s (%s)", got.Reason, tc.reason, got.Message)
+			}
+			if (got.Endpoint == nil) != (tc.want == nil) || (got.Endpoint != nil && *got.Endpoint != *tc.want) {
+				t.Errorf("endpoint = %+v, want %+v", got.Endpoint, tc.want)
+			}
+		})
+	}
+}

@@ -220,4 +220,26 @@ spec:
 			}
 		})
 	}
+
+	t.Run("principalNamespace cannot change, be set or be removed", func(t *testing.T) {
+		g := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Name: "immutable", Namespace: "validation"},
+			Spec: v1alpha1.GitOpsClusterSpec{PlacementRef: v1alpha1.PlacementReference{Name: "p"},
+				ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{PrincipalNamespace: "argocd"}}}
+		if err := c.Create(ctx, g); err != nil {
+			t.Fatal(err)
+		}
+		for _, to := range []string{"other", ""} {
+			changed := g.DeepCopy()
+			changed.Spec.ArgoCDAgentAddon.PrincipalNamespace = to
+			err := c.Update(ctx, changed)
+			if err == nil || !strings.Contains(err.Error(), "principalNamespace is immutable") {
+				t.Errorf("changing principalNamespace to %q: %v", to, err)
+			}
+		}
+		// Other fields still change.
+		g.Spec.ArgoCDAgentAddon.AgentNamespace = "agents"
+		if err := c.Update(ctx, g); err != nil {
+			t.Errorf("an unrelated change was refused: %v", err)
+		}
+	})
 }

@@ -40,6 +40,9 @@ type PlacementReference struct {
 }
 
 // ArgoCDAgentAddonSpec configures the argocd-agent deployed to every selected cluster.
+// The principal namespace cannot change: the cluster secrets and certificate records live
+// there, and moving would strand them. Delete and re-create the GitOpsCluster to move.
+// +kubebuilder:validation:XValidation:rule="has(self.principalNamespace) == has(oldSelf.principalNamespace) && (!has(self.principalNamespace) || self.principalNamespace == oldSelf.principalNamespace)",message="principalNamespace is immutable; delete and re-create the GitOpsCluster to use another principal"
 type ArgoCDAgentAddonSpec struct {
 	// Mode is the argocd-agent mode: managed (the hub is the source of truth) or autonomous
 	// (each managed cluster is).

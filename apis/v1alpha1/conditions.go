@@ -21,6 +21,7 @@ const (
 	ReasonPlacementResolved    = "Resolved"
 	ReasonPlacementReadFailed  = "PlacementReadFailed"
 	ReasonClusterConflict      = "ClusterConflict"
+	ReasonPlacementInUse       = "PlacementInUse"
 	ReasonInvalidClusterNames  = "InvalidClusterNames"
 	ReasonPrincipalFromSpec    = "FromSpec"
 	ReasonPrincipalFromService = "FromService"

@@ -181,6 +181,23 @@ func SelectorsOf(ctx context.Context, r client.Reader, cluster string) ([]*v1alp
 	return out, nil
 }
 
+// PlacementOwner returns the oldest live GitOpsCluster referencing the Placement (nil if none):
+// the one that configures the agents of the clusters it selects.
+func PlacementOwner(ctx context.Context, r client.Reader, namespace, placement string) (*v1alpha1.GitOpsCluster, error) {
+	var gocs v1alpha1.GitOpsClusterList
+	if err := r.List(ctx, &gocs, client.MatchingFields{IndexGitOpsClusterPlacement: PlacementKey(namespace, placement)}); err != nil {
+		return nil, err
+	}
+	var owner *v1alpha1.GitOpsCluster
+	for i := range gocs.Items {
+		g := &gocs.Items[i]
+		if g.DeletionTimestamp.IsZero() && (owner == nil || Less(g, owner)) {
+			owner = g
+		}
+	}
+	return owner, nil
+}
+
 // GitOpsClustersForPlacement returns the GitOpsClusters that reference a Placement.
 func GitOpsClustersForPlacement(ctx context.Context, r client.Reader, namespace, placement string) ([]types.NamespacedName, error) {
 	var gocs v1alpha1.GitOpsClusterList

@@ -205,6 +205,23 @@ func (r *Reconciler) applyCMAEntry(ctx context.Context, goc *v1alpha1.GitOpsClus
 	return r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager(goc)), client.ForceOwnership)
 }
 
+// releaseCMAFields gives up every field of the ClusterManagementAddOn this GitOpsCluster
+// applied, without deleting the object: the entry it shares with the owner of its Placement
+// stays as long as the owner applies it.
+func (r *Reconciler) releaseCMAFields(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+	live := &addonv1alpha1.ClusterManagementAddOn{}
+	if err := r.apiReader().Get(ctx, types.NamespacedName{Name: r.Config.AddonName}, live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !managesFields(live, FieldManager(goc)) {
+		return nil
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": addonv1alpha1.GroupVersion.String(), "kind": "ClusterManagementAddOn",
+		"metadata": map[string]any{"name": live.Name, "resourceVersion": live.ResourceVersion}}}
+	return r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager(goc)), client.ForceOwnership)
+}
+
 func cmaMatches(live, desired *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOpsCluster, entry *addonv1alpha1.PlacementStrategy) bool {
 	var found *addonv1alpha1.PlacementStrategy
 	for i := range live.Spec.InstallStrategy.Placements {

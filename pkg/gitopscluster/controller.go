@@ -196,8 +196,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	setCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonCertificatesIssued,
 		fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s; %d agent cluster secret(s)", principalNS, obs.owned.Len()))
 
-	// 5. OCM addon objects.
-	if disc.Endpoint == nil {
+	// 5. OCM addon objects. One GitOpsCluster per Placement writes its entry of the
+	// ClusterManagementAddOn (entries are keyed by Placement): the oldest.
+	placementOwner, err := fleet.PlacementOwner(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if placementOwner != nil && (placementOwner.Namespace != goc.Namespace || placementOwner.Name != goc.Name) {
+		msg := fmt.Sprintf("Placement %s/%s is already used by the older GitOpsCluster %s/%s, which configures the agents of its clusters; point this GitOpsCluster at another Placement, or delete one of them",
+			goc.Namespace, goc.Spec.PlacementRef.Name, placementOwner.Namespace, placementOwner.Name)
+		if !meta.IsStatusConditionFalse(goc.Status.Conditions, v1alpha1.ConditionAddOnConfigured) ||
+			meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionAddOnConfigured).Reason != v1alpha1.ReasonPlacementInUse {
+			r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonPlacementInUse, "ApplyAddOn", msg)
+		}
+		setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonPlacementInUse, msg)
+		// Release whatever this GitOpsCluster applied before the other one came first.
+		if err := r.releaseCMAFields(ctx, goc); err != nil {
+			return ctrl.Result{}, err
+		}
+	} else if disc.Endpoint == nil {
 		setCond(v1alpha1.ConditionAddOnConfigured, false, disc.Reason, "waiting for the principal endpoint: "+disc.Message)
 	} else if applied, err := r.applyAddOn(ctx, goc, principalNS, disc.Endpoint, hub); err != nil {
 		setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonAddOnApplyFailed, err.Error())
@@ -323,7 +340,10 @@ func (r *Reconciler) observePlacement(ctx context.Context, goc *v1alpha1.GitOpsC
 			if s.Namespace == goc.Namespace && s.Name == goc.Name {
 				continue
 			}
-			otherNames = append(otherNames, s.Namespace+"/"+s.Name)
+			// Sharing the Placement is reported as PlacementInUse, not per cluster.
+			if s.Namespace != goc.Namespace || s.Spec.PlacementRef.Name != goc.Spec.PlacementRef.Name {
+				otherNames = append(otherNames, s.Namespace+"/"+s.Name)
+			}
 			if i == 0 || fleet.Less(s, goc) {
 				ownedByUs = false
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -142,8 +143,34 @@ func (d *demo) printApplications(ctx context.Context) {
 		fmt.Printf("  %-10s kubectl --kubeconfig %s -n %s get applications,appprojects\n", c+":", kc, agentNS)
 		fmt.Printf("  %-10s kubectl --kubeconfig %s -n %s get deploy,svc -o wide\n", "", kc, guestbookNS)
 	}
-	fmt.Println("  A new commit reaches both clusters within timeout.reconciliation (30s here), e.g.:")
+	fmt.Println("  A new commit reaches both clusters within timeout.reconciliation (30s here); while the demo\n  runs, the simulated kubelet marks the new generation available. For example:")
 	work := filepath.Join(d.f.Dir(), "git", "work", "guestbook")
 	fmt.Printf("    sed -i 's/replicas: 1/replicas: 2/' %s\n", filepath.Join(work, "guestbook", "guestbook-ui-deployment.yaml"))
 	fmt.Printf("    git -C %s -c user.name=you -c user.email=you@example.invalid commit -qam 'two replicas' && git -C %s push -q origin HEAD:main\n", work, work)
+}
+
+// simulateKubelet plays the kubelet for the guestbook Deployments while the fleet runs: when
+// Argo CD has rolled out a new generation (say, after a commit), the Deployment is marked
+// available, so the Application turns Healthy as it would with real pods.
+func (d *demo) simulateKubelet(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+		for _, c := range d.f.Clusters() {
+			dep := &appsv1.Deployment{}
+			if err := d.spokes[c].Get(ctx, client.ObjectKey{Namespace: guestbookNS, Name: guestbookName}, dep); err != nil {
+				continue
+			}
+			want := ptrOr(dep.Spec.Replicas, 1)
+			if dep.Status.ObservedGeneration == dep.Generation && dep.Status.AvailableReplicas == want {
+				continue
+			}
+			if err := d.f.MarkDeploymentAvailable(ctx, c, guestbookNS, guestbookName); err == nil {
+				progress("%s: Deployment %s/%s generation %d marked available with %d replica(s) (SIMULATED kubelet)", c, guestbookNS, guestbookName, dep.Generation, want)
+			}
+		}
+	}
 }

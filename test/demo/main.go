@@ -173,6 +173,7 @@ func run(binary, dir string, exit bool) error {
 		return nil
 	}
 	fmt.Println("\nThe fleet keeps running; press Ctrl-C to stop everything.")
+	go d.simulateKubelet(ctx)
 	<-ctx.Done()
 	return nil
 }

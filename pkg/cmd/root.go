@@ -71,6 +71,10 @@ func newManagerCommand() *cobra.Command {
 		Short: "Run the hub controllers",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			// Bad flags fail before any connection to the API server is attempted.
+			if err := opts.Validate(); err != nil {
+				return err
+			}
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
@@ -85,11 +89,19 @@ func newManagerCommand() *cobra.Command {
 	fs.Float32Var(&qps, "kube-api-qps", qps, "Client-side limit of requests per second to the API server.")
 	fs.IntVar(&burst, "kube-api-burst", burst, "Client-side burst of requests to the API server.")
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, "Address the Prometheus metrics endpoint listens on; \"0\" disables it.")
+	fs.BoolVar(&opts.MetricsSecure, "metrics-secure", opts.MetricsSecure, "Serve metrics over HTTPS, only to bearer tokens the API server authenticates and allows get on /metrics; false serves plain, unauthenticated HTTP.")
+	fs.StringVar(&opts.MetricsCertDir, "metrics-cert-dir", opts.MetricsCertDir, "Folder with tls.crt and tls.key for the metrics endpoint (reloaded on change); empty or without them uses a self-signed certificate.")
+	fs.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, "Loopback address (127.0.0.1:port, [::1]:port or localhost:port) to serve net/http/pprof on; empty disables it.")
 	fs.StringVar(&opts.HealthProbeAddr, "health-probe-bind-address", opts.HealthProbeAddr, "Address the /healthz and /readyz endpoints listen on.")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", opts.LeaderElection, "Elect a leader so that only one replica reconciles at a time.")
 	fs.StringVar(&opts.LeaderElectionID, "leader-election-id", opts.LeaderElectionID, "Name of the Lease used for leader election.")
 	fs.StringVar(&opts.LeaderElectionNamespace, "leader-election-namespace", opts.LeaderElectionNamespace, "Namespace of the leader-election Lease; empty means the manager's own namespace.")
+	fs.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", opts.LeaseDuration, "How long a standby replica waits before taking over a lease the leader has not renewed.")
+	fs.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", opts.RenewDeadline, "How long the leader retries renewing its lease before it stops leading (shorter than the lease duration).")
+	fs.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", opts.RetryPeriod, "How often replicas try to acquire or renew the lease.")
 	fs.DurationVar(&opts.GracefulShutdownTimeout, "graceful-shutdown-timeout", opts.GracefulShutdownTimeout, "How long to wait for running reconciles on shutdown.")
+	fs.IntVar(&opts.GitOpsClusterConcurrency, "gitopscluster-concurrency", opts.GitOpsClusterConcurrency, "How many GitOpsClusters are reconciled at the same time.")
+	fs.IntVar(&opts.SignerConcurrency, "signer-concurrency", opts.SignerConcurrency, "How many agent CertificateSigningRequests are evaluated and signed at the same time.")
 	f := &opts.Fleet
 	fs.StringVar(&f.AddonName, "addon-name", f.AddonName, "Name of the ClusterManagementAddOn through which OCM installs the agents.")
 	fs.StringSliceVar(&f.ManagedNamespaces, "managed-namespaces", f.ManagedNamespaces, "Principal namespaces whose Secrets and Deployments the manager may read and write (comma-separated); empty means all.")

@@ -3,7 +3,9 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -22,7 +24,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -33,12 +37,32 @@ import (
 
 // Options are the manager's process-level settings, bound to command-line flags.
 type Options struct {
-	MetricsAddr             string
+	MetricsAddr string
+	// MetricsSecure serves /metrics over HTTPS and only to callers whose bearer token the API
+	// server authenticates (TokenReview) and authorizes for get on /metrics
+	// (SubjectAccessReview). Off, /metrics is plain HTTP and open to anyone who reaches it.
+	MetricsSecure bool
+	// MetricsCertDir holds tls.crt and tls.key for the metrics endpoint; when empty or
+	// without them, a self-signed certificate is generated in memory at start-up.
+	MetricsCertDir string
+	// PprofAddr serves net/http/pprof when set; only loopback addresses are accepted, since
+	// profiles expose memory contents and pprof has no authentication.
+	PprofAddr               string
 	HealthProbeAddr         string
 	LeaderElection          bool
 	LeaderElectionID        string
 	LeaderElectionNamespace string
+	// LeaseDuration, RenewDeadline and RetryPeriod are the leader-election timings: how long a
+	// standby waits before taking over a lease not renewed, how long the leader keeps trying to
+	// renew before it gives up leadership, and how often both try.
+	LeaseDuration           time.Duration
+	RenewDeadline           time.Duration
+	RetryPeriod             time.Duration
 	GracefulShutdownTimeout time.Duration
+	// GitOpsClusterConcurrency and SignerConcurrency are how many GitOpsClusters and CSRs are
+	// reconciled at once; one object is never reconciled twice at the same time.
+	GitOpsClusterConcurrency int
+	SignerConcurrency        int
 	// Fleet configures the GitOpsCluster reconciler.
 	Fleet gitopscluster.Config
 	// Signer configures the CSR signer; its signer and addon names are taken from Fleet, so
@@ -49,13 +73,84 @@ type Options struct {
 // DefaultOptions returns the flag defaults.
 func DefaultOptions() Options {
 	return Options{
-		MetricsAddr:             ":8080",
+		MetricsAddr:             ":8443",
+		MetricsSecure:           true,
 		HealthProbeAddr:         ":8081",
 		LeaderElectionID:        "argocd-agent-addon.apps.open-cluster-management.io",
+		LeaseDuration:           15 * time.Second,
+		RenewDeadline:           10 * time.Second,
+		RetryPeriod:             2 * time.Second,
 		GracefulShutdownTimeout: 30 * time.Second,
-		Fleet:                   gitopscluster.DefaultConfig(),
-		Signer:                  signer.DefaultConfig(),
+		// GitOpsClusters share the ClusterManagementAddOn and principal namespaces, so one at a
+		// time avoids write conflicts between them; CSR signing is independent per request
+		// (the certificate ledger is updated with optimistic locking) and arrives in bursts
+		// when many clusters renew together.
+		GitOpsClusterConcurrency: 1,
+		SignerConcurrency:        4,
+		Fleet:                    gitopscluster.DefaultConfig(),
+		Signer:                   signer.DefaultConfig(),
 	}
+}
+
+// Validate rejects settings the manager must not start with.
+func (o Options) Validate() error {
+	var errs []error
+	if err := checkLoopback(o.PprofAddr); err != nil {
+		errs = append(errs, fmt.Errorf("--pprof-bind-address: %w", err))
+	}
+	if o.GitOpsClusterConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("--gitopscluster-concurrency must be at least 1, got %d", o.GitOpsClusterConcurrency))
+	}
+	if o.SignerConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("--signer-concurrency must be at least 1, got %d", o.SignerConcurrency))
+	}
+	// client-go's leader elector refuses other orderings, but only once the manager starts
+	// leading; say so before anything runs.
+	if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod || o.LeaseDuration <= o.RenewDeadline {
+		errs = append(errs, fmt.Errorf("leader election needs lease duration > renew deadline > retry period > 0, got %s, %s, %s",
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+	}
+	return errors.Join(errs...)
+}
+
+// checkLoopback accepts "" and "0" (off) and host:port addresses whose host is localhost or
+// a loopback IP. A bare ":port" listens on every interface, so it is refused too.
+func checkLoopback(addr string) error {
+	if addr == "" || addr == "0" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%q is not a loopback address; pprof has no authentication, so only 127.0.0.1, [::1] or localhost are allowed (reach it with kubectl port-forward)", addr)
+}
+
+// GroupKindConcurrency maps the kinds the hub controllers reconcile to their concurrency, in
+// the form controller-runtime looks them up (Kind.group).
+func GroupKindConcurrency(opts Options) map[string]int {
+	return map[string]int{
+		v1alpha1.GroupVersion.WithKind("GitOpsCluster").GroupKind().String():                         opts.GitOpsClusterConcurrency,
+		certificatesv1.SchemeGroupVersion.WithKind("CertificateSigningRequest").GroupKind().String(): opts.SignerConcurrency,
+	}
+}
+
+// MetricsOptions are the metrics server's options: authenticated and authorized HTTPS unless
+// MetricsSecure is off.
+func MetricsOptions(opts Options) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: opts.MetricsAddr}
+	if opts.MetricsSecure {
+		m.SecureServing = true
+		m.CertDir = opts.MetricsCertDir
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return m
 }
 
 // NewScheme returns a scheme with every API the hub controllers read or write.
@@ -126,23 +221,34 @@ func CacheOptions(opts Options) cache.Options {
 // build their managers from them too, so they see the cache a user runs.
 func ControllerOptions(scheme *runtime.Scheme, opts Options) ctrl.Options {
 	shutdown := opts.GracefulShutdownTimeout
+	lease, renew, retry := opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod
 	return ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                 MetricsOptions(opts),
 		HealthProbeBindAddress:  opts.HealthProbeAddr,
+		PprofBindAddress:        opts.PprofAddr,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        opts.LeaderElectionID,
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		LeaseDuration:           &lease,
+		RenewDeadline:           &renew,
+		RetryPeriod:             &retry,
 		// Give up leadership on exit so a standby replica takes over at once.
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &shutdown,
-		Client:                        ClientOptions(),
-		Cache:                         CacheOptions(opts),
+		// The controllers are built with the builder's For(), which takes their concurrency
+		// from here.
+		Controller: config.Controller{GroupKindConcurrency: GroupKindConcurrency(opts)},
+		Client:     ClientOptions(),
+		Cache:      CacheOptions(opts),
 	}
 }
 
 // Run starts the hub controllers and blocks until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
 	scheme, err := NewScheme()
 	if err != nil {
 		return err

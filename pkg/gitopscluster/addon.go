@@ -132,6 +132,11 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		return addOnNames{}, fmt.Errorf("building AddOnTemplate: %w", err)
 	}
 	tmpl.Labels = ownerLabels(goc)
+	if other, err := r.templateOwner(ctx, tmpl.Name); err != nil {
+		return addOnNames{}, err
+	} else if other != "" && other != goc.Namespace+"/"+goc.Name {
+		return addOnNames{}, fmt.Errorf("AddOnTemplate %s belongs to GitOpsCluster %s; it is not overwritten", tmpl.Name, other)
+	}
 	if err := r.createOrUpdate(ctx, tmpl, func(live client.Object) bool {
 		l := live.(*addonv1alpha1.AddOnTemplate)
 		if equality.Semantic.DeepEqual(l.Spec, tmpl.Spec) && labelsContain(l.Labels, tmpl.Labels) {
@@ -153,7 +158,33 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	if err := r.applyCMAEntry(ctx, goc, &entry); err != nil {
 		return addOnNames{}, fmt.Errorf("writing ClusterManagementAddOn %s: %w", r.Config.AddonName, err)
 	}
+	// Templates of this GitOpsCluster under an earlier naming scheme are no longer referenced.
+	var templates addonv1alpha1.AddOnTemplateList
+	if err := r.Client.List(ctx, &templates, client.MatchingLabels{v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name}); err != nil {
+		return addOnNames{}, err
+	}
+	for i := range templates.Items {
+		if old := &templates.Items[i]; old.Name != tmpl.Name {
+			if err := r.Client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
+				return addOnNames{}, fmt.Errorf("deleting the replaced AddOnTemplate %s: %w", old.Name, err)
+			}
+		}
+	}
 	return addOnNames{template: tmpl.Name, config: adc.Name}, nil
+}
+
+// templateOwner returns "<namespace>/<name>" of the GitOpsCluster that owns the AddOnTemplate
+// of that name, "" when it does not exist or carries no owner.
+func (r *Reconciler) templateOwner(ctx context.Context, name string) (string, error) {
+	live := &addonv1alpha1.AddOnTemplate{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, live); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	ns, n := live.Labels[v1alpha1.LabelOwnerNamespace], live.Labels[v1alpha1.LabelOwnerName]
+	if n == "" {
+		return "", nil
+	}
+	return ns + "/" + n, nil
 }
 
 // applyCMAEntry server-side-applies the CMA with only this GitOpsCluster's placement entry

@@ -79,3 +79,47 @@ func TestTwoGitOpsClustersOnOnePlacement(t *testing.T) {
 		t.Errorf("after deleting the younger GitOpsCluster: %v", err)
 	}
 }
+
+// TestTemplateNamesOfTenantsDoNotCollide: team-a/prod and team/a-prod once shared one
+// AddOnTemplate; each now has its own, and a template another GitOpsCluster owns is never
+// overwritten.
+func TestTemplateNamesOfTenantsDoNotCollide(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "team-a")
+	createNamespace(t, "team")
+	createManagedClusters(t, "tn-a", "tn-b")
+	createPlacement(t, "team-a", "prod-p")
+	setDecisions(t, "team-a", "prod-p", 0, "tn-a")
+	createPlacement(t, "team", "a-prod-p")
+	setDecisions(t, "team", "a-prod-p", 0, "tn-b")
+	createGitOpsCluster(t, "team-a", "prod", "prod-p", withAddress("a.example.com"))
+	createGitOpsCluster(t, "team", "a-prod", "a-prod-p", withAddress("b.example.com"), func(g *v1alpha1.GitOpsCluster) {
+		g.Spec.ArgoCDAgentAddon.Mode = v1alpha1.AgentModeAutonomous
+	})
+	a := conditionIs(t, "team-a", "prod", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, "")
+	b := conditionIs(t, "team", "a-prod", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, "")
+	if a.Status.AddOnTemplate == b.Status.AddOnTemplate {
+		t.Fatalf("both GitOpsClusters use AddOnTemplate %s", a.Status.AddOnTemplate)
+	}
+
+	// A template of the name a new GitOpsCluster would use, owned by someone else.
+	squatter := &addonv1alpha1.AddOnTemplate{ObjectMeta: metav1.ObjectMeta{Name: "argocd-agent-team.squat", Labels: map[string]string{
+		v1alpha1.LabelOwnerNamespace: "elsewhere", v1alpha1.LabelOwnerName: "other"}},
+		Spec: addonv1alpha1.AddOnTemplateSpec{AddonName: addonName}}
+	if err := k8s.Create(ctx, squatter); err != nil {
+		t.Fatal(err)
+	}
+	createPlacement(t, "team", "squat-p")
+	createGitOpsCluster(t, "team", "squat", "squat-p", withAddress("c.example.com"))
+	g := conditionIs(t, "team", "squat", v1alpha1.ConditionAddOnConfigured, metav1.ConditionFalse, v1alpha1.ReasonAddOnApplyFailed)
+	if msg := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionAddOnConfigured).Message; !strings.Contains(msg, "elsewhere/other") {
+		t.Errorf("the condition does not name the template's owner: %s", msg)
+	}
+	live := &addonv1alpha1.AddOnTemplate{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: squatter.Name}, live); err != nil {
+		t.Fatal(err)
+	}
+	if live.Labels[v1alpha1.LabelOwnerName] != "other" || len(live.Spec.AgentSpec.Workload.Manifests) != 0 {
+		t.Error("another GitOpsCluster's AddOnTemplate was overwritten")
+	}
+}

@@ -4,6 +4,8 @@
 package names
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -16,10 +18,22 @@ import (
 // with it.
 const CASecretName = "argocd-agent-ca"
 
-// TemplateName is the deterministic name of a GitOpsCluster's AddOnTemplate.
+// TemplateName is the deterministic name of a GitOpsCluster's AddOnTemplate (cluster-scoped):
+// "argocd-agent-<namespace>.<name>". A namespace holds no dot, so the first dot separates the
+// two and no two GitOpsClusters share a name; one whose name would pass the 253 characters of
+// a DNS subdomain is cut and ends in a hash of the full namespace/name instead.
 func TemplateName(goc *v1alpha1.GitOpsCluster) string {
-	return "argocd-agent-" + goc.Namespace + "-" + goc.Name
+	name := templatePrefix + goc.Namespace + "." + goc.Name
+	if len(name) <= validation.DNS1123SubdomainMaxLength {
+		return name
+	}
+	sum := sha256.Sum256([]byte(goc.Namespace + "/" + goc.Name))
+	suffix := "-" + hex.EncodeToString(sum[:])[:16]
+	cut := strings.TrimRight(name[:validation.DNS1123SubdomainMaxLength-len(suffix)], ".-")
+	return cut + suffix
 }
+
+const templatePrefix = "argocd-agent-"
 
 // PrincipalNamespace is the hub namespace of the GitOpsCluster's argocd-agent principal and its
 // PKI secrets: spec.argoCDAgentAddon.principalNamespace, else the GitOpsCluster's namespace.

@@ -18,6 +18,12 @@
 //  5. a CSR made with cluster2's hub credentials for cluster1's identity is refused;
 //  6. deleting the GitOpsCluster removes what it created on the hub and on both clusters.
 //
+// Before them, TestArgoCDApplication runs Argo CD's own repo-server and application-controller
+// on cluster1 and shows an Application from a Git repository served on loopback synced onto the
+// cluster, Healthy once its Deployment is available, and a second commit synced the same way;
+// TestArgoCDApplicationSet runs the applicationset-controller on the hub. Both stop their Argo
+// CD again.
+//
 // What is simulated, and nothing else: the kubelet (no pod ever runs, so Deployment
 // availability is written with fleet.MarkDeploymentAvailable, and in scenario 4 the secret
 // volume and container restart are done by the test), and the cloud load balancer (the principal

@@ -223,7 +223,7 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 		if err := os.MkdirAll(home, 0o755); err != nil {
 			return fail(err)
 		}
-		sock, err := shortSocketPath(home, "askpass.sock")
+		sock, err := f.shortSocketPath(home, "askpass.sock")
 		if err != nil {
 			return fail(err)
 		}
@@ -395,9 +395,10 @@ func (a *ArgoCD) controllerIdentity(ctx context.Context, c client.Client, cp *co
 	return path, nil
 }
 
-// shortSocketPath returns dir/name, or a path under the system temp folder when that would
-// exceed the length limit of a Unix socket path (108 bytes on Linux).
-func shortSocketPath(dir, name string) (string, error) {
+// shortSocketPath returns dir/name, or a path in a new folder under the system temp folder
+// (removed when the fleet stops) when that would exceed the length limit of a Unix socket
+// path (108 bytes on Linux).
+func (f *Fleet) shortSocketPath(dir, name string) (string, error) {
 	if p := filepath.Join(dir, name); len(p) < 100 {
 		return p, nil
 	}
@@ -405,6 +406,7 @@ func shortSocketPath(dir, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	f.OnStop(func() error { return os.RemoveAll(tmp) })
 	return filepath.Join(tmp, name), nil
 }
 
@@ -419,7 +421,7 @@ type argoManifest struct {
 func readArgoManifest(path string) (*argoManifest, error) {
 	fh, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("Argo CD install manifest (from hack/argocd-binaries.sh): %w", err)
+		return nil, fmt.Errorf("reading the Argo CD install manifest (from hack/argocd-binaries.sh): %w", err)
 	}
 	defer fh.Close()
 	m := &argoManifest{env0: map[string][]corev1.EnvVar{}}

@@ -20,9 +20,15 @@
 //   - then every ManagedCluster is labelled into the ManagedClusterSet Options.ClusterSet
 //     (default "fleet"), which is bound to Options.BindingNamespace.
 //
+// On request, Argo CD too: Fleet.StartArgoCD runs Argo CD v3.6's repo-server,
+// application-controller and optionally applicationset-controller against the hub or a managed
+// cluster, configured from the release's install.yaml, with an in-process Redis (miniredis);
+// StartGitServer serves Git repositories on loopback for them to clone (see argocd.go, git.go).
+//
 // Binaries come from hack/test-binaries.sh (kube-apiserver, etcd, kube-controller-manager;
-// honours KUBEBUILDER_ASSETS) and hack/ocm-binaries.sh (OCM; honours OCM_BINARIES_DIR), both
-// built from the Go module proxy once and cached under bin/.
+// honours KUBEBUILDER_ASSETS), hack/ocm-binaries.sh (OCM; honours OCM_BINARIES_DIR) and
+// hack/argocd-binaries.sh (Argo CD, only when StartArgoCD is called; honours
+// ARGOCD_BINARIES_DIR), all built from the Go module proxy once and cached under bin/.
 //
 // The only thing simulated is the kubelet: Deployments never get pods, so tests that need an
 // available Deployment on a managed cluster call Fleet.MarkDeploymentAvailable (the work agent

@@ -38,6 +38,9 @@ type Process struct {
 	// stopping is set before a deliberate stop, so the exit is not reported as a crash.
 	mu       sync.Mutex
 	stopping bool
+	// stopped is set once Stop has seen the whole group gone: a later Stop (a test's, then the
+	// fleet's) must not signal the group id again, which by then may belong to someone else.
+	stopped bool
 }
 
 // ProcessSpec describes a process to start with StartProcess.
@@ -82,7 +85,11 @@ func (p *Process) unexpectedExit() error {
 func (p *Process) Stop(grace time.Duration) error {
 	p.mu.Lock()
 	p.stopping = true
+	stopped := p.stopped
 	p.mu.Unlock()
+	if stopped {
+		return nil
+	}
 	pgid := p.Pid()
 	if done, _ := p.Exited(); !done {
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)
@@ -106,6 +113,9 @@ func (p *Process) Stop(grace time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	p.mu.Lock()
+	p.stopped = true
+	p.mu.Unlock()
 	return nil
 }
 

@@ -186,26 +186,24 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fail(err)
 	}
-	specs := []struct {
-		component string
-		args      []string
-		health    string
-	}{
+	type component struct {
+		name   string
+		args   []string
+		health string // URL that answers 200 once the component is up
+	}
+	specs := []component{
 		{ArgoCDRepoServer, []string{
 			"--port=" + strconv.Itoa(repoPort),
 			"--metrics-address=127.0.0.1", "--metrics-port=" + strconv.Itoa(repoMetrics),
 		}, fmt.Sprintf("http://127.0.0.1:%d/healthz?full=true", repoMetrics)},
+		// Its metrics server binds all interfaces (Argo CD has no flag for the address).
 		{ArgoCDApplicationController, []string{
 			"--kubeconfig=" + identity, "--namespace=" + a.Namespace,
 			"--metrics-port=" + strconv.Itoa(ctrlMetrics),
 		}, fmt.Sprintf("http://127.0.0.1:%d/healthz", ctrlMetrics)},
 	}
 	if opts.ApplicationSetController {
-		specs = append(specs, struct {
-			component string
-			args      []string
-			health    string
-		}{ArgoCDApplicationSetController, []string{
+		specs = append(specs, component{ArgoCDApplicationSetController, []string{
 			"--kubeconfig=" + identity, "--namespace=" + a.Namespace,
 			"--metrics-addr=127.0.0.1:" + strconv.Itoa(appsetMetrics),
 			"--probe-addr=127.0.0.1:" + strconv.Itoa(appsetProbe),
@@ -215,11 +213,11 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 		}, fmt.Sprintf("http://127.0.0.1:%d/metrics", appsetMetrics)})
 	}
 	for _, s := range specs {
-		env, err := manifest.env(ctx, c, s.component, a.Namespace)
+		env, err := manifest.env(ctx, c, s.name, a.Namespace)
 		if err != nil {
 			return fail(err)
 		}
-		home := filepath.Join(dir, s.component)
+		home := filepath.Join(dir, s.name)
 		if err := os.MkdirAll(home, 0o755); err != nil {
 			return fail(err)
 		}
@@ -245,8 +243,8 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 			"PATH="+opts.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 		)
 		proc, err := f.StartProcess(ProcessSpec{
-			Name: cluster + "-" + s.component,
-			Path: filepath.Join(opts.BinDir, s.component),
+			Name: cluster + "-" + s.name,
+			Path: filepath.Join(opts.BinDir, s.name),
 			Args: s.args,
 			Env:  env,
 			Dir:  home,
@@ -255,7 +253,7 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 			return fail(err)
 		}
 		a.Processes = append(a.Processes, proc)
-		if err := f.poll(ctx, cluster+" "+s.component, opts.StartTimeout, func(ctx context.Context) (bool, error) {
+		if err := f.poll(ctx, cluster+" "+s.name, opts.StartTimeout, func(ctx context.Context) (bool, error) {
 			if done, err := proc.Exited(); done {
 				return false, fmt.Errorf("%s exited: %v; last log lines:\n%s", proc.Name, err, tail(proc.LogPath, 25))
 			}

@@ -44,7 +44,10 @@ export GOTOOLCHAIN="${ARGOCD_GOTOOLCHAIN}"
 cd "${WORK}"
 start=${SECONDS}
 log "fetching ${MODULE}@v${ARGOCD_VERSION} and toolchain ${GOTOOLCHAIN} (first time only)"
-download="$(go mod download -json "${MODULE}@v${ARGOCD_VERSION}")"
+if ! download="$(go mod download -json "${MODULE}@v${ARGOCD_VERSION}")"; then
+  log "go mod download ${MODULE}@v${ARGOCD_VERSION} failed: ${download}"
+  exit 1
+fi
 field() { sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",\{0,1\}\$/\1/p" <<<"${download}"; }
 MODFILE="$(field GoMod)"
 SRC="$(field Dir)"

@@ -3,6 +3,7 @@ package gitopscluster
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -123,16 +125,35 @@ func (r *Reconciler) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOps
 		string(s.Data["name"]) != cluster || string(s.Data["server"]) != r.resourceProxyServer(principalNS, cluster) {
 		return time.Time{}, false
 	}
+	// Parsing and verifying a certificate on every pass for every cluster is most of a
+	// reconcile's cost at fleet scale; the verdict holds until the secret or the CA changes.
+	key := s.Namespace + "/" + s.Name
+	bundle := sha256.Sum256(hub.Bundle)
+	if v, ok := r.secretVerdicts.Load(key); ok {
+		if v := v.(secretVerdict); v.uid == s.UID && v.resourceVersion == s.ResourceVersion && v.bundle == bundle {
+			return v.renewAt, now.Before(v.renewAt)
+		}
+	}
 	var cfg clusterConfig
 	if err := json.Unmarshal(s.Data["config"], &cfg); err != nil || !bytes.Equal(cfg.TLSClientConfig.CAData, hub.Bundle) {
 		return time.Time{}, false
 	}
 	kp, err := pki.ParseKeyPair(cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData)
-	if err != nil || kp.Cert.Subject.CommonName != cluster || pki.NeedsRenewal(kp.Cert, now) ||
+	if err != nil || kp.Cert.Subject.CommonName != cluster ||
 		pki.VerifyChain(kp.Cert, []*x509.Certificate{hub.CA.Cert}, x509.ExtKeyUsageClientAuth, now) != nil {
 		return time.Time{}, false
 	}
-	return pki.RenewalTime(kp.Cert), true
+	renewAt := pki.RenewalTime(kp.Cert)
+	r.secretVerdicts.Store(key, secretVerdict{uid: s.UID, resourceVersion: s.ResourceVersion, bundle: bundle, renewAt: renewAt})
+	return renewAt, now.Before(renewAt)
+}
+
+// secretVerdict remembers that a cluster secret's certificate was verified against a CA bundle.
+type secretVerdict struct {
+	uid             types.UID
+	resourceVersion string
+	bundle          [sha256.Size]byte
+	renewAt         time.Time
 }
 
 func clusterSecretLabels(goc *v1alpha1.GitOpsCluster, cluster string) map[string]string {

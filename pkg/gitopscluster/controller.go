@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,8 @@ type Reconciler struct {
 
 	departures departures
 	exclusive  exclusiveCache
+	// secretVerdicts caches clusterSecretCurrent's certificate checks (secretVerdict).
+	secretVerdicts sync.Map
 }
 
 // observation is what a reconcile learned about the world before writing anything.
@@ -108,6 +111,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if obs.selected != nil {
 		status.SelectedClusters = int32(obs.selected.Len())
+	} else {
+		// No Placement, nothing selected: stale counts would read as a healthy fleet.
+		status.SelectedClusters, status.AvailableAgents, status.UnavailableClusters = 0, 0, nil
 	}
 
 	// 2. Principal endpoint.
@@ -271,8 +277,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	if configRollout {
-		// Look again for old configs the rollout no longer needs.
-		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
+		// ManagedClusterAddOn config changes wake this reconcile; this is only a safety net.
+		return ctrl.Result{RequeueAfter: 2 * time.Minute}, nil
 	}
 	if revocation.requeue > 0 {
 		return ctrl.Result{RequeueAfter: revocation.requeue}, nil
@@ -325,26 +331,28 @@ func (r *Reconciler) observePlacement(ctx context.Context, goc *v1alpha1.GitOpsC
 	}
 	obs.selected = selected
 	obs.teardownBlocked = selectionUnknown(pl, selected, pages)
+	// Ownership in one pass: every other live GitOpsCluster's selection is read once (from the
+	// cache), not looked up again for each selected cluster.
+	others, err := r.otherSelections(ctx, goc)
+	if err != nil {
+		return nil, err
+	}
 	for _, c := range sets.List(selected) {
 		if why := names.ValidAgentName(c, principalNS); why != "" {
 			obs.invalid[c] = why
 			continue
 		}
-		selectors, err := fleet.SelectorsOf(ctx, r.Client, c)
-		if err != nil {
-			return nil, err
-		}
 		var otherNames []string
 		ownedByUs := true
-		for i, s := range selectors {
-			if s.Namespace == goc.Namespace && s.Name == goc.Name {
+		for _, o := range others {
+			if !o.selected.Has(c) {
 				continue
 			}
 			// Sharing the Placement is reported as PlacementInUse, not per cluster.
-			if s.Namespace != goc.Namespace || s.Spec.PlacementRef.Name != goc.Spec.PlacementRef.Name {
-				otherNames = append(otherNames, s.Namespace+"/"+s.Name)
+			if o.goc.Namespace != goc.Namespace || o.goc.Spec.PlacementRef.Name != goc.Spec.PlacementRef.Name {
+				otherNames = append(otherNames, o.goc.Namespace+"/"+o.goc.Name)
 			}
-			if i == 0 || fleet.Less(s, goc) {
+			if fleet.Less(o.goc, goc) {
 				ownedByUs = false
 			}
 		}
@@ -356,6 +364,40 @@ func (r *Reconciler) observePlacement(ctx context.Context, goc *v1alpha1.GitOpsC
 		}
 	}
 	return obs, nil
+}
+
+type selection struct {
+	goc      *v1alpha1.GitOpsCluster
+	selected sets.Set[string]
+}
+
+// otherSelections returns every other live GitOpsCluster with the clusters its Placement
+// selects, in precedence order.
+func (r *Reconciler) otherSelections(ctx context.Context, goc *v1alpha1.GitOpsCluster) ([]selection, error) {
+	var list v1alpha1.GitOpsClusterList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	byPlacement := map[string]sets.Set[string]{}
+	var out []selection
+	for i := range list.Items {
+		o := &list.Items[i]
+		if (o.Namespace == goc.Namespace && o.Name == goc.Name) || !o.DeletionTimestamp.IsZero() {
+			continue
+		}
+		key := fleet.PlacementKey(o.Namespace, o.Spec.PlacementRef.Name)
+		sel, ok := byPlacement[key]
+		if !ok {
+			var err error
+			if sel, err = fleet.SelectedClusters(ctx, r.Client, o.Namespace, o.Spec.PlacementRef.Name); err != nil {
+				return nil, err
+			}
+			byPlacement[key] = sel
+		}
+		out = append(out, selection{goc: o, selected: sel})
+	}
+	sort.Slice(out, func(i, j int) bool { return fleet.Less(out[i].goc, out[j].goc) })
+	return out, nil
 }
 
 // principalHostsOfOthers returns the principal addresses other GitOpsClusters sharing this

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"sort"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
@@ -135,6 +137,16 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 			previous = append(previous, certs...)
 		}
 	}
+	if existing == nil {
+		// The CA secret was deleted (by hand, or a namespace restore that missed it). Agents
+		// still hold certificates from the CA it held, which every cluster secret's bundle
+		// names: keep trusting it until it expires instead of cutting every agent off.
+		recovered, err := r.trustedByClusterSecrets(ctx, ns)
+		if err != nil {
+			return nil, nil, err
+		}
+		previous = append(previous, recovered...)
+	}
 	previous = dedupeCerts(previous, ca.Cert)
 	bundle := pki.TrustBundle(ca.Cert, previous, now)
 	secret := &corev1.Secret{
@@ -149,6 +161,28 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 	out.Issued = append(out.Issued, CASecretName)
 	out.renewBy(pki.RenewalTime(ca.Cert))
 	return ca, bundle, nil
+}
+
+// trustedByClusterSecrets returns the distinct CA certificates of the bundles the principal
+// namespace's cluster secrets carry.
+func (r *Reconciler) trustedByClusterSecrets(ctx context.Context, ns string) ([]*x509.Certificate, error) {
+	var secrets corev1.SecretList
+	if err := r.Client.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{LabelSecretType: "cluster"}); err != nil {
+		return nil, err
+	}
+	seenBundles := sets.New[string]()
+	var out []*x509.Certificate
+	for i := range secrets.Items {
+		var cfg clusterConfig
+		if err := json.Unmarshal(secrets.Items[i].Data["config"], &cfg); err != nil || seenBundles.Has(string(cfg.TLSClientConfig.CAData)) {
+			continue
+		}
+		seenBundles.Insert(string(cfg.TLSClientConfig.CAData))
+		if certs, err := pki.ParseCertificates(cfg.TLSClientConfig.CAData); err == nil {
+			out = append(out, certs...)
+		}
+	}
+	return out, nil
 }
 
 func dedupeCerts(certs []*x509.Certificate, exclude *x509.Certificate) []*x509.Certificate {

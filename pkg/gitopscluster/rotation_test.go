@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
@@ -139,5 +140,47 @@ func TestLeafRenewalAndCARotationWithTrustOverlap(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("no CA secret in the template")
+	})
+}
+
+// TestDeletedCASecretKeepsTrustInTheOldCA: re-minting a deleted CA must not cut every agent
+// off: the new bundle still trusts the CA the agents' certificates come from.
+func TestDeletedCASecretKeepsTrustInTheOldCA(t *testing.T) {
+	ctx := context.Background()
+	ns := "ca-deleted"
+	createNamespace(t, ns)
+	createManagedClusters(t, "cd-a")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 0, "cd-a")
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	eventually(t, "cluster secret", func() error {
+		return k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: gitopscluster.ClusterSecretName("cd-a")}, &corev1.Secret{})
+	})
+	old, err := pki.ParseCertificates(getSecret(t, ns, gitopscluster.CASecretName).Data[corev1.TLSCertKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, getSecret(t, ns, gitopscluster.CASecretName)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a new CA whose bundle keeps the old one", func() error {
+		s := &corev1.Secret{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: gitopscluster.CASecretName}, s); err != nil {
+			return err
+		}
+		current, err := pki.ParseCertificates(s.Data[corev1.TLSCertKey])
+		if err != nil || current[0].Equal(old[0]) {
+			return fmt.Errorf("not re-minted yet")
+		}
+		bundle, err := pki.ParseCertificates(s.Data["ca.crt"])
+		if err != nil {
+			return err
+		}
+		for _, c := range bundle {
+			if c.Equal(old[0]) {
+				return nil
+			}
+		}
+		return fmt.Errorf("ca.crt lost the CA the agents' certificates come from")
 	})
 }

@@ -6,6 +6,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
@@ -41,7 +42,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(r.forPlacementDecision),
 			builder.WithPredicates(decisionsChanged())).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace), builder.WithPredicates(r.principalServices())).
-		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace), builder.WithPredicates(r.named(r.Config.PrincipalDeploymentName))).
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace),
+			builder.WithPredicates(r.named(r.Config.PrincipalDeploymentName), podTemplateChanged())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(nodeAddressOrReadinessChanged())).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(r.pkiOrOwnedSecrets())).
 		// Ledgers and the revocation record: a certificate recorded for a cluster that is not
@@ -51,7 +53,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}))).
 		Watches(&addonv1alpha1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(r.named(r.Config.AddonName))).
 		Watches(&addonv1alpha1.ManagedClusterAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forManagedClusterAddOn),
-			builder.WithPredicates(r.named(r.Config.AddonName), availabilityChanged())).
+			builder.WithPredicates(r.named(r.Config.AddonName), predicate.Or(availabilityChanged(), configReferencesChanged()))).
+		// A GitOpsCluster going away may hand its clusters to a younger one.
+		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(goingAway())).
 		Watches(&addonv1alpha1.AddOnTemplate{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
 		Watches(&addonv1alpha1.AddOnDeploymentConfig{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
 		Complete(r)
@@ -206,3 +210,36 @@ func availabilityChanged() predicate.Predicate {
 		return a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message
 	}}
 }
+
+// configReferencesChanged passes ManagedClusterAddOn updates that change which configs the
+// cluster uses, so old AddOnDeploymentConfigs are pruned as soon as a rollout moves on.
+func configReferencesChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*addonv1alpha1.ManagedClusterAddOn)
+		n, ok2 := e.ObjectNew.(*addonv1alpha1.ManagedClusterAddOn)
+		return !ok1 || !ok2 || !reflect.DeepEqual(o.Status.ConfigReferences, n.Status.ConfigReferences)
+	}}
+}
+
+// goingAway passes a GitOpsCluster's deletion, and the update that marks it for deletion.
+func goingAway() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+		},
+	}
+}
+
+// podTemplateChanged ignores the principal Deployment's status churn (replica counts, rollout
+// conditions): only its pod template (image, the restart stamp) matters here.
+func podTemplateChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*appsv1.Deployment)
+		n, ok2 := e.ObjectNew.(*appsv1.Deployment)
+		return !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Spec.Template, n.Spec.Template)
+	}}
+}
+

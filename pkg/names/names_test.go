@@ -62,4 +62,3 @@ func TestTemplateNamesNeverCollide(t *testing.T) {
 		seen[got] = name
 	}
 }
-

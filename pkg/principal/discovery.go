@@ -121,8 +121,11 @@ func discover(ctx context.Context, r client.Reader, spec v1alpha1.ArgoCDAgentAdd
 			return Result{}, err
 		}
 		addr := nodeAddress(nodes.Items)
-		if previous != nil && previous.Source == v1alpha1.PrincipalSourceNodePort && readyNodeHas(nodes.Items, previous.Address) {
-			addr = previous.Address
+		if previous != nil && previous.Source == v1alpha1.PrincipalSourceNodePort {
+			// Stay on the node agents dial while it is Ready (its ExternalIP if it gained one).
+			if same := readyNodeWith(nodes.Items, previous.Address); same != nil {
+				addr = nodeAddress([]corev1.Node{*same})
+			}
 		}
 		if addr != "" {
 			port := override(sp.NodePort)
@@ -193,19 +196,19 @@ func nodeAddress(nodes []corev1.Node) string {
 	return ""
 }
 
-// readyNodeHas reports whether a Ready node has the address.
-func readyNodeHas(nodes []corev1.Node, addr string) bool {
+// readyNodeWith returns the Ready node that has the address, or nil.
+func readyNodeWith(nodes []corev1.Node, addr string) *corev1.Node {
 	for i := range nodes {
 		if !NodeReady(&nodes[i]) {
 			continue
 		}
 		for _, a := range nodes[i].Status.Addresses {
 			if a.Address == addr {
-				return true
+				return &nodes[i]
 			}
 		}
 	}
-	return false
+	return nil
 }
 
 // NodeReady reports whether the node's Ready condition is True.

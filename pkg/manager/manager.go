@@ -196,8 +196,13 @@ func ClientOptions() client.Options {
 // CacheOptions cache only the CertificateSigningRequests of this project's signer, not every
 // CSR of the hub (klusterlets and other addons make many).
 func CacheOptions(opts Options) cache.Options {
+	keepAll := func(o any) (any, error) { return o, nil }
 	byObject := map[client.Object]cache.ByObject{
 		&certificatesv1.CertificateSigningRequest{}: {Field: fields.OneTermEqualSelector("spec.signerName", opts.Fleet.SignerName)},
+		// Only this addon's ManagedClusterAddOns: a hub carries one per addon per cluster.
+		&addonv1alpha1.ManagedClusterAddOn{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.Fleet.AddonName)},
+		// The reconciler tells its own server-side-apply entry by the CMA's managed fields.
+		&addonv1alpha1.ClusterManagementAddOn{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.Fleet.AddonName), Transform: keepAll},
 	}
 	// Only this project's ConfigMaps (ledgers, revocation record): a hub has many others.
 	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})}
@@ -211,10 +216,12 @@ func CacheOptions(opts Options) cache.Options {
 		}
 		byObject[&corev1.Secret{}] = cache.ByObject{Namespaces: only}
 		byObject[&appsv1.Deployment{}] = cache.ByObject{Namespaces: only}
+		byObject[&corev1.Service{}] = cache.ByObject{Namespaces: only}
 		ours.Namespaces = only
 		byObject[&corev1.ConfigMap{}] = ours
 	}
-	return cache.Options{ByObject: byObject}
+	// Managed fields are most of a cached object's size and nothing else here reads them.
+	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
 }
 
 // ControllerOptions are the controller-runtime manager options the binary runs with; tests

@@ -92,9 +92,13 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 		if err != nil {
 			return time.Time{}, err
 		}
-		// Record before the certificate exists anywhere else: what is not recorded cannot be revoked.
-		if err := store.Record(ctx, cluster, owner, cert, 0, now); err != nil {
-			return time.Time{}, fmt.Errorf("recording the resource-proxy certificate of %s: %w", cluster, err)
+		// The current certificate is revoked from the secret itself; the one it replaces is
+		// recorded first, since it stays valid until it expires. A new cluster thus costs one
+		// write, a renewal two.
+		if old := clusterSecretCertificate(s); old != nil && old.NotAfter.After(now) {
+			if err := store.Record(ctx, cluster, owner, old, 0, now); err != nil {
+				return time.Time{}, fmt.Errorf("recording the replaced resource-proxy certificate of %s: %w", cluster, err)
+			}
 		}
 		if s == nil {
 			err = r.Client.Create(ctx, desired)
@@ -146,6 +150,23 @@ func (r *Reconciler) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOps
 	renewAt := pki.RenewalTime(kp.Cert)
 	r.secretVerdicts.Store(key, secretVerdict{uid: s.UID, resourceVersion: s.ResourceVersion, bundle: bundle, renewAt: renewAt})
 	return renewAt, now.Before(renewAt)
+}
+
+// clusterSecretCertificate returns the resource-proxy client certificate of a cluster secret,
+// or nil.
+func clusterSecretCertificate(s *corev1.Secret) *x509.Certificate {
+	if s == nil {
+		return nil
+	}
+	var cfg clusterConfig
+	if err := json.Unmarshal(s.Data["config"], &cfg); err != nil {
+		return nil
+	}
+	certs, err := pki.ParseCertificates(cfg.TLSClientConfig.CertData)
+	if err != nil || len(certs) == 0 {
+		return nil
+	}
+	return certs[0]
 }
 
 // secretVerdict remembers that a cluster secret's certificate was verified against a CA bundle.

@@ -22,6 +22,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
 
@@ -352,7 +353,11 @@ func (r *Reconciler) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster
 // revokeCluster blocks cluster's certificates and deletes its cluster secret, in that order:
 // argocd-agent disconnects an agent whose cluster secret goes, and the blocklist keeps it out.
 func (r *Reconciler) revokeCluster(ctx context.Context, store ledger.Store, rec agentRecords, cluster string, cause ledger.Cause, now time.Time) (int, error) {
-	n, err := store.Revoke(ctx, cluster, cause, now)
+	extra := ledger.Entries{}
+	if cert := clusterSecretCertificate(rec.secrets[cluster]); cert != nil {
+		extra[pki.Fingerprint(cert)] = cert.NotAfter
+	}
+	n, err := store.Revoke(ctx, cluster, cause, extra, now)
 	if err != nil {
 		return n, fmt.Errorf("revoking the certificates of cluster %s: %w", cluster, err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
@@ -182,5 +183,36 @@ func TestDeletedCASecretKeepsTrustInTheOldCA(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("ca.crt lost the CA the agents' certificates come from")
+	})
+}
+
+// TestReplacedResourceProxyCertificateIsRecorded: the resource-proxy certificate a renewal
+// replaces stays valid until it expires, so it goes to the cluster's ledger and is revoked
+// with the agent.
+func TestReplacedResourceProxyCertificateIsRecorded(t *testing.T) {
+	ctx := context.Background()
+	ns := "rp-renewal"
+	createNamespace(t, ns)
+	createManagedClusters(t, "rp-1")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 0, "rp-1")
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	waitClusterSecrets(t, ns, "cluster-rp-1")
+	old, _ := clusterSecretCert(t, ns, "rp-1")
+
+	clock.Advance(21 * 24 * time.Hour) // past two thirds of its 30 days
+	poke(t, ns, "fleet")
+	eventually(t, "renewed, the old one recorded", func() error {
+		if c, _ := clusterSecretCert(t, ns, "rp-1"); c.Equal(old) {
+			return fmt.Errorf("not renewed yet")
+		}
+		_, entries, err := ledger.Store{Client: k8s, Reader: k8s, Namespace: ns}.Read(ctx, "rp-1", clock.Now())
+		if err != nil {
+			return err
+		}
+		if _, ok := entries[pki.Fingerprint(old)]; !ok {
+			return fmt.Errorf("the replaced certificate is not in the ledger %v", entries)
+		}
+		return nil
 	})
 }

@@ -236,12 +236,18 @@ func OwnerOf(cm *corev1.ConfigMap) Owner {
 	return Owner{Namespace: cm.Labels[v1alpha1.LabelOwnerNamespace], Name: cm.Labels[v1alpha1.LabelOwnerName]}
 }
 
-// Revoke blocks every unexpired certificate in cluster's ledger on the principal, records why,
-// and deletes the ledger. The ledger is deleted only if it did not change since it was read,
-// so a certificate recorded meanwhile is blocked in the next round. It returns how many
-// certificates it blocked. Idempotent: on error it may simply be called again.
-func (s Store) Revoke(ctx context.Context, cluster string, cause Cause, now time.Time) (int, error) {
-	blocked := 0
+// Revoke blocks every unexpired certificate in cluster's ledger, and the extra ones (known
+// from elsewhere, e.g. the cluster secret), on the principal, records why, and deletes the
+// ledger. The ledger is deleted only if it did not change since it was read, so a certificate
+// recorded meanwhile is blocked in the next round. It returns how many certificates it
+// blocked. Idempotent: on error it may simply be called again.
+func (s Store) Revoke(ctx context.Context, cluster string, cause Cause, extra Entries, now time.Time) (int, error) {
+	if len(extra) > 0 {
+		if err := s.block(ctx, cluster, cause, extra, now); err != nil {
+			return 0, err
+		}
+	}
+	blocked := len(extra)
 	for attempt := 1; ; attempt++ {
 		cm, entries, err := s.Read(ctx, cluster, now)
 		if err != nil || cm == nil {

@@ -83,10 +83,10 @@ func TestLedger(t *testing.T) {
 		if err := s.Record(ctx, "c2", owner, other, 0, now); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := s.Revoke(ctx, "c1", ledger.CauseDeparted, now); err != nil || n != 2 {
+		if n, err := s.Revoke(ctx, "c1", ledger.CauseDeparted, nil, now); err != nil || n != 2 {
 			t.Fatalf("Revoke = %d, %v", n, err)
 		}
-		if n, err := s.Revoke(ctx, "c2", ledger.CauseRevoked, now); err != nil || n != 1 {
+		if n, err := s.Revoke(ctx, "c2", ledger.CauseRevoked, nil, now); err != nil || n != 1 {
 			t.Fatalf("Revoke = %d, %v", n, err)
 		}
 		bl, _ := s.Blocklist(ctx)
@@ -146,7 +146,7 @@ func TestLedger(t *testing.T) {
 				defer wg.Done()
 				// A revocation that keeps losing the race returns an error and is retried
 				// by the next pass; it must never lose a record.
-				_, _ = s.Revoke(ctx, "c1", ledger.CauseDeparted, now)
+				_, _ = s.Revoke(ctx, "c1", ledger.CauseDeparted, nil, now)
 			}()
 		}
 		wg.Wait()
@@ -185,7 +185,7 @@ func TestLedger(t *testing.T) {
 			}
 		}
 		for c := range clusters {
-			if _, err := s.Revoke(ctx, fmt.Sprintf("bulk-%d", c), ledger.CauseDeparted, now); err != nil {
+			if _, err := s.Revoke(ctx, fmt.Sprintf("bulk-%d", c), ledger.CauseDeparted, nil, now); err != nil {
 				t.Fatalf("cluster %d: %v", c, err)
 			}
 		}

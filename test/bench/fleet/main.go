@@ -3,6 +3,11 @@
 // Available, standing in for OCM's addon-manager), starts the manager binary as a process,
 // applies a GitOpsCluster and prints time to Ready, API writes per cluster as counted by the
 // API server's own metrics, writes during an idle period, and the manager's peak memory.
+//
+// The hub is made realistic: every cluster namespace also holds other addons'
+// ManagedClusterAddOns and a few unrelated Secrets and ConfigMaps, so the cache's memory is
+// honest. The API server's raw write rate (a plain client, no rate limit, 16 writers, N
+// Secrets of 2 KiB) is measured in the same run and the time to Ready printed against it.
 package main
 
 import (
@@ -21,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -43,7 +49,7 @@ func main() {
 	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
 	flag.Parse()
 
-	fmt.Printf("%-8s %-14s %-18s %-16s %-14s\n", "clusters", "time-to-ready", "writes/cluster", "idle-writes", "peak-RSS")
+	fmt.Printf("%-8s %-14s %-12s %-8s %-18s %-16s %-14s\n", "clusters", "time-to-ready", "raw-writes", "ratio", "writes/cluster", "idle-writes", "peak-RSS")
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
@@ -53,7 +59,8 @@ func main() {
 		if err != nil {
 			fail(fmt.Errorf("fleet of %d clusters: %w", n, err))
 		}
-		fmt.Printf("%-8d %-14s %-18.2f %-16s %-14s\n", n, r.ready.Round(10*time.Millisecond), r.writesPerCluster,
+		fmt.Printf("%-8d %-14s %-12s %-8.2f %-18.3f %-16s %-14s\n", n, r.ready.Round(10*time.Millisecond), r.raw.Round(10*time.Millisecond),
+			r.ready.Seconds()/r.raw.Seconds(), r.writesPerCluster,
 			fmt.Sprintf("%d in %s", r.idleWrites, *idle), fmt.Sprintf("%.1f MiB", float64(r.peakKiB)/1024))
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
 	}
@@ -61,6 +68,7 @@ func main() {
 
 type result struct {
 	ready            time.Duration
+	raw              time.Duration
 	writesPerCluster float64
 	idleWrites       int
 	peakKiB          int
@@ -89,6 +97,10 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	}
 	fmt.Fprintf(os.Stderr, "N=%d: creating managed clusters, namespaces and addons...\n", n)
 	if err := parallel(clusters, func(name string) error { return createCluster(ctx, c, name) }); err != nil {
+		return nil, err
+	}
+	raw, err := rawWrites(ctx, env, n)
+	if err != nil {
 		return nil, err
 	}
 	if err := c.Create(ctx, &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "all"}}); err != nil {
@@ -173,6 +185,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	}
 	return &result{
 		ready:            ready,
+		raw:              raw,
 		writesPerCluster: float64(testenv.TotalWrites(byResource)) / float64(n),
 		idleWrites:       testenv.TotalWrites(testenv.DiffWrites(converged, after)),
 		peakKiB:          peak,
@@ -187,6 +200,22 @@ func createCluster(ctx context.Context, c client.Client, name string) error {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		return err
 	}
+	// What else a hub keeps per cluster: other addons and unrelated Secrets and ConfigMaps.
+	for _, other := range otherAddons {
+		if err := c.Create(ctx, &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: other}}); err != nil {
+			return err
+		}
+	}
+	for i := range 2 {
+		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: fmt.Sprintf("unrelated-%d", i)},
+			Data: map[string][]byte{"data": make([]byte, 2048)}}); err != nil {
+			return err
+		}
+		if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: fmt.Sprintf("unrelated-%d", i)},
+			Data: map[string]string{"data": strings.Repeat("x", 1024)}}); err != nil {
+			return err
+		}
+	}
 	mca := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: addonName}}
 	if err := c.Create(ctx, mca); err != nil {
 		return err
@@ -194,6 +223,32 @@ func createCluster(ctx context.Context, c client.Client, name string) error {
 	meta.SetStatusCondition(&mca.Status.Conditions, metav1.Condition{Type: addonv1alpha1.ManagedClusterAddOnConditionAvailable,
 		Status: metav1.ConditionTrue, Reason: "Benchmark", Message: "stands in for OCM's addon-manager"})
 	return c.Status().Update(ctx, mca)
+}
+
+var otherAddons = []string{"application-manager", "cert-policy-controller", "cluster-proxy", "config-policy-controller",
+	"governance-policy-framework", "managed-serviceaccount", "search-collector", "work-manager"}
+
+// rawWrites is the API server's own pace: n Secrets of 2 KiB created by a plain client with no
+// client-side rate limit and 16 writers, the same work as the manager's cluster secrets.
+func rawWrites(ctx context.Context, env *testenv.Env, n int) (time.Duration, error) {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		return 0, err
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "raw"}}); err != nil {
+		return 0, err
+	}
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("raw-%05d", i)
+	}
+	start := time.Now()
+	err = parallel(names, func(name string) error {
+		return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "raw", Name: name}, Data: map[string][]byte{"data": make([]byte, 2048)}})
+	})
+	return time.Since(start), err
 }
 
 func createDecisionPage(ctx context.Context, c client.Client, page int, clusters []string) error {

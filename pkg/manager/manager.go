@@ -206,7 +206,6 @@ func CacheOptions(opts Options) cache.Options {
 	}
 	// Only this project's ConfigMaps (ledgers, revocation record): a hub has many others.
 	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})}
-	byObject[&corev1.ConfigMap{}] = ours
 	// With managed namespaces, Secrets, Deployments and ConfigMaps are watched only there, so
 	// the manager needs no cluster-wide access to them.
 	if nss := opts.Fleet.ManagedNamespaces; len(nss) > 0 {
@@ -218,8 +217,10 @@ func CacheOptions(opts Options) cache.Options {
 		byObject[&appsv1.Deployment{}] = cache.ByObject{Namespaces: only}
 		byObject[&corev1.Service{}] = cache.ByObject{Namespaces: only}
 		ours.Namespaces = only
-		byObject[&corev1.ConfigMap{}] = ours
 	}
+	// Set once: the map is keyed by pointer, so a second &corev1.ConfigMap{} would be another
+	// entry for the same kind, and controller-runtime would keep either one at random.
+	byObject[&corev1.ConfigMap{}] = ours
 	// Managed fields are most of a cached object's size and nothing else here reads them.
 	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
 }

@@ -121,3 +121,32 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestCacheOptionsHaveOneEntryPerKind(t *testing.T) {
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, nss := range [][]string{nil, {"argocd", "team-a"}} {
+		opts := DefaultOptions()
+		opts.Fleet.ManagedNamespaces = nss
+		seen := map[string]int{}
+		for obj, byObject := range CacheOptions(opts).ByObject {
+			gvk, err := apiutil.GVKForObject(obj, scheme)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen[gvk.Kind]++
+			// With managed namespaces, nothing namespaced the manager may only touch there is
+			// cached cluster-wide (the chart grants no cluster-wide list on them).
+			if len(nss) > 0 && (gvk.Kind == "ConfigMap" || gvk.Kind == "Secret" || gvk.Kind == "Deployment") && len(byObject.Namespaces) != len(nss) {
+				t.Errorf("managed namespaces %v: %s cached in %v", nss, gvk.Kind, byObject.Namespaces)
+			}
+		}
+		for kind, n := range seen {
+			if n != 1 {
+				t.Errorf("managed namespaces %v: %d cache entries for %s; controller-runtime keeps one at random", nss, n, kind)
+			}
+		}
+	}
+}

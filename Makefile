@@ -88,6 +88,13 @@ test: verify lint ## The whole suite: generated-files check, lint, unit, integra
 test-unit: ## Unit tests only (no API server).
 	go test $(GO_TEST_FLAGS) -short ./...
 
+.PHONY: fault
+FAULT_KILLS ?= 20
+FAULT_CLUSTERS ?= 1000
+fault: ## The fault suite with more kills and a bigger fleet (FAULT_KILLS, FAULT_CLUSTERS, FAULT_SEED).
+	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
+	FAULT_KILLS=$(FAULT_KILLS) FAULT_CLUSTERS=$(FAULT_CLUSTERS) go test -count=1 -timeout 60m -v ./test/fault/
+
 .PHONY: fuzz
 fuzz: ## Fuzz the signer's CSR checks for two minutes.
 	go test ./pkg/signer/ -run '^$$' -fuzz FuzzCheckCSR -fuzztime 2m -fuzzminimizetime 200x

@@ -7,7 +7,9 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,7 +66,11 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 	owner := ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
 	now := r.Config.Now()
 	var next time.Time
-	created := 0
+	type write struct {
+		cluster string
+		live    *corev1.Secret
+	}
+	var writes []write
 	for _, cluster := range sets.List(obs.owned) {
 		if revoked.Has(cluster) {
 			continue
@@ -81,45 +87,85 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 				s = nil
 			}
 		}
-		renewAt, ok := r.clusterSecretCurrent(s, goc, principalNS, cluster, hub, now)
-		if ok {
+		if renewAt, ok := r.clusterSecretCurrent(s, goc, principalNS, cluster, hub, now); ok {
 			if next.IsZero() || renewAt.Before(next) {
 				next = renewAt
 			}
 			continue
 		}
-		desired, cert, err := r.buildClusterSecret(goc, principalNS, cluster, hub, now)
-		if err != nil {
-			return time.Time{}, err
-		}
-		// The current certificate is revoked from the secret itself; the one it replaces is
-		// recorded first, since it stays valid until it expires. A new cluster thus costs one
-		// write, a renewal two.
-		if old := clusterSecretCertificate(s); old != nil && old.NotAfter.After(now) {
-			if err := store.Record(ctx, cluster, owner, old, 0, now); err != nil {
-				return time.Time{}, fmt.Errorf("recording the replaced resource-proxy certificate of %s: %w", cluster, err)
+		writes = append(writes, write{cluster: cluster, live: s})
+	}
+
+	// The writes are independent, one object per cluster: several at once keep a fleet's
+	// first registration close to the API server's own pace instead of one round trip after
+	// another.
+	var mu sync.Mutex
+	var errs []error
+	created := 0
+	work := make(chan write)
+	var wg sync.WaitGroup
+	for range max(1, min(r.Config.WriteConcurrency, len(writes))) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range work {
+				renewAt, isNew, err := r.writeClusterSecret(ctx, goc, principalNS, w.cluster, w.live, hub, store, owner, now)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					if isNew {
+						created++
+					}
+					if next.IsZero() || renewAt.Before(next) {
+						next = renewAt
+					}
+				}
+				mu.Unlock()
 			}
-		}
-		if s == nil {
-			err = r.Client.Create(ctx, desired)
-			created++
-		} else {
-			s = s.DeepCopy()
-			s.Labels, s.Annotations, s.Data, s.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type
-			err = r.Client.Update(ctx, s)
-		}
-		if err != nil {
-			return time.Time{}, fmt.Errorf("writing cluster secret for %s: %w", cluster, err)
-		}
-		renewAt = pki.RenewalTime(cert)
-		if next.IsZero() || renewAt.Before(next) {
-			next = renewAt
-		}
+		}()
+	}
+	for _, w := range writes {
+		work <- w
+	}
+	close(work)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return time.Time{}, err
 	}
 	if created > 0 {
 		r.event(goc, corev1.EventTypeNormal, "AgentsRegistered", "RegisterAgents", "registered %d agent(s) with the principal", created)
 	}
 	return next, nil
+}
+
+// writeClusterSecret issues a new resource-proxy certificate for cluster and creates or
+// updates its cluster secret. It returns the renewal time and whether the secret is new.
+func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, live *corev1.Secret,
+	hub *hubPKI, store ledger.Store, owner ledger.Owner, now time.Time) (time.Time, bool, error) {
+	desired, cert, err := r.buildClusterSecret(goc, principalNS, cluster, hub, now)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	// The current certificate is revoked from the secret itself; the one it replaces is
+	// recorded first, since it stays valid until it expires. A new cluster thus costs one
+	// write, a renewal two.
+	if old := clusterSecretCertificate(live); old != nil && old.NotAfter.After(now) {
+		if err := store.Record(ctx, cluster, owner, old, 0, now); err != nil {
+			return time.Time{}, false, fmt.Errorf("recording the replaced resource-proxy certificate of %s: %w", cluster, err)
+		}
+	}
+	if live == nil {
+		err = r.Client.Create(ctx, desired)
+	} else {
+		s := live.DeepCopy()
+		s.Labels, s.Annotations, s.Data, s.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type
+		err = r.Client.Update(ctx, s)
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("writing cluster secret for %s: %w", cluster, err)
+	}
+	return pki.RenewalTime(cert), live == nil, nil
 }
 
 // clusterSecretCurrent reports whether s is already what we would write, and when it must be

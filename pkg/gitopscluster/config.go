@@ -31,6 +31,8 @@ type Config struct {
 	CAValidity            time.Duration
 	ServerCertValidity    time.Duration
 	ClusterSecretValidity time.Duration
+	// WriteConcurrency bounds the cluster secrets one reconcile writes at the same time.
+	WriteConcurrency int
 	// DepartureSettle is how long a cluster must stay out of the selection before its agent is
 	// revoked (confirmed then by a live read of every decision): OCM rewrites paged decisions
 	// one page at a time, so a cluster may briefly appear in none.
@@ -61,6 +63,7 @@ func DefaultConfig() Config {
 		ServerCertValidity:       365 * 24 * time.Hour,
 		ClusterSecretValidity:    MaxClusterSecretValidity,
 		DepartureSettle:          30 * time.Second,
+		WriteConcurrency:         16,
 		MaxRevocationPercent:     50,
 		Now:                      time.Now,
 	}

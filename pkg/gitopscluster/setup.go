@@ -242,4 +242,3 @@ func podTemplateChanged() predicate.Predicate {
 		return !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Spec.Template, n.Spec.Template)
 	}}
 }
-

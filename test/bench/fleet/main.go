@@ -27,20 +27,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 const (
 	namespace = "bench"
 	addonName = "argocd-agent-addon"
-	// decisionsPerPage mirrors OCM, which splits large decisions into pages.
-	decisionsPerPage = 100
 )
 
 func main() {
@@ -91,12 +88,9 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
 		return nil, err
 	}
-	clusters := make([]string, n)
-	for i := range clusters {
-		clusters[i] = fmt.Sprintf("cluster-%05d", i)
-	}
+	clusters := fakehub.Names("cluster-", n)
 	fmt.Fprintf(os.Stderr, "N=%d: creating managed clusters, namespaces and addons...\n", n)
-	if err := parallel(clusters, func(name string) error { return createCluster(ctx, c, name) }); err != nil {
+	if err := fakehub.CreateClusters(ctx, c, clusters, fakehub.Options{Addon: addonName, Realistic: true}); err != nil {
 		return nil, err
 	}
 	raw, err := rawWrites(ctx, env, n)
@@ -106,11 +100,8 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err := c.Create(ctx, &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "all"}}); err != nil {
 		return nil, err
 	}
-	for page := 0; page*decisionsPerPage < n; page++ {
-		end := min((page+1)*decisionsPerPage, n)
-		if err := createDecisionPage(ctx, c, page, clusters[page*decisionsPerPage:end]); err != nil {
-			return nil, err
-		}
+	if err := fakehub.SetDecisions(ctx, c, namespace, "all", clusters); err != nil {
+		return nil, err
 	}
 
 	dir, err := os.MkdirTemp("", "fleet-bench-")
@@ -193,41 +184,6 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	}, nil
 }
 
-func createCluster(ctx context.Context, c client.Client, name string) error {
-	if err := c.Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}); err != nil {
-		return err
-	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-		return err
-	}
-	// What else a hub keeps per cluster: other addons and unrelated Secrets and ConfigMaps.
-	for _, other := range otherAddons {
-		if err := c.Create(ctx, &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: other}}); err != nil {
-			return err
-		}
-	}
-	for i := range 2 {
-		if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: fmt.Sprintf("unrelated-%d", i)},
-			Data: map[string][]byte{"data": make([]byte, 2048)}}); err != nil {
-			return err
-		}
-		if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: fmt.Sprintf("unrelated-%d", i)},
-			Data: map[string]string{"data": strings.Repeat("x", 1024)}}); err != nil {
-			return err
-		}
-	}
-	mca := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: addonName}}
-	if err := c.Create(ctx, mca); err != nil {
-		return err
-	}
-	meta.SetStatusCondition(&mca.Status.Conditions, metav1.Condition{Type: addonv1alpha1.ManagedClusterAddOnConditionAvailable,
-		Status: metav1.ConditionTrue, Reason: "Benchmark", Message: "stands in for OCM's addon-manager"})
-	return c.Status().Update(ctx, mca)
-}
-
-var otherAddons = []string{"application-manager", "cert-policy-controller", "cluster-proxy", "config-policy-controller",
-	"governance-policy-framework", "managed-serviceaccount", "search-collector", "work-manager"}
-
 // rawWrites is the API server's own pace: n Secrets of 2 KiB created by a plain client with no
 // client-side rate limit and 16 writers, the same work as the manager's cluster secrets.
 func rawWrites(ctx context.Context, env *testenv.Env, n int) (time.Duration, error) {
@@ -245,47 +201,10 @@ func rawWrites(ctx context.Context, env *testenv.Env, n int) (time.Duration, err
 		names[i] = fmt.Sprintf("raw-%05d", i)
 	}
 	start := time.Now()
-	err = parallel(names, func(name string) error {
+	err = fakehub.Parallel(names, func(name string) error {
 		return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "raw", Name: name}, Data: map[string][]byte{"data": make([]byte, 2048)}})
 	})
 	return time.Since(start), err
-}
-
-func createDecisionPage(ctx context.Context, c client.Client, page int, clusters []string) error {
-	pd := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: fmt.Sprintf("all-decision-%d", page),
-		Labels: map[string]string{clusterv1beta1.PlacementLabel: "all", clusterv1beta1.DecisionGroupIndexLabel: "0"}}}
-	if err := c.Create(ctx, pd); err != nil {
-		return err
-	}
-	for _, name := range clusters {
-		pd.Status.Decisions = append(pd.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: name, Reason: "benchmark"})
-	}
-	return c.Status().Update(ctx, pd)
-}
-
-// parallel runs fn over items with a few workers, returning the first error.
-func parallel(items []string, fn func(string) error) error {
-	work := make(chan string)
-	var wg sync.WaitGroup
-	var once sync.Once
-	var first error
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for it := range work {
-				if err := fn(it); err != nil {
-					once.Do(func() { first = err })
-				}
-			}
-		}()
-	}
-	for _, it := range items {
-		work <- it
-	}
-	close(work)
-	wg.Wait()
-	return first
 }
 
 // watchPeakRSS samples the process's high-water mark of resident memory (VmHWM) until stopped.

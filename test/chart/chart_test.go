@@ -9,10 +9,14 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,6 +29,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/lint/support"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -32,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -159,10 +165,196 @@ func TestRenderDefaults(t *testing.T) {
 			t.Errorf("manager args %s lack %s", args, want)
 		}
 	}
-	if find(objs, "Service", releaseName+"-metrics") == nil {
-		t.Error("no metrics Service")
+	for _, want := range []string{"--metrics-bind-address=:8443", "--metrics-secure=true", "--gitopscluster-concurrency=1", "--signer-concurrency=4",
+		"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("manager args %s lack %s", args, want)
+		}
+	}
+	for _, unwanted := range []string{"--pprof-bind-address", "--metrics-cert-dir"} {
+		if strings.Contains(args, unwanted) {
+			t.Errorf("manager args %s have %s by default", args, unwanted)
+		}
+	}
+	svc := find(objs, "Service", releaseName+"-metrics")
+	if svc == nil {
+		t.Fatal("no metrics Service")
+	}
+	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	if p := ports[0].(map[string]any); fmt.Sprint(p["port"]) != "8443" || p["appProtocol"] != "https" {
+		t.Errorf("metrics Service port = %v, want 8443 https", p)
+	}
+	// The manager checks /metrics callers with TokenReviews and SubjectAccessReviews; one rule
+	// each.
+	mgrRole := clusterRole(t, objs, releaseName)
+	if n := countRules(mgrRole, "authentication.k8s.io", "tokenreviews", "create"); n != 1 {
+		t.Errorf("manager ClusterRole: %d rules with create on tokenreviews, want 1", n)
+	}
+	if n := countRules(mgrRole, "authorization.k8s.io", "subjectaccessreviews", "create"); n != 1 {
+		t.Errorf("manager ClusterRole: %d rules with create on subjectaccessreviews, want 1", n)
+	}
+	reader := clusterRole(t, objs, releaseName+"-metrics-reader")
+	if len(reader.Rules) != 1 || !slices.Equal(reader.Rules[0].NonResourceURLs, []string{"/metrics"}) || !slices.Equal(reader.Rules[0].Verbs, []string{"get"}) {
+		t.Errorf("metrics-reader rules = %+v, want get on /metrics only", reader.Rules)
+	}
+	if find(objs, "ClusterRoleBinding", releaseName+"-metrics-reader") != nil {
+		t.Error("the metrics-reader ClusterRole is bound without metrics.readerSubjects")
 	}
 	assertLeastPrivilege(t, objs)
+}
+
+// clusterRole returns the rendered ClusterRole name, typed.
+func clusterRole(t *testing.T, objs []*unstructured.Unstructured, name string) *rbacv1.ClusterRole {
+	t.Helper()
+	o := find(objs, "ClusterRole", name)
+	if o == nil {
+		t.Fatalf("no ClusterRole %s", name)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, role); err != nil {
+		t.Fatal(err)
+	}
+	return role
+}
+
+// countRules counts the rules granting verb on resource in group.
+func countRules(role *rbacv1.ClusterRole, group, resource, verb string) int {
+	n := 0
+	for _, r := range role.Rules {
+		if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+			n++
+		}
+	}
+	return n
+}
+
+// managerArgs returns the manager container's arguments.
+func managerArgs(t *testing.T, objs []*unstructured.Unstructured) []string {
+	t.Helper()
+	dep := find(objs, "Deployment", releaseName)
+	if dep == nil {
+		t.Fatal("no manager Deployment")
+	}
+	return principalArgs(t, dep)
+}
+
+func TestRenderMetricsAndOperations(t *testing.T) {
+	endpoint := func(t *testing.T, objs []*unstructured.Unstructured) map[string]any {
+		t.Helper()
+		sm := find(objs, "ServiceMonitor", releaseName)
+		if sm == nil {
+			t.Fatal("no ServiceMonitor")
+		}
+		eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+		return eps[0].(map[string]any)
+	}
+	monitor := map[string]any{"serviceMonitor": map[string]any{"enabled": true}}
+
+	t.Run("self-signed", func(t *testing.T) {
+		objs, err := render(t, map[string]any{"metrics": monitor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ep := endpoint(t, objs)
+		if ep["scheme"] != "https" || ep["bearerTokenFile"] != "/var/run/secrets/kubernetes.io/serviceaccount/token" {
+			t.Errorf("ServiceMonitor endpoint = %v, want https with Prometheus's token", ep)
+		}
+		if tc := ep["tlsConfig"].(map[string]any); tc["insecureSkipVerify"] != true {
+			t.Errorf("tlsConfig = %v, want insecureSkipVerify for the self-signed certificate", tc)
+		}
+	})
+
+	t.Run("certificate from a Secret", func(t *testing.T) {
+		objs, err := render(t, map[string]any{"metrics": map[string]any{"certSecret": "metrics-tls", "serviceMonitor": map[string]any{"enabled": true}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if args := managerArgs(t, objs); !slices.Contains(args, "--metrics-cert-dir=/etc/metrics-certs") {
+			t.Errorf("manager args %v lack the certificate folder", args)
+		}
+		dep := find(objs, "Deployment", releaseName)
+		vols, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "volumes")
+		if len(vols) != 1 || fmt.Sprint(vols[0].(map[string]any)["secret"].(map[string]any)["secretName"]) != "metrics-tls" {
+			t.Errorf("volumes = %v", vols)
+		}
+		c, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+		mounts := c[0].(map[string]any)["volumeMounts"].([]any)
+		if m := mounts[0].(map[string]any); m["mountPath"] != "/etc/metrics-certs" || m["readOnly"] != true {
+			t.Errorf("volumeMounts = %v", mounts)
+		}
+		tc := endpoint(t, objs)["tlsConfig"].(map[string]any)
+		if tc["insecureSkipVerify"] != nil || tc["serverName"] != releaseName+"-metrics."+releaseNS+".svc" || fmt.Sprint(tc["ca"]) != "map[secret:map[key:ca.crt name:metrics-tls]]" {
+			t.Errorf("tlsConfig = %v, want verification against the Secret's CA", tc)
+		}
+	})
+
+	t.Run("own tlsConfig", func(t *testing.T) {
+		objs, err := render(t, map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true, "tlsConfig": map[string]any{"serverName": "m.example.com"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc := endpoint(t, objs)["tlsConfig"].(map[string]any); len(tc) != 1 || tc["serverName"] != "m.example.com" {
+			t.Errorf("tlsConfig = %v", tc)
+		}
+	})
+
+	t.Run("reader subjects", func(t *testing.T) {
+		subject := map[string]any{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}
+		objs, err := render(t, map[string]any{"metrics": map[string]any{"readerSubjects": []any{subject}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := find(objs, "ClusterRoleBinding", releaseName+"-metrics-reader")
+		if b == nil {
+			t.Fatal("no metrics-reader ClusterRoleBinding")
+		}
+		var crb rbacv1.ClusterRoleBinding
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(b.Object, &crb); err != nil {
+			t.Fatal(err)
+		}
+		want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "prometheus-k8s", Namespace: "monitoring"}}
+		if crb.RoleRef.Name != releaseName+"-metrics-reader" || !slices.Equal(crb.Subjects, want) {
+			t.Errorf("ClusterRoleBinding = %+v", crb)
+		}
+		assertLeastPrivilege(t, objs)
+	})
+
+	t.Run("insecure", func(t *testing.T) {
+		objs, err := render(t, map[string]any{"metrics": map[string]any{"secure": false, "port": 8080, "serviceMonitor": map[string]any{"enabled": true}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ep := endpoint(t, objs); ep["scheme"] != "http" || ep["bearerTokenFile"] != nil || ep["tlsConfig"] != nil {
+			t.Errorf("ServiceMonitor endpoint = %v, want plain http", ep)
+		}
+		if args := managerArgs(t, objs); !slices.Contains(args, "--metrics-secure=false") || !slices.Contains(args, "--metrics-bind-address=:8080") {
+			t.Errorf("manager args %v", args)
+		}
+		if find(objs, "ClusterRole", releaseName+"-metrics-reader") != nil {
+			t.Error("metrics-reader ClusterRole rendered for open metrics")
+		}
+		if n := countRules(clusterRole(t, objs, releaseName), "authentication.k8s.io", "tokenreviews", "create"); n != 0 {
+			t.Error("TokenReviews granted although metrics are not authenticated")
+		}
+	})
+
+	t.Run("pprof, concurrency and leader election", func(t *testing.T) {
+		objs, err := render(t, map[string]any{
+			"pprof":                map[string]any{"port": 6060},
+			"concurrency":          map[string]any{"gitOpsCluster": 2, "signer": 8},
+			"leaderElectionTiming": map[string]any{"leaseDuration": "60s", "renewDeadline": "40s", "retryPeriod": "5s"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := managerArgs(t, objs)
+		for _, want := range []string{"--pprof-bind-address=127.0.0.1:6060", "--gitopscluster-concurrency=2", "--signer-concurrency=8",
+			"--leader-elect-lease-duration=60s", "--leader-elect-renew-deadline=40s", "--leader-elect-retry-period=5s"} {
+			if !slices.Contains(args, want) {
+				t.Errorf("manager args %v lack %s", args, want)
+			}
+		}
+	})
 }
 
 // assertLeastPrivilege checks the rendered RBAC: no wildcards, Secrets only through Roles,
@@ -179,7 +371,10 @@ func assertLeastPrivilege(t *testing.T, objs []*unstructured.Unstructured) {
 			t.Fatal(err)
 		}
 		for _, r := range role.Rules {
-			all := append(append(append([]string{}, r.Verbs...), r.Resources...), r.APIGroups...)
+			if len(r.NonResourceURLs) > 0 && (o.GetName() != releaseName+"-metrics-reader" || !slices.Equal(r.NonResourceURLs, []string{"/metrics"}) || !slices.Equal(r.Verbs, []string{"get"})) {
+				t.Errorf("%s %s grants non-resource URLs beyond get /metrics in the metrics reader: %+v", o.GetKind(), o.GetName(), r)
+			}
+			all := append(append(append(append([]string{}, r.NonResourceURLs...), r.Verbs...), r.Resources...), r.APIGroups...)
 			for _, v := range all {
 				if v == "*" {
 					t.Errorf("%s %s has a wildcard rule %+v", o.GetKind(), o.GetName(), r)
@@ -276,6 +471,12 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"bad duration":            {map[string]any{"signer": map[string]any{"certificateValidity": "a week"}}, "certificateValidity"},
 		"bad service type":        {map[string]any{"principal": map[string]any{"service": map[string]any{"type": "Ingress"}}}, "type"},
 		"no allowed namespaces":   {map[string]any{"principal": map[string]any{"allowedNamespaces": []any{}}}, "allowedNamespaces"},
+		"reader of unknown kind":  {map[string]any{"metrics": map[string]any{"readerSubjects": []any{map[string]any{"kind": "Pod", "name": "p"}}}}, "kind"},
+		"reader SA, no namespace": {map[string]any{"metrics": map[string]any{"readerSubjects": []any{map[string]any{"kind": "ServiceAccount", "name": "prometheus"}}}}, "namespace"},
+		"zero signer workers":     {map[string]any{"concurrency": map[string]any{"signer": 0}}, "signer"},
+		"pprof port as a string":  {map[string]any{"pprof": map[string]any{"port": "6060"}}, "port"},
+		"bad lease duration":      {map[string]any{"leaderElectionTiming": map[string]any{"leaseDuration": "15"}}, "leaseDuration"},
+		"secure as a string":      {map[string]any{"metrics": map[string]any{"secure": "yes"}}, "secure"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := render(t, tc.vals)
@@ -305,7 +506,7 @@ func TestInstallUpgradeUninstallOnARealAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ns := range []string{releaseNS, "elsewhere", "cluster1"} {
+	for _, ns := range []string{releaseNS, "elsewhere", "cluster1", "monitoring"} {
 		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
@@ -316,7 +517,9 @@ func TestInstallUpgradeUninstallOnARealAPIServer(t *testing.T) {
 	install := action.NewInstall(ac)
 	install.ReleaseName, install.Namespace = releaseName, releaseNS
 	install.Timeout = time.Minute
-	if _, err := install.Run(loadChart(t), map[string]any{"principal": map[string]any{"install": true}}); err != nil {
+	prometheus := map[string]any{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}
+	if _, err := install.Run(loadChart(t), map[string]any{"principal": map[string]any{"install": true},
+		"metrics": map[string]any{"readerSubjects": []any{prometheus}}}); err != nil {
 		t.Fatalf("helm install: %v", err)
 	}
 	if err := admin.Get(ctx, types.NamespacedName{Name: "gitopsclusters.apps.open-cluster-management.io"}, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"}}); err != nil {
@@ -374,7 +577,9 @@ func TestInstallUpgradeUninstallOnARealAPIServer(t *testing.T) {
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	opts := manager.DefaultOptions()
-	opts.MetricsAddr, opts.HealthProbeAddr = "0", "0"
+	// Metrics as the chart serves them: HTTPS, callers checked through the API server.
+	metricsAddr := freeAddr(t)
+	opts.MetricsAddr, opts.HealthProbeAddr = metricsAddr, "0"
 	opts.Fleet.ManagedNamespaces = []string{releaseNS}
 	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
 	go func() { done <- manager.Run(mctx, asSA, opts) }()
@@ -396,11 +601,24 @@ func TestInstallUpgradeUninstallOnARealAPIServer(t *testing.T) {
 		return nil
 	})
 
+	// The chart's RBAC lets the manager review scrapers' tokens and rights, and its
+	// metrics-reader binding lets Prometheus's ServiceAccount in; another one is refused.
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	promToken := serviceAccountToken(t, cs, "monitoring", "prometheus")
+	waitFor(t, "metrics served to the ServiceAccount bound through metrics.readerSubjects", func() error {
+		return scrape("https://"+metricsAddr+"/metrics", promToken, http.StatusOK)
+	})
+	if err := scrape("https://"+metricsAddr+"/metrics", serviceAccountToken(t, cs, "monitoring", "someone-else"), http.StatusForbidden); err != nil {
+		t.Errorf("a ServiceAccount not bound to the metrics reader: %v", err)
+	}
+	if err := scrape("https://"+metricsAddr+"/metrics", "", http.StatusUnauthorized); err != nil {
+		t.Errorf("no token: %v", err)
+	}
+
 	// An agent CSR as cluster1's registration agent makes it (OCM's hub grants cluster agents
 	// the right to create CSRs; the test grants the same): the signer may approve and sign.
 	grantCSRCreate(t, admin, "cluster1")
 	csrName := createAgentCSR(t, env.Config, "cluster1")
-	cs := kubernetes.NewForConfigOrDie(env.Config)
 	waitFor(t, "agent CSR signed by the manager running as the chart's identity", func() error {
 		csr, err := cs.CertificatesV1().CertificateSigningRequests().Get(ctx, csrName, metav1.GetOptions{})
 		if err != nil {
@@ -471,6 +689,54 @@ func TestInstallUpgradeUninstallOnARealAPIServer(t *testing.T) {
 	if err := admin.Get(ctx, types.NamespacedName{Namespace: releaseNS, Name: releaseName}, &corev1.ServiceAccount{}); !apierrors.IsNotFound(err) {
 		t.Errorf("helm uninstall left the ServiceAccount: %v", err)
 	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
+}
+
+// serviceAccountToken creates a ServiceAccount and returns a token for it from the
+// TokenRequest API, as the kubelet mounts one into Prometheus's pod.
+func serviceAccountToken(t *testing.T, cs kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// scrape GETs url with the bearer token (none if empty) and fails unless it answers want. The
+// manager's certificate is self-signed, as with the chart's defaults.
+func scrape(url, token string, want int) error {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		return fmt.Errorf("want %d, got %s: %.300s", want, resp.Status, body)
+	}
+	return nil
 }
 
 func waitFor(t *testing.T, what string, check func() error) {

@@ -91,27 +91,55 @@ func SelectedClusters(ctx context.Context, r client.Reader, namespace, placement
 	return out, nil
 }
 
-// Selects reports whether the Placement namespace/name selects cluster. It pages through the
-// decisions and stops at the first that names the cluster, so with r an API reader it costs
-// one call per 100 pages at most and reads only until the answer is known.
-func Selects(ctx context.Context, r client.Reader, namespace, placement, cluster string) (bool, error) {
+// SelectsLive reports, from the API server, whether the Placement namespace/name selects
+// cluster, reading only what decides it: the decision pages the cache (which must carry the
+// field indexes of SetupIndexes) says name the cluster, each fetched live by name. Only when
+// none of them still names it (the cluster left, or moved to another page mid-update) are all
+// the Placement's pages read live.
+func SelectsLive(ctx context.Context, cache, live client.Reader, namespace, placement, cluster string) (bool, error) {
+	var cached clusterv1beta1.PlacementDecisionList
+	if err := cache.List(ctx, &cached, client.InNamespace(namespace), client.MatchingFields{IndexDecisionClusters: cluster}); err != nil {
+		return false, fmt.Errorf("listing PlacementDecisions of cluster %s: %w", cluster, err)
+	}
+	for i := range cached.Items {
+		if cached.Items[i].Labels[PlacementLabel] != placement {
+			continue
+		}
+		pd := &clusterv1beta1.PlacementDecision{}
+		if err := live.Get(ctx, client.ObjectKeyFromObject(&cached.Items[i]), pd); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return false, err
+		}
+		if pd.Labels[PlacementLabel] == placement && decides(pd, cluster) {
+			return true, nil
+		}
+	}
 	var list clusterv1beta1.PlacementDecisionList
 	for {
-		if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{PlacementLabel: placement},
+		if err := live.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{PlacementLabel: placement},
 			client.Limit(100), client.Continue(list.Continue)); err != nil {
 			return false, fmt.Errorf("listing PlacementDecisions of %s/%s: %w", namespace, placement, err)
 		}
 		for i := range list.Items {
-			for _, d := range list.Items[i].Status.Decisions {
-				if d.ClusterName == cluster {
-					return true, nil
-				}
+			if decides(&list.Items[i], cluster) {
+				return true, nil
 			}
 		}
 		if list.Continue == "" {
 			return false, nil
 		}
 	}
+}
+
+func decides(pd *clusterv1beta1.PlacementDecision, cluster string) bool {
+	for _, d := range pd.Status.Decisions {
+		if d.ClusterName == cluster {
+			return true
+		}
+	}
+	return false
 }
 
 // PrincipalAllowed says why goc may not use its principal namespace, or "". A GitOpsCluster

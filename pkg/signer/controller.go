@@ -342,8 +342,10 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 	return d, nil
 }
 
-// stillEntitled confirms on the API server, past the cache, that the owner's Placement still
-// selects cluster and the owner has not revoked it.
+// stillEntitled confirms on the API server that the owner's Placement still selects cluster
+// and that the owner has not revoked it. It reads the owner and the decision page the cache
+// names for the cluster, not every page: a renewal wave costs O(1) reads per request, not
+// O(fleet).
 func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v1alpha1.GitOpsCluster) (*Rejection, error) {
 	live := &v1alpha1.GitOpsCluster{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}, live); err != nil {
@@ -359,7 +361,7 @@ func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v
 		return reject(ReasonRevoked, "GitOpsCluster %s/%s lists cluster %q in spec.revokedClusters; remove it there to let its agent connect again",
 			owner.Namespace, owner.Name, cluster), nil
 	}
-	selected, err := fleet.Selects(ctx, r.APIReader, live.Namespace, live.Spec.PlacementRef.Name, cluster)
+	selected, err := fleet.SelectsLive(ctx, r.Client, r.APIReader, live.Namespace, live.Spec.PlacementRef.Name, cluster)
 	if err != nil {
 		return nil, err
 	}

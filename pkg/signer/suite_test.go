@@ -242,13 +242,12 @@ func (h *hubFixture) setUp() error {
 func (h *hubFixture) startSigner() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := manager.DefaultOptions()
-	mgr, err := ctrl.NewManager(h.env.Config, ctrl.Options{
-		Scheme:                 h.admin.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Client:                 manager.ClientOptions(),
-		Cache:                  manager.CacheOptions(opts),
-	})
+	// The binary's cache and client options, so the tests see the cache a user runs.
+	mo := manager.ControllerOptions(h.admin.Scheme(), opts)
+	mo.Metrics = metricsserver.Options{BindAddress: "0"}
+	mo.HealthProbeBindAddress = "0"
+	mo.LeaderElection = false
+	mgr, err := ctrl.NewManager(h.env.Config, mo)
 	if err != nil {
 		cancel()
 		return err

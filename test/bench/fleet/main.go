@@ -22,15 +22,19 @@ import (
 	"sync"
 	"time"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -60,16 +64,120 @@ func main() {
 			r.ready.Seconds()/r.raw.Seconds(), r.writesPerCluster,
 			fmt.Sprintf("%d in %s", r.idleWrites, *idle), fmt.Sprintf("%.1f MiB", float64(r.peakKiB)/1024))
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
+		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes\n", r.join.Round(time.Millisecond), r.joinCalls)
+		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end)\n", n, r.wave.Round(10*time.Millisecond), float64(n)/r.wave.Seconds())
 	}
 }
 
 type result struct {
 	ready            time.Duration
 	raw              time.Duration
+	join             time.Duration
+	joinCalls        int
+	wave             time.Duration
 	writesPerCluster float64
 	idleWrites       int
 	peakKiB          int
 	byResource       map[string]int
+}
+
+// joinOne adds one cluster to the fleet's last decision page and times its cluster secret.
+func joinOne(ctx context.Context, env *testenv.Env, n int) (time.Duration, int, error) {
+	c := env.Client
+	name := fmt.Sprintf("cluster-%05d", n)
+	if err := fakehub.CreateClusters(ctx, c, []string{name}, fakehub.Options{Addon: addonName}); err != nil {
+		return 0, 0, err
+	}
+	before, err := testenv.APIWrites(ctx, env.Config)
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := fakehub.SetDecisions(ctx, c, namespace, "all", append(fakehub.Names("cluster-", n), name)); err != nil {
+		return 0, 0, err
+	}
+	for {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: "cluster-" + name}, &corev1.Secret{}); err == nil {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			return 0, 0, fmt.Errorf("no cluster secret for a joining cluster after a minute")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	took := time.Since(start)
+	time.Sleep(2 * time.Second)
+	after, err := testenv.APIWrites(ctx, env.Config)
+	if err != nil {
+		return 0, 0, err
+	}
+	diff := testenv.DiffWrites(before, after)
+	delete(diff, "placementdecisions/status") // the benchmark's own page write
+	delete(diff, "placementdecisions")
+	return took, testenv.TotalWrites(diff), nil
+}
+
+// renewalWave makes every cluster's registration agent ask for a new certificate at once, as
+// each cluster's own identity, and times until all are signed.
+func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (time.Duration, error) {
+	c := env.Client
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "bench-csr-requester"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "bench-csr-requester"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:open-cluster-management:managed-clusters"}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := c.Create(ctx, o); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	err := fakehub.Parallel(clusters, func(cluster string) error {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.QPS, cfg.Burst = -1, 0
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: signer.RequesterPrefix(cluster) + "agent",
+			Groups: []string{signer.ClusterGroup(cluster), "system:open-cluster-management:managed-clusters", "system:authenticated"}}
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		csr, err := testenv.AgentCSR(cluster, cluster, addonName, "open-cluster-management.io/"+addonName)
+		if err != nil {
+			return err
+		}
+		_, err = cs.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	for {
+		var list certificatesv1.CertificateSigningRequestList
+		if err := c.List(ctx, &list); err != nil {
+			return 0, err
+		}
+		signed, failed := 0, 0
+		for i := range list.Items {
+			if len(list.Items[i].Status.Certificate) > 0 {
+				signed++
+			}
+			for _, cond := range list.Items[i].Status.Conditions {
+				if cond.Type == certificatesv1.CertificateFailed {
+					failed++
+				}
+			}
+		}
+		if failed > 0 {
+			return 0, fmt.Errorf("%d of the wave's CSRs were refused", failed)
+		}
+		if signed == len(clusters) {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > 20*time.Minute {
+			return 0, fmt.Errorf("%d of %d CSRs signed after 20 minutes", signed, len(clusters))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func fail(err error) {
@@ -168,6 +276,14 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	join, joinCalls, err := joinOne(ctx, env, n)
+	if err != nil {
+		return nil, err
+	}
+	wave, err := renewalWave(ctx, env, clusters)
+	if err != nil {
+		return nil, err
+	}
 	byResource := testenv.DiffWrites(before, converged)
 	// The benchmark's own GitOpsCluster create is not the manager's.
 	byResource["gitopsclusters"]--
@@ -177,6 +293,9 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	return &result{
 		ready:            ready,
 		raw:              raw,
+		join:             join,
+		joinCalls:        joinCalls,
+		wave:             wave,
 		writesPerCluster: float64(testenv.TotalWrites(byResource)) / float64(n),
 		idleWrites:       testenv.TotalWrites(testenv.DiffWrites(converged, after)),
 		peakKiB:          peak,

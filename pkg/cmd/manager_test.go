@@ -189,6 +189,15 @@ func TestManagerServesHealthAndMetricsAndStopsCleanly(t *testing.T) {
 			t.Errorf("metrics lack %s", want)
 		}
 	}
+	// HTTP/1.1 only, unless --enable-http2.
+	conn, err := tls.Dial("tcp", metricsAddr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := conn.ConnectionState().NegotiatedProtocol; p != "http/1.1" {
+		t.Errorf("metrics endpoint negotiated %q, want http/1.1", p)
+	}
+	_ = conn.Close()
 	// The concurrency flags reach the controllers: their worker counts appear once they
 	// start, which is after this replica wins the election.
 	for deadline := time.Now().Add(60 * time.Second); ; {

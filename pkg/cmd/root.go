@@ -95,6 +95,7 @@ func newManagerCommand() *cobra.Command {
 	fs.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, "Address the Prometheus metrics endpoint listens on; \"0\" disables it.")
 	fs.BoolVar(&opts.MetricsSecure, "metrics-secure", opts.MetricsSecure, "Serve metrics over HTTPS, only to bearer tokens the API server authenticates and allows get on /metrics; false serves plain, unauthenticated HTTP.")
 	fs.StringVar(&opts.MetricsCertDir, "metrics-cert-dir", opts.MetricsCertDir, "Folder with tls.crt and tls.key for the metrics endpoint (reloaded on change); empty or without them uses a self-signed certificate.")
+	fs.BoolVar(&opts.EnableHTTP2, "enable-http2", opts.EnableHTTP2, "Let the HTTPS metrics endpoint negotiate HTTP/2; off, it speaks HTTP/1.1 only.")
 	fs.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, "Loopback address (127.0.0.1:port, [::1]:port or localhost:port) to serve net/http/pprof on; empty disables it.")
 	fs.StringVar(&opts.HealthProbeAddr, "health-probe-bind-address", opts.HealthProbeAddr, "Address the /healthz and /readyz endpoints listen on.")
 	fs.BoolVar(&opts.LeaderElection, "leader-elect", opts.LeaderElection, "Elect a leader so that only one replica reconciles at a time.")

@@ -3,6 +3,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -45,6 +46,10 @@ type Options struct {
 	// MetricsCertDir holds tls.crt and tls.key for the metrics endpoint; when empty or
 	// without them, a self-signed certificate is generated in memory at start-up.
 	MetricsCertDir string
+	// EnableHTTP2 lets the metrics endpoint speak HTTP/2. Off by default, as in kubebuilder
+	// projects: HTTP/2 stream-reset floods (CVE-2023-44487) cost the server far more than the
+	// client, and a scraper gains nothing from it.
+	EnableHTTP2 bool
 	// PprofAddr serves net/http/pprof when set; only loopback addresses are accepted, since
 	// profiles expose memory contents and pprof has no authentication.
 	PprofAddr               string
@@ -149,6 +154,9 @@ func MetricsOptions(opts Options) metricsserver.Options {
 		m.SecureServing = true
 		m.CertDir = opts.MetricsCertDir
 		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+		if !opts.EnableHTTP2 {
+			m.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+		}
 	}
 	return m
 }

@@ -1,6 +1,8 @@
 package manager
 
 import (
+	"crypto/tls"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +27,13 @@ func TestControllerOptionsDefaults(t *testing.T) {
 	if !mo.Metrics.SecureServing || mo.Metrics.FilterProvider == nil || mo.Metrics.BindAddress != ":8443" {
 		t.Errorf("metrics are not authenticated HTTPS on :8443 by default: secure=%v filter=%v addr=%q",
 			mo.Metrics.SecureServing, mo.Metrics.FilterProvider != nil, mo.Metrics.BindAddress)
+	}
+	cfg := &tls.Config{NextProtos: []string{"h2"}}
+	for _, o := range mo.Metrics.TLSOpts {
+		o(cfg)
+	}
+	if !slices.Equal(cfg.NextProtos, []string{"http/1.1"}) {
+		t.Errorf("metrics ALPN = %v, want HTTP/1.1 only by default", cfg.NextProtos)
 	}
 	if mo.PprofBindAddress != "" {
 		t.Errorf("pprof is on by default at %q", mo.PprofBindAddress)
@@ -72,6 +81,11 @@ func TestControllerOptionsCarryTheSettings(t *testing.T) {
 	}
 	if mo.Metrics.CertDir != "/etc/metrics-certs" {
 		t.Errorf("metrics CertDir = %q", mo.Metrics.CertDir)
+	}
+
+	opts.EnableHTTP2 = true
+	if m := ControllerOptions(scheme, opts).Metrics; len(m.TLSOpts) != 0 {
+		t.Errorf("--enable-http2 still restricts ALPN: %d TLS options", len(m.TLSOpts))
 	}
 
 	opts.MetricsSecure = false

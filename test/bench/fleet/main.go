@@ -221,7 +221,9 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	mgr := exec.Command(binary, "manager", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--zap-log-level", "error")
+	// As the chart runs it: Secrets, Deployments, Services and ConfigMaps only in the principal namespace.
+	mgr := exec.Command(binary, "manager", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--zap-log-level", "error", "--managed-namespaces", namespace)
 	logFile, err := os.Create(filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return nil, err

@@ -91,7 +91,7 @@ func DefaultOptions() Options {
 		// (the certificate ledger is updated with optimistic locking) and arrives in bursts
 		// when many clusters renew together.
 		GitOpsClusterConcurrency: 1,
-		SignerConcurrency:        4,
+		SignerConcurrency:        16,
 		Fleet:                    gitopscluster.DefaultConfig(),
 		Signer:                   signer.DefaultConfig(),
 	}

@@ -295,11 +295,11 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 	}
 	owner := selectors[0]
 	d.owner = owner
-	if rej, err := r.stillEntitled(ctx, cluster, owner); err != nil || rej != nil {
-		if err != nil {
-			return nil, err
-		}
-		return rejected(d, rej)
+	// The cache decides here; the live confirmation comes after the certificate is recorded,
+	// where it also closes the race with a revocation (see issue).
+	if slices.Contains(owner.Spec.RevokedClusters, cluster) {
+		return rejected(d, reject(ReasonRevoked, "GitOpsCluster %s/%s lists cluster %q in spec.revokedClusters; remove it there to let its agent connect again",
+			owner.Namespace, owner.Name, cluster))
 	}
 	principalNS := names.PrincipalNamespace(owner)
 	if why, err := fleet.PrincipalAllowed(ctx, r.Client, owner); err != nil {

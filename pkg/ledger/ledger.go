@@ -159,7 +159,25 @@ func (s Store) Record(ctx context.Context, cluster string, owner Owner, cert *x5
 
 // Merge adds entries (already recorded elsewhere, e.g. by an older layout) to cluster's ledger.
 func (s Store) Merge(ctx context.Context, cluster string, owner Owner, entries Entries, now time.Time) error {
-	key := types.NamespacedName{Namespace: s.Namespace, Name: LedgerName(cluster)}
+	return s.upsert(ctx, LedgerName(cluster), ledgerLabels(cluster, owner), func(data map[string]string) bool {
+		changed := pruneEntries(data, now)
+		for fp, t := range entries {
+			if !fingerprintPattern.MatchString(fp) || !t.After(now) {
+				continue
+			}
+			if v := t.UTC().Format(time.RFC3339); data[fp] != v {
+				data[fp] = v
+				changed = true
+			}
+		}
+		return changed
+	})
+}
+
+// upsert reads the ConfigMap name (past any cache), lets mutate change its data, and creates
+// or updates it when mutate reports a change and there is data to keep.
+func (s Store) upsert(ctx context.Context, name string, labels map[string]string, mutate func(map[string]string) bool) error {
+	key := types.NamespacedName{Namespace: s.Namespace, Name: name}
 	return writeRetry(func() error {
 		cm := &corev1.ConfigMap{}
 		create := false
@@ -168,31 +186,20 @@ func (s Store) Merge(ctx context.Context, cluster string, owner Owner, entries E
 				return err
 			}
 			create = true
-			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: key.Name, Labels: ledgerLabels(cluster, owner)}}
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name, Labels: labels}}
 		}
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
-		changed := pruneEntries(cm.Data, now)
-		for fp, t := range entries {
-			if !fingerprintPattern.MatchString(fp) || !t.After(now) {
-				continue
-			}
-			v := t.UTC().Format(time.RFC3339)
-			if cm.Data[fp] != v {
-				cm.Data[fp] = v
-				changed = true
-			}
-		}
 		switch {
+		case !mutate(cm.Data):
+			return nil
 		case create && len(cm.Data) == 0:
 			return nil
 		case create:
 			return s.Client.Create(ctx, cm)
-		case changed:
-			return s.Client.Update(ctx, cm)
 		}
-		return nil
+		return s.Client.Update(ctx, cm)
 	})
 }
 
@@ -420,28 +427,7 @@ func (s Store) forget(ctx context.Context, fps []string) error {
 }
 
 func (s Store) updateShard(ctx context.Context, name string, mutate func(map[string]string) bool) error {
-	key := types.NamespacedName{Namespace: s.Namespace, Name: name}
-	return writeRetry(func() error {
-		cm := &corev1.ConfigMap{}
-		create := false
-		if err := s.Reader.Get(ctx, key, cm); err != nil {
-			if !apierrors.IsNotFound(err) {
-				return err
-			}
-			create = true
-			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: name, Labels: recordLabels(RecordRevoked)}}
-		}
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-		if !mutate(cm.Data) {
-			return nil
-		}
-		if create {
-			return s.Client.Create(ctx, cm)
-		}
-		return s.Client.Update(ctx, cm)
-	})
+	return s.upsert(ctx, name, recordLabels(RecordRevoked), mutate)
 }
 
 // updateBlocklist adds and removes keys, writing only on a change. Keys a person added are

@@ -129,6 +129,12 @@ func (s *suite) waitReady(t *testing.T, selected, available int32) time.Duration
 // ManagedCluster carries with its name) and waits for OCM's placement controller to decide so.
 func (s *suite) setPlacement(t *testing.T, clusters ...string) {
 	t.Helper()
+	s.setPlacementTolerating(t, nil, clusters...)
+}
+
+// setPlacementTolerating is setPlacement with the Placement's tolerations set too.
+func (s *suite) setPlacementTolerating(t *testing.T, tolerations []clusterv1beta1.Toleration, clusters ...string) {
+	t.Helper()
 	ctx := ctxFor(t)
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		p := &clusterv1beta1.Placement{}
@@ -136,6 +142,7 @@ func (s *suite) setPlacement(t *testing.T, clusters ...string) {
 			return err
 		}
 		p.Spec.Predicates = placementPredicates(clusters)
+		p.Spec.Tolerations = tolerations
 		return s.hub.Update(ctx, p)
 	})
 	if err != nil {

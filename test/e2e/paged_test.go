@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
@@ -168,23 +167,10 @@ func (s *suite) scenarioPagedFleet(t *testing.T) {
 // without a klusterlet.
 func (s *suite) setPlacementTolerant(t *testing.T, clusters ...string) {
 	t.Helper()
-	ctx := ctxFor(t)
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p := &clusterv1beta1.Placement{}
-		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: placement}, p); err != nil {
-			return err
-		}
-		p.Spec.Predicates = placementPredicates(clusters)
-		p.Spec.Tolerations = []clusterv1beta1.Toleration{
-			{Key: clusterv1.ManagedClusterTaintUnreachable, Operator: clusterv1beta1.TolerationOpExists},
-			{Key: clusterv1.ManagedClusterTaintUnavailable, Operator: clusterv1beta1.TolerationOpExists},
-		}
-		return s.hub.Update(ctx, p)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.waitDecision(t, clusters...)
+	s.setPlacementTolerating(t, []clusterv1beta1.Toleration{
+		{Key: clusterv1.ManagedClusterTaintUnreachable, Operator: clusterv1beta1.TolerationOpExists},
+		{Key: clusterv1.ManagedClusterTaintUnavailable, Operator: clusterv1beta1.TolerationOpExists},
+	}, clusters...)
 }
 
 func (s *suite) pageOf(ctx context.Context, clusters ...string) (map[string]int, error) {

@@ -27,7 +27,7 @@ import (
 )
 
 // departureSettle is the manager's settle period in these tests.
-const departureSettle = 2 * time.Second
+const departureSettle = 3 * time.Second
 
 var (
 	env   *testenv.Env

@@ -47,8 +47,10 @@ func (r *Reconciler) resourceProxyServer(principalNS, cluster string) string {
 // is revoked with the agent's. Removing secrets is reconcileRevocation's job. It returns the
 // earliest renewal time.
 func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *observation, hub *hubPKI) (time.Time, error) {
+	// The listed objects are the cache's own (no copy of thousands of secrets per pass): they
+	// are read here and copied before any change.
 	var existing corev1.SecretList
-	if err := r.Client.List(ctx, &existing, client.InNamespace(principalNS), client.MatchingLabels{
+	if err := r.Client.List(ctx, &existing, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{
 		v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name,
 	}); err != nil {
 		return time.Time{}, err

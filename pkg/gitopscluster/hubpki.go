@@ -167,7 +167,7 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 // namespace's cluster secrets carry.
 func (r *Reconciler) trustedByClusterSecrets(ctx context.Context, ns string) ([]*x509.Certificate, error) {
 	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.InNamespace(ns), client.MatchingLabels{LabelSecretType: "cluster"}); err != nil {
+	if err := r.Client.List(ctx, &secrets, client.UnsafeDisableDeepCopy, client.InNamespace(ns), client.MatchingLabels{LabelSecretType: "cluster"}); err != nil {
 		return nil, err
 	}
 	seenBundles := sets.New[string]()

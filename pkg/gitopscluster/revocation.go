@@ -92,7 +92,7 @@ func (a agentRecords) clusters() sets.Set[string] {
 func (r *Reconciler) readAgentRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (agentRecords, error) {
 	rec := agentRecords{secrets: map[string]*corev1.Secret{}, ledgers: map[string]*corev1.ConfigMap{}}
 	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.InNamespace(principalNS), client.MatchingLabels{
+	if err := r.Client.List(ctx, &secrets, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{
 		v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name,
 	}); err != nil {
 		return rec, err
@@ -103,7 +103,7 @@ func (r *Reconciler) readAgentRecords(ctx context.Context, goc *v1alpha1.GitOpsC
 		}
 	}
 	var cms corev1.ConfigMapList
-	if err := r.Client.List(ctx, &cms, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordLedger}); err != nil {
+	if err := r.Client.List(ctx, &cms, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordLedger}); err != nil {
 		return rec, err
 	}
 	for i := range cms.Items {
@@ -388,7 +388,7 @@ func (r *Reconciler) adoptLedger(ctx context.Context, principalNS, cluster strin
 // once goc owns them again.
 func (r *Reconciler) liftRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *observation, listed sets.Set[string], now time.Time) error {
 	var shards corev1.ConfigMapList
-	if err := r.Client.List(ctx, &shards, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
+	if err := r.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
 		return err
 	}
 	lift := sets.New[string]()
@@ -448,7 +448,7 @@ func (r *Reconciler) deleteRevokedCSRs(ctx context.Context, cluster string) erro
 // pruneRevoked drops expired revocations; it reads past the cache only when the cache shows one.
 func (r *Reconciler) pruneRevoked(ctx context.Context, store ledger.Store, principalNS string, now time.Time) error {
 	var shards corev1.ConfigMapList
-	if err := r.Client.List(ctx, &shards, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
+	if err := r.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
 		return err
 	}
 	for i := range shards.Items {

@@ -152,7 +152,7 @@ func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOp
 	// The current certificate is revoked from the secret itself; the one it replaces is
 	// recorded first, since it stays valid until it expires. A new cluster thus costs one
 	// write, a renewal two.
-	if old := clusterSecretCertificate(live); old != nil && old.NotAfter.After(now) {
+	if old := ClusterSecretCertificate(live); old != nil && old.NotAfter.After(now) {
 		if err := store.Record(ctx, cluster, owner, old, 0, now); err != nil {
 			return time.Time{}, false, fmt.Errorf("recording the replaced resource-proxy certificate of %s: %w", cluster, err)
 		}
@@ -200,9 +200,9 @@ func (r *Reconciler) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOps
 	return renewAt, now.Before(renewAt)
 }
 
-// clusterSecretCertificate returns the resource-proxy client certificate of a cluster secret,
+// ClusterSecretCertificate returns the resource-proxy client certificate of a cluster secret,
 // or nil.
-func clusterSecretCertificate(s *corev1.Secret) *x509.Certificate {
+func ClusterSecretCertificate(s *corev1.Secret) *x509.Certificate {
 	if s == nil {
 		return nil
 	}

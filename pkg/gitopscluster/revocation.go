@@ -106,6 +106,8 @@ func (r *Reconciler) readAgentRecords(ctx context.Context, goc *v1alpha1.GitOpsC
 	if err := r.Client.List(ctx, &cms, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordLedger}); err != nil {
 		return rec, err
 	}
+	// Most ledgers name one of a few owners: look each owner up once.
+	ownerLive := map[types.NamespacedName]bool{}
 	for i := range cms.Items {
 		cm := &cms.Items[i]
 		c := ledger.ClusterOf(cm)
@@ -119,9 +121,13 @@ func (r *Reconciler) readAgentRecords(ctx context.Context, goc *v1alpha1.GitOpsC
 		}
 		// A ledger whose owner is gone (or never named) belongs to every GitOpsCluster of the
 		// principal until one of them revokes or adopts it.
-		live, err := r.liveGitOpsCluster(ctx, owner)
-		if err != nil {
-			return rec, err
+		live, seen := ownerLive[owner]
+		if !seen {
+			var err error
+			if live, err = r.liveGitOpsCluster(ctx, owner); err != nil {
+				return rec, err
+			}
+			ownerLive[owner] = live
 		}
 		if !live {
 			rec.ledgers[c] = cm
@@ -181,7 +187,12 @@ func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitO
 	}
 
 	// 2. Revocations a person undid: the cluster is ours again and no longer listed.
-	if err := r.liftRevocations(ctx, goc, store, principalNS, obs, revokedByPerson, now); err != nil {
+	var shards corev1.ConfigMapList
+	if err := r.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS),
+		client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
+		return res, err
+	}
+	if err := r.liftRevocations(ctx, goc, store, principalNS, shards.Items, obs, revokedByPerson, now); err != nil {
 		errs = append(errs, err)
 	}
 
@@ -223,7 +234,7 @@ func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitO
 	}
 
 	// 4. Housekeeping.
-	if err := r.pruneRevoked(ctx, store, principalNS, now); err != nil {
+	if err := pruneRevoked(ctx, store, shards.Items, now); err != nil {
 		log.FromContext(ctx).Error(err, "pruning expired entries of the principal's blocklist", "namespace", principalNS)
 	}
 	return res, errors.Join(errs...)
@@ -354,7 +365,7 @@ func (r *Reconciler) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster
 // argocd-agent disconnects an agent whose cluster secret goes, and the blocklist keeps it out.
 func (r *Reconciler) revokeCluster(ctx context.Context, store ledger.Store, rec agentRecords, cluster string, cause ledger.Cause, now time.Time) (int, error) {
 	extra := ledger.Entries{}
-	if cert := clusterSecretCertificate(rec.secrets[cluster]); cert != nil {
+	if cert := ClusterSecretCertificate(rec.secrets[cluster]); cert != nil {
 		extra[pki.Fingerprint(cert)] = cert.NotAfter
 	}
 	n, err := store.Revoke(ctx, cluster, cause, extra, now)
@@ -386,14 +397,11 @@ func (r *Reconciler) adoptLedger(ctx context.Context, principalNS, cluster strin
 
 // liftRevocations unblocks the certificates of clusters a person revoked and no longer lists,
 // once goc owns them again.
-func (r *Reconciler) liftRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *observation, listed sets.Set[string], now time.Time) error {
-	var shards corev1.ConfigMapList
-	if err := r.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
-		return err
-	}
+func (r *Reconciler) liftRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string,
+	shards []corev1.ConfigMap, obs *observation, listed sets.Set[string], now time.Time) error {
 	lift := sets.New[string]()
-	for i := range shards.Items {
-		for _, v := range shards.Items[i].Data {
+	for i := range shards {
+		for _, v := range shards[i].Data {
 			cause, cluster := ledger.RevokedCauseAndCluster(v)
 			if cause == ledger.CauseRevoked && obs.owned.Has(cluster) && !listed.Has(cluster) {
 				lift.Insert(cluster)
@@ -445,14 +453,11 @@ func (r *Reconciler) deleteRevokedCSRs(ctx context.Context, cluster string) erro
 	return nil
 }
 
-// pruneRevoked drops expired revocations; it reads past the cache only when the cache shows one.
-func (r *Reconciler) pruneRevoked(ctx context.Context, store ledger.Store, principalNS string, now time.Time) error {
-	var shards corev1.ConfigMapList
-	if err := r.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
-		return err
-	}
-	for i := range shards.Items {
-		for _, v := range shards.Items[i].Data {
+// pruneRevoked drops expired revocations; it reads past the cache only when the cached shards
+// show one.
+func pruneRevoked(ctx context.Context, store ledger.Store, shards []corev1.ConfigMap, now time.Time) error {
+	for i := range shards {
+		for _, v := range shards[i].Data {
 			if !ledger.RevokedUnexpired(v, now) {
 				return store.Prune(ctx, now)
 			}

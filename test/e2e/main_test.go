@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -130,16 +129,12 @@ func setUp() (*suite, error) {
 	if s.tmp, err = os.MkdirTemp("", "argocd-agent-addon-e2e-"); err != nil {
 		return nil, err
 	}
-	s.managerBin = filepath.Join(s.tmp, "argocd-agent-addon")
 	buildErr := make(chan error, 1)
 	go func() {
 		start := time.Now()
-		cmd := exec.Command("go", "build", "-o", s.managerBin, "./cmd/argocd-agent-addon")
-		cmd.Dir = testenv.RepoRoot()
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			err = fmt.Errorf("go build ./cmd/argocd-agent-addon: %w\n%s", err, out)
-		} else {
+		bin, err := testenv.BuildManager(s.tmp)
+		s.managerBin = bin
+		if err == nil {
 			logf("manager binary built in %s", time.Since(start).Round(100*time.Millisecond))
 		}
 		buildErr <- err

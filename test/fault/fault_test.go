@@ -11,7 +11,6 @@ package fault
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -195,6 +194,20 @@ func (f *fleetFixture) goc(t *testing.T) *v1alpha1.GitOpsCluster {
 	return g
 }
 
+// grow adds n new clusters to the fixture's Placement, as OCM would write them.
+func (f *fleetFixture) grow(t *testing.T, prefix string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	more := fakehub.Names(prefix, n)
+	if err := fakehub.CreateClusters(ctx, hub, more, fakehub.Options{Addon: addonName}); err != nil {
+		t.Fatal(err)
+	}
+	f.clusters = append(f.clusters, more...)
+	if err := fakehub.SetDecisions(ctx, hub, f.ns, "p", f.clusters); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitConverged waits until the GitOpsCluster describes its current spec and is Ready with
 // every agent.
 func (f *fleetFixture) waitConverged(t *testing.T, timeout time.Duration) {
@@ -241,7 +254,11 @@ func (f *fleetFixture) checkCleanState(t *testing.T) map[string]string {
 		}
 		delete(want, s.Name)
 		versions[s.Name] = s.ResourceVersion
-		cert := clusterSecretCert(t, s)
+		cert := gitopscluster.ClusterSecretCertificate(s)
+		if cert == nil {
+			t.Errorf("%s holds no certificate", s.Name)
+			continue
+		}
 		if err := pki.VerifyChain(cert, bundle, x509.ExtKeyUsageClientAuth, time.Now()); err != nil {
 			t.Errorf("%s: certificate does not verify against the hub CA bundle: %v", s.Name, err)
 		}
@@ -290,21 +307,6 @@ func (f *fleetFixture) checkCleanState(t *testing.T) map[string]string {
 		t.Errorf("%d entries in the revocation record (err %v)", len(revoked), err)
 	}
 	return versions
-}
-
-func clusterSecretCert(t *testing.T, s *corev1.Secret) *x509.Certificate {
-	t.Helper()
-	var cfg struct {
-		TLSClientConfig struct{ CertData []byte } `json:"tlsClientConfig"`
-	}
-	if err := json.Unmarshal(s.Data["config"], &cfg); err != nil {
-		t.Fatalf("%s: %v", s.Name, err)
-	}
-	certs, err := pki.ParseCertificates(cfg.TLSClientConfig.CertData)
-	if err != nil || len(certs) == 0 {
-		t.Fatalf("%s: no certificate (%v)", s.Name, err)
-	}
-	return certs[0]
 }
 
 func firstKeys(m map[string]bool, n int) []string {
@@ -375,7 +377,6 @@ func TestKillsWhileConvergingAndRollingOut(t *testing.T) {
 // TestAPIServerRestartMidReconcile: the hub API server goes away while the manager registers a
 // fleet; the manager recovers by itself (same process) and keeps following changes.
 func TestAPIServerRestartMidReconcile(t *testing.T) {
-	ctx := context.Background()
 	m := startManager(t)
 	f := newFleet(t, "restart", "rs-", 300, nil)
 	time.Sleep(1500 * time.Millisecond) // mid-reconcile: 300 cluster secrets take several seconds
@@ -387,14 +388,7 @@ func TestAPIServerRestartMidReconcile(t *testing.T) {
 		t.Fatal("the manager exited instead of recovering")
 	}
 	// Watches resumed: a change made after the restart is followed.
-	more := fakehub.Names("rs-late-", 20)
-	if err := fakehub.CreateClusters(ctx, hub, more, fakehub.Options{Addon: addonName}); err != nil {
-		t.Fatal(err)
-	}
-	f.clusters = append(f.clusters, more...)
-	if err := fakehub.SetDecisions(ctx, hub, f.ns, "p", f.clusters); err != nil {
-		t.Fatal(err)
-	}
+	f.grow(t, "rs-late-", 20)
 	f.waitConverged(t, 2*time.Minute)
 	f.checkCleanState(t)
 	if !m.alive() {
@@ -430,14 +424,7 @@ func TestLeaderFailover(t *testing.T) {
 	leader.kill()
 	t.Logf("killed the leader %s", first)
 
-	more := fakehub.Names("lf-late-", 30)
-	if err := fakehub.CreateClusters(ctx, hub, more, fakehub.Options{Addon: addonName}); err != nil {
-		t.Fatal(err)
-	}
-	f.clusters = append(f.clusters, more...)
-	if err := fakehub.SetDecisions(ctx, hub, f.ns, "p", f.clusters); err != nil {
-		t.Fatal(err)
-	}
+	f.grow(t, "lf-late-", 30)
 	f.waitConverged(t, 2*time.Minute)
 	if now := holder(); now == "" || now == first {
 		t.Errorf("the lease is held by %q, not by the standby", now)

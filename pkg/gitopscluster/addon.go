@@ -22,6 +22,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
@@ -213,10 +214,18 @@ func (r *Reconciler) applyCMAEntry(ctx context.Context, goc *v1alpha1.GitOpsClus
 		return nil
 	}
 	if entry == nil && live != nil && isOurs(live) && onlyEntryIs(live, goc) {
-		// Releasing the last entry would leave a CMA without a spec, which the API refuses:
-		// the last GitOpsCluster deletes the CMA instead, if nobody changed it since we read it.
-		pre := client.Preconditions{ResourceVersion: &live.ResourceVersion}
-		return client.IgnoreNotFound(r.Client.Delete(ctx, live, pre))
+		// The entry is keyed by Placement: while another GitOpsCluster names the same
+		// Placement, the entry is its too, and only this one's fields are released below.
+		shared, err := r.placementShared(ctx, goc)
+		if err != nil {
+			return err
+		}
+		if !shared {
+			// Releasing the last entry would leave a CMA without a spec, which the API refuses:
+			// the last GitOpsCluster deletes the CMA instead, if nobody changed it since we read it.
+			pre := client.Preconditions{ResourceVersion: &live.ResourceVersion}
+			return client.IgnoreNotFound(r.Client.Delete(ctx, live, pre))
+		}
 	}
 	desired.Spec.InstallStrategy.Placements = nil
 	if entry != nil {
@@ -236,21 +245,29 @@ func (r *Reconciler) applyCMAEntry(ctx context.Context, goc *v1alpha1.GitOpsClus
 	return r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager(goc)), client.ForceOwnership)
 }
 
-// releaseCMAFields gives up every field of the ClusterManagementAddOn this GitOpsCluster
-// applied, without deleting the object: the entry it shares with the owner of its Placement
-// stays as long as the owner applies it.
-func (r *Reconciler) releaseCMAFields(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
-	live := &addonv1alpha1.ClusterManagementAddOn{}
-	if err := r.apiReader().Get(ctx, types.NamespacedName{Name: r.Config.AddonName}, live); err != nil {
-		return client.IgnoreNotFound(err)
+// placementShared reports whether another live GitOpsCluster names goc's Placement.
+func (r *Reconciler) placementShared(ctx context.Context, goc *v1alpha1.GitOpsCluster) (bool, error) {
+	owner, err := fleet.PlacementOwner(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
+	if err != nil {
+		return false, err
 	}
-	if !managesFields(live, FieldManager(goc)) {
-		return nil
+	if owner != nil && (owner.Namespace != goc.Namespace || owner.Name != goc.Name) {
+		return true, nil
 	}
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": addonv1alpha1.GroupVersion.String(), "kind": "ClusterManagementAddOn",
-		"metadata": map[string]any{"name": live.Name, "resourceVersion": live.ResourceVersion}}}
-	return r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager(goc)), client.ForceOwnership)
+	// goc may be the owner; any younger live one shares it too.
+	keys, err := fleet.GitOpsClustersForPlacement(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
+	if err != nil {
+		return false, err
+	}
+	for _, k := range keys {
+		if k.Namespace == goc.Namespace && k.Name == goc.Name {
+			continue
+		}
+		if live, err := r.liveGitOpsCluster(ctx, k); err != nil || live {
+			return live, err
+		}
+	}
+	return false, nil
 }
 
 func cmaMatches(live, desired *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOpsCluster, entry *addonv1alpha1.PlacementStrategy) bool {

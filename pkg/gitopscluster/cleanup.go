@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
@@ -26,17 +25,7 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 	if err := r.revokeOwnedAgents(ctx, goc); err != nil {
 		return err
 	}
-	// The CMA entry is keyed by Placement: while another GitOpsCluster uses the same Placement,
-	// only release this one's fields.
-	sharer, err := fleet.PlacementOwner(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
-	if err != nil {
-		return err
-	}
-	if sharer != nil {
-		if err := r.releaseCMAFields(ctx, goc); err != nil {
-			return err
-		}
-	} else if err := r.applyCMAEntry(ctx, goc, nil); err != nil {
+	if err := r.applyCMAEntry(ctx, goc, nil); err != nil {
 		return err
 	}
 	cma := &addonv1alpha1.ClusterManagementAddOn{}

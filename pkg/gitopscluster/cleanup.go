@@ -76,10 +76,7 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 			}
 		}
 	}
-	// The optimistic lock keeps a finalizer another controller added meanwhile.
-	patch := client.MergeFromWithOptions(goc.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(goc, v1alpha1.Finalizer)
-	return r.Client.Patch(ctx, goc, patch)
+	return patchFinalizer(ctx, r.Client, goc, controllerutil.RemoveFinalizer)
 }
 
 // restartPrincipalIfNeeded stamps the principal's pod template with the hash of its serving

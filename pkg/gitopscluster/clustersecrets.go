@@ -44,25 +44,11 @@ func (r *Reconciler) resourceProxyServer(principalNS, cluster string) string {
 // syncClusterSecrets keeps one argocd-agent cluster secret per owned cluster (except the ones a
 // person revoked) and renews its client certificate before expiry or after a CA change. Every
 // certificate it issues is recorded in the cluster's ledger before the secret is written, so it
-// is revoked with the agent's. Removing secrets is reconcileRevocation's job. It returns the
-// earliest renewal time.
-func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *observation, hub *hubPKI) (time.Time, error) {
-	// The listed objects are the cache's own (no copy of thousands of secrets per pass): they
-	// are read here and copied before any change.
-	var existing corev1.SecretList
-	if err := r.Client.List(ctx, &existing, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{
-		v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name,
-	}); err != nil {
-		return time.Time{}, err
-	}
-	byCluster := map[string]*corev1.Secret{}
-	for i := range existing.Items {
-		s := &existing.Items[i]
-		if c := s.Labels[LabelAgentName]; c != "" {
-			byCluster[c] = s
-		}
-	}
-
+// is revoked with the agent's. Removing secrets is reconcileRevocation's job. byCluster holds
+// goc's cluster secrets as the cache lists them (read only). It returns the earliest renewal
+// time.
+func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *observation, hub *hubPKI,
+	byCluster map[string]*corev1.Secret) (time.Time, error) {
 	revoked := sets.New(goc.Spec.RevokedClusters...)
 	store := r.ledgerStore(principalNS)
 	owner := ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
@@ -159,6 +145,16 @@ func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOp
 	}
 	if live == nil {
 		err = r.Client.Create(ctx, desired)
+		if apierrors.IsAlreadyExists(err) {
+			// A secret of that name the cache does not hold (made by hand, without the
+			// project's labels): take it over, as with one found by name.
+			live = &corev1.Secret{}
+			if err = r.apiReader().Get(ctx, client.ObjectKeyFromObject(desired), live); err == nil {
+				s := live.DeepCopy()
+				s.Labels, s.Annotations, s.Data, s.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type
+				err = r.Client.Update(ctx, s)
+			}
+		}
 	} else {
 		s := live.DeepCopy()
 		s.Labels, s.Annotations, s.Data, s.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type

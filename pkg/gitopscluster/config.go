@@ -47,6 +47,10 @@ type Config struct {
 	Now func() time.Time
 }
 
+// SecretsCacheLabelled reports whether the manager's cache holds only the project's own
+// Secrets (no managed namespaces), so that a Secret it lacks may still exist.
+func (c Config) SecretsCacheLabelled() bool { return len(c.ManagedNamespaces) == 0 }
+
 // DefaultConfig returns names compatible with the upstream argocd-agent addon.
 func DefaultConfig() Config {
 	return Config{

@@ -70,9 +70,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.finalize(ctx, goc)
 	}
 	if !controllerutil.ContainsFinalizer(goc, v1alpha1.Finalizer) {
-		patch := client.MergeFromWithOptions(goc.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		controllerutil.AddFinalizer(goc, v1alpha1.Finalizer)
-		if err := r.Client.Patch(ctx, goc, patch); err != nil {
+		if err := patchFinalizer(ctx, r.Client, goc, controllerutil.AddFinalizer); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -174,13 +172,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.checkSignerExclusive(ctx, goc, principalNS, setCond)
 
 	// 4. Agent registration secrets on the principal, and revocation of the agents that go.
-	clusterRenewal, err := r.syncClusterSecrets(ctx, goc, principalNS, obs, hub)
+	// One read of the cluster secrets and ledgers serves both: the revocation acts only on
+	// clusters the sync leaves alone.
+	rec, err := r.readAgentRecords(ctx, goc, principalNS)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	clusterRenewal, err := r.syncClusterSecrets(ctx, goc, principalNS, obs, hub, rec.secrets)
 	if err != nil {
 		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonCertificatesFailed, err.Error())
 		_ = r.writeStatus(ctx, goc, status)
 		return ctrl.Result{}, err
 	}
-	revocation, revErr := r.reconcileRevocation(ctx, goc, principalNS, obs)
+	revocation, revErr := r.reconcileRevocation(ctx, goc, principalNS, obs, rec)
 	status.RevokedAgents = int32(revocation.revoked)
 	status.PendingDepartures = int32(revocation.pending)
 	if revocation.paused != "" {
@@ -460,4 +464,15 @@ func (r *Reconciler) namespaceManaged(ns string) bool {
 		}
 	}
 	return false
+}
+
+// patchFinalizer adds or removes the project's finalizer. A merge patch replaces the whole
+// list, so it is conditional on the version read: a finalizer another controller added since
+// then fails the patch (and the reconcile is retried) instead of being dropped.
+func patchFinalizer(ctx context.Context, c client.Client, goc *v1alpha1.GitOpsCluster, change func(client.Object, string) bool) error {
+	patch := client.MergeFromWithOptions(goc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if !change(goc, v1alpha1.Finalizer) {
+		return nil
+	}
+	return c.Patch(ctx, goc, patch)
 }

@@ -86,6 +86,19 @@ func TestMissingPlacementIsReportedAndPickedUpWhenCreated(t *testing.T) {
 		return nil
 	})
 	waitClusterSecrets(t, ns, "cluster-mp-c1")
+
+	// The Placement goes away: the counts go with it, not the last ones seen.
+	ctx := context.Background()
+	if err := k8s.Delete(ctx, &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "later"}}); err != nil {
+		t.Fatal(err)
+	}
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionPlacementResolved, metav1.ConditionFalse, v1alpha1.ReasonPlacementNotFound)
+	eventually(t, "counts cleared", func() error {
+		if st := getGOC(t, ns, "fleet").Status; st.SelectedClusters != 0 || st.AvailableAgents != 0 || len(st.UnavailableClusters) != 0 {
+			return fmt.Errorf("selected %d, available %d, unavailable %v", st.SelectedClusters, st.AvailableAgents, st.UnavailableClusters)
+		}
+		return nil
+	})
 }
 
 func TestDecisionsOverSeveralPagesAndPlacementEdits(t *testing.T) {

@@ -84,9 +84,16 @@ func serviceDNSNames(svc, ns string) []string {
 	return []string{svc, svc + "." + ns, svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local"}
 }
 
+// getSecret reads a PKI secret. Without managed namespaces the cache holds only the project's
+// own Secrets, so one it does not hold (a CA the user put in place) is read live.
 func (r *Reconciler) getSecret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+	key := types.NamespacedName{Namespace: ns, Name: name}
+	err := r.Client.Get(ctx, key, s)
+	if apierrors.IsNotFound(err) && r.Config.SecretsCacheLabelled() {
+		err = r.apiReader().Get(ctx, key, s)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}

@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -53,19 +54,16 @@ func (r *Reconciler) migrateLegacy(ctx context.Context) error {
 			logger.Info("moved the blocklist's expiry record into the revocation record", "namespace", p, "entries", n)
 		}
 	}
-	var clusters clusterv1.ManagedClusterList
-	if err := r.Client.List(ctx, &clusters); err != nil {
-		return err
+	// One list, filtered by the API server, finds every earlier ledger: a fleet that has none
+	// left costs one call per leader start, not one read per ManagedCluster.
+	var legacy corev1.ConfigMapList
+	if err := r.apiReader().List(ctx, &legacy, client.MatchingFields{"metadata.name": ledger.LegacyLedgerName}); err != nil {
+		return fmt.Errorf("listing the ledgers of the earlier layout: %w", err)
 	}
-	for i := range clusters.Items {
-		c := clusters.Items[i].Name
-		old, entries, err := ledger.ReadLegacyLedger(ctx, r.apiReader(), c, now)
-		if err != nil {
-			return fmt.Errorf("reading the earlier ledger of cluster %s: %w", c, err)
-		}
-		if old == nil {
-			continue
-		}
+	for i := range legacy.Items {
+		old := &legacy.Items[i]
+		c := old.Namespace
+		entries := ledger.ParseEntries(old.Data, now)
 		// The owner's principal issued them. A cluster nobody owns has left: its certificates
 		// go to every principal, where the next pass revokes them.
 		targets := principals

@@ -156,14 +156,10 @@ func (r *Reconciler) liveGitOpsCluster(ctx context.Context, key types.Namespaced
 // certificate their ledger lists on the principal's blocklist. It also lifts revocations a
 // person undid and prunes expired blocklist entries. One cluster's failure never stops the
 // others; the errors are returned together.
-func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *observation) (revocationResult, error) {
+func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *observation, rec agentRecords) (revocationResult, error) {
 	var res revocationResult
 	now := r.Config.Now()
 	store := r.ledgerStore(principalNS)
-	rec, err := r.readAgentRecords(ctx, goc, principalNS)
-	if err != nil {
-		return res, err
-	}
 	var errs []error
 
 	// 1. A person's revocation: immediate, whatever the Placement says.
@@ -303,9 +299,9 @@ func (r *Reconciler) confirmDepartures(ctx context.Context, goc *v1alpha1.GitOps
 	return confirmed, wait, nil
 }
 
-// liveOwners reads every PlacementDecision from the API server (not the cache) and returns,
-// for every cluster some live GitOpsCluster selects, its owner (the oldest such GitOpsCluster).
-// It returns a reason instead when goc's own Placement reads as unknown.
+// liveOwners reads every PlacementDecision and GitOpsCluster from the API server (not the
+// cache) and returns, for every cluster some live GitOpsCluster selects, its owner (the oldest
+// such GitOpsCluster). It returns a reason instead when goc's own Placement reads as unknown.
 func (r *Reconciler) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (map[string]*v1alpha1.GitOpsCluster, string, error) {
 	reader := r.apiReader()
 	pl := &clusterv1beta1.Placement{}
@@ -318,8 +314,10 @@ func (r *Reconciler) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	if !pl.DeletionTimestamp.IsZero() {
 		return nil, "the Placement is being deleted", nil
 	}
+	// Live too: a GitOpsCluster created a moment ago that took the cluster over on the same
+	// principal must keep its agent connected. They are few; one list.
 	var gocs v1alpha1.GitOpsClusterList
-	if err := r.Client.List(ctx, &gocs); err != nil {
+	if err := reader.List(ctx, &gocs); err != nil {
 		return nil, "", err
 	}
 	byPlacement := map[string][]*v1alpha1.GitOpsCluster{}
@@ -508,7 +506,7 @@ func (r *Reconciler) revokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOps
 }
 
 func (r *Reconciler) ledgerStore(principalNS string) ledger.Store {
-	return ledger.Store{Client: r.Client, Reader: r.apiReader(), Namespace: principalNS}
+	return ledger.Store{Client: r.Client, Reader: r.apiReader(), Cache: r.Client, Namespace: principalNS}
 }
 
 func (r *Reconciler) apiReader() client.Reader {

@@ -5,6 +5,9 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -479,8 +483,20 @@ func TestLegacyLedgersMoveToThePrincipalNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Count the manager's requests for earlier ledgers: one list per start, however many
+	// ManagedClusters the hub has (this suite's hub has dozens).
+	var legacyReads atomic.Int32
+	cfg := rest.CopyConfig(env.Config)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if strings.Contains(req.URL.Path, "/configmaps") && strings.Contains(req.URL.Path+"?"+req.URL.RawQuery, ledger.LegacyLedgerName) && req.Method == http.MethodGet {
+				legacyReads.Add(1)
+			}
+			return rt.RoundTrip(req)
+		})
+	}
 	stopManager()
-	startManager()
+	startManagerOn(cfg, nil)
 	for c, cert := range legacy {
 		eventually(t, c+"'s ledger moved", func() error {
 			_, entries, err := f.store().Read(ctx, c, clock.Now())
@@ -497,9 +513,16 @@ func TestLegacyLedgersMoveToThePrincipalNamespace(t *testing.T) {
 			return nil
 		})
 	}
+	if n := legacyReads.Load(); n != 1 {
+		t.Errorf("the migration read earlier ledgers with %d requests, want 1 list", n)
+	}
 	setDecisions(t, f.ns, "p", 0, "lg-b", "lg-c")
 	f.waitRevoked("lg-a")
 	if f.blocked("lg-b") {
 		t.Error("a migrated certificate of a cluster that stays was blocked")
 	}
 }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

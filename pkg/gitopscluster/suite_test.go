@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -60,7 +61,10 @@ func testConfig() gitopscluster.Config {
 func startManager() { startManagerWith(nil) }
 
 // startManagerWith starts a manager built like the binary's, with edit applied to its options.
-func startManagerWith(edit func(*manager.Options)) {
+func startManagerWith(edit func(*manager.Options)) { startManagerOn(env.Config, edit) }
+
+// startManagerOn starts it against cfg (a test may wrap env.Config's transport).
+func startManagerOn(cfg *rest.Config, edit func(*manager.Options)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := manager.DefaultOptions()
 	opts.Fleet = testConfig()
@@ -73,7 +77,7 @@ func startManagerWith(edit func(*manager.Options)) {
 	mo.HealthProbeBindAddress = "0"
 	mo.LeaderElection = false
 	mo.Controller = ctrlConfigSkipNameValidation()
-	mgr, err := ctrl.NewManager(env.Config, mo)
+	mgr, err := ctrl.NewManager(cfg, mo)
 	if err != nil {
 		panic(err)
 	}

@@ -100,7 +100,10 @@ func Selector() client.MatchingLabels {
 // reader): decisions taken on a stale ledger would lose certificates.
 type Store struct {
 	Client client.Client
+	// Reader reads past any cache.
 	Reader client.Reader
+	// Cache, when set, is what Record reads first (see there).
+	Cache client.Reader
 	// Namespace is the principal namespace.
 	Namespace string
 }
@@ -118,9 +121,18 @@ func (s Store) Record(ctx context.Context, cluster string, owner Owner, cert *x5
 	fp := pki.Fingerprint(cert)
 	notAfter := cert.NotAfter.UTC().Format(time.RFC3339)
 	key := types.NamespacedName{Namespace: s.Namespace, Name: LedgerName(cluster)}
+	// The first attempt reads the cache, when there is one: the write is conditional on the
+	// version read, so a stale read only costs a retry, read live. A renewal then costs one
+	// call, not two.
+	reader := s.Reader
+	if s.Cache != nil {
+		reader = s.Cache
+	}
 	return writeRetry(func() error {
 		cm := &corev1.ConfigMap{}
-		if err := s.Reader.Get(ctx, key, cm); err != nil {
+		r := reader
+		reader = s.Reader
+		if err := r.Get(ctx, key, cm); err != nil {
 			if !apierrors.IsNotFound(err) {
 				return err
 			}

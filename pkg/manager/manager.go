@@ -201,19 +201,30 @@ func ClientOptions() client.Options {
 	return client.Options{}
 }
 
-// CacheOptions cache only the CertificateSigningRequests of this project's signer, not every
-// CSR of the hub (klusterlets and other addons make many).
+// CacheOptions cache only what the hub controllers read: this signer's CSRs, this addon's
+// ManagedClusterAddOns, this project's ConfigMaps, the principal's Deployment and Service by
+// name, and Secrets in the managed namespaces (or, with none, only the project's own Secrets).
 func CacheOptions(opts Options) cache.Options {
 	keepAll := func(o any) (any, error) { return o, nil }
+	byName := func(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }
 	byObject := map[client.Object]cache.ByObject{
 		&certificatesv1.CertificateSigningRequest{}: {Field: fields.OneTermEqualSelector("spec.signerName", opts.Fleet.SignerName)},
 		// Only this addon's ManagedClusterAddOns: a hub carries one per addon per cluster.
-		&addonv1alpha1.ManagedClusterAddOn{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.Fleet.AddonName)},
+		&addonv1alpha1.ManagedClusterAddOn{}: {Field: byName(opts.Fleet.AddonName)},
 		// The reconciler tells its own server-side-apply entry by the CMA's managed fields.
-		&addonv1alpha1.ClusterManagementAddOn{}: {Field: fields.OneTermEqualSelector("metadata.name", opts.Fleet.AddonName), Transform: keepAll},
+		&addonv1alpha1.ClusterManagementAddOn{}: {Field: byName(opts.Fleet.AddonName), Transform: keepAll},
+		// Every ManagedCluster, but only what is read of it.
+		&clusterv1.ManagedCluster{}: {Transform: TrimManagedCluster},
 	}
 	// Only this project's ConfigMaps (ledgers, revocation record): a hub has many others.
 	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})}
+	// Only the principal's Deployment and Service are read, by name.
+	deployments := cache.ByObject{Field: byName(opts.Fleet.PrincipalDeploymentName)}
+	services := cache.ByObject{Field: byName(opts.Fleet.PrincipalServiceName)}
+	// Without managed namespaces a principal may live in any namespace, and caching every
+	// Secret of the hub would hold every Helm release and token in memory: only the
+	// project's own Secrets are cached, and a CA a user put in place is read live.
+	secrets := cache.ByObject{Label: ours.Label}
 	// With managed namespaces, Secrets, Deployments and ConfigMaps are watched only there, so
 	// the manager needs no cluster-wide access to them.
 	if nss := opts.Fleet.ManagedNamespaces; len(nss) > 0 {
@@ -221,16 +232,34 @@ func CacheOptions(opts Options) cache.Options {
 		for _, ns := range nss {
 			only[ns] = cache.Config{}
 		}
-		byObject[&corev1.Secret{}] = cache.ByObject{Namespaces: only}
-		byObject[&appsv1.Deployment{}] = cache.ByObject{Namespaces: only}
-		byObject[&corev1.Service{}] = cache.ByObject{Namespaces: only}
+		secrets = cache.ByObject{Namespaces: only}
+		deployments.Namespaces = only
+		services.Namespaces = only
 		ours.Namespaces = only
 	}
-	// Set once: the map is keyed by pointer, so a second &corev1.ConfigMap{} would be another
-	// entry for the same kind, and controller-runtime would keep either one at random.
+	// Set once each: the map is keyed by pointer, so a second &corev1.ConfigMap{} would be
+	// another entry for the same kind, and controller-runtime would keep either one at random.
+	byObject[&corev1.Secret{}] = secrets
+	byObject[&appsv1.Deployment{}] = deployments
+	byObject[&corev1.Service{}] = services
 	byObject[&corev1.ConfigMap{}] = ours
 	// Managed fields are most of a cached object's size and nothing else here reads them.
 	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
+}
+
+// TrimManagedCluster keeps of a ManagedCluster what the controllers read: its metadata (labels
+// select clusters), its spec's acceptance and its conditions. Status capacity, claims and the
+// client configs with their CA bundles are most of its size. Objects from this cache are
+// never written back.
+func TrimManagedCluster(o any) (any, error) {
+	mc, ok := o.(*clusterv1.ManagedCluster)
+	if !ok {
+		return o, nil
+	}
+	mc.ManagedFields = nil
+	mc.Spec.ManagedClusterClientConfigs = nil
+	mc.Status = clusterv1.ManagedClusterStatus{Conditions: mc.Status.Conditions}
+	return mc, nil
 }
 
 // ControllerOptions are the controller-runtime manager options the binary runs with; tests

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -149,11 +150,13 @@ func (c Config) Validate() error {
 type Reconciler struct {
 	// Client reads through the manager's cache, which carries fleet's field indexes.
 	Client client.Client
-	// APIReader reads past the cache: the CSR itself, and whether its cluster is still
-	// selected right before signing, so a cluster removed a moment ago is not signed for.
+	// APIReader reads past the cache: whether the cluster is still selected right before
+	// publishing, so a cluster removed a moment ago is not signed for.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Config    Config
+
+	finished finishedSet
 }
 
 // SetupWithManager registers the controller. fleet.SetupIndexes must have been called.
@@ -228,13 +231,18 @@ func rejected(d *decision, r *Rejection) (*decision, error) {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	// Read past the cache: right after this signer approved or signed a CSR, the cache may
-	// still hold the older version, and acting on it would sign twice.
+	// The cache lags only behind this signer's own writes: the CSRs it finished are
+	// remembered until the cache shows them final. A CSR read older than the server's is
+	// never acted on twice anyway, since every write is conditional on the version read.
 	csr := &certificatesv1.CertificateSigningRequest{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, csr); err != nil {
+	if err := r.Client.Get(ctx, req.NamespacedName, csr); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if csr.Spec.SignerName != r.Config.SignerName || isFinal(csr) || !csr.DeletionTimestamp.IsZero() {
+		r.finished.forget(csr.UID)
+		return ctrl.Result{}, nil
+	}
+	if r.finished.has(csr.UID) {
 		return ctrl.Result{}, nil
 	}
 	now := r.Config.Now()
@@ -244,11 +252,58 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if d.rejection == nil {
 		d.rejection, err = r.issue(ctx, csr, d, now)
-		if err != nil || d.rejection == nil {
+		if err != nil {
 			return ctrl.Result{}, err
 		}
+		if d.rejection == nil {
+			r.finished.add(csr.UID, now)
+			return ctrl.Result{}, nil
+		}
 	}
-	return ctrl.Result{}, r.fail(ctx, csr, d, now)
+	if err := r.fail(ctx, csr, d, now); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.finished.add(csr.UID, now)
+	return ctrl.Result{}, nil
+}
+
+// finishedSet holds the CSRs this signer signed or failed whose final state the cache may
+// not show yet. Entries leave when the cache shows them final, or after finishedTTL (a CSR
+// deleted before that is never reconciled again).
+type finishedSet struct {
+	mu   sync.Mutex
+	uids map[types.UID]time.Time
+}
+
+const finishedTTL = 10 * time.Minute
+
+func (f *finishedSet) add(uid types.UID, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.uids == nil {
+		f.uids = map[types.UID]time.Time{}
+	}
+	f.uids[uid] = now
+	if len(f.uids)%1024 == 0 {
+		for u, t := range f.uids {
+			if now.Sub(t) > finishedTTL {
+				delete(f.uids, u)
+			}
+		}
+	}
+}
+
+func (f *finishedSet) has(uid types.UID) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.uids[uid]
+	return ok
+}
+
+func (f *finishedSet) forget(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.uids, uid)
 }
 
 // evaluate runs the lookups and CheckCSR. An error is a failed read (the CSR is retried);
@@ -420,7 +475,14 @@ func (r *Reconciler) expectation(ctx context.Context, owner *v1alpha1.GitOpsClus
 // signingCA reads the owner's hub CA.
 func (r *Reconciler) signingCA(ctx context.Context, principalNS string, owner *v1alpha1.GitOpsCluster) (*pki.KeyPair, *Rejection, error) {
 	s := &corev1.Secret{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: names.CASecretName}, s); err != nil {
+	key := types.NamespacedName{Namespace: principalNS, Name: names.CASecretName}
+	err := r.Client.Get(ctx, key, s)
+	if apierrors.IsNotFound(err) {
+		// The cache may hold only the project's own Secrets; a CA a user put in place is
+		// read live.
+		err = r.APIReader.Get(ctx, key, s)
+	}
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, reject(ReasonCAUnavailable,
 				"the hub CA secret %s/%s of GitOpsCluster %s/%s does not exist; the GitOpsCluster controller creates it (see its CertificatesReady condition)",
@@ -478,7 +540,7 @@ func (r *Reconciler) issue(ctx context.Context, csr *certificatesv1.CertificateS
 		}
 	}
 	// Record before publishing: a certificate that exists must be revocable.
-	store := ledger.Store{Client: r.Client, Reader: r.APIReader, Namespace: names.PrincipalNamespace(d.owner)}
+	store := ledger.Store{Client: r.Client, Reader: r.APIReader, Cache: r.Client, Namespace: names.PrincipalNamespace(d.owner)}
 	owner := ledger.Owner{Namespace: d.owner.Namespace, Name: d.owner.Name}
 	if err := store.Record(ctx, d.cluster, owner, cert, r.Config.MaxCertificatesPerCluster, now); err != nil {
 		if errors.Is(err, ledger.ErrTooManyCertificates) {

@@ -1,0 +1,19 @@
+package gitopscluster
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+)
+
+// AddFinalizer and RemoveFinalizer are the reconciler's finalizer patches.
+func AddFinalizer(ctx context.Context, c client.Client, goc *v1alpha1.GitOpsCluster) error {
+	return patchFinalizer(ctx, c, goc, controllerutil.AddFinalizer)
+}
+
+func RemoveFinalizer(ctx context.Context, c client.Client, goc *v1alpha1.GitOpsCluster) error {
+	return patchFinalizer(ctx, c, goc, controllerutil.RemoveFinalizer)
+}

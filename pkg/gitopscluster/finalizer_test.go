@@ -1,0 +1,68 @@
+package gitopscluster_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+)
+
+// TestFinalizerPatchesKeepAnotherControllersFinalizer: the reconciler adds and removes its
+// finalizer from the copy it read; another controller adding its own finalizer after that
+// read must not lose it (a merge patch replaces the whole list).
+func TestFinalizerPatchesKeepAnotherControllersFinalizer(t *testing.T) {
+	ctx := context.Background()
+	const theirs = "example.com/keep"
+	ns := "finalizers"
+	createNamespace(t, ns)
+	// Without the manager, nothing but this test writes these objects.
+	stopManager()
+	defer startManager()
+
+	for name, tc := range map[string]struct {
+		initial []string
+		patch   func(context.Context, client.Client, *v1alpha1.GitOpsCluster) error
+	}{
+		"add":    {nil, gitopscluster.AddFinalizer},
+		"remove": {[]string{v1alpha1.Finalizer}, gitopscluster.RemoveFinalizer},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := createGitOpsCluster(t, ns, name, "p", func(g *v1alpha1.GitOpsCluster) { g.Finalizers = tc.initial })
+			read := g.DeepCopy()
+			// Another controller adds its finalizer after the reconciler's read.
+			other := g.DeepCopy()
+			other.Finalizers = append(other.Finalizers, theirs)
+			if err := k8s.Update(ctx, other); err != nil {
+				t.Fatal(err)
+			}
+			err := tc.patch(ctx, k8s, read)
+			if !apierrors.IsConflict(err) {
+				t.Errorf("patching from a stale read: got %v, want a conflict (the reconcile is retried)", err)
+			}
+			now := getGOC(t, ns, name)
+			if !slices.Contains(now.Finalizers, theirs) {
+				t.Errorf("another controller's finalizer was dropped: %v", now.Finalizers)
+			}
+			// A retry from a fresh read does what it must.
+			if err := tc.patch(ctx, k8s, now); err != nil {
+				t.Fatal(err)
+			}
+			now = getGOC(t, ns, name)
+			if has := slices.Contains(now.Finalizers, v1alpha1.Finalizer); has != (tc.initial == nil) {
+				t.Errorf("after the retry the finalizers are %v", now.Finalizers)
+			}
+			now.Finalizers = nil
+			if err := k8s.Update(ctx, now); err != nil {
+				t.Fatal(err)
+			}
+			if err := k8s.Delete(ctx, now); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -1,0 +1,139 @@
+package manager_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+// TestCacheHoldsOnlyWhatTheControllersRead builds the binary's cache against a real API server
+// holding objects the controllers never read, with and without managed namespaces.
+func TestCacheHoldsOnlyWhatTheControllersRead(t *testing.T) {
+	env := testenv.StartForTest(t, testenv.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := env.Client
+	opts := manager.DefaultOptions()
+	ours := map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}
+
+	for _, ns := range []string{"argocd", "elsewhere"} {
+		mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+		mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "helm-release"}, Data: map[string][]byte{"release": make([]byte, 4096)}})
+		mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster-a", Labels: ours}})
+		for _, name := range []string{opts.Fleet.PrincipalDeploymentName, "argocd-server"} {
+			mustCreate(t, c, deployment(ns, name))
+			mustCreate(t, c, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 443}}}})
+		}
+	}
+	mc := &clusterv1.ManagedCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "cluster-a", Labels: map[string]string{"env": "prod"}},
+		Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true,
+			ManagedClusterClientConfigs: []clusterv1.ClientConfig{{URL: "https://cluster-a:6443", CABundle: make([]byte, 2048)}}},
+	}
+	mustCreate(t, c, mc)
+	mc.Status = clusterv1.ManagedClusterStatus{
+		Capacity:   clusterv1.ResourceList{"cpu": resource.MustParse("64")},
+		Conditions: []metav1.Condition{{Type: clusterv1.ManagedClusterConditionAvailable, Status: metav1.ConditionTrue, Reason: "Up", LastTransitionTime: metav1.Now()}},
+	}
+	if err := c.Status().Update(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
+
+	for name, managed := range map[string][]string{"no managed namespaces": nil, "managed namespace argocd": {"argocd"}} {
+		t.Run(name, func(t *testing.T) {
+			o := opts
+			o.Fleet.ManagedNamespaces = managed
+			co := manager.ControllerOptions(c.Scheme(), o).Cache
+			co.Scheme = c.Scheme()
+			cc, err := cache.New(env.Config, co)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cctx, stop := context.WithCancel(ctx)
+			defer stop()
+			go func() { _ = cc.Start(cctx) }()
+			if !cc.WaitForCacheSync(cctx) {
+				t.Fatal("cache did not start")
+			}
+			// Informers start on first use; read once of each kind before waiting.
+			for _, l := range []client.ObjectList{&corev1.SecretList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}, &clusterv1.ManagedClusterList{}} {
+				if err := cc.List(ctx, l); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			cached := func(obj client.Object, ns, name string) bool {
+				t.Helper()
+				err := cc.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, obj)
+				return err == nil
+			}
+			// The project's own Secrets are cached where the manager works.
+			if !cached(&corev1.Secret{}, "argocd", "cluster-a") {
+				t.Error("the project's own Secret in argocd is not cached")
+			}
+			// A Helm release in the principal namespace is cached only when that namespace is
+			// managed (the manager then watches a user's own CA there); nowhere else.
+			if got, want := cached(&corev1.Secret{}, "argocd", "helm-release"), managed != nil; got != want {
+				t.Errorf("unrelated Secret in argocd cached = %v, want %v", got, want)
+			}
+			if cached(&corev1.Secret{}, "elsewhere", "helm-release") {
+				t.Error("an unrelated Secret outside the managed namespaces is cached")
+			}
+			// Deployments and Services: the principal's only.
+			if !cached(&appsv1.Deployment{}, "argocd", opts.Fleet.PrincipalDeploymentName) || !cached(&corev1.Service{}, "argocd", opts.Fleet.PrincipalServiceName) {
+				t.Error("the principal's Deployment or Service is not cached")
+			}
+			if cached(&appsv1.Deployment{}, "argocd", "argocd-server") || cached(&corev1.Service{}, "argocd", "argocd-server") {
+				t.Error("a Deployment or Service other than the principal's is cached")
+			}
+			// ManagedClusters: labels, acceptance and conditions; not their CA bundles or capacity.
+			got := &clusterv1.ManagedCluster{}
+			if err := cc.Get(ctx, types.NamespacedName{Name: "cluster-a"}, got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Labels["env"] != "prod" || !got.Spec.HubAcceptsClient || len(got.Status.Conditions) != 1 {
+				t.Errorf("cached ManagedCluster lost what is read: labels %v, accepted %v, conditions %v", got.Labels, got.Spec.HubAcceptsClient, got.Status.Conditions)
+			}
+			if len(got.Spec.ManagedClusterClientConfigs) != 0 || len(got.Status.Capacity) != 0 || len(got.ManagedFields) != 0 {
+				t.Errorf("cached ManagedCluster keeps what nothing reads: %d client configs, capacity %v, %d managed fields",
+					len(got.Spec.ManagedClusterClientConfigs), got.Status.Capacity, len(got.ManagedFields))
+			}
+		})
+	}
+}
+
+func mustCreate(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func deployment(ns, name string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+			},
+		},
+	}
+}

@@ -558,12 +558,11 @@ func (r *Reconciler) issue(ctx context.Context, csr *certificatesv1.CertificateS
 	if err := r.Client.Status().Update(ctx, csr); err != nil {
 		return nil, fmt.Errorf("publishing the certificate of CSR %s: %w", csr.Name, err)
 	}
+	// No Event for a certificate issued: the CSR carries it, the log and the metric count it,
+	// and a renewal wave would otherwise add one API write per CSR. Refusals get one.
 	csrTotal.WithLabelValues(ResultSigned, ReasonSigned).Inc()
 	log.FromContext(ctx).Info("signed argocd-agent client certificate", "cluster", d.cluster,
 		"owner", d.owner.Namespace+"/"+d.owner.Name, "fingerprint", pki.Fingerprint(cert), "notAfter", cert.NotAfter)
-	r.event(csr, d.owner, corev1.EventTypeNormal, ReasonSigned,
-		fmt.Sprintf("issued the argocd-agent client certificate of cluster %s for GitOpsCluster %s/%s, valid until %s",
-			d.cluster, d.owner.Namespace, d.owner.Name, cert.NotAfter.UTC().Format(time.RFC3339)))
 	return nil, nil
 }
 

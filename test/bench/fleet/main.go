@@ -147,53 +147,88 @@ func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (time
 	if err != nil {
 		return 0, err
 	}
-	start := time.Now()
-	err = fakehub.Parallel(clusters, func(cluster string) error {
-		cfg := &rest.Config{Host: env.Config.Host, QPS: -1, Transport: transport.NewImpersonatingRoundTripper(transport.ImpersonationConfig{
-			UserName: signer.RequesterPrefix(cluster) + "agent",
-			Groups:   []string{signer.ClusterGroup(cluster), "system:open-cluster-management:managed-clusters", "system:authenticated"},
-		}, base)}
-		cs, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			return err
-		}
-		csr, err := testenv.AgentCSR(cluster, cluster, addonName, "open-cluster-management.io/"+addonName)
-		if err != nil {
-			return err
-		}
-		_, err = cs.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
-		return err
-	})
+	// Watch rather than poll: listing thousands of CSRs with their certificates every few
+	// hundred milliseconds would load the API server more than the signer does.
+	admin, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		return 0, err
 	}
-	for {
-		var list certificatesv1.CertificateSigningRequestList
-		if err := c.List(ctx, &list); err != nil {
-			return 0, err
-		}
-		signed, failed := 0, 0
-		for i := range list.Items {
-			if len(list.Items[i].Status.Certificate) > 0 {
-				signed++
+	// From now on only: CSRs of earlier phases do not count.
+	now, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return 0, err
+	}
+	timeout := int64((30 * time.Minute).Seconds())
+	w, err := admin.CertificatesV1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{TimeoutSeconds: &timeout, ResourceVersion: now.ResourceVersion})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { w.Stop() }()
+	start := time.Now()
+	created := make(chan error, 1)
+	go func() {
+		created <- fakehub.Parallel(clusters, func(cluster string) error {
+			cfg := &rest.Config{Host: env.Config.Host, QPS: -1, Transport: transport.NewImpersonatingRoundTripper(transport.ImpersonationConfig{
+				UserName: signer.RequesterPrefix(cluster) + "agent",
+				Groups:   []string{signer.ClusterGroup(cluster), "system:open-cluster-management:managed-clusters", "system:authenticated"},
+			}, base)}
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
 			}
-			for _, cond := range list.Items[i].Status.Conditions {
+			csr, err := testenv.AgentCSR(cluster, cluster, addonName, "open-cluster-management.io/"+addonName)
+			if err != nil {
+				return err
+			}
+			_, err = cs.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
+			return err
+		})
+	}()
+	signed := map[string]bool{}
+	deadline := time.After(20 * time.Minute)
+	for len(signed) < len(clusters) {
+		select {
+		case err := <-created:
+			if err != nil {
+				return 0, err
+			}
+			created = nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				// The API server drops a watcher that falls behind; catch up with one list
+				// and watch again from there.
+				list, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return 0, err
+				}
+				for i := range list.Items {
+					if len(list.Items[i].Status.Certificate) > 0 {
+						signed[list.Items[i].Name] = true
+					}
+				}
+				if w, err = admin.CertificatesV1().CertificateSigningRequests().Watch(ctx,
+					metav1.ListOptions{TimeoutSeconds: &timeout, ResourceVersion: list.ResourceVersion}); err != nil {
+					return 0, err
+				}
+				continue
+			}
+			csr, isCSR := ev.Object.(*certificatesv1.CertificateSigningRequest)
+			if !isCSR {
+				continue
+			}
+			for _, cond := range csr.Status.Conditions {
 				if cond.Type == certificatesv1.CertificateFailed {
-					failed++
+					return 0, fmt.Errorf("CSR %s of the wave was refused: %s", csr.Name, cond.Message)
 				}
 			}
+			if len(csr.Status.Certificate) > 0 {
+				signed[csr.Name] = true
+			}
+		case <-deadline:
+			return 0, fmt.Errorf("%d of %d CSRs signed after 20 minutes", len(signed), len(clusters))
 		}
-		if failed > 0 {
-			return 0, fmt.Errorf("%d of the wave's CSRs were refused", failed)
-		}
-		if signed == len(clusters) {
-			return time.Since(start), nil
-		}
-		if time.Since(start) > 20*time.Minute {
-			return 0, fmt.Errorf("%d of %d CSRs signed after 20 minutes", signed, len(clusters))
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
+	return time.Since(start), nil
 }
 
 func fail(err error) {

@@ -4,6 +4,7 @@ package cmd
 import (
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -82,6 +83,9 @@ func newManagerCommand() *cobra.Command {
 				return err
 			}
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			if soft := applyMemoryLimit(os.Getenv("GOMEMLIMIT"), "/sys/fs/cgroup"); soft > 0 {
+				ctrl.Log.WithName("manager").Info("soft memory limit set from the container's limit", "bytes", soft)
+			}
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
 				return err

@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -50,6 +51,7 @@ func main() {
 	idle := flag.Duration("idle", 2*time.Minute, "how long to watch an idle fleet for writes")
 	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
 	flag.Var(&managerArgs, "manager-arg", "an extra manager flag, e.g. --manager-arg=--signer-concurrency=32 (repeatable)")
+	flag.StringVar(&memoryLimit, "memory-limit", "", "run the manager as in a container with this memory limit (e.g. 160Mi): GOMEMLIMIT at 90% of it, as the binary sets from its cgroup")
 	flag.Parse()
 
 	fmt.Printf("%-8s %-14s %-12s %-8s %-18s %-16s %-14s\n", "clusters", "time-to-ready", "raw-writes", "ratio", "writes/cluster", "idle-writes", "peak-RSS")
@@ -73,6 +75,28 @@ func main() {
 
 // managerArgs are extra flags for the manager under test.
 var managerArgs stringList
+
+// memoryLimit is the container memory limit the manager runs as if under ("" for none).
+var memoryLimit string
+
+// reportManagerErrors prints how many errors the manager logged (it runs at error level) and
+// the first of them, so a slow phase can be told from a failing one.
+func reportManagerErrors(path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) == 0 || lines[0] == "" {
+		fmt.Println("         manager errors: 0")
+		return
+	}
+	first := lines[0]
+	if len(first) > 300 {
+		first = first[:300]
+	}
+	fmt.Printf("         manager errors: %d log lines, the first: %s\n", len(lines), first)
+}
 
 type stringList []string
 
@@ -276,7 +300,17 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	args := append([]string{"manager", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--zap-log-level", "error", "--managed-namespaces", namespace}, managerArgs...)
 	mgr := exec.Command(binary, args...)
-	logFile, err := os.Create(filepath.Join(dir, "manager.log"))
+	if memoryLimit != "" {
+		// What the binary sets itself in a container with this memory limit.
+		q, err := resource.ParseQuantity(memoryLimit)
+		if err != nil {
+			return nil, fmt.Errorf("--memory-limit: %w", err)
+		}
+		mgr.Env = append(os.Environ(), fmt.Sprintf("GOMEMLIMIT=%d", int64(float64(q.Value())*0.9)))
+	}
+	logPath := filepath.Join(dir, "manager.log")
+	defer func() { reportManagerErrors(logPath) }()
+	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}

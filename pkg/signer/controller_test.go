@@ -668,3 +668,54 @@ func TestApprovedByOthers(t *testing.T) {
 		t.Errorf("pre-approved forged CSR: certificate %d bytes, Failed %+v", len(got.Status.Certificate), f)
 	}
 }
+
+// TestSignedCSRSeenStaleIsLeftAlone: right after the signer published a certificate, the cache
+// may still show the CSR approved but unsigned. Reconciling that view neither signs again nor
+// records a second certificate, and is no error.
+func TestSignedCSRSeenStaleIsLeftAlone(t *testing.T) {
+	h := hub(t)
+	keys(t)
+	ctx := context.Background()
+	var stale *certificatesv1.CertificateSigningRequest
+	rec := h.retryReconciler(t, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && stale != nil {
+				stale.DeepCopyInto(csr)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && sub == "approval" {
+				// What the cache shows until the published certificate's event arrives.
+				defer func() { stale = csr.DeepCopy() }()
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+	})
+	ledger := func() map[string]string {
+		t.Helper()
+		cm := &corev1.ConfigMap{}
+		if err := h.admin.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: ledgerpkg.LedgerName("cluster1")}, cm); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return cm.Data
+	}
+	before := len(ledger())
+	csr := h.createCSR(t, agentOf("cluster1"), csrObject("cluster1", retrySigner, requestPEM(t, p256, agentRequest("cluster1"))))
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: csr.Name}}
+	if _, err := rec.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if stale == nil || len(stale.Status.Certificate) > 0 {
+		t.Fatal("the test did not capture the approved, unsigned view")
+	}
+	if _, err := rec.Reconcile(ctx, req); err != nil {
+		t.Errorf("reconciling the stale view: %v", err)
+	}
+	_, cert := h.waitSigned(t, csr.Name)
+	after := ledger()
+	if _, ok := after[pki.Fingerprint(cert)]; !ok || len(after) != before+1 {
+		t.Errorf("ledger went from %d to %d entries: want one more, the published certificate %s", before, len(after), pki.Fingerprint(cert))
+	}
+}

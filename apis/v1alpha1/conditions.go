@@ -44,6 +44,13 @@ const (
 	ReasonCAReadableByOCM      = "CAReadableByOCMAddonManager"
 	ReasonCANotReadableByOCM   = "OnlyThisSigner"
 	ReasonPrincipalNotAllowed  = "PrincipalNamespaceNotAllowed"
+	// cert-manager PKI (spec.argoCDAgentAddon.certManager).
+	ReasonCertManagerNotInstalled  = "CertManagerNotInstalled"
+	ReasonIssuerNotFound           = "IssuerNotFound"
+	ReasonIssuerNotReady           = "IssuerNotReady"
+	ReasonCertManagerCertNotReady  = "CertificateNotReady"
+	ReasonCertManagerInvalidSecret = "IssuedSecretInvalid"
+	ReasonPKIConflict              = "PKIConflict"
 )
 
 // Labels and annotations this project puts on the objects it creates.

@@ -34,6 +34,12 @@ const (
 	AnnotationPKISource = "argocd-agent-addon.open-cluster-management.io/pki-source"
 	// PKISourceCertManager is the value of AnnotationPKISource for cert-manager.
 	PKISourceCertManager = "cert-manager"
+	// SelfManagedIssuerName, SelfManagedIssuerKind and SelfManagedIssuerGroup name the
+	// manager's own CA in cert-manager's issuer annotations of a serving secret it issued, so
+	// that cert-manager re-issues the secret rather than adopt it.
+	SelfManagedIssuerName  = "argocd-agent-addon"
+	SelfManagedIssuerKind  = "SelfManagedCA"
+	SelfManagedIssuerGroup = "argocd-agent-addon.open-cluster-management.io"
 	// DefaultIssuerGroup and DefaultIssuerKind are cert-manager's defaults for an issuerRef.
 	DefaultIssuerGroup = "cert-manager.io"
 	DefaultIssuerKind  = "Issuer"

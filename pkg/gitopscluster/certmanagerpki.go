@@ -122,6 +122,9 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 			return nil, &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
 				"the serving certificate secret %s/%s was not created by argocd-agent-addon and cert-manager would overwrite it; delete it, or remove spec.argoCDAgentAddon.certManager", ns, name)}
 		}
+		if err := r.markSelfIssued(ctx, s); err != nil {
+			return nil, err
+		}
 	}
 
 	dnsNames, ips := splitHosts(append(serviceDNSNames(r.Config.PrincipalServiceName, ns), principalHosts...))
@@ -213,6 +216,23 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 		out.renewBy(now.Add(certManagerRecheck))
 	}
 	return out, nil
+}
+
+// markSelfIssued names the self-managed CA as the issuer of a serving secret the manager
+// issued itself. cert-manager adopts a valid certificate whose Secret names no issuer instead
+// of issuing its own; named, it sees another issuer and re-issues from the spec's.
+func (r *Reconciler) markSelfIssued(ctx context.Context, s *corev1.Secret) error {
+	if s == nil || s.Annotations[cmapi.IssuerNameAnnotationKey] != "" {
+		return nil
+	}
+	patch := client.MergeFrom(s.DeepCopy())
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[cmapi.IssuerNameAnnotationKey] = certmanager.SelfManagedIssuerName
+	s.Annotations[cmapi.IssuerKindAnnotationKey] = certmanager.SelfManagedIssuerKind
+	s.Annotations[cmapi.IssuerGroupAnnotationKey] = certmanager.SelfManagedIssuerGroup
+	return r.Client.Patch(ctx, s, patch)
 }
 
 // explainNotReady turns Certificates that are not Ready into one problem, naming the issuer

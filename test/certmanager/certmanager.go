@@ -24,6 +24,7 @@ import (
 	controllerpkg "github.com/cert-manager/cert-manager/pkg/controller"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/approver"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/ca"
+	_ "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/selfsigned"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificates/issuing"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificates/keymanager"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificates/readiness"

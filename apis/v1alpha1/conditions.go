@@ -51,6 +51,7 @@ const (
 	ReasonCertManagerCertNotReady  = "CertificateNotReady"
 	ReasonCertManagerInvalidSecret = "IssuedSecretInvalid"
 	ReasonPKIConflict              = "PKIConflict"
+	ReasonCertManagerNotAllowed    = "CertManagerNotAllowed"
 )
 
 // Labels and annotations this project puts on the objects it creates.

@@ -139,6 +139,9 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 	for _, d := range desired {
 		c, err := r.applyCertificate(ctx, d)
 		if err != nil {
+			if p := forbidden(err, ns); p != nil {
+				return nil, p
+			}
 			if meta.IsNoMatchError(err) {
 				return nil, &pkiProblem{Reason: v1alpha1.ReasonCertManagerNotInstalled, Message: fmt.Sprintf(
 					"spec.argoCDAgentAddon.certManager names %s, but cert-manager's Certificate kind (cert-manager.io/v1) is not served by this hub: install cert-manager, or remove certManager to use the self-managed CA",
@@ -258,6 +261,8 @@ func (r *Reconciler) explainNotReady(ctx context.Context, ns string, ref cmmeta.
 			return &pkiProblem{Reason: v1alpha1.ReasonIssuerNotFound, Message: fmt.Sprintf("%s does not exist; create it or fix spec.argoCDAgentAddon.certManager.issuerRef", what)}, nil
 		case meta.IsNoMatchError(err):
 			return &pkiProblem{Reason: v1alpha1.ReasonCertManagerNotInstalled, Message: fmt.Sprintf("%s: cert-manager's issuer kinds are not served by this hub", what)}, nil
+		case apierrors.IsForbidden(err):
+			return forbidden(err, ns), nil
 		case err != nil:
 			return nil, err
 		}
@@ -365,6 +370,9 @@ func (r *Reconciler) leaveCertManager(ctx context.Context, ns string) error {
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			continue
 		}
+		if p := forbidden(err, ns); p != nil {
+			return p
+		}
 		if err != nil {
 			return err
 		}
@@ -372,10 +380,23 @@ func (r *Reconciler) leaveCertManager(ctx context.Context, ns string) error {
 			continue
 		}
 		if err := r.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
+			if p := forbidden(err, ns); p != nil {
+				return p
+			}
 			return err
 		}
 	}
 	return nil
+}
+
+// forbidden turns an API server's refusal to let the manager at cert-manager's kinds into the
+// problem a person fixes (the chart grants them only with certManager.enabled).
+func forbidden(err error, ns string) *pkiProblem {
+	if !apierrors.IsForbidden(err) {
+		return nil
+	}
+	return &pkiProblem{Reason: v1alpha1.ReasonCertManagerNotAllowed, Message: fmt.Sprintf(
+		"the manager may not read or write cert-manager objects for principal namespace %s (%v); install the chart with certManager.enabled=true", ns, err)}
 }
 
 // fromCertManager tells whether the principal's CA secret was written from cert-manager's CA.

@@ -44,6 +44,14 @@ const (
 	ReasonCAReadableByOCM      = "CAReadableByOCMAddonManager"
 	ReasonCANotReadableByOCM   = "OnlyThisSigner"
 	ReasonPrincipalNotAllowed  = "PrincipalNamespaceNotAllowed"
+	// cert-manager PKI (spec.argoCDAgentAddon.certManager).
+	ReasonCertManagerNotInstalled  = "CertManagerNotInstalled"
+	ReasonIssuerNotFound           = "IssuerNotFound"
+	ReasonIssuerNotReady           = "IssuerNotReady"
+	ReasonCertManagerCertNotReady  = "CertificateNotReady"
+	ReasonCertManagerInvalidSecret = "IssuedSecretInvalid"
+	ReasonPKIConflict              = "PKIConflict"
+	ReasonCertManagerNotAllowed    = "CertManagerNotAllowed"
 )
 
 // Labels and annotations this project puts on the objects it creates.

@@ -80,6 +80,27 @@ func TestGitOpsClusterCRD(t *testing.T) {
 		}
 	})
 
+	t.Run("issuerRef kind and group default to a cert-manager.io Issuer", func(t *testing.T) {
+		u := objectFromYAML(t, `
+apiVersion: apps.open-cluster-management.io/v1alpha1
+kind: GitOpsCluster
+metadata: {name: issuer-defaults, namespace: validation}
+spec:
+  placementRef: {name: p}
+  argoCDAgentAddon: {certManager: {issuerRef: {name: corp-ca}}}
+`)
+		if err := c.Create(ctx, u); err != nil {
+			t.Fatal(err)
+		}
+		got := &v1alpha1.GitOpsCluster{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "validation", Name: "issuer-defaults"}, got); err != nil {
+			t.Fatal(err)
+		}
+		if ref := got.Spec.ArgoCDAgentAddon.CertManager.IssuerRef; ref.Kind != "Issuer" || ref.Group != "cert-manager.io" {
+			t.Errorf("issuerRef defaults not applied: %+v", ref)
+		}
+	})
+
 	t.Run("mode and kind default when omitted", func(t *testing.T) {
 		u := objectFromYAML(t, `
 apiVersion: apps.open-cluster-management.io/v1alpha1
@@ -123,6 +144,14 @@ spec:
 spec:
   placementRef: {kind: Placement, name: p}
   argoCDAgentAddon: {principalServerAddress: "2001:db8::1", principalServerPort: 65535}`,
+		"a cert-manager ClusterIssuer": `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}}`,
+		"an external issuer of another group": `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {certManager: {issuerRef: {name: vault.corp, kind: GoogleCASIssuer, group: cas-issuer.jetstack.io}}}`,
 	}
 	for name, spec := range valid {
 		t.Run("accepts "+name, func(t *testing.T) {
@@ -182,6 +211,18 @@ spec:
   placementRef: {kind: Placement, name: p}
   argoCDAgentAddon: {mode: managed}
   revokedClusters: [c1, c1]`, []string{"spec.revokedClusters[1]", "Duplicate value"}},
+		{"a cert-manager.io issuer kind other than Issuer or ClusterIssuer", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {certManager: {issuerRef: {name: corp-ca, kind: Certificate}}}`, []string{"spec.argoCDAgentAddon.certManager.issuerRef", "kind must be Issuer or ClusterIssuer for group cert-manager.io"}},
+		{"an issuerRef without a name", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {certManager: {issuerRef: {kind: ClusterIssuer}}}`, []string{"spec.argoCDAgentAddon.certManager.issuerRef.name: Required value"}},
+		{"an issuer name that is not a DNS subdomain", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {certManager: {issuerRef: {name: Corp_CA}}}`, []string{"spec.argoCDAgentAddon.certManager.issuerRef.name"}},
 		{"missing argoCDAgentAddon", `
 spec:
   placementRef: {kind: Placement, name: p}`, []string{"spec.argoCDAgentAddon: Required value"}},

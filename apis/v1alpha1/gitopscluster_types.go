@@ -104,6 +104,51 @@ type ArgoCDAgentAddonSpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('720h')",message="clientCertificateValidity must be at most 720h (30 days)"
 	// +optional
 	ClientCertificateValidity *metav1.Duration `json:"clientCertificateValidity,omitempty"`
+
+	// CertManager, when set, has cert-manager issue the principal's PKI from the named issuer
+	// instead of the CA the manager mints: the agents' signing CA (an intermediate) and the
+	// principal's and resource proxy's serving certificates. The setting belongs to the
+	// principal namespace: every GitOpsCluster using that namespace must agree, else the
+	// younger ones report CertificatesReady=False (PKIConflict) and change nothing.
+	// Removing it goes back to the self-managed CA; either way agents stay connected through
+	// the overlap of old and new CA in the trust bundle.
+	// +optional
+	CertManager *CertManagerPKI `json:"certManager,omitempty"`
+}
+
+// CertManagerPKI selects the cert-manager issuer of a principal's PKI.
+type CertManagerPKI struct {
+	// IssuerRef names the cert-manager Issuer (in the principal namespace) or ClusterIssuer
+	// that signs the agents' CA and the principal's serving certificates. It must be able to
+	// issue CA certificates (a CA or Vault issuer; not ACME).
+	// +required
+	IssuerRef CertManagerIssuerReference `json:"issuerRef"`
+}
+
+// CertManagerIssuerReference names a cert-manager issuer, as a Certificate's issuerRef does.
+// +kubebuilder:validation:XValidation:rule="(has(self.group) && self.group != 'cert-manager.io') || !has(self.kind) || self.kind == 'Issuer' || self.kind == 'ClusterIssuer'",message="kind must be Issuer or ClusterIssuer for group cert-manager.io"
+type CertManagerIssuerReference struct {
+	// Name of the issuer.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Name string `json:"name"`
+
+	// Kind of the issuer: Issuer (namespaced, looked up in the principal namespace) or
+	// ClusterIssuer; external issuers name their own kind.
+	// +kubebuilder:default=Issuer
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	// +optional
+	Kind string `json:"kind,omitempty"`
+
+	// Group of the issuer: cert-manager.io, or an external issuer's API group.
+	// +kubebuilder:default=cert-manager.io
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	Group string `json:"group,omitempty"`
 }
 
 // GitOpsClusterSpec is the desired argocd-agent fleet.

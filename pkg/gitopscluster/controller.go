@@ -156,7 +156,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	hub, err := r.ensureHubPKI(ctx, principalNS, append(hosts, others...))
+	setting, decider, err := r.principalPKISetting(ctx, goc, principalNS)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if own := settingOf(goc); !own.equal(setting) {
+		err = &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
+			"this GitOpsCluster asks for %s, but the PKI of principal namespace %s follows the older GitOpsCluster %s/%s, which asks for %s; give every GitOpsCluster of that principal the same spec.argoCDAgentAddon.certManager",
+			own, principalNS, decider.Namespace, decider.Name, setting)}
+	}
+	var hub *hubPKI
+	if err == nil {
+		hub, err = r.ensureHubPKI(ctx, principalNS, append(hosts, others...), setting)
+	}
+	if problem, ok := asPKIProblem(err); ok {
+		if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionCertificatesReady); c == nil || c.Reason != problem.Reason {
+			r.event(goc, corev1.EventTypeWarning, problem.Reason, "IssueCertificates", problem.Message)
+		}
+		setCond(v1alpha1.ConditionCertificatesReady, false, problem.Reason, problem.Message)
+		if err := r.observeAgents(ctx, obs, status, setCond); err != nil {
+			return ctrl.Result{}, err
+		}
+		setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, problem.Message)
+		return ctrl.Result{RequeueAfter: certManagerRecheck}, r.writeStatus(ctx, goc, status)
+	}
 	if err != nil {
 		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonCertificatesFailed, err.Error())
 		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonCertificatesFailed, "IssueCertificates", err.Error())
@@ -203,8 +226,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		_ = r.writeStatus(ctx, goc, status)
 		return ctrl.Result{}, revErr
 	}
-	setCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonCertificatesIssued,
-		fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s; %d agent cluster secret(s)", principalNS, obs.owned.Len()))
+	if hub.Problem != nil {
+		if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionCertificatesReady); c == nil || c.Reason != hub.Problem.Reason {
+			r.event(goc, corev1.EventTypeWarning, hub.Problem.Reason, "IssueCertificates", hub.Problem.Message)
+		}
+		setCond(v1alpha1.ConditionCertificatesReady, false, hub.Problem.Reason, hub.Problem.Message+"; agents keep using the CA already in namespace "+principalNS)
+	} else {
+		setCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonCertificatesIssued,
+			fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s (%s); %d agent cluster secret(s)", principalNS, setting, obs.owned.Len()))
+	}
 
 	// 5. OCM addon objects. One GitOpsCluster per Placement writes its entry of the
 	// ClusterManagementAddOn (entries are keyed by Placement): the oldest.

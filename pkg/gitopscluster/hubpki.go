@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -34,6 +35,9 @@ type hubPKI struct {
 	NextRenewal time.Time
 	// Issued names the secrets written in this reconcile.
 	Issued []string
+	// Problem, when set, is why the PKI is usable but not what the spec asks for yet (for
+	// example cert-manager has not issued everything); CertificatesReady reports it.
+	Problem *pkiProblem
 }
 
 func isOurs(o metav1.Object) bool {
@@ -54,7 +58,10 @@ func (h *hubPKI) renewBy(t time.Time) {
 // the user put there is adopted and never overwritten), the principal and resource-proxy
 // serving certificates and the JWT signing key. Serving certificates are re-issued when their
 // SANs must change, when two thirds of their life has passed, or when the CA changed.
-func (r *Reconciler) ensureHubPKI(ctx context.Context, ns string, principalHosts []string) (*hubPKI, error) {
+func (r *Reconciler) ensureHubPKI(ctx context.Context, ns string, principalHosts []string, setting pkiSetting) (*hubPKI, error) {
+	if setting.Issuer != nil {
+		return r.ensureCertManagerPKI(ctx, ns, principalHosts, *setting.Issuer)
+	}
 	now := r.Config.Now()
 	out := &hubPKI{}
 
@@ -110,7 +117,15 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 	if err != nil {
 		return nil, nil, err
 	}
-	if existing != nil {
+	leaving := fromCertManager(existing)
+	if leaving {
+		// Back from cert-manager: stop it re-issuing the serving secrets, then mint a CA of
+		// our own below, keeping cert-manager's trusted until it expires.
+		if err := r.leaveCertManager(ctx, ns); err != nil {
+			return nil, nil, err
+		}
+	}
+	if existing != nil && !leaving {
 		kp, perr := pki.ParseKeyPair(existing.Data[corev1.TLSCertKey], existing.Data[corev1.TLSPrivateKeyKey])
 		if !isOurs(existing) {
 			// Adopted: the user's CA is used as it is, never written.
@@ -156,6 +171,9 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 	}
 	previous = dedupeCerts(previous, ca.Cert)
 	bundle := pki.TrustBundle(ca.Cert, previous, now)
+	if leaving {
+		delete(existing.Annotations, certmanager.AnnotationPKISource)
+	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: CASecretName, Namespace: ns, Labels: managedLabels(),
 			Annotations: map[string]string{AnnotationCARotatedAt: now.UTC().Format(time.RFC3339)}},

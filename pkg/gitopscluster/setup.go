@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
@@ -165,7 +166,7 @@ func (r *Reconciler) principalServices() predicate.Predicate {
 func (r *Reconciler) pkiOrOwnedSecrets() predicate.Predicate {
 	return predicate.NewPredicateFuncs(func(o client.Object) bool {
 		switch o.GetName() {
-		case CASecretName, PrincipalTLSSecretName, ResourceProxySecretName, JWTSecretName:
+		case CASecretName, PrincipalTLSSecretName, ResourceProxySecretName, JWTSecretName, certmanager.CAIssuedSecretName:
 			return true
 		}
 		return o.GetLabels()[v1alpha1.LabelOwnerName] != ""

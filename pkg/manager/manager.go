@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -171,6 +172,9 @@ func NewScheme() (*runtime.Scheme, error) {
 		clusterv1beta1.Install,
 		addonv1alpha1.Install,
 		workv1.Install,
+		// cert-manager's kinds are known to the client whether or not the hub serves them;
+		// they are read only for principals that name a cert-manager issuer.
+		cmapi.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return nil, err

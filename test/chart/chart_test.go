@@ -826,3 +826,49 @@ func principalArgs(t *testing.T, p *unstructured.Unstructured) []string {
 	}
 	return out
 }
+
+// cert-manager's kinds appear in the manager's RBAC only when certManager.enabled is set:
+// Certificates and Issuers in the managed namespaces, ClusterIssuers read-only.
+func TestRenderCertManagerRBACOnlyWhenEnabled(t *testing.T) {
+	grants := func(vals map[string]any) map[string][]string {
+		objs, err := render(t, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertLeastPrivilege(t, objs)
+		out := map[string][]string{}
+		for _, o := range objs {
+			if (o.GetKind() != "ClusterRole" && o.GetKind() != "Role") || o.GetName() != releaseName {
+				continue
+			}
+			var role rbacv1.ClusterRole
+			raw, _ := yaml.Marshal(o.Object)
+			if err := yaml.Unmarshal(raw, &role); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range role.Rules {
+				if slices.Contains(r.APIGroups, "cert-manager.io") {
+					for _, res := range r.Resources {
+						key := o.GetKind() + "/" + o.GetNamespace() + "/" + res
+						out[key] = append(out[key], r.Verbs...)
+					}
+				}
+			}
+		}
+		return out
+	}
+	if got := grants(map[string]any{}); len(got) != 0 {
+		t.Errorf("cert-manager grants by default: %v", got)
+	}
+	got := grants(map[string]any{"certManager": map[string]any{"enabled": true}, "managedNamespaces": []any{"argocd", "team-a"}})
+	want := map[string][]string{
+		"ClusterRole//clusterissuers": {"get"},
+		"Role/argocd/certificates":    {"get", "create", "update", "delete"},
+		"Role/argocd/issuers":         {"get"},
+		"Role/team-a/certificates":    {"get", "create", "update", "delete"},
+		"Role/team-a/issuers":         {"get"},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("cert-manager grants = %v, want %v", got, want)
+	}
+}

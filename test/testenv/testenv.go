@@ -89,8 +89,22 @@ func OCMCRDDirs() ([]string, error) {
 	return dirs, nil
 }
 
+// CertManagerCRDDir is the folder hack/cert-manager-crds.sh fills with cert-manager's CRDs of
+// the version go.mod pins.
+func CertManagerCRDDir() (string, error) {
+	cmd := exec.Command(filepath.Join(RepoRoot(), "hack", "cert-manager-crds.sh"))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/cert-manager-crds.sh: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
 // Options tune Start.
 type Options struct {
+	// WithCertManager installs cert-manager's CRDs too (the hub has none by default).
+	WithCertManager bool
 	// WithoutOCM installs only the project's own CRDs.
 	WithoutOCM bool
 	// WithoutProjectCRDs leaves the GitOpsCluster CRD out, for tests that install it (Helm).
@@ -115,6 +129,13 @@ func Start(opts Options) (*Env, error) {
 			return nil, err
 		}
 		crdDirs = append(crdDirs, ocm...)
+	}
+	if opts.WithCertManager {
+		dir, err := CertManagerCRDDir()
+		if err != nil {
+			return nil, err
+		}
+		crdDirs = append(crdDirs, dir)
 	}
 	scheme, err := manager.NewScheme()
 	if err != nil {

@@ -1,0 +1,71 @@
+package gitopscluster_test
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+)
+
+func withIssuer(name string) func(*v1alpha1.GitOpsCluster) {
+	return func(g *v1alpha1.GitOpsCluster) {
+		g.Spec.ArgoCDAgentAddon.CertManager = &v1alpha1.CertManagerPKI{IssuerRef: v1alpha1.CertManagerIssuerReference{Name: name}}
+	}
+}
+
+// This suite's API server has no cert-manager CRDs, like a hub without cert-manager: the
+// manager runs, and a GitOpsCluster that names an issuer gets a condition saying so instead
+// of a CA, until its issuer is removed.
+func TestCertManagerNotInstalledIsACondition(t *testing.T) {
+	ns := "cm-absent"
+	createNamespace(t, ns)
+	createPlacement(t, ns, "p")
+	createGitOpsCluster(t, ns, "goc", "p", withAddress("principal.example.com"), withIssuer("corp-ca"))
+
+	g := conditionIs(t, ns, "goc", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonCertManagerNotInstalled)
+	if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Ready: %+v", c)
+	}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: gitopscluster.CASecretName}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("no CA may be minted while the GitOpsCluster asks for cert-manager: got %v", err)
+	}
+
+	g.Spec.ArgoCDAgentAddon.CertManager = nil
+	if err := k8s.Update(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	conditionIs(t, ns, "goc", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
+}
+
+// The PKI belongs to the principal namespace: the oldest GitOpsCluster using it decides, and a
+// younger one asking for another PKI is told so and changes nothing.
+func TestPKIConflictBetweenGitOpsClustersOfOnePrincipal(t *testing.T) {
+	ns := "cm-conflict"
+	createNamespace(t, ns)
+	createPlacement(t, ns, "p1")
+	createPlacement(t, ns, "p2")
+	createGitOpsCluster(t, ns, "a-self", "p1", withAddress("principal.example.com"))
+	conditionIs(t, ns, "a-self", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
+	ca := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: gitopscluster.CASecretName}, ca); err != nil {
+		t.Fatal(err)
+	}
+
+	createGitOpsCluster(t, ns, "b-cert-manager", "p2", withAddress("principal.example.com"), withIssuer("corp-ca"))
+	conditionIs(t, ns, "b-cert-manager", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonPKIConflict)
+	conditionIs(t, ns, "a-self", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
+	after := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: gitopscluster.CASecretName}, after); err != nil {
+		t.Fatal(err)
+	}
+	if after.ResourceVersion != ca.ResourceVersion {
+		t.Errorf("the conflicting GitOpsCluster changed the principal's CA secret")
+	}
+}

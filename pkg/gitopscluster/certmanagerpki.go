@@ -1,0 +1,414 @@
+package gitopscluster
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
+	cmmeta "github.com/cert-manager/cert-manager/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+)
+
+// certManagerRecheck is how soon a reconcile looks again while cert-manager has not issued
+// everything: the manager does not watch cert-manager's kinds (they may not be installed), but
+// it does watch the Secrets cert-manager writes, so this is only a safety net.
+const certManagerRecheck = 30 * time.Second
+
+// pkiProblem is a PKI state a person must act on (or wait for), with the condition reason
+// and message that say so. It is not a failed reconcile: nothing is retried faster than
+// certManagerRecheck.
+type pkiProblem struct {
+	Reason  string
+	Message string
+}
+
+func (p *pkiProblem) Error() string { return p.Message }
+
+// pkiSetting is what the principal namespace's GitOpsClusters ask of its PKI: nil for the
+// self-managed CA, else the cert-manager issuer.
+type pkiSetting struct {
+	Issuer *cmmeta.IssuerReference
+}
+
+func settingOf(goc *v1alpha1.GitOpsCluster) pkiSetting {
+	if cm := goc.Spec.ArgoCDAgentAddon.CertManager; cm != nil {
+		ref := certmanager.IssuerRef(cm.IssuerRef)
+		return pkiSetting{Issuer: &ref}
+	}
+	return pkiSetting{}
+}
+
+func (s pkiSetting) equal(o pkiSetting) bool {
+	if s.Issuer == nil || o.Issuer == nil {
+		return s.Issuer == nil && o.Issuer == nil
+	}
+	return *s.Issuer == *o.Issuer
+}
+
+func (s pkiSetting) String() string {
+	if s.Issuer == nil {
+		return "the self-managed CA"
+	}
+	return fmt.Sprintf("cert-manager %s %s (group %s)", s.Issuer.Kind, s.Issuer.Name, s.Issuer.Group)
+}
+
+// principalPKISetting returns the PKI setting of principal namespace ns: the one of the oldest
+// GitOpsCluster (by creation, then namespace/name) that uses ns. A PKI belongs to the
+// principal namespace, so one GitOpsCluster decides; a younger one that asks for something
+// else is told so (PKIConflict) instead of fighting over the secrets.
+func (r *Reconciler) principalPKISetting(ctx context.Context, goc *v1alpha1.GitOpsCluster, ns string) (pkiSetting, *v1alpha1.GitOpsCluster, error) {
+	var list v1alpha1.GitOpsClusterList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return pkiSetting{}, nil, err
+	}
+	decider := goc
+	for i := range list.Items {
+		o := &list.Items[i]
+		if !o.DeletionTimestamp.IsZero() || names.PrincipalNamespace(o) != ns {
+			continue
+		}
+		if olderThan(o, decider) {
+			decider = o
+		}
+	}
+	return settingOf(decider), decider, nil
+}
+
+func olderThan(a, b *v1alpha1.GitOpsCluster) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+}
+
+// ensureCertManagerPKI keeps the principal's PKI in namespace ns issued by cert-manager:
+// Certificates for the agents' CA and the two serving certificates, the CA copied into the
+// principal's CA secret with the previous CAs kept in its bundle until they expire, and the
+// JWT key (which cert-manager does not make). While cert-manager has not issued the CA yet,
+// the CA already in the namespace (for example the self-managed one being replaced) keeps
+// serving, so switching never leaves the agents without a CA.
+func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, principalHosts []string, ref cmmeta.IssuerReference) (*hubPKI, error) {
+	now := r.Config.Now()
+	out := &hubPKI{}
+	mirror, err := r.getSecret(ctx, ns, CASecretName)
+	if err != nil {
+		return nil, err
+	}
+	if mirror != nil && !isOurs(mirror) {
+		return nil, &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
+			"the CA secret %s/%s was not created by argocd-agent-addon, so it cannot be replaced by the cert-manager CA; delete it, or remove spec.argoCDAgentAddon.certManager to keep using it", ns, CASecretName)}
+	}
+	for _, name := range []string{PrincipalTLSSecretName, ResourceProxySecretName} {
+		s, err := r.getSecret(ctx, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		if s != nil && !isOurs(s) {
+			return nil, &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
+				"the serving certificate secret %s/%s was not created by argocd-agent-addon and cert-manager would overwrite it; delete it, or remove spec.argoCDAgentAddon.certManager", ns, name)}
+		}
+		if err := r.markSelfIssued(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+
+	dnsNames, ips := splitHosts(append(serviceDNSNames(r.Config.PrincipalServiceName, ns), principalHosts...))
+	proxyDNS, proxyIPs := splitHosts(serviceDNSNames(r.Config.ResourceProxyServiceName, ns))
+	desired := []*cmapi.Certificate{
+		certmanager.CACertificate(ns, ref, managedLabels()),
+		certmanager.ServingCertificate(ns, PrincipalTLSSecretName, dnsNames, ips, ref, managedLabels()),
+		certmanager.ServingCertificate(ns, ResourceProxySecretName, proxyDNS, proxyIPs, ref, managedLabels()),
+	}
+	var notReady []string
+	ready := map[string]bool{}
+	for _, d := range desired {
+		c, err := r.applyCertificate(ctx, d)
+		if err != nil {
+			if p := forbidden(err, ns); p != nil {
+				return nil, p
+			}
+			if meta.IsNoMatchError(err) {
+				return nil, &pkiProblem{Reason: v1alpha1.ReasonCertManagerNotInstalled, Message: fmt.Sprintf(
+					"spec.argoCDAgentAddon.certManager names %s, but cert-manager's Certificate kind (cert-manager.io/v1) is not served by this hub: install cert-manager, or remove certManager to use the self-managed CA",
+					certmanager.DescribeIssuer(ns, ref))}
+			}
+			return nil, err
+		}
+		ok, why := certmanager.Ready(c)
+		ready[d.Name] = ok
+		if !ok {
+			notReady = append(notReady, why)
+		}
+	}
+	var problem *pkiProblem
+	if len(notReady) > 0 {
+		problem, err = r.explainNotReady(ctx, ns, ref, notReady)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	if !ready[certmanager.CACertificateName] {
+		if mirror == nil {
+			return nil, problem
+		}
+		// Keep what the principal and agents use now until cert-manager's CA is there.
+		kp, err := pki.ParseKeyPair(mirror.Data[corev1.TLSCertKey], mirror.Data[corev1.TLSPrivateKeyKey])
+		if err != nil {
+			return nil, problem
+		}
+		out.CA, out.Bundle = kp, mirror.Data["ca.crt"]
+	} else {
+		issued, err := r.getSecret(ctx, ns, certmanager.CAIssuedSecretName)
+		if err != nil {
+			return nil, err
+		}
+		if issued == nil {
+			return nil, &pkiProblem{Reason: v1alpha1.ReasonCertManagerCertNotReady, Message: fmt.Sprintf(
+				"Certificate %s/%s is Ready but its secret %s does not exist yet", ns, certmanager.CACertificateName, certmanager.CAIssuedSecretName)}
+		}
+		ca, anchors, err := certmanager.IssuedCA(issued)
+		if err != nil {
+			return nil, &pkiProblem{Reason: v1alpha1.ReasonCertManagerInvalidSecret, Message: err.Error()}
+		}
+		bundle, err := r.mirrorCA(ctx, ns, mirror, ca, now, out)
+		if err != nil {
+			return nil, err
+		}
+		out.CA = ca
+		out.Bundle = mergeBundles(bundle, pki.EncodeCertificates(anchors...))
+	}
+
+	// The serving certificates: whatever the principal reads now (cert-manager's, or the
+	// previous PKI's until cert-manager has issued), and their anchors for the agents.
+	var extra []*x509.Certificate
+	for _, name := range []string{PrincipalTLSSecretName, ResourceProxySecretName} {
+		s, err := r.getSecret(ctx, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			continue
+		}
+		if name == PrincipalTLSSecretName {
+			out.PrincipalCertHash = certHash(s.Data[corev1.TLSCertKey])
+		}
+		extra = append(extra, certmanager.Anchors(s)...)
+	}
+	out.Bundle = mergeBundles(out.Bundle, pki.EncodeCertificates(extra...))
+	if err := r.ensureJWTKey(ctx, ns, out); err != nil {
+		return nil, err
+	}
+	if problem != nil {
+		out.Problem = problem
+		out.renewBy(now.Add(certManagerRecheck))
+	}
+	return out, nil
+}
+
+// markSelfIssued names the self-managed CA as the issuer of a serving secret the manager
+// issued itself. cert-manager adopts a valid certificate whose Secret names no issuer instead
+// of issuing its own; named, it sees another issuer and re-issues from the spec's.
+func (r *Reconciler) markSelfIssued(ctx context.Context, s *corev1.Secret) error {
+	if s == nil || s.Annotations[cmapi.IssuerNameAnnotationKey] != "" {
+		return nil
+	}
+	patch := client.MergeFrom(s.DeepCopy())
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	s.Annotations[cmapi.IssuerNameAnnotationKey] = certmanager.SelfManagedIssuerName
+	s.Annotations[cmapi.IssuerKindAnnotationKey] = certmanager.SelfManagedIssuerKind
+	s.Annotations[cmapi.IssuerGroupAnnotationKey] = certmanager.SelfManagedIssuerGroup
+	return r.Client.Patch(ctx, s, patch)
+}
+
+// explainNotReady turns Certificates that are not Ready into one problem, naming the issuer
+// when it is the cause.
+func (r *Reconciler) explainNotReady(ctx context.Context, ns string, ref cmmeta.IssuerReference, notReady []string) (*pkiProblem, error) {
+	what := certmanager.DescribeIssuer(ns, ref)
+	if ref.Group == certmanager.DefaultIssuerGroup {
+		var generation int64
+		var status *cmapi.IssuerStatus
+		var err error
+		switch ref.Kind {
+		case cmapi.ClusterIssuerKind:
+			ci := &cmapi.ClusterIssuer{}
+			err = r.APIReader.Get(ctx, types.NamespacedName{Name: ref.Name}, ci)
+			generation, status = ci.Generation, &ci.Status
+		default:
+			is := &cmapi.Issuer{}
+			err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, is)
+			generation, status = is.Generation, &is.Status
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			return &pkiProblem{Reason: v1alpha1.ReasonIssuerNotFound, Message: fmt.Sprintf("%s does not exist; create it or fix spec.argoCDAgentAddon.certManager.issuerRef", what)}, nil
+		case meta.IsNoMatchError(err):
+			return &pkiProblem{Reason: v1alpha1.ReasonCertManagerNotInstalled, Message: fmt.Sprintf("%s: cert-manager's issuer kinds are not served by this hub", what)}, nil
+		case apierrors.IsForbidden(err):
+			return forbidden(err, ns), nil
+		case err != nil:
+			return nil, err
+		}
+		if ok, why := certmanager.IssuerReady(what, generation, status); !ok {
+			return &pkiProblem{Reason: v1alpha1.ReasonIssuerNotReady, Message: why}, nil
+		}
+	}
+	return &pkiProblem{Reason: v1alpha1.ReasonCertManagerCertNotReady, Message: "waiting for cert-manager: " + strings.Join(notReady, "; ")}, nil
+}
+
+// applyCertificate creates desired or brings the existing Certificate's spec and labels to
+// it; it writes nothing when they already match. Certificates are read live: the manager
+// must start on hubs without cert-manager, and a cache for a kind whose CRD is missing
+// cannot be narrowed (controller-runtime resolves it when the cache is built), so only the
+// three Certificates of a principal in cert-manager mode are read, by name.
+func (r *Reconciler) applyCertificate(ctx context.Context, desired *cmapi.Certificate) (*cmapi.Certificate, error) {
+	existing := &cmapi.Certificate{}
+	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	if apierrors.IsNotFound(err) {
+		c := desired.DeepCopy()
+		if err := r.Client.Create(ctx, c); err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !isOurs(existing) {
+		return nil, &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
+			"Certificate %s/%s exists and was not created by argocd-agent-addon; delete it, or remove spec.argoCDAgentAddon.certManager", desired.Namespace, desired.Name)}
+	}
+	if !certmanager.NeedsUpdate(existing, desired) {
+		return existing, nil
+	}
+	updated := existing.DeepCopy()
+	updated.Spec = desired.Spec
+	for k, v := range desired.Labels {
+		updated.Labels[k] = v
+	}
+	if err := r.Client.Update(ctx, updated); err != nil {
+		return nil, err
+	}
+	return updated, nil
+}
+
+// mirrorCA writes cert-manager's CA into the principal's CA secret (tls.crt, tls.key), with
+// ca.crt holding it and every earlier CA that has not expired: the self-managed CA it
+// replaces, or the CA cert-manager renewed. Agents keep certificates from the old CA until
+// they renew them, and the principal keeps accepting them meanwhile. It returns ca.crt.
+func (r *Reconciler) mirrorCA(ctx context.Context, ns string, existing *corev1.Secret, ca *pki.KeyPair, now time.Time, out *hubPKI) ([]byte, error) {
+	var previous []*x509.Certificate
+	if existing != nil {
+		if certs, err := pki.ParseCertificates(existing.Data["ca.crt"]); err == nil {
+			previous = append(previous, certs...)
+		}
+		if certs, err := pki.ParseCertificates(existing.Data[corev1.TLSCertKey]); err == nil {
+			previous = append(previous, certs...)
+		}
+	} else {
+		recovered, err := r.trustedByClusterSecrets(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		previous = recovered
+	}
+	previous = dedupeCerts(previous, ca.Cert)
+	bundle := pki.TrustBundle(ca.Cert, previous, now)
+	for _, c := range previous {
+		if c.NotAfter.After(now) {
+			// The bundle shrinks when an old CA expires.
+			out.renewBy(c.NotAfter.Add(time.Second))
+		}
+	}
+	if existing != nil && existing.Annotations[certmanager.AnnotationPKISource] == certmanager.PKISourceCertManager &&
+		slices.Equal(existing.Data[corev1.TLSCertKey], ca.CertPEM) && slices.Equal(existing.Data[corev1.TLSPrivateKeyKey], ca.KeyPEM) &&
+		slices.Equal(existing.Data["ca.crt"], bundle) {
+		return bundle, nil
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: CASecretName, Namespace: ns, Labels: managedLabels(), Annotations: map[string]string{
+			certmanager.AnnotationPKISource: certmanager.PKISourceCertManager,
+		}},
+		Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM, "ca.crt": bundle},
+	}
+	if existing == nil || !slices.Equal(existing.Data[corev1.TLSCertKey], ca.CertPEM) {
+		secret.Annotations[AnnotationCARotatedAt] = now.UTC().Format(time.RFC3339)
+	}
+	if err := r.writeSecret(ctx, existing, secret); err != nil {
+		return nil, err
+	}
+	out.Issued = append(out.Issued, CASecretName)
+	return bundle, nil
+}
+
+// leaveCertManager runs when a principal namespace goes back to the self-managed CA: it
+// deletes the Certificates the manager made, so cert-manager stops re-issuing the serving
+// secrets the manager is about to take back. It does nothing unless the CA secret says
+// cert-manager wrote it, so hubs that never used cert-manager read nothing of it.
+func (r *Reconciler) leaveCertManager(ctx context.Context, ns string) error {
+	for _, name := range []string{certmanager.CACertificateName, PrincipalTLSSecretName, ResourceProxySecretName} {
+		c := &cmapi.Certificate{}
+		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c)
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			continue
+		}
+		if p := forbidden(err, ns); p != nil {
+			return p
+		}
+		if err != nil {
+			return err
+		}
+		if !isOurs(c) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
+			if p := forbidden(err, ns); p != nil {
+				return p
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// forbidden turns an API server's refusal to let the manager at cert-manager's kinds into the
+// problem a person fixes (the chart grants them only with certManager.enabled).
+func forbidden(err error, ns string) *pkiProblem {
+	if !apierrors.IsForbidden(err) {
+		return nil
+	}
+	return &pkiProblem{Reason: v1alpha1.ReasonCertManagerNotAllowed, Message: fmt.Sprintf(
+		"the manager may not read or write cert-manager objects for principal namespace %s (%v); install the chart with certManager.enabled=true", ns, err)}
+}
+
+// fromCertManager tells whether the principal's CA secret was written from cert-manager's CA.
+func fromCertManager(s *corev1.Secret) bool {
+	return s != nil && isOurs(s) && s.Annotations[certmanager.AnnotationPKISource] == certmanager.PKISourceCertManager
+}
+
+// asPKIProblem returns the problem err carries, if any.
+func asPKIProblem(err error) (*pkiProblem, bool) {
+	var p *pkiProblem
+	if errors.As(err, &p) && p != nil {
+		return p, true
+	}
+	return nil, false
+}

@@ -217,7 +217,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonPlacementInUse, msg)
 		// Release whatever this GitOpsCluster applied before the other one came first.
-		if err := r.applyCMAEntry(ctx, goc, nil); err != nil {
+		if err := r.releaseAddOnEntries(ctx, goc); err != nil {
 			return ctrl.Result{}, err
 		}
 	} else if disc.Endpoint == nil {

@@ -51,7 +51,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[ledger.LabelRecord] != ""
 		}))).
-		Watches(&addonv1alpha1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(r.named(r.Config.AddonName))).
+		Watches(&addonv1alpha1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forAll),
+			builder.WithPredicates(predicate.Or(r.named(r.Config.AddonName), r.named(ComponentsAddonName(r.Config.AddonName))))).
 		Watches(&addonv1alpha1.ManagedClusterAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forManagedClusterAddOn),
 			builder.WithPredicates(r.named(r.Config.AddonName), predicate.Or(availabilityChanged(), configReferencesChanged()))).
 		// A GitOpsCluster going away may hand its clusters to a younger one.

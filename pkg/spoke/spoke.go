@@ -11,7 +11,6 @@
 package spoke
 
 import (
-	"bytes"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -308,14 +307,11 @@ func containers(o *unstructured.Unstructured) []map[string]any {
 	return out
 }
 
+// compactJSON encodes as the API server re-encodes a stored manifest (keys sorted, <, > and &
+// escaped), so a template read back compares equal to a freshly built one and a resync writes
+// nothing.
 func compactJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return json.Marshal(v)
 }
 
 // RewriteRegistry replaces the registry of an image reference with registry (a host, optionally

@@ -337,3 +337,57 @@ func TestBuildRejectsBadInput(t *testing.T) {
 		}
 	}
 }
+
+// The redis password is made on each cluster by redis's own init container, as Argo CD's install
+// does, with a Role that lets its ServiceAccount create that Secret: the template carries no
+// password, so no two clusters share one through it.
+func TestRedisPasswordIsGeneratedOnTheCluster(t *testing.T) {
+	objs := render(t, build(t, addon.ModeManaged), testValues())
+	var redis *unstructured.Unstructured
+	var role rbacv1.Role
+	var binding rbacv1.RoleBinding
+	for _, o := range objs {
+		raw, _ := o.MarshalJSON()
+		switch o.GetKind() + "/" + o.GetName() {
+		case "Secret/" + addon.RedisSecretName:
+			t.Fatalf("the template carries the redis password Secret %s", o.GetName())
+		case "Deployment/argocd-redis":
+			redis = o
+		case "Role/argocd-redis":
+			if err := json.Unmarshal(raw, &role); err != nil {
+				t.Fatal(err)
+			}
+		case "RoleBinding/argocd-redis":
+			if err := json.Unmarshal(raw, &binding); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if strings.Contains(string(raw), `"auth":`) {
+			t.Errorf("%s %s holds an auth key", o.GetKind(), o.GetName())
+		}
+	}
+	if redis == nil {
+		t.Fatal("no redis Deployment")
+	}
+	spec := podSpec(t, redis)
+	if len(spec.InitContainers) != 1 || strings.Join(spec.InitContainers[0].Command, " ") != "argocd admin redis-initial-password" {
+		t.Fatalf("redis init containers %+v do not generate the password", spec.InitContainers)
+	}
+	if spec.ServiceAccountName != "argocd-redis" || binding.RoleRef.Name != "argocd-redis" || len(binding.Subjects) != 1 || binding.Subjects[0].Name != "argocd-redis" {
+		t.Errorf("redis runs as %q, bound by %+v", spec.ServiceAccountName, binding)
+	}
+	canCreate := false
+	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "secrets") && slices.Contains(r.Verbs, "create") {
+			canCreate = true
+		}
+	}
+	if !canCreate {
+		t.Errorf("Role argocd-redis cannot create the password Secret: %+v", role.Rules)
+	}
+	env := spec.Containers[0].Env
+	if len(env) == 0 || env[0].ValueFrom == nil || env[0].ValueFrom.SecretKeyRef == nil ||
+		env[0].ValueFrom.SecretKeyRef.Name != addon.RedisSecretName || env[0].ValueFrom.SecretKeyRef.Key != addon.RedisSecretKey {
+		t.Errorf("redis does not read its password from %s/%s: %+v", addon.RedisSecretName, addon.RedisSecretKey, env)
+	}
+}

@@ -224,6 +224,14 @@ type GitOpsClusterStatus struct {
 	// +optional
 	AddOnTemplate string `json:"addOnTemplate,omitempty"`
 
+	// AgentsOnOtherVersion is the number of selected clusters whose agent runs another version
+	// than the principal, which argocd-agent refuses: the image tag of the AddOnDeploymentConfig
+	// OCM last applied on the cluster, against the tag of the principal Deployment's image (of the
+	// GitOpsCluster's agent image when the principal does not run on this hub). It falls to zero
+	// as a version change rolls out.
+	// +optional
+	AgentsOnOtherVersion int32 `json:"agentsOnOtherVersion,omitempty"`
+
 	// RevokedAgents is the number of clusters in spec.revokedClusters whose agent is revoked.
 	// +optional
 	RevokedAgents int32 `json:"revokedAgents,omitempty"`

@@ -247,9 +247,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	// 6. Agent availability.
+	// 6. Agent availability, and agents a version change has not reached yet.
 	if err := r.observeAgents(ctx, obs, status, setCond); err != nil {
 		return ctrl.Result{}, err
+	}
+	if obs.selected != nil && r.namespaceManaged(principalNS) {
+		if status.AgentsOnOtherVersion, err = r.agentsOnOtherVersion(ctx, goc, principalNS, sets.List(obs.selected)); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 
 	// 7. Summary.

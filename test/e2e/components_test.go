@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -33,8 +34,8 @@ const (
 	componentsAppNS     = "guestbook-components"
 )
 
-// TestArgoCDComponents installs a GitOpsCluster with the default argoCDComponents (Install) on
-// cluster2 and follows what OCM's real work agent applies there: the Argo CD CRDs become
+// TestArgoCDComponents installs an autonomous-mode GitOpsCluster with the default
+// argoCDComponents (Install) on cluster2 and follows what OCM's real work agent applies there: the Argo CD CRDs become
 // Established; the application-controller, repo-server and redis objects of Argo CD v3.4.3's
 // core install are in the agent namespace, owned by the work; the redis password Secret is made
 // on the cluster by the command redis's init container runs, as its ServiceAccount; every object
@@ -63,7 +64,7 @@ func TestArgoCDComponents(t *testing.T) {
 		Spec: v1alpha1.GitOpsClusterSpec{
 			PlacementRef: v1alpha1.PlacementReference{Kind: "Placement", Name: componentsPlacement},
 			ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{
-				Mode:                   v1alpha1.AgentModeManaged,
+				Mode:                   v1alpha1.AgentModeAutonomous,
 				PrincipalServerAddress: "127.0.0.1",
 				PrincipalServerPort:    &intstr.IntOrString{Type: intstr.Int, IntVal: 443},
 			},
@@ -78,7 +79,7 @@ func TestArgoCDComponents(t *testing.T) {
 
 	// 1. Applied by OCM's work agent on cluster2.
 	start := time.Now()
-	for _, crd := range []string{"applications.argoproj.io", "appprojects.argoproj.io"} {
+	for _, crd := range []string{"applications.argoproj.io", "appprojects.argoproj.io", "applicationsets.argoproj.io"} {
 		s.eventually(t, componentsCluster+": CRD "+crd+" Established", 3*time.Minute, func(ctx context.Context) (bool, string) {
 			return crdEstablished(ctx, spoke, crd)
 		})
@@ -88,6 +89,7 @@ func TestArgoCDComponents(t *testing.T) {
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "argocd-application-controller"}},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "argocd-repo-server"}},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "argocd-redis"}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "argocd-applicationset-controller"}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "argocd-redis"}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "argocd-repo-server"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "argocd-cm"}},
@@ -113,8 +115,29 @@ func TestArgoCDComponents(t *testing.T) {
 	if ownedByAppliedManifestWork(crd) {
 		t.Errorf("CRD applications.argoproj.io is owned by the work: removing the addon would delete every Application")
 	}
-	if err := spoke.Get(ctx, client.ObjectKey{Name: "applicationsets.argoproj.io"}, crd); !apierrors.IsNotFound(err) {
-		t.Errorf("managed mode: the ApplicationSet CRD should not be installed (%v)", err)
+	// Autonomous mode carries the ApplicationSet CRD (about 341 KB): OCM's addon manager spreads
+	// the components over several ManifestWorks, each under the work webhook's 500 KiB.
+	works := &workv1.ManifestWorkList{}
+	if err := s.hub.List(ctx, works, client.InNamespace(componentsCluster)); err != nil {
+		t.Fatal(err)
+	}
+	var sizes []string
+	for _, w := range works.Items {
+		if !strings.HasPrefix(w.Name, "addon-"+addonName+"-argocd-deploy-") {
+			continue
+		}
+		total := 0
+		for _, m := range w.Spec.Workload.Manifests {
+			total += len(m.Raw)
+		}
+		sizes = append(sizes, fmt.Sprintf("%s %d manifests %d bytes", w.Name, len(w.Spec.Workload.Manifests), total))
+		if total > 500*1024 {
+			t.Errorf("ManifestWork %s holds %d bytes, over OCM's limit", w.Name, total)
+		}
+	}
+	t.Logf("%s: Argo CD components in %d ManifestWorks: %s", componentsCluster, len(sizes), strings.Join(sizes, "; "))
+	if len(sizes) < 2 {
+		t.Errorf("the components fit one ManifestWork (%v): the split is not exercised", sizes)
 	}
 
 	// 2. The redis password, made on the cluster as the init container makes it.

@@ -231,7 +231,7 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 		}, fmt.Sprintf("http://127.0.0.1:%d/metrics", appsetMetrics)})
 	}
 	for _, s := range specs {
-		env, err := manifest.env(ctx, c, s.name, a.Namespace)
+		env, err := manifest.env(ctx, c, s.name, a.Namespace, map[string]map[string]string{"argocd-cm": opts.ArgoCDCM, "argocd-cmd-params-cm": cmdParams})
 		if err != nil {
 			return fail(err)
 		}
@@ -500,12 +500,19 @@ func readArgoManifest(path string) (*argoManifest, error) {
 // env resolves a component's environment as the kubelet would for its container: literal
 // values, ConfigMap and Secret keys (read from the cluster, where applySettings wrote them;
 // a missing optional key leaves the variable unset) and the pod's namespace.
-func (m *argoManifest) env(ctx context.Context, c client.Client, component, namespace string) ([]string, error) {
+//
+// pinned values (ConfigMap name, then key) are used as they are, whatever the ConfigMap holds
+// by now: the harness's own wiring must hold even when something else owns the ConfigMap (the
+// addon's ManifestWork puts Argo CD's defaults back).
+func (m *argoManifest) env(ctx context.Context, c client.Client, component, namespace string, pinned map[string]map[string]string) ([]string, error) {
 	var out []string
 	for _, e := range m.env0[component] {
 		switch {
 		case e.ValueFrom == nil:
 			out = append(out, e.Name+"="+e.Value)
+		case e.ValueFrom.ConfigMapKeyRef != nil && pinned[e.ValueFrom.ConfigMapKeyRef.Name] != nil &&
+			pinned[e.ValueFrom.ConfigMapKeyRef.Name][e.ValueFrom.ConfigMapKeyRef.Key] != "":
+			out = append(out, e.Name+"="+pinned[e.ValueFrom.ConfigMapKeyRef.Name][e.ValueFrom.ConfigMapKeyRef.Key])
 		case e.ValueFrom.ConfigMapKeyRef != nil:
 			ref := e.ValueFrom.ConfigMapKeyRef
 			cm := &corev1.ConfigMap{}

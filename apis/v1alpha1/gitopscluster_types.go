@@ -232,6 +232,12 @@ type GitOpsClusterStatus struct {
 	// +optional
 	AgentsOnOtherVersion int32 `json:"agentsOnOtherVersion,omitempty"`
 
+	// ExistingArgoCDClusters is the number of selected clusters that keep their own Argo CD
+	// (labelled argocd-agent-addon.open-cluster-management.io/argocd-components=Existing) while
+	// the GitOpsCluster installs the components on the others.
+	// +optional
+	ExistingArgoCDClusters int32 `json:"existingArgoCDClusters,omitempty"`
+
 	// RevokedAgents is the number of clusters in spec.revokedClusters whose agent is revoked.
 	// +optional
 	RevokedAgents int32 `json:"revokedAgents,omitempty"`

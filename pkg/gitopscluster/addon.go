@@ -178,7 +178,7 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		return addOnNames{}, err
 	}
 	for i := range templates.Items {
-		if old := &templates.Items[i]; old.Name != tmpl.Name && old.Name != names.ComponentsTemplateName(goc) {
+		if old := &templates.Items[i]; old.Name != tmpl.Name && old.Name != names.ComponentsTemplateName(goc) && old.Name != names.ExistingArgoCDTemplateName(goc) {
 			if err := r.Client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
 				return addOnNames{}, fmt.Errorf("deleting the replaced AddOnTemplate %s: %w", old.Name, err)
 			}

@@ -35,7 +35,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(&legacyMigration{r: r}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b, err := r.watchClusterOptOuts(mgr, ctrl.NewControllerManagedBy(mgr))
+	if err != nil {
+		return err
+	}
+	return b.
 		Named("gitopscluster").
 		For(&v1alpha1.GitOpsCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&clusterv1beta1.Placement{}, handler.EnqueueRequestsFromMapFunc(r.forPlacement)).

@@ -32,6 +32,12 @@ func ComponentsTemplateName(goc *v1alpha1.GitOpsCluster) string {
 	return perGitOpsCluster("argocd-components-", goc)
 }
 
+// ExistingArgoCDTemplateName is the deterministic name of a GitOpsCluster's AddOnTemplate for the
+// clusters that keep their own Argo CD, "argocd-existing-<namespace>.<name>", cut like TemplateName.
+func ExistingArgoCDTemplateName(goc *v1alpha1.GitOpsCluster) string {
+	return perGitOpsCluster("argocd-existing-", goc)
+}
+
 func perGitOpsCluster(prefix string, goc *v1alpha1.GitOpsCluster) string {
 	name := prefix + goc.Namespace + "." + goc.Name
 	if len(name) <= validation.DNS1123SubdomainMaxLength {

@@ -328,3 +328,42 @@ func RewriteRegistry(image, registry string) string {
 	}
 	return registry + "/" + image
 }
+
+// ExistingArgoCDConfigMapName is the one object the addon puts on a cluster that keeps its own
+// Argo CD: a ConfigMap in the agent namespace saying so, for a person looking at the cluster.
+const ExistingArgoCDConfigMapName = "argocd-agent-addon-argocd"
+
+// BuildExistingArgoCDTemplate renders the components addon's template for a cluster that keeps
+// its own Argo CD: nothing of Argo CD's, only ExistingArgoCDConfigMapName. OCM's addon manager
+// needs a template to render for every cluster of the addon's placements.
+func BuildExistingArgoCDTemplate(name, addonName string) (*addonv1alpha1.AddOnTemplate, error) {
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return nil, fmt.Errorf("template name %q is invalid: %s", name, strings.Join(errs, "; "))
+	}
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "ConfigMap",
+		"metadata": map[string]any{
+			"name":      ExistingArgoCDConfigMapName,
+			"namespace": addon.DefaultAgentInstallNamespace,
+			"labels":    map[string]any{LabelInstalledBy: addonName},
+		},
+		"data": map[string]any{
+			"argoCDComponents": "Existing",
+			"message":          "the Argo CD of this namespace is not installed by argocd-agent-addon; the ManagedCluster is labelled argocd-agent-addon.open-cluster-management.io/argocd-components=Existing",
+		},
+	}}
+	raw, err := compactJSON(cm.Object)
+	if err != nil {
+		return nil, err
+	}
+	t := &addonv1alpha1.AddOnTemplate{}
+	t.APIVersion = addonv1alpha1.GroupVersion.String()
+	t.Kind = "AddOnTemplate"
+	t.Name = name
+	t.Labels = map[string]string{addon.LabelManagedBy: "argocd-agent-addon", addon.LabelPartOf: "argocd-agent-addon"}
+	t.Spec.AddonName = addonName
+	t.Spec.AgentSpec.Workload.Manifests = []workv1.Manifest{{}}
+	t.Spec.AgentSpec.Workload.Manifests[0].Raw = raw
+	return t, nil
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
@@ -225,5 +226,67 @@ func TestArgoCDComponentsRejectsUnknownValues(t *testing.T) {
 	err := k8s.Create(context.Background(), g)
 	if err == nil || !strings.Contains(err.Error(), "argoCDComponents") {
 		t.Fatalf("create with argoCDComponents=Operator: %v, want a validation error naming the field", err)
+	}
+}
+
+// One registry setting moves every image run on the clusters, and the pull secrets reach every
+// pod of both templates.
+func TestSpokeRegistryAndPullSecrets(t *testing.T) {
+	ctx := context.Background()
+	ns := "components-mirror"
+	createNamespace(t, ns)
+	createManagedClusters(t, "cm-c1")
+	createPlacement(t, ns, "pl")
+	setDecisions(t, ns, "pl", 1, "cm-c1")
+	stopManager()
+	startManagerWith(func(o *manager.Options) {
+		o.Fleet.SpokeImageRegistry = "mirror.example.com:5000"
+		o.Fleet.SpokeImagePullSecrets = []string{"regcred"}
+	})
+	defer func() { stopManager(); startManager() }()
+	createGitOpsCluster(t, ns, "fleet", "pl", withAddress("principal.example.com"))
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, v1alpha1.ReasonAddOnApplied)
+	goc := getGOC(t, ns, "fleet")
+
+	vars := adcVariables(t, ns, goc.Status.AddOnDeploymentConfig)
+	for _, v := range []string{addon.VarAgentImage, addon.VarReloaderImage, addon.VarArgoCDImage, addon.VarRedisImage} {
+		if !strings.HasPrefix(vars[v], "mirror.example.com:5000/") {
+			t.Errorf("%s = %q, not from the mirror", v, vars[v])
+		}
+	}
+	if vars[addon.VarArgoCDImage] != "mirror.example.com:5000/argoproj/argocd:v3.4.3" {
+		t.Errorf("Argo CD image %q", vars[addon.VarArgoCDImage])
+	}
+	for _, name := range []string{goc.Status.AddOnTemplate, names.ComponentsTemplateName(goc)} {
+		tpl := &addonv1alpha1.AddOnTemplate{}
+		if err := k8s.Get(ctx, types.NamespacedName{Name: name}, tpl); err != nil {
+			t.Fatal(err)
+		}
+		pods := 0
+		for _, m := range tpl.Spec.AgentSpec.Workload.Manifests {
+			var o struct {
+				Kind string
+				Spec struct {
+					Template struct {
+						Spec struct {
+							ImagePullSecrets []struct{ Name string }
+						}
+					}
+				}
+			}
+			if err := json.Unmarshal(m.Raw, &o); err != nil {
+				t.Fatal(err)
+			}
+			if o.Kind != "Deployment" && o.Kind != "StatefulSet" {
+				continue
+			}
+			pods++
+			if ps := o.Spec.Template.Spec.ImagePullSecrets; len(ps) != 1 || ps[0].Name != "regcred" {
+				t.Errorf("template %s: a %s pulls with %v", name, o.Kind, ps)
+			}
+		}
+		if pods == 0 {
+			t.Errorf("template %s has no workload", name)
+		}
 	}
 }

@@ -16,12 +16,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 )
 
@@ -328,4 +330,122 @@ func keys[V any](m map[string]V) map[string]bool {
 		out[k] = true
 	}
 	return out
+}
+
+// TestArgoCDComponentsClusterLabel: cluster1 already runs its own Argo CD in the agent namespace
+// (its argocd-cm stands for it) and its ManagedCluster is labelled
+// argocd-components=Existing before a GitOpsCluster that installs the components selects it.
+// OCM installs the agent there, and, through the override on the components
+// ManagedClusterAddOn, nothing of Argo CD's: the user's argocd-cm is never taken over, changed or
+// deleted, no repo-server appears, and after the GitOpsCluster goes the user's objects remain.
+func TestArgoCDComponentsClusterLabel(t *testing.T) {
+	if env == nil {
+		t.Skip(skipWhy)
+	}
+	s := env
+	const cluster, name = "cluster1", "argocd-components-label-e2e"
+	c1 := s.spokes[cluster]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	s.labelClusters(t)
+	setLabel := func(ctx context.Context, value string) {
+		t.Helper()
+		mc := &clusterv1.ManagedCluster{}
+		if err := s.hub.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+			t.Fatal(err)
+		}
+		base := mc.DeepCopy()
+		if value == "" {
+			delete(mc.Labels, v1alpha1.LabelArgoCDComponents)
+		} else {
+			mc.Labels[v1alpha1.LabelArgoCDComponents] = value
+		}
+		if err := s.hub.Patch(ctx, mc, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLabel(ctx, string(v1alpha1.ArgoCDComponentsExisting))
+	if err := client.IgnoreAlreadyExists(c1.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}})); err != nil {
+		t.Fatal(err)
+	}
+	userCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "argocd-cm"}, Data: map[string]string{"installed-by": "the cluster's own admin"}}
+	if err := c1.Create(ctx, userCM); err != nil {
+		t.Fatal(err)
+	}
+	pl := &clusterv1beta1.Placement{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       clusterv1beta1.PlacementSpec{Predicates: placementPredicates([]string{cluster})},
+	}
+	goc := &v1alpha1.GitOpsCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.GitOpsClusterSpec{
+			PlacementRef: v1alpha1.PlacementReference{Kind: "Placement", Name: name},
+			ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{
+				PrincipalServerAddress: "127.0.0.1",
+				PrincipalServerPort:    &intstr.IntOrString{Type: intstr.Int, IntVal: 443},
+			},
+		},
+	}
+	for _, o := range []client.Object{pl, goc} {
+		if err := s.hub.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		for _, o := range []client.Object{goc, pl} {
+			_ = client.IgnoreNotFound(s.hub.Delete(ctx, o))
+		}
+		_ = client.IgnoreNotFound(c1.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "argocd-cm"}}))
+		setLabel(ctx, "")
+	})
+
+	// The user's ConfigMap is watched the whole time: one look at it owned or changed fails.
+	untouched := func(ctx context.Context) string {
+		cm := &corev1.ConfigMap{}
+		if err := c1.Get(ctx, client.ObjectKeyFromObject(userCM), cm); err != nil {
+			return "the user's argocd-cm: " + err.Error()
+		}
+		if ownedByAppliedManifestWork(cm) || cm.Data["installed-by"] != "the cluster's own admin" || len(cm.Data) != 1 {
+			return fmt.Sprintf("the user's argocd-cm was taken over: owners %v, data %v", cm.OwnerReferences, cm.Data)
+		}
+		err := c1.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "argocd-repo-server"}, &appsv1.Deployment{})
+		if !apierrors.IsNotFound(err) {
+			return "a repo-server Deployment was applied: " + getState(err, "Deployment")
+		}
+		return ""
+	}
+	var broken string
+	s.eventually(t, cluster+": agent installed, the components addon applied its no-Argo-CD template", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		if b := untouched(ctx); b != "" && broken == "" {
+			broken = b
+		}
+		if _, err := s.agentDeployment(ctx, cluster); err != nil {
+			return false, getState(err, "agent Deployment")
+		}
+		err := c1.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: spoke.ExistingArgoCDConfigMapName}, &corev1.ConfigMap{})
+		return err == nil, getState(err, "ConfigMap "+spoke.ExistingArgoCDConfigMapName)
+	})
+	// Some more time for a late apply to show.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && broken == "" {
+		broken = untouched(ctx)
+		time.Sleep(500 * time.Millisecond)
+	}
+	if broken != "" {
+		t.Errorf("%s: %s", cluster, broken)
+	}
+
+	if err := s.hub.Delete(ctx, goc); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, cluster+": agent removed with the GitOpsCluster", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		_, err := s.agentDeployment(ctx, cluster)
+		return apierrors.IsNotFound(err), getState(err, "agent Deployment")
+	})
+	if b := untouched(ctx); b != "" {
+		t.Errorf("%s after the GitOpsCluster's deletion: %s", cluster, b)
+	}
 }

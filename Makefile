@@ -37,8 +37,9 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./apis/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Regenerate CRDs into manifests/crds.
+manifests: $(CONTROLLER_GEN) ## Regenerate CRDs into manifests/crds and the spoke's Argo CD objects into pkg/spoke/upstream.
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=manifests/crds
+	go run ./hack/spoke-manifests --out pkg/spoke/upstream
 	hack/sync-generated.sh
 	go run ./hack/render-chart --out manifests/install.yaml
 

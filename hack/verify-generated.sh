@@ -5,11 +5,11 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 
-GENERATED=(apis manifests charts/argocd-agent-addon/crds)
+GENERATED=(apis manifests charts/argocd-agent-addon/crds pkg/spoke/upstream)
 snapshot() {
   local p
   for p in "${GENERATED[@]}"; do
-    [[ -e "$p" ]] && find "$p" -type f \( -name 'zz_generated*.go' -o -name '*.yaml' \) -print0
+    [[ -e "$p" ]] && find "$p" -type f \( -name 'zz_generated*.go' -o -name '*.yaml' -o -name '*.json' -o -name SOURCE \) -print0
   done | sort -z | xargs -0 -r sha256sum
 }
 before="$(snapshot)"

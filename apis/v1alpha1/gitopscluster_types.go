@@ -17,6 +17,24 @@ const (
 	AgentModeAutonomous AgentMode = "autonomous"
 )
 
+// ArgoCDComponents says who provides the Argo CD components the agent drives on each cluster.
+// +kubebuilder:validation:Enum=Install;Existing
+type ArgoCDComponents string
+
+const (
+	// ArgoCDComponentsInstall installs Argo CD's CRDs, application-controller, repo-server and
+	// redis (and the applicationset-controller in autonomous mode) beside the agent, at the Argo
+	// CD release the agent is built against.
+	ArgoCDComponentsInstall ArgoCDComponents = "Install"
+	// ArgoCDComponentsExisting installs only the agent, which uses the Argo CD already running in
+	// its namespace on each cluster.
+	ArgoCDComponentsExisting ArgoCDComponents = "Existing"
+)
+
+// LabelArgoCDComponents on a ManagedCluster set to "Existing" keeps the addon from installing
+// the Argo CD components on that cluster, whatever its GitOpsCluster says.
+const LabelArgoCDComponents = "argocd-agent-addon.open-cluster-management.io/argocd-components"
+
 // PlacementKind is the only kind a placementRef may name.
 const PlacementKind = "Placement"
 
@@ -84,6 +102,15 @@ type ArgoCDAgentAddonSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="principalNamespace must be a DNS label"
 	// +optional
 	PrincipalNamespace string `json:"principalNamespace,omitempty"`
+
+	// ArgoCDComponents: Install (the default) installs the Argo CD components the agent needs on
+	// every selected cluster, in the agent's namespace; Existing installs only the agent, for
+	// clusters that already run Argo CD there. A ManagedCluster labelled
+	// argocd-agent-addon.open-cluster-management.io/argocd-components=Existing gets only the agent.
+	// +kubebuilder:default=Install
+	// +kubebuilder:validation:XValidation:rule="self == 'Install' || self == 'Existing'",message="argoCDComponents must be Install (the addon installs Argo CD beside the agent) or Existing (the cluster's own Argo CD is used)"
+	// +optional
+	ArgoCDComponents ArgoCDComponents `json:"argoCDComponents,omitempty"`
 
 	// RolloutStrategy governs how a change of the agents' configuration rolls across the
 	// selected clusters (All by default; Progressive and ProgressivePerGroup pass through to OCM).
@@ -241,6 +268,20 @@ type GitOpsClusterStatus struct {
 	// AddOnTemplate is the name of the AddOnTemplate this GitOpsCluster owns.
 	// +optional
 	AddOnTemplate string `json:"addOnTemplate,omitempty"`
+
+	// AgentsOnOtherVersion is the number of selected clusters whose agent runs another version
+	// than the principal, which argocd-agent refuses: the image tag of the AddOnDeploymentConfig
+	// OCM last applied on the cluster, against the tag of the principal Deployment's image (of the
+	// GitOpsCluster's agent image when the principal does not run on this hub). It falls to zero
+	// as a version change rolls out.
+	// +optional
+	AgentsOnOtherVersion int32 `json:"agentsOnOtherVersion,omitempty"`
+
+	// ExistingArgoCDClusters is the number of selected clusters that keep their own Argo CD
+	// (labelled argocd-agent-addon.open-cluster-management.io/argocd-components=Existing) while
+	// the GitOpsCluster installs the components on the others.
+	// +optional
+	ExistingArgoCDClusters int32 `json:"existingArgoCDClusters,omitempty"`
 
 	// RevokedAgents is the number of clusters in spec.revokedClusters whose agent is revoked.
 	// +optional

@@ -31,6 +31,9 @@ type DeploymentConfigInput struct {
 	AgentImage, ReloaderImage string
 	// LogLevel is the agent's --log-level; empty means DefaultLogLevel.
 	LogLevel string
+	// ArgoCDImage and RedisImage are the images of the Argo CD components the addon installs
+	// beside the agent; both empty when it installs none.
+	ArgoCDImage, RedisImage string
 }
 
 // BuildDeploymentConfig returns the AddOnDeploymentConfig that carries the
@@ -80,6 +83,17 @@ func BuildDeploymentConfig(in DeploymentConfigInput) (*addonv1alpha1.AddOnDeploy
 		{Name: VarAgentImage, Value: in.AgentImage},
 		{Name: VarReloaderImage, Value: in.ReloaderImage},
 		{Name: VarLogLevel, Value: logLevel},
+	}
+	if in.ArgoCDImage != "" || in.RedisImage != "" {
+		if err := validateImage("Argo CD image", in.ArgoCDImage); err != nil {
+			return nil, err
+		}
+		if err := validateImage("redis image", in.RedisImage); err != nil {
+			return nil, err
+		}
+		vars = append(vars,
+			addonv1alpha1.CustomizedVariable{Name: VarArgoCDImage, Value: in.ArgoCDImage},
+			addonv1alpha1.CustomizedVariable{Name: VarRedisImage, Value: in.RedisImage})
 	}
 	// The typed checks above are stricter; this is the last line of defence
 	// that keeps every value safe for OCM's unescaped substitution.

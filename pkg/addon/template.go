@@ -38,6 +38,8 @@ type TemplateInput struct {
 	Mode string
 	// Subject optionally replaces OCM's default certificate subject; nil keeps it.
 	Subject *addonv1alpha1.Subject
+	// ImagePullSecrets are added to the agent pod; the Secrets must exist in the agent namespace.
+	ImagePullSecrets []string
 }
 
 // UnreadableSigningCAName is the signingCA the template names: a Secret of that name cannot
@@ -65,7 +67,7 @@ func BuildAddOnTemplate(in TemplateInput) (*addonv1alpha1.AddOnTemplate, error) 
 		roleBinding(),
 		clusterRole(in.AddonName, in.Mode),
 		clusterRoleBinding(in.AddonName),
-		deployment(in.SignerName),
+		deployment(in.SignerName, in.ImagePullSecrets),
 	}
 	manifests := make([]workv1.Manifest, 0, len(objs))
 	for _, obj := range objs {
@@ -130,6 +132,11 @@ func validateTemplateInput(in TemplateInput) error {
 	}
 	if err := validateMode(in.Mode); err != nil {
 		return err
+	}
+	for _, name := range in.ImagePullSecrets {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return fmt.Errorf("image pull secret name %q is invalid: %s", name, strings.Join(errs, "; "))
+		}
 	}
 	if in.Subject != nil && in.Subject.User == "" {
 		return fmt.Errorf("certificate subject is set but its user is empty")
@@ -405,7 +412,7 @@ func resources(cpuReq, memReq, cpuLim, memLim string) corev1.ResourceRequirement
 //
 // The client-certificate volume is deliberately absent: OCM adds it, and the
 // mount at ClientCertMountDir, to every container of the Deployment.
-func deployment(signerName string) *appsv1.Deployment {
+func deployment(signerName string, pullSecrets []string) *appsv1.Deployment {
 	selector := map[string]string{LabelName: AgentName, LabelPartOf: partOfValue}
 	podLabels := spokeLabels()
 	podLabels[LabelComponent] = "agent"
@@ -483,9 +490,18 @@ func deployment(signerName string) *appsv1.Deployment {
 						RunAsGroup:     ptr.To[int64](AgentRunAsUser),
 						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 					},
-					Containers: []corev1.Container{agent, reloader},
+					Containers:       []corev1.Container{agent, reloader},
+					ImagePullSecrets: pullSecretRefs(pullSecrets),
 				},
 			},
 		},
 	}
+}
+
+func pullSecretRefs(names []string) []corev1.LocalObjectReference {
+	var refs []corev1.LocalObjectReference
+	for _, n := range names {
+		refs = append(refs, corev1.LocalObjectReference{Name: n})
+	}
+	return refs
 }

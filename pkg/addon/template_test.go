@@ -628,3 +628,21 @@ func decorateNamespaceLikeOCM(t *testing.T, manifest, installNS string) string {
 	}
 	return string(out)
 }
+
+func TestImagePullSecretsReachTheAgentPod(t *testing.T) {
+	in := validTemplateInput(t)
+	in.ImagePullSecrets = []string{"regcred"}
+	r := renderTemplate(t, mustTemplate(t, in), mustADC(t, validADCInput()))
+	if got := r.deployment.Spec.Template.Spec.ImagePullSecrets; len(got) != 1 || got[0].Name != "regcred" {
+		t.Errorf("agent pod imagePullSecrets %v, want [regcred]", got)
+	}
+	in.ImagePullSecrets = []string{"Not A Name"}
+	if _, err := BuildAddOnTemplate(in); err == nil {
+		t.Error("an invalid pull secret name was accepted")
+	}
+	in.ImagePullSecrets = nil
+	r = renderTemplate(t, mustTemplate(t, in), mustADC(t, validADCInput()))
+	if got := r.deployment.Spec.Template.Spec.ImagePullSecrets; len(got) != 0 {
+		t.Errorf("no pull secrets configured, pod has %v", got)
+	}
+}

@@ -17,6 +17,9 @@ const (
 	VarAgentImage    = "ARGOCD_AGENT_IMAGE"
 	VarReloaderImage = "CERT_RELOADER_IMAGE"
 	VarLogLevel      = "ARGOCD_AGENT_LOG_LEVEL"
+	// VarArgoCDImage and VarRedisImage are the images of the Argo CD components (pkg/spoke).
+	VarArgoCDImage = "ARGOCD_IMAGE"
+	VarRedisImage  = "ARGOCD_REDIS_IMAGE"
 )
 
 // OCM built-in variables. OCM sets them itself and they override any

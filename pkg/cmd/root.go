@@ -123,6 +123,8 @@ func newManagerCommand() *cobra.Command {
 	fs.StringVar(&f.PrincipalDeploymentName, "principal-deployment", f.PrincipalDeploymentName, "Name of the principal Deployment (its image is the agents' default; it is restarted when its certificate changes).")
 	fs.StringVar(&f.DefaultAgentImage, "default-agent-image", f.DefaultAgentImage, "Agent image when neither the GitOpsCluster nor the principal Deployment names one.")
 	fs.StringVar(&f.ReloaderImage, "reloader-image", f.ReloaderImage, "This project's image, run next to each agent to restart it when its certificate is renewed.")
+	fs.StringVar(&f.SpokeImageRegistry, "spoke-image-registry", f.SpokeImageRegistry, "Registry (host[:port][/path]) that replaces the registry of every image run on the managed clusters: agent, cert-reloader, Argo CD and redis. Empty keeps each image's own.")
+	fs.StringSliceVar(&f.SpokeImagePullSecrets, "spoke-image-pull-secrets", f.SpokeImagePullSecrets, "Secrets (comma-separated names, in the agent namespace of each managed cluster) that every pod the addon runs there pulls its images with.")
 	fs.StringVar(&f.DefaultAgentNamespace, "default-agent-namespace", f.DefaultAgentNamespace, "Managed-cluster namespace of the agent when the GitOpsCluster sets none.")
 	fs.DurationVar(&f.CAValidity, "ca-validity", f.CAValidity, "Lifetime of a hub CA created by the manager.")
 	fs.DurationVar(&f.ServerCertValidity, "server-cert-validity", f.ServerCertValidity, "Lifetime of the principal and resource-proxy serving certificates.")

@@ -24,6 +24,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
 
 // DeploymentConfigPrefix starts the names of a GitOpsCluster's AddOnDeploymentConfigs (same
@@ -89,6 +90,13 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	if err != nil {
 		return addOnNames{}, err
 	}
+	image = spoke.RewriteRegistry(image, r.Config.SpokeImageRegistry)
+	var argoCDImages spoke.Images
+	if componentsWanted(goc) {
+		if argoCDImages, err = r.spokeImages(); err != nil {
+			return addOnNames{}, err
+		}
+	}
 	agentNS := goc.Spec.ArgoCDAgentAddon.AgentNamespace
 	if agentNS == "" {
 		agentNS = r.Config.DefaultAgentNamespace
@@ -100,7 +108,9 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 
 	adc, err := addon.BuildDeploymentConfig(addon.DeploymentConfigInput{
 		Name: DeploymentConfigPrefix(goc) + "pending", Namespace: goc.Namespace, AgentInstallNamespace: agentNS,
-		ServerAddress: ep.Address, ServerPort: ep.Port, Mode: mode, AgentImage: image, ReloaderImage: r.Config.ReloaderImage,
+		ServerAddress: ep.Address, ServerPort: ep.Port, Mode: mode, AgentImage: image,
+		ReloaderImage: spoke.RewriteRegistry(r.Config.ReloaderImage, r.Config.SpokeImageRegistry),
+		ArgoCDImage:   argoCDImages.ArgoCD, RedisImage: argoCDImages.Redis,
 	})
 	if err != nil {
 		return addOnNames{}, fmt.Errorf("building AddOnDeploymentConfig: %w", err)
@@ -127,7 +137,7 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	tmpl, err := addon.BuildAddOnTemplate(addon.TemplateInput{
 		AddonName: r.Config.AddonName, TemplateName: names.TemplateName(goc), SignerName: r.Config.SignerName,
 		SigningCANamespace: principalNS,
-		CABundlePEM:        hub.Bundle, Mode: mode,
+		CABundlePEM:        hub.Bundle, Mode: mode, ImagePullSecrets: r.Config.SpokeImagePullSecrets,
 	})
 	if err != nil {
 		return addOnNames{}, fmt.Errorf("building AddOnTemplate: %w", err)
@@ -159,13 +169,16 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	if err := r.applyCMAEntry(ctx, goc, &entry); err != nil {
 		return addOnNames{}, fmt.Errorf("writing ClusterManagementAddOn %s: %w", r.Config.AddonName, err)
 	}
+	if err := r.applyComponents(ctx, goc, mode, types.NamespacedName{Namespace: adc.Namespace, Name: adc.Name}, rollout); err != nil {
+		return addOnNames{}, err
+	}
 	// Templates of this GitOpsCluster under an earlier naming scheme are no longer referenced.
 	var templates addonv1alpha1.AddOnTemplateList
 	if err := r.Client.List(ctx, &templates, client.MatchingLabels{v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name}); err != nil {
 		return addOnNames{}, err
 	}
 	for i := range templates.Items {
-		if old := &templates.Items[i]; old.Name != tmpl.Name {
+		if old := &templates.Items[i]; old.Name != tmpl.Name && old.Name != names.ComponentsTemplateName(goc) && old.Name != names.ExistingArgoCDTemplateName(goc) {
 			if err := r.Client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
 				return addOnNames{}, fmt.Errorf("deleting the replaced AddOnTemplate %s: %w", old.Name, err)
 			}
@@ -192,7 +205,11 @@ func (r *Reconciler) templateOwner(ctx context.Context, name string) (string, er
 // (or none, to remove it). Entries of other GitOpsClusters belong to their own field managers
 // and are left untouched. Nothing is sent when the live object already matches.
 func (r *Reconciler) applyCMAEntry(ctx context.Context, goc *v1alpha1.GitOpsCluster, entry *addonv1alpha1.PlacementStrategy) error {
-	desired := addon.BuildClusterManagementAddOn(r.Config.AddonName, "argocd-agent")
+	return r.applyCMAEntryTo(ctx, goc, addon.BuildClusterManagementAddOn(r.Config.AddonName, "argocd-agent"), entry)
+}
+
+// applyCMAEntryTo is applyCMAEntry for any of the addons a GitOpsCluster configures.
+func (r *Reconciler) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCluster, desired *addonv1alpha1.ClusterManagementAddOn, entry *addonv1alpha1.PlacementStrategy) error {
 	live := &addonv1alpha1.ClusterManagementAddOn{}
 	reader := client.Reader(r.Client)
 	if entry == nil && r.APIReader != nil {

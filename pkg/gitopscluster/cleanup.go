@@ -25,24 +25,13 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 	if err := r.revokeOwnedAgents(ctx, goc); err != nil {
 		return err
 	}
-	if err := r.applyCMAEntry(ctx, goc, nil); err != nil {
+	if err := r.releaseAddOnEntries(ctx, goc); err != nil {
 		return err
 	}
-	cma := &addonv1alpha1.ClusterManagementAddOn{}
-	reader := client.Reader(r.Client)
-	if r.APIReader != nil {
-		reader = r.APIReader
-	}
-	if err := reader.Get(ctx, types.NamespacedName{Name: r.Config.AddonName}, cma); err == nil {
-		if len(cma.Spec.InstallStrategy.Placements) == 0 && isOurs(cma) {
-			// Only the object we saw empty: another GitOpsCluster may be adding its entry.
-			pre := client.Preconditions{ResourceVersion: &cma.ResourceVersion}
-			if err := r.Client.Delete(ctx, cma, pre); err != nil && !apierrors.IsNotFound(err) {
-				return err
-			}
+	for _, name := range []string{r.Config.AddonName, ComponentsAddonName(r.Config.AddonName)} {
+		if err := r.deleteEmptyCMA(ctx, name); err != nil {
+			return err
 		}
-	} else if !apierrors.IsNotFound(err) {
-		return err
 	}
 
 	owner := client.MatchingLabels{v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name}
@@ -77,6 +66,27 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 		}
 	}
 	return patchFinalizer(ctx, r.Client, goc, controllerutil.RemoveFinalizer)
+}
+
+// deleteEmptyCMA deletes the ClusterManagementAddOn of that name if it is ours and lists no
+// placement any more.
+func (r *Reconciler) deleteEmptyCMA(ctx context.Context, name string) error {
+	cma := &addonv1alpha1.ClusterManagementAddOn{}
+	reader := client.Reader(r.Client)
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
+	if err := reader.Get(ctx, types.NamespacedName{Name: name}, cma); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if len(cma.Spec.InstallStrategy.Placements) == 0 && isOurs(cma) {
+		// Only the object we saw empty: another GitOpsCluster may be adding its entry.
+		pre := client.Preconditions{ResourceVersion: &cma.ResourceVersion}
+		if err := r.Client.Delete(ctx, cma, pre); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return nil
 }
 
 // restartPrincipalIfNeeded stamps the principal's pod template with the hash of its serving

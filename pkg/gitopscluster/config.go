@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 )
 
 // Config holds the names and lifetimes the reconciler uses; every name has a manager flag.
@@ -27,6 +28,11 @@ type Config struct {
 	ReloaderImage string
 	// DefaultAgentNamespace is the spoke namespace of the agent when the spec sets none.
 	DefaultAgentNamespace string
+	// SpokeImageRegistry, when set, replaces the registry of every image run on the managed
+	// clusters (agent, cert-reloader, Argo CD, redis): a mirror for private registries and air gaps.
+	SpokeImageRegistry string
+	// SpokeImagePullSecrets are added to every pod the addon runs on the managed clusters.
+	SpokeImagePullSecrets []string
 	// Certificate lifetimes.
 	CAValidity            time.Duration
 	ServerCertValidity    time.Duration
@@ -60,7 +66,7 @@ func DefaultConfig() Config {
 		ResourceProxyServiceName: "argocd-agent-resource-proxy",
 		ResourceProxyPort:        9090,
 		PrincipalDeploymentName:  "argocd-agent-principal",
-		DefaultAgentImage:        "quay.io/argoprojlabs/argocd-agent:v0.9.0",
+		DefaultAgentImage:        version.DefaultAgentImage,
 		ReloaderImage:            "argocd-agent-addon:latest",
 		DefaultAgentNamespace:    "argocd",
 		CAValidity:               5 * 365 * 24 * time.Hour,
@@ -101,3 +107,7 @@ const (
 	// AnnotationSkipReconcile stops the hub application-controller from using the secret.
 	AnnotationSkipReconcile = "argocd.argoproj.io/skip-reconcile"
 )
+
+// ComponentsAddonName is the ClusterManagementAddOn that installs the Argo CD components beside
+// the agents of addon addonName.
+func ComponentsAddonName(addonName string) string { return addonName + "-argocd" }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -37,6 +38,10 @@ type Reconciler struct {
 	APIReader client.Reader
 	Recorder  events.EventRecorder
 	Config    Config
+
+	// ComponentsAddOns caches the components addon's ManagedClusterAddOns; SetupWithManager
+	// makes it when nil.
+	ComponentsAddOns cache.Cache
 
 	departures departures
 	exclusive  exclusiveCache
@@ -251,7 +256,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonPlacementInUse, msg)
 		// Release whatever this GitOpsCluster applied before the other one came first.
-		if err := r.applyCMAEntry(ctx, goc, nil); err != nil {
+		if err := r.releaseAddOnEntries(ctx, goc); err != nil {
 			return ctrl.Result{}, err
 		}
 	} else if disc.Endpoint == nil {
@@ -266,6 +271,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		status.AddOnTemplate = applied.template
 		status.AddOnDeploymentConfig = applied.config
 		if obs.selected != nil {
+			if status.ExistingArgoCDClusters, err = r.applyClusterOptOuts(ctx, goc, obs.selected); err != nil {
+				return ctrl.Result{}, err
+			}
 			waiting, err := r.pruneDeploymentConfigs(ctx, goc, applied.config, sets.List(obs.selected))
 			if err != nil {
 				return ctrl.Result{}, err
@@ -281,9 +289,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	// 6. Agent availability.
+	// 6. Agent availability, and agents a version change has not reached yet.
 	if err := r.observeAgents(ctx, obs, status, setCond); err != nil {
 		return ctrl.Result{}, err
+	}
+	if obs.selected != nil && r.namespaceManaged(principalNS) {
+		if status.AgentsOnOtherVersion, err = r.agentsOnOtherVersion(ctx, goc, principalNS, sets.List(obs.selected)); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 
 	// 7. Summary.

@@ -36,7 +36,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(&legacyMigration{r: r}); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b, err := r.watchClusterOptOuts(mgr, ctrl.NewControllerManagedBy(mgr))
+	if err != nil {
+		return err
+	}
+	return b.
 		Named("gitopscluster").
 		For(&v1alpha1.GitOpsCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&clusterv1beta1.Placement{}, handler.EnqueueRequestsFromMapFunc(r.forPlacement)).
@@ -52,7 +56,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[ledger.LabelRecord] != ""
 		}))).
-		Watches(&addonv1alpha1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(r.named(r.Config.AddonName))).
+		Watches(&addonv1alpha1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forAll),
+			builder.WithPredicates(predicate.Or(r.named(r.Config.AddonName), r.named(ComponentsAddonName(r.Config.AddonName))))).
 		Watches(&addonv1alpha1.ManagedClusterAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forManagedClusterAddOn),
 			builder.WithPredicates(r.named(r.Config.AddonName), predicate.Or(availabilityChanged(), configReferencesChanged()))).
 		// A GitOpsCluster going away may hand its clusters to a younger one.

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"regexp"
+	"strings"
 	"time"
 
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
@@ -116,8 +119,20 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("leader election needs lease duration > renew deadline > retry period > 0, got %s, %s, %s",
 			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
 	}
+	if r := o.Fleet.SpokeImageRegistry; r != "" && !spokeRegistryPattern.MatchString(r) {
+		errs = append(errs, fmt.Errorf("--spoke-image-registry %q is not a registry host[:port][/path]", r))
+	}
+	for _, n := range o.Fleet.SpokeImagePullSecrets {
+		if msgs := validation.IsDNS1123Subdomain(n); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--spoke-image-pull-secrets: %q is not a Secret name: %s", n, strings.Join(msgs, "; ")))
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// spokeRegistryPattern is a registry host with an optional port and path: the value lands in
+// image references on every cluster, unescaped.
+var spokeRegistryPattern = regexp.MustCompile(`^[a-zA-Z0-9.-]+(:[0-9]+)?(/[a-z0-9._/-]+)?$`)
 
 // checkLoopback accepts "" and "0" (off) and host:port addresses whose host is localhost or
 // a loopback IP. A bare ":port" listens on every interface, so it is refused too.
@@ -215,8 +230,9 @@ func CacheOptions(opts Options) cache.Options {
 		&certificatesv1.CertificateSigningRequest{}: {Field: fields.OneTermEqualSelector("spec.signerName", opts.Fleet.SignerName)},
 		// Only this addon's ManagedClusterAddOns: a hub carries one per addon per cluster.
 		&addonv1alpha1.ManagedClusterAddOn{}: {Field: byName(opts.Fleet.AddonName)},
-		// The reconciler tells its own server-side-apply entry by the CMA's managed fields.
-		&addonv1alpha1.ClusterManagementAddOn{}: {Field: byName(opts.Fleet.AddonName), Transform: keepAll},
+		// The reconciler tells its own server-side-apply entry by the CMA's managed fields. All
+		// CMAs (one per addon on the hub, a handful): the agent's and the Argo CD components'.
+		&addonv1alpha1.ClusterManagementAddOn{}: {Transform: keepAll},
 		// Every ManagedCluster, but only what is read of it.
 		&clusterv1.ManagedCluster{}: {Transform: TrimManagedCluster},
 	}

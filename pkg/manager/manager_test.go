@@ -118,6 +118,11 @@ func TestValidate(t *testing.T) {
 		"renew deadline past lease":  {func(o *Options) { o.RenewDeadline = 20 * time.Second }, "lease duration > renew deadline"},
 		"retry period past renew":    {func(o *Options) { o.RetryPeriod = 10 * time.Second }, "lease duration > renew deadline"},
 		"zero retry period":          {func(o *Options) { o.RetryPeriod = 0 }, "lease duration > renew deadline"},
+		"spoke mirror":               {func(o *Options) { o.Fleet.SpokeImageRegistry = "mirror.example.com:5000/argo" }, ""},
+		"spoke mirror with scheme":   {func(o *Options) { o.Fleet.SpokeImageRegistry = "https://mirror.example.com" }, "--spoke-image-registry"},
+		"spoke mirror with quote":    {func(o *Options) { o.Fleet.SpokeImageRegistry = `mirror"x` }, "--spoke-image-registry"},
+		"pull secrets":               {func(o *Options) { o.Fleet.SpokeImagePullSecrets = []string{"regcred", "mirror.creds"} }, ""},
+		"pull secret not a name":     {func(o *Options) { o.Fleet.SpokeImagePullSecrets = []string{"Reg Cred"} }, "--spoke-image-pull-secrets"},
 		"longer timings, still right": {func(o *Options) {
 			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = time.Minute, 45*time.Second, 5*time.Second
 		}, ""},

@@ -23,7 +23,23 @@ const CASecretName = "argocd-agent-ca"
 // two and no two GitOpsClusters share a name; one whose name would pass the 253 characters of
 // a DNS subdomain is cut and ends in a hash of the full namespace/name instead.
 func TemplateName(goc *v1alpha1.GitOpsCluster) string {
-	name := templatePrefix + goc.Namespace + "." + goc.Name
+	return perGitOpsCluster(templatePrefix, goc)
+}
+
+// ComponentsTemplateName is the deterministic name of a GitOpsCluster's AddOnTemplate of the Argo
+// CD components (cluster-scoped), "argocd-components-<namespace>.<name>", cut like TemplateName.
+func ComponentsTemplateName(goc *v1alpha1.GitOpsCluster) string {
+	return perGitOpsCluster("argocd-components-", goc)
+}
+
+// ExistingArgoCDTemplateName is the deterministic name of a GitOpsCluster's AddOnTemplate for the
+// clusters that keep their own Argo CD, "argocd-existing-<namespace>.<name>", cut like TemplateName.
+func ExistingArgoCDTemplateName(goc *v1alpha1.GitOpsCluster) string {
+	return perGitOpsCluster("argocd-existing-", goc)
+}
+
+func perGitOpsCluster(prefix string, goc *v1alpha1.GitOpsCluster) string {
+	name := prefix + goc.Namespace + "." + goc.Name
 	if len(name) <= validation.DNS1123SubdomainMaxLength {
 		return name
 	}

@@ -296,8 +296,9 @@ func (f *fleetFixture) checkCleanState(t *testing.T) map[string]string {
 	if err := hub.List(ctx, &adcs, client.InNamespace(f.ns), owner); err != nil {
 		t.Fatal(err)
 	}
-	if len(templates.Items) != 1 || len(adcs.Items) != 1 {
-		t.Errorf("%d AddOnTemplates and %d AddOnDeploymentConfigs, want one each", len(templates.Items), len(adcs.Items))
+	// The agent's template and the Argo CD components' template.
+	if len(templates.Items) != 2 || len(adcs.Items) != 1 {
+		t.Errorf("%d AddOnTemplates and %d AddOnDeploymentConfigs, want two templates and one config", len(templates.Items), len(adcs.Items))
 	}
 	store := ledger.Store{Client: hub, Reader: hub, Namespace: f.ns}
 	if bl, err := store.Blocklist(ctx); err != nil || len(bl) > 0 {

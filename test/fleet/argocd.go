@@ -94,6 +94,12 @@ type ArgoCDOptions struct {
 	CmdParams map[string]string
 	// StartTimeout bounds the wait for each component to report healthy. Default: 3 minutes.
 	StartTimeout time.Duration
+	// InstalledCRDs uses the Argo CD CRDs already on the cluster (put there by the addon, say)
+	// instead of installing those of BinDir.
+	InstalledCRDs bool
+	// InstalledRedisPassword runs Redis with the password in the cluster's Secret argocd-redis
+	// (key auth), which must exist, instead of writing a new one there.
+	InstalledRedisPassword bool
 }
 
 // ArgoCD is Argo CD running against one cluster of the fleet.
@@ -107,9 +113,10 @@ type ArgoCD struct {
 	// Processes are the components, in start order.
 	Processes []*Process
 
-	redis    *argoRedis
-	stopOnce sync.Once
-	stopErr  error
+	redis           *argoRedis
+	keepRedisSecret bool
+	stopOnce        sync.Once
+	stopErr         error
 }
 
 // StartArgoCD installs and starts Argo CD on cluster ("hub" or a managed cluster) and returns
@@ -139,17 +146,28 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 	if err != nil {
 		return nil, err
 	}
-	if err := f.installCRDs(ctx, cp, []string{filepath.Join(opts.BinDir, "crds")}); err != nil {
-		return nil, err
+	if !opts.InstalledCRDs {
+		if err := f.installCRDs(ctx, cp, []string{filepath.Join(opts.BinDir, "crds")}); err != nil {
+			return nil, err
+		}
 	}
 	if err := ensureNamespaces(ctx, c, opts.Namespace); err != nil {
 		return nil, err
 	}
 
-	a := &ArgoCD{Cluster: cluster, Namespace: opts.Namespace}
+	a := &ArgoCD{Cluster: cluster, Namespace: opts.Namespace, keepRedisSecret: opts.InstalledRedisPassword}
 	redisPassword, err := randomKey()
 	if err != nil {
 		return nil, err
+	}
+	if opts.InstalledRedisPassword {
+		s := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: "argocd-redis"}, s); err != nil {
+			return nil, fmt.Errorf("%s: reading the Redis password: %w", cluster, err)
+		}
+		if redisPassword = string(s.Data["auth"]); redisPassword == "" {
+			return nil, fmt.Errorf("%s: Secret %s/argocd-redis has no auth key", cluster, opts.Namespace)
+		}
 	}
 	if a.redis, err = startArgoRedis(redisPassword); err != nil {
 		return nil, err
@@ -213,7 +231,7 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 		}, fmt.Sprintf("http://127.0.0.1:%d/metrics", appsetMetrics)})
 	}
 	for _, s := range specs {
-		env, err := manifest.env(ctx, c, s.name, a.Namespace)
+		env, err := manifest.env(ctx, c, s.name, a.Namespace, map[string]map[string]string{"argocd-cm": opts.ArgoCDCM, "argocd-cmd-params-cm": cmdParams})
 		if err != nil {
 			return fail(err)
 		}
@@ -318,7 +336,11 @@ func (a *ArgoCD) applySettings(ctx context.Context, c client.Client, m *argoMani
 		ObjectMeta: metav1.ObjectMeta{Name: "argocd-redis", Labels: map[string]string{"app.kubernetes.io/part-of": "argocd"}},
 		Data:       map[string][]byte{"auth": []byte(redisPassword)},
 	}
-	for _, s := range append(m.secrets, redisSecret) {
+	secrets := m.secrets
+	if !a.keepRedisSecret {
+		secrets = append(secrets, redisSecret)
+	}
+	for _, s := range secrets {
 		s := s.DeepCopy()
 		s.Namespace = a.Namespace
 		if s.Name == "argocd-secret" {
@@ -478,12 +500,19 @@ func readArgoManifest(path string) (*argoManifest, error) {
 // env resolves a component's environment as the kubelet would for its container: literal
 // values, ConfigMap and Secret keys (read from the cluster, where applySettings wrote them;
 // a missing optional key leaves the variable unset) and the pod's namespace.
-func (m *argoManifest) env(ctx context.Context, c client.Client, component, namespace string) ([]string, error) {
+//
+// pinned values (ConfigMap name, then key) are used as they are, whatever the ConfigMap holds
+// by now: the harness's own wiring must hold even when something else owns the ConfigMap (the
+// addon's ManifestWork puts Argo CD's defaults back).
+func (m *argoManifest) env(ctx context.Context, c client.Client, component, namespace string, pinned map[string]map[string]string) ([]string, error) {
 	var out []string
 	for _, e := range m.env0[component] {
 		switch {
 		case e.ValueFrom == nil:
 			out = append(out, e.Name+"="+e.Value)
+		case e.ValueFrom.ConfigMapKeyRef != nil && pinned[e.ValueFrom.ConfigMapKeyRef.Name] != nil &&
+			pinned[e.ValueFrom.ConfigMapKeyRef.Name][e.ValueFrom.ConfigMapKeyRef.Key] != "":
+			out = append(out, e.Name+"="+pinned[e.ValueFrom.ConfigMapKeyRef.Name][e.ValueFrom.ConfigMapKeyRef.Key])
 		case e.ValueFrom.ConfigMapKeyRef != nil:
 			ref := e.ValueFrom.ConfigMapKeyRef
 			cm := &corev1.ConfigMap{}

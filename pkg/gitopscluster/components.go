@@ -1,0 +1,111 @@
+package gitopscluster
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
+)
+
+// The Argo CD components go to the clusters through an addon of their own (ComponentsAddonName),
+// listing the same Placement, AddOnDeploymentConfig and rollout strategy as the agent's addon:
+//   - OCM mounts a CustomSigner registration's client certificate into every Deployment of a
+//     template, so components in the agent's template would carry the agent's private key into
+//     the repo-server, which runs the tools of every repository it renders;
+//   - a GitOpsCluster that uses the clusters' existing Argo CD simply has no entry there, and
+//     removing the entry uninstalls the components without touching the agent.
+
+// componentsWanted reports whether the GitOpsCluster installs the Argo CD components.
+func componentsWanted(goc *v1alpha1.GitOpsCluster) bool {
+	return goc.Spec.ArgoCDAgentAddon.ArgoCDComponents != v1alpha1.ArgoCDComponentsExisting
+}
+
+// spokeImages are the images of the paired Argo CD release, from the configured registry.
+func (r *Reconciler) spokeImages() (spoke.Images, error) {
+	imgs, err := spoke.UpstreamImages()
+	if err != nil {
+		return spoke.Images{}, err
+	}
+	return spoke.Images{
+		ArgoCD: spoke.RewriteRegistry(imgs.ArgoCD, r.Config.SpokeImageRegistry),
+		Redis:  spoke.RewriteRegistry(imgs.Redis, r.Config.SpokeImageRegistry),
+	}, nil
+}
+
+func (r *Reconciler) componentsCMA() *addonv1alpha1.ClusterManagementAddOn {
+	cma := addon.BuildClusterManagementAddOn(ComponentsAddonName(r.Config.AddonName), "argocd-components")
+	cma.Spec.AddOnMeta.Description = "Installs, beside each argocd-agent agent, the Argo CD components it drives (" + spoke.Source() + ")."
+	return cma
+}
+
+// applyComponents writes the components template and this GitOpsCluster's entry of the
+// components addon, or removes both when the clusters' existing Argo CD is to be used.
+func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, mode string, adc types.NamespacedName, rollout clusterv1alpha1.RolloutStrategy) error {
+	cma := r.componentsCMA()
+	name := names.ComponentsTemplateName(goc)
+	if !componentsWanted(goc) {
+		if err := r.applyCMAEntryTo(ctx, goc, cma, nil); err != nil {
+			return fmt.Errorf("releasing ClusterManagementAddOn %s: %w", cma.Name, err)
+		}
+		return r.deleteOwnedTemplate(ctx, goc, name)
+	}
+	tmpl, err := spoke.BuildAddOnTemplate(spoke.Input{
+		TemplateName: name, AddonName: cma.Name, Mode: mode, ImagePullSecrets: r.Config.SpokeImagePullSecrets,
+	})
+	if err != nil {
+		return fmt.Errorf("building the Argo CD components AddOnTemplate: %w", err)
+	}
+	mergeLabels(tmpl, ownerLabels(goc))
+	if other, err := r.templateOwner(ctx, tmpl.Name); err != nil {
+		return err
+	} else if other != "" && other != goc.Namespace+"/"+goc.Name {
+		return fmt.Errorf("AddOnTemplate %s belongs to GitOpsCluster %s; it is not overwritten", tmpl.Name, other)
+	}
+	if err := r.createOrUpdate(ctx, tmpl, func(live client.Object) bool {
+		l := live.(*addonv1alpha1.AddOnTemplate)
+		if equality.Semantic.DeepEqual(l.Spec, tmpl.Spec) && labelsContain(l.Labels, tmpl.Labels) {
+			return false
+		}
+		l.Spec = tmpl.Spec
+		mergeLabels(l, tmpl.Labels)
+		return true
+	}); err != nil {
+		return fmt.Errorf("writing AddOnTemplate %s: %w", tmpl.Name, err)
+	}
+	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, tmpl.Name, adc, rollout)
+	if err := r.applyCMAEntryTo(ctx, goc, cma, &entry); err != nil {
+		return fmt.Errorf("writing ClusterManagementAddOn %s: %w", cma.Name, err)
+	}
+	return nil
+}
+
+// deleteOwnedTemplate deletes the AddOnTemplate of that name if this GitOpsCluster owns it.
+func (r *Reconciler) deleteOwnedTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, name string) error {
+	live := &addonv1alpha1.AddOnTemplate{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !labelsContain(live.Labels, ownerLabels(goc)) {
+		return nil
+	}
+	pre := client.Preconditions{UID: &live.UID}
+	return client.IgnoreNotFound(r.Client.Delete(ctx, live, pre))
+}
+
+// releaseAddOnEntries removes this GitOpsCluster's entries from the agent's and the components'
+// ClusterManagementAddOns.
+func (r *Reconciler) releaseAddOnEntries(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+	if err := r.applyCMAEntry(ctx, goc, nil); err != nil {
+		return err
+	}
+	return r.applyCMAEntryTo(ctx, goc, r.componentsCMA(), nil)
+}

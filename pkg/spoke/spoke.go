@@ -1,0 +1,369 @@
+// Package spoke builds the AddOnTemplate of the Argo CD components that argocd-agent's agent drives
+// on every managed cluster: the Argo CD CRDs, application-controller, repo-server and redis, and in
+// autonomous mode the applicationset-controller, with their RBAC and configuration.
+//
+// The objects are Argo CD's own core install of the release the agent is paired with
+// (version.ArgoCDVersion), generated into upstream/ by hack/spoke-manifests and embedded here. The
+// builder changes only what a template addon must: the namespace (OCM moves it to the agent's),
+// the names of cluster-scoped RBAC (so that they cannot collide with an Argo CD already installed
+// on the cluster), the images (template variables, so that a registry mirror applies), image pull
+// secrets, and an orphaning annotation on the CRDs.
+package spoke
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+)
+
+//go:embed upstream/*.json upstream/SOURCE
+var upstreamFS embed.FS
+
+// Source names the module version and file the embedded objects come from.
+func Source() string {
+	raw, _ := upstreamFS.ReadFile("upstream/SOURCE")
+	return strings.TrimSpace(string(raw))
+}
+
+// Images the upstream manifests name, found in them: the Argo CD image every Argo CD container
+// runs, and the redis image.
+type Images struct {
+	ArgoCD, Redis string
+}
+
+// Input is what the components template depends on.
+type Input struct {
+	// TemplateName is the AddOnTemplate's name; AddonName the components addon it belongs to.
+	TemplateName, AddonName string
+	// Mode is "managed" or "autonomous"; autonomous adds the ApplicationSet CRD and controller.
+	Mode string
+	// ImagePullSecrets are added to every pod; the Secrets must exist in the agent namespace.
+	ImagePullSecrets []string
+}
+
+// LabelInstalledBy marks every object the components template creates, so that a person (and a
+// test) can tell the addon's objects from an Argo CD installed by other means.
+const LabelInstalledBy = "argocd-agent-addon.open-cluster-management.io/installed-by"
+
+// Component names, as the app.kubernetes.io/name label of Argo CD's manifests has them.
+const (
+	appSetControllerName = "argocd-applicationset-controller"
+	appSetCRDName        = "applicationsets.argoproj.io"
+)
+
+// clusterScoped are the kinds of the core install that have no namespace.
+var clusterScoped = map[string]bool{"CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true}
+
+// Objects returns the upstream objects for a mode, in a fixed order: CRDs first, then RBAC,
+// configuration and workloads. Each call returns fresh copies.
+func Objects(mode string) ([]*unstructured.Unstructured, error) {
+	if mode != addon.ModeManaged && mode != addon.ModeAutonomous {
+		return nil, fmt.Errorf("agent mode %q is invalid: must be %q or %q", mode, addon.ModeManaged, addon.ModeAutonomous)
+	}
+	paths, err := fs.Glob(upstreamFS, "upstream/*.json")
+	if err != nil {
+		return nil, err
+	}
+	var objs []*unstructured.Unstructured
+	for _, p := range paths {
+		raw, err := upstreamFS.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		o := &unstructured.Unstructured{}
+		if err := o.UnmarshalJSON(raw); err != nil {
+			return nil, fmt.Errorf("%s: %w", path.Base(p), err)
+		}
+		if mode == addon.ModeManaged && isAppSet(o) {
+			continue
+		}
+		objs = append(objs, o)
+	}
+	sort.SliceStable(objs, func(i, j int) bool { return kindOrder(objs[i].GetKind()) < kindOrder(objs[j].GetKind()) })
+	return objs, nil
+}
+
+func isAppSet(o *unstructured.Unstructured) bool {
+	if o.GetKind() == "CustomResourceDefinition" {
+		return o.GetName() == appSetCRDName
+	}
+	return o.GetLabels()[addon.LabelName] == appSetControllerName
+}
+
+func kindOrder(kind string) int {
+	for i, k := range []string{"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+		"ConfigMap", "Secret", "Service", "NetworkPolicy", "Deployment", "StatefulSet"} {
+		if k == kind {
+			return i
+		}
+	}
+	return 100
+}
+
+// UpstreamImages reads the images the embedded manifests run.
+func UpstreamImages() (Images, error) {
+	objs, err := Objects(addon.ModeAutonomous)
+	if err != nil {
+		return Images{}, err
+	}
+	var imgs Images
+	for _, o := range objs {
+		for _, c := range containers(o) {
+			image, _, _ := unstructured.NestedString(c, "image")
+			switch {
+			case isArgoCDImage(image):
+				if imgs.ArgoCD != "" && imgs.ArgoCD != image {
+					return Images{}, fmt.Errorf("the manifests name two Argo CD images, %s and %s", imgs.ArgoCD, image)
+				}
+				imgs.ArgoCD = image
+			case isRedisImage(image):
+				imgs.Redis = image
+			default:
+				return Images{}, fmt.Errorf("%s %s runs image %s, which the builder does not know", o.GetKind(), o.GetName(), image)
+			}
+		}
+	}
+	if imgs.ArgoCD == "" || imgs.Redis == "" {
+		return Images{}, fmt.Errorf("the manifests name no Argo CD or no redis image (%+v)", imgs)
+	}
+	return imgs, nil
+}
+
+func isArgoCDImage(image string) bool {
+	repo, _, _ := strings.Cut(image, ":")
+	return strings.HasSuffix(repo, "/argoproj/argocd")
+}
+
+func isRedisImage(image string) bool {
+	repo, _, _ := strings.Cut(image, ":")
+	return strings.HasSuffix(repo, "/redis")
+}
+
+// BuildAddOnTemplate renders the components AddOnTemplate. It has no registration: the Argo CD
+// pods need no hub identity, and OCM mounts a registration's client certificate into every
+// Deployment of a template, so keeping the components out of the agent's template keeps the
+// agent's private key out of the repo-server and the other Argo CD pods.
+func BuildAddOnTemplate(in Input) (*addonv1alpha1.AddOnTemplate, error) {
+	if errs := validation.IsDNS1123Subdomain(in.TemplateName); len(errs) > 0 {
+		return nil, fmt.Errorf("template name %q is invalid: %s", in.TemplateName, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Label(in.AddonName); len(errs) > 0 {
+		return nil, fmt.Errorf("addon name %q is invalid: %s", in.AddonName, strings.Join(errs, "; "))
+	}
+	for _, s := range in.ImagePullSecrets {
+		if errs := validation.IsDNS1123Subdomain(s); len(errs) > 0 {
+			return nil, fmt.Errorf("image pull secret name %q is invalid: %s", s, strings.Join(errs, "; "))
+		}
+	}
+	objs, err := Objects(in.Mode)
+	if err != nil {
+		return nil, err
+	}
+	objs = append(objs, agentToRedisPolicy())
+	manifests := make([]workv1.Manifest, 0, len(objs))
+	for _, o := range objs {
+		if err := adapt(o, in); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		raw, err := compactJSON(o.Object)
+		if err != nil {
+			return nil, err
+		}
+		manifests = append(manifests, workv1.Manifest{})
+		manifests[len(manifests)-1].Raw = raw
+	}
+	t := &addonv1alpha1.AddOnTemplate{}
+	t.APIVersion = addonv1alpha1.GroupVersion.String()
+	t.Kind = "AddOnTemplate"
+	t.Name = in.TemplateName
+	t.Labels = map[string]string{addon.LabelManagedBy: "argocd-agent-addon", addon.LabelPartOf: "argocd-agent-addon"}
+	t.Spec.AddonName = in.AddonName
+	t.Spec.AgentSpec.Workload.Manifests = manifests
+	return t, nil
+}
+
+// AgentRedisPolicyName names the NetworkPolicy that lets the agent reach redis.
+const AgentRedisPolicyName = "argocd-agent-agent-redis-network-policy"
+
+// agentToRedisPolicy admits the argocd-agent agent to redis: Argo CD's own redis policy admits
+// only Argo CD's components, and policies add up, so a second one opens exactly this path.
+func agentToRedisPolicy() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "networking.k8s.io/v1",
+		"kind":       "NetworkPolicy",
+		"metadata":   map[string]any{"name": AgentRedisPolicyName},
+		"spec": map[string]any{
+			"podSelector": map[string]any{"matchLabels": map[string]any{addon.LabelName: "argocd-redis"}},
+			"policyTypes": []any{"Ingress"},
+			"ingress": []any{map[string]any{
+				"from":  []any{map[string]any{"podSelector": map[string]any{"matchLabels": map[string]any{addon.LabelName: addon.AgentName}}}},
+				"ports": []any{map[string]any{"protocol": "TCP", "port": int64(6379)}},
+			}},
+		},
+	}}
+}
+
+// ClusterRoleName is the name a cluster-scoped RBAC object of the core install gets: Argo CD's own
+// install names them after the component only, so an Argo CD already installed in another
+// namespace would otherwise have its ClusterRoleBinding rebound to the addon's ServiceAccount.
+// The {{INSTALL_NAMESPACE}} tag keeps installs into two namespaces of one cluster apart.
+func ClusterRoleName(addonName, upstreamName string) string {
+	return addonName + ":" + upstreamName + ":{{" + addon.VarInstallNamespace + "}}"
+}
+
+func adapt(o *unstructured.Unstructured, in Input) error {
+	labels := o.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelInstalledBy] = in.AddonName
+	o.SetLabels(labels)
+
+	if !clusterScoped[o.GetKind()] {
+		// OCM's template addon moves every namespaced object to the ADC's agentInstallNamespace.
+		o.SetNamespace(addon.DefaultAgentInstallNamespace)
+	}
+	switch o.GetKind() {
+	case "CustomResourceDefinition":
+		// Deleting a CRD deletes every Application on the cluster; the CRDs stay when the addon
+		// is removed, as Helm leaves the CRDs of a chart.
+		annotations := o.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[addonv1alpha1.DeletionOrphanAnnotationKey] = ""
+		o.SetAnnotations(annotations)
+	case "ClusterRole":
+		o.SetName(ClusterRoleName(in.AddonName, o.GetName()))
+	case "ClusterRoleBinding":
+		o.SetName(ClusterRoleName(in.AddonName, o.GetName()))
+		ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name")
+		if err := unstructured.SetNestedField(o.Object, ClusterRoleName(in.AddonName, ref), "roleRef", "name"); err != nil {
+			return err
+		}
+	case "Deployment", "StatefulSet":
+		return adaptPodTemplate(o, in)
+	}
+	return nil
+}
+
+func adaptPodTemplate(o *unstructured.Unstructured, in Input) error {
+	for _, field := range []string{"initContainers", "containers"} {
+		list, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", field)
+		if err != nil {
+			return err
+		}
+		for i := range list {
+			c := list[i].(map[string]any)
+			image, _ := c["image"].(string)
+			switch {
+			case isArgoCDImage(image):
+				c["image"] = "{{" + addon.VarArgoCDImage + "}}"
+			case isRedisImage(image):
+				c["image"] = "{{" + addon.VarRedisImage + "}}"
+			default:
+				return fmt.Errorf("container %v runs image %q, which the builder does not know", c["name"], image)
+			}
+		}
+		if len(list) > 0 {
+			if err := unstructured.SetNestedSlice(o.Object, list, "spec", "template", "spec", field); err != nil {
+				return err
+			}
+		}
+	}
+	if len(in.ImagePullSecrets) > 0 {
+		refs := make([]any, 0, len(in.ImagePullSecrets))
+		for _, s := range in.ImagePullSecrets {
+			refs = append(refs, map[string]any{"name": s})
+		}
+		if err := unstructured.SetNestedSlice(o.Object, refs, "spec", "template", "spec", "imagePullSecrets"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func containers(o *unstructured.Unstructured) []map[string]any {
+	var out []map[string]any
+	for _, field := range []string{"initContainers", "containers"} {
+		list, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", field)
+		for _, c := range list {
+			if m, ok := c.(map[string]any); ok {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// compactJSON encodes as the API server re-encodes a stored manifest (keys sorted, <, > and &
+// escaped), so a template read back compares equal to a freshly built one and a resync writes
+// nothing.
+func compactJSON(v any) ([]byte, error) {
+	return json.Marshal(v)
+}
+
+// RewriteRegistry replaces the registry of an image reference with registry (a host, optionally
+// with a port and a path prefix, e.g. mirror.example.com/argo). A reference without a registry
+// (docker.io's short form) gets registry prepended. An empty registry leaves the image alone.
+func RewriteRegistry(image, registry string) string {
+	registry = strings.TrimSuffix(registry, "/")
+	if registry == "" {
+		return image
+	}
+	first, rest, found := strings.Cut(image, "/")
+	if found && (strings.ContainsAny(first, ".:") || first == "localhost") {
+		return registry + "/" + rest
+	}
+	return registry + "/" + image
+}
+
+// ExistingArgoCDConfigMapName is the one object the addon puts on a cluster that keeps its own
+// Argo CD: a ConfigMap in the agent namespace saying so, for a person looking at the cluster.
+const ExistingArgoCDConfigMapName = "argocd-agent-addon-argocd"
+
+// BuildExistingArgoCDTemplate renders the components addon's template for a cluster that keeps
+// its own Argo CD: nothing of Argo CD's, only ExistingArgoCDConfigMapName. OCM's addon manager
+// needs a template to render for every cluster of the addon's placements.
+func BuildExistingArgoCDTemplate(name, addonName string) (*addonv1alpha1.AddOnTemplate, error) {
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return nil, fmt.Errorf("template name %q is invalid: %s", name, strings.Join(errs, "; "))
+	}
+	cm := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1",
+		"kind":       "ConfigMap",
+		"metadata": map[string]any{
+			"name":      ExistingArgoCDConfigMapName,
+			"namespace": addon.DefaultAgentInstallNamespace,
+			"labels":    map[string]any{LabelInstalledBy: addonName},
+		},
+		"data": map[string]any{
+			"argoCDComponents": "Existing",
+			"message":          "the Argo CD of this namespace is not installed by argocd-agent-addon; the ManagedCluster is labelled argocd-agent-addon.open-cluster-management.io/argocd-components=Existing",
+		},
+	}}
+	raw, err := compactJSON(cm.Object)
+	if err != nil {
+		return nil, err
+	}
+	t := &addonv1alpha1.AddOnTemplate{}
+	t.APIVersion = addonv1alpha1.GroupVersion.String()
+	t.Kind = "AddOnTemplate"
+	t.Name = name
+	t.Labels = map[string]string{addon.LabelManagedBy: "argocd-agent-addon", addon.LabelPartOf: "argocd-agent-addon"}
+	t.Spec.AddonName = addonName
+	t.Spec.AgentSpec.Workload.Manifests = []workv1.Manifest{{}}
+	t.Spec.AgentSpec.Workload.Manifests[0].Raw = raw
+	return t, nil
+}

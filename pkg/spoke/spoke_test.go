@@ -1,0 +1,393 @@
+package spoke
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
+)
+
+const testAddon = "argocd-agent-addon-argocd"
+
+func build(t *testing.T, mode string, pullSecrets ...string) *addonv1alpha1.AddOnTemplate {
+	t.Helper()
+	tpl, err := BuildAddOnTemplate(Input{TemplateName: "argocd-components-ns.goc", AddonName: testAddon, Mode: mode, ImagePullSecrets: pullSecrets})
+	if err != nil {
+		t.Fatalf("BuildAddOnTemplate: %v", err)
+	}
+	return tpl
+}
+
+var tagPattern = regexp.MustCompile(`\{\{([^{}]*)\}\}`)
+
+// render substitutes tags as OCM's template addon does and moves namespaced objects to the
+// install namespace as its namespace decorator does.
+func render(t *testing.T, tpl *addonv1alpha1.AddOnTemplate, values map[string]string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	for _, m := range tpl.Spec.AgentSpec.Workload.Manifests {
+		s := tagPattern.ReplaceAllStringFunc(string(m.Raw), func(tag string) string {
+			v, ok := values[tag[2:len(tag)-2]]
+			if !ok {
+				t.Fatalf("unknown tag %s", tag)
+			}
+			return v
+		})
+		o := &unstructured.Unstructured{}
+		if err := o.UnmarshalJSON([]byte(s)); err != nil {
+			t.Fatalf("rendered manifest is not an object: %v", err)
+		}
+		if o.GetNamespace() != "" {
+			o.SetNamespace(values[addon.VarInstallNamespace])
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func testValues() map[string]string {
+	return map[string]string{
+		addon.VarInstallNamespace: "gitops",
+		addon.VarArgoCDImage:      "mirror.example.com/argoproj/argocd:v3.4.3",
+		addon.VarRedisImage:       "mirror.example.com/docker/library/redis:8.2.3-alpine",
+	}
+}
+
+func names(objs []*unstructured.Unstructured) []string {
+	var n []string
+	for _, o := range objs {
+		n = append(n, o.GetKind()+"/"+o.GetName())
+	}
+	return n
+}
+
+func TestUpstreamIsThePairedArgoCDRelease(t *testing.T) {
+	want := "github.com/argoproj/argo-cd/v3@" + version.ArgoCDVersion + " manifests/core-install.yaml"
+	if Source() != want {
+		t.Fatalf("embedded manifests come from %q, want %q: run make manifests", Source(), want)
+	}
+	imgs, err := UpstreamImages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if imgs.ArgoCD != "quay.io/argoproj/argocd:"+version.ArgoCDVersion {
+		t.Errorf("Argo CD image %q is not the paired release %s", imgs.ArgoCD, version.ArgoCDVersion)
+	}
+}
+
+func TestComponentsPerMode(t *testing.T) {
+	common := []string{
+		"CustomResourceDefinition/applications.argoproj.io", "CustomResourceDefinition/appprojects.argoproj.io",
+		"StatefulSet/argocd-application-controller", "Deployment/argocd-repo-server", "Deployment/argocd-redis",
+		"ConfigMap/argocd-cm", "ConfigMap/argocd-cmd-params-cm", "Secret/argocd-secret", "Service/argocd-redis",
+		"Service/argocd-repo-server", "NetworkPolicy/" + AgentRedisPolicyName,
+	}
+	appSet := []string{"CustomResourceDefinition/applicationsets.argoproj.io", "Deployment/argocd-applicationset-controller"}
+	for _, mode := range []string{addon.ModeManaged, addon.ModeAutonomous} {
+		got := names(render(t, build(t, mode), testValues()))
+		for _, w := range common {
+			if !slices.Contains(got, w) {
+				t.Errorf("%s: %s is missing from %v", mode, w, got)
+			}
+		}
+		for _, w := range appSet {
+			if slices.Contains(got, w) != (mode == addon.ModeAutonomous) {
+				t.Errorf("%s: %s present=%v, want present only in autonomous mode", mode, w, !slices.Contains(got, w))
+			}
+		}
+		for _, absent := range []string{"Deployment/argocd-server", "Deployment/argocd-dex-server", "Deployment/argocd-notifications-controller"} {
+			if slices.Contains(got, absent) {
+				t.Errorf("%s: %s is installed, but the agent does not need it", mode, absent)
+			}
+		}
+		if got[0] != "CustomResourceDefinition/applications.argoproj.io" {
+			t.Errorf("%s: CRDs must come first, got %v", mode, got)
+		}
+	}
+}
+
+// OCM's work webhook refuses a ManifestWork over 500 KiB and OCM's addon manager fills each work
+// up to its budget (500 KiB in addon-framework v1.2, 400 KiB later): every object must fit alone.
+// The AddOnTemplate itself is one etcd object, 1.5 MiB at most.
+func TestSizesFitOCMAndEtcd(t *testing.T) {
+	const workBudget, etcdLimit = 400 * 1024, 1536 * 1024
+	for _, mode := range []string{addon.ModeManaged, addon.ModeAutonomous} {
+		tpl := build(t, mode)
+		largest, largestName := 0, ""
+		for _, m := range tpl.Spec.AgentSpec.Workload.Manifests {
+			if len(m.Raw) > largest {
+				largest = len(m.Raw)
+				var meta struct{ Metadata struct{ Name string } }
+				_ = json.Unmarshal(m.Raw, &meta)
+				largestName = meta.Metadata.Name
+			}
+		}
+		raw, err := json.Marshal(tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: template %d bytes in %d manifests; largest %s %d bytes", mode, len(raw), len(tpl.Spec.AgentSpec.Workload.Manifests), largestName, largest)
+		if largest > workBudget {
+			t.Errorf("%s: %s is %d bytes, more than one ManifestWork's budget of %d", mode, largestName, largest, workBudget)
+		}
+		if len(raw) > etcdLimit*3/4 {
+			t.Errorf("%s: the AddOnTemplate is %d bytes, too close to etcd's limit of %d", mode, len(raw), etcdLimit)
+		}
+	}
+}
+
+func TestImagesAreVariablesAndPullSecretsReachEveryPod(t *testing.T) {
+	tpl := build(t, addon.ModeAutonomous, "regcred", "mirror-creds")
+	for _, m := range tpl.Spec.AgentSpec.Workload.Manifests {
+		if strings.Contains(string(m.Raw), "quay.io/") || strings.Contains(string(m.Raw), "public.ecr.aws/") {
+			t.Errorf("a literal upstream image is left in %s", m.Raw[:min(len(m.Raw), 200)])
+		}
+	}
+	pods := 0
+	for _, o := range render(t, tpl, testValues()) {
+		if o.GetKind() != "Deployment" && o.GetKind() != "StatefulSet" {
+			continue
+		}
+		pods++
+		spec := podSpec(t, o)
+		var secrets []string
+		for _, s := range spec.ImagePullSecrets {
+			secrets = append(secrets, s.Name)
+		}
+		if !slices.Equal(secrets, []string{"regcred", "mirror-creds"}) {
+			t.Errorf("%s %s: imagePullSecrets %v", o.GetKind(), o.GetName(), secrets)
+		}
+		for _, c := range append(spec.InitContainers, spec.Containers...) {
+			if !strings.HasPrefix(c.Image, "mirror.example.com/") {
+				t.Errorf("%s %s container %s runs %s, not from the mirror", o.GetKind(), o.GetName(), c.Name, c.Image)
+			}
+		}
+	}
+	if pods != 4 {
+		t.Errorf("found %d workloads, want 4 (controller, repo-server, redis, applicationset-controller)", pods)
+	}
+	for _, o := range render(t, build(t, addon.ModeManaged), testValues()) {
+		if o.GetKind() == "Deployment" || o.GetKind() == "StatefulSet" {
+			if got := podSpec(t, o).ImagePullSecrets; len(got) != 0 {
+				t.Errorf("no pull secrets configured, but %s has %v", o.GetName(), got)
+			}
+		}
+	}
+}
+
+func podSpec(t *testing.T, o *unstructured.Unstructured) corev1.PodSpec {
+	t.Helper()
+	raw, err := o.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch o.GetKind() {
+	case "Deployment":
+		var d appsv1.Deployment
+		if err := json.Unmarshal(raw, &d); err != nil {
+			t.Fatal(err)
+		}
+		return d.Spec.Template.Spec
+	case "StatefulSet":
+		var s appsv1.StatefulSet
+		if err := json.Unmarshal(raw, &s); err != nil {
+			t.Fatal(err)
+		}
+		return s.Spec.Template.Spec
+	}
+	t.Fatalf("%s is not a workload", o.GetKind())
+	return corev1.PodSpec{}
+}
+
+// The restricted Pod Security Standard, as the API server's PodSecurity admission checks it for
+// the fields these pods set.
+func TestPodsMeetTheRestrictedProfile(t *testing.T) {
+	for _, o := range render(t, build(t, addon.ModeAutonomous), testValues()) {
+		if o.GetKind() != "Deployment" && o.GetKind() != "StatefulSet" {
+			continue
+		}
+		spec := podSpec(t, o)
+		psc := spec.SecurityContext
+		if psc == nil {
+			psc = &corev1.PodSecurityContext{}
+		}
+		if spec.HostNetwork || spec.HostPID || spec.HostIPC {
+			t.Errorf("%s uses host namespaces", o.GetName())
+		}
+		for _, v := range spec.Volumes {
+			if v.HostPath != nil {
+				t.Errorf("%s mounts a hostPath", o.GetName())
+			}
+		}
+		for _, c := range append(spec.InitContainers, spec.Containers...) {
+			sc := c.SecurityContext
+			if sc == nil {
+				t.Errorf("%s/%s has no securityContext", o.GetName(), c.Name)
+				continue
+			}
+			if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+				t.Errorf("%s/%s allows privilege escalation", o.GetName(), c.Name)
+			}
+			if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") || len(sc.Capabilities.Add) > 0 {
+				t.Errorf("%s/%s does not drop ALL capabilities", o.GetName(), c.Name)
+			}
+			if !(sc.RunAsNonRoot != nil && *sc.RunAsNonRoot) && !(psc.RunAsNonRoot != nil && *psc.RunAsNonRoot) {
+				t.Errorf("%s/%s may run as root", o.GetName(), c.Name)
+			}
+			seccomp := sc.SeccompProfile
+			if seccomp == nil {
+				seccomp = psc.SeccompProfile
+			}
+			if seccomp == nil || seccomp.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("%s/%s has no RuntimeDefault seccomp profile", o.GetName(), c.Name)
+			}
+			if sc.Privileged != nil && *sc.Privileged {
+				t.Errorf("%s/%s is privileged", o.GetName(), c.Name)
+			}
+		}
+	}
+}
+
+// An Argo CD installed on the cluster by other means names its cluster-scoped RBAC after the
+// component; the addon's must never land on those names, or applying the template would rebind
+// that Argo CD's ClusterRoleBinding to the addon's ServiceAccount (and removing the addon would
+// delete it).
+func TestClusterScopedObjectsCannotCollideWithAStockInstall(t *testing.T) {
+	stock := map[string]bool{}
+	objs, err := Objects(addon.ModeAutonomous)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		stock[o.GetKind()+"/"+o.GetName()] = true
+	}
+	for _, o := range render(t, build(t, addon.ModeAutonomous), testValues()) {
+		switch o.GetKind() {
+		case "ClusterRole", "ClusterRoleBinding":
+			if stock[o.GetKind()+"/"+o.GetName()] {
+				t.Errorf("%s %s has the stock install's name", o.GetKind(), o.GetName())
+			}
+			if !strings.HasSuffix(o.GetName(), ":gitops") {
+				t.Errorf("%s %s does not name the install namespace", o.GetKind(), o.GetName())
+			}
+		}
+		if o.GetKind() == "ClusterRoleBinding" {
+			raw, _ := o.MarshalJSON()
+			var crb rbacv1.ClusterRoleBinding
+			if err := json.Unmarshal(raw, &crb); err != nil {
+				t.Fatal(err)
+			}
+			if crb.RoleRef.Name != o.GetName() {
+				t.Errorf("ClusterRoleBinding %s binds %s", o.GetName(), crb.RoleRef.Name)
+			}
+		}
+	}
+}
+
+// CRDs are never deleted with the addon (that would delete every Application on the cluster);
+// everything else is, and everything carries the installed-by label.
+func TestOnlyCRDsAreOrphaned(t *testing.T) {
+	for _, o := range render(t, build(t, addon.ModeAutonomous), testValues()) {
+		_, orphan := o.GetAnnotations()[addonv1alpha1.DeletionOrphanAnnotationKey]
+		if orphan != (o.GetKind() == "CustomResourceDefinition") {
+			t.Errorf("%s %s: orphaned=%v", o.GetKind(), o.GetName(), orphan)
+		}
+		if o.GetLabels()[LabelInstalledBy] != testAddon {
+			t.Errorf("%s %s lacks the installed-by label", o.GetKind(), o.GetName())
+		}
+		if o.GetKind() != "CustomResourceDefinition" && o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && o.GetNamespace() != "gitops" {
+			t.Errorf("%s %s is in namespace %q, want the install namespace", o.GetKind(), o.GetName(), o.GetNamespace())
+		}
+	}
+}
+
+func TestRewriteRegistry(t *testing.T) {
+	for _, c := range []struct{ image, registry, want string }{
+		{"quay.io/argoproj/argocd:v3.4.3", "mirror.example.com", "mirror.example.com/argoproj/argocd:v3.4.3"},
+		{"public.ecr.aws/docker/library/redis:8.2.3-alpine", "mirror.example.com:5000/cache/", "mirror.example.com:5000/cache/docker/library/redis:8.2.3-alpine"},
+		{"localhost/agent:v1", "reg.local", "reg.local/agent:v1"},
+		{"redis:8", "reg.local", "reg.local/redis:8"},
+		{"library/redis:8", "reg.local", "reg.local/library/redis:8"},
+		{"quay.io/argoproj/argocd:v3.4.3", "", "quay.io/argoproj/argocd:v3.4.3"},
+	} {
+		if got := RewriteRegistry(c.image, c.registry); got != c.want {
+			t.Errorf("RewriteRegistry(%q, %q) = %q, want %q", c.image, c.registry, got, c.want)
+		}
+	}
+}
+
+func TestBuildRejectsBadInput(t *testing.T) {
+	for _, in := range []Input{
+		{TemplateName: "t", AddonName: testAddon, Mode: "pull"},
+		{TemplateName: "T_", AddonName: testAddon, Mode: addon.ModeManaged},
+		{TemplateName: "t", AddonName: testAddon, Mode: addon.ModeManaged, ImagePullSecrets: []string{"Bad Name"}},
+	} {
+		if _, err := BuildAddOnTemplate(in); err == nil {
+			t.Errorf("BuildAddOnTemplate(%+v) succeeded", in)
+		}
+	}
+}
+
+// The redis password is made on each cluster by redis's own init container, as Argo CD's install
+// does, with a Role that lets its ServiceAccount create that Secret: the template carries no
+// password, so no two clusters share one through it.
+func TestRedisPasswordIsGeneratedOnTheCluster(t *testing.T) {
+	objs := render(t, build(t, addon.ModeManaged), testValues())
+	var redis *unstructured.Unstructured
+	var role rbacv1.Role
+	var binding rbacv1.RoleBinding
+	for _, o := range objs {
+		raw, _ := o.MarshalJSON()
+		switch o.GetKind() + "/" + o.GetName() {
+		case "Secret/" + addon.RedisSecretName:
+			t.Fatalf("the template carries the redis password Secret %s", o.GetName())
+		case "Deployment/argocd-redis":
+			redis = o
+		case "Role/argocd-redis":
+			if err := json.Unmarshal(raw, &role); err != nil {
+				t.Fatal(err)
+			}
+		case "RoleBinding/argocd-redis":
+			if err := json.Unmarshal(raw, &binding); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if strings.Contains(string(raw), `"auth":`) {
+			t.Errorf("%s %s holds an auth key", o.GetKind(), o.GetName())
+		}
+	}
+	if redis == nil {
+		t.Fatal("no redis Deployment")
+	}
+	spec := podSpec(t, redis)
+	if len(spec.InitContainers) != 1 || strings.Join(spec.InitContainers[0].Command, " ") != "argocd admin redis-initial-password" {
+		t.Fatalf("redis init containers %+v do not generate the password", spec.InitContainers)
+	}
+	if spec.ServiceAccountName != "argocd-redis" || binding.RoleRef.Name != "argocd-redis" || len(binding.Subjects) != 1 || binding.Subjects[0].Name != "argocd-redis" {
+		t.Errorf("redis runs as %q, bound by %+v", spec.ServiceAccountName, binding)
+	}
+	canCreate := false
+	for _, r := range role.Rules {
+		if slices.Contains(r.Resources, "secrets") && slices.Contains(r.Verbs, "create") {
+			canCreate = true
+		}
+	}
+	if !canCreate {
+		t.Errorf("Role argocd-redis cannot create the password Secret: %+v", role.Rules)
+	}
+	env := spec.Containers[0].Env
+	if len(env) == 0 || env[0].ValueFrom == nil || env[0].ValueFrom.SecretKeyRef == nil ||
+		env[0].ValueFrom.SecretKeyRef.Name != addon.RedisSecretName || env[0].ValueFrom.SecretKeyRef.Key != addon.RedisSecretKey {
+		t.Errorf("redis does not read its password from %s/%s: %+v", addon.RedisSecretName, addon.RedisSecretKey, env)
+	}
+}

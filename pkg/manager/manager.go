@@ -30,9 +30,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
 
@@ -73,6 +75,8 @@ type Options struct {
 	// Signer configures the CSR signer; its signer and addon names are taken from Fleet, so
 	// the two never disagree.
 	Signer signer.Config
+	// PullModel configures the basic pull model (Applications delivered as ManifestWorks).
+	PullModel pullmodelsetup.Config
 }
 
 // DefaultOptions returns the flag defaults.
@@ -94,6 +98,7 @@ func DefaultOptions() Options {
 		SignerConcurrency:        16,
 		Fleet:                    gitopscluster.DefaultConfig(),
 		Signer:                   signer.DefaultConfig(),
+		PullModel:                pullmodelsetup.DefaultConfig(),
 	}
 }
 
@@ -105,6 +110,9 @@ func (o Options) Validate() error {
 	}
 	if o.GitOpsClusterConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--gitopscluster-concurrency must be at least 1, got %d", o.GitOpsClusterConcurrency))
+	}
+	if o.PullModel.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("--pull-model-concurrency must be at least 1, got %d", o.PullModel.Concurrency))
 	}
 	if o.SignerConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--signer-concurrency must be at least 1, got %d", o.SignerConcurrency))
@@ -171,6 +179,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		clusterv1beta1.Install,
 		addonv1alpha1.Install,
 		workv1.Install,
+		reportv1alpha1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return nil, err
@@ -192,7 +201,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&signer.Reconciler{Config: sc}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CSR signer: %w", err)
 	}
-	return nil
+	return pullmodelsetup.Setup(ctx, mgr, opts.PullModel)
 }
 
 // ClientOptions are the manager client's options. Every read that must not be stale (ledgers
@@ -225,6 +234,10 @@ func CacheOptions(opts Options) cache.Options {
 		byObject[&appsv1.Deployment{}] = cache.ByObject{Namespaces: only}
 		byObject[&corev1.Service{}] = cache.ByObject{Namespaces: only}
 		ours.Namespaces = only
+	}
+	// The basic pull model's marked Applications, its own ManifestWorks, ApplicationSet metadata.
+	for obj, by := range pullmodelsetup.CacheByObject() {
+		byObject[obj] = by
 	}
 	// Set once: the map is keyed by pointer, so a second &corev1.ConfigMap{} would be another
 	// entry for the same kind, and controller-runtime would keep either one at random.

@@ -1,0 +1,79 @@
+package propagation
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+)
+
+// sweeper is the safety net behind the event-driven cleanup: every SweepInterval it checks,
+// from the cache, that each pull-model ManifestWork still has a marked hub Application that
+// wants it there, and deletes it otherwise.
+type sweeper struct{ r *Reconciler }
+
+// NeedLeaderElection: only the leader deletes.
+func (s *sweeper) NeedLeaderElection() bool { return true }
+
+func (s *sweeper) Start(ctx context.Context) error {
+	t := time.NewTicker(s.r.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if n, err := s.r.Sweep(ctx); err != nil {
+				log.FromContext(ctx).Error(err, "pull-model orphan sweep")
+			} else if n > 0 {
+				log.FromContext(ctx).Info("pull-model orphan sweep deleted ManifestWorks whose hub Application is gone", "count", n)
+			}
+		}
+	}
+}
+
+// Sweep deletes every pull-model ManifestWork that no marked hub Application wants, and
+// returns how many it deleted.
+func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
+	list := &workv1.ManifestWorkList{}
+	if err := r.Client.List(ctx, list, client.HasLabels{pullmodel.LabelPull}); err != nil {
+		return 0, err
+	}
+	n := 0
+	for i := range list.Items {
+		w := &list.Items[i]
+		if w.DeletionTimestamp != nil || r.wanted(ctx, w) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, w, client.Preconditions{UID: &w.UID}); client.IgnoreNotFound(err) != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// wanted reports whether a ManifestWork is the current one of a live, marked Application. When
+// in doubt (a read error) it is kept.
+func (r *Reconciler) wanted(ctx context.Context, w *workv1.ManifestWork) bool {
+	a := w.Annotations
+	if a[pullmodel.AnnotationHubAppNamespace] == "" || a[pullmodel.AnnotationHubAppName] == "" {
+		return true // not one this controller made from an Application
+	}
+	app := pullmodel.NewApplication()
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: a[pullmodel.AnnotationHubAppNamespace], Name: a[pullmodel.AnnotationHubAppName]}, app)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false
+	case err != nil:
+		return true
+	}
+	return pullmodel.Marked(app) && app.GetDeletionTimestamp() == nil &&
+		w.Namespace == pullmodel.TargetCluster(app) && w.Name == pullmodel.WorkName(app.GetName(), string(app.GetUID()))
+}

@@ -89,8 +89,37 @@ func OCMCRDDirs() ([]string, error) {
 	return dirs, nil
 }
 
+var (
+	argoOnce sync.Once
+	argoDir  string
+	argoErr  error
+)
+
+// ArgoCDCRDDir returns the folder of Argo CD's CRDs (Application, AppProject, ApplicationSet)
+// that hack/argocd-binaries.sh keeps from the pinned Argo CD module ($ARGOCD_BINARIES_DIR when
+// set; else the script finds or builds them).
+func ArgoCDCRDDir() (string, error) {
+	argoOnce.Do(func() {
+		dir := os.Getenv("ARGOCD_BINARIES_DIR")
+		if dir == "" {
+			cmd := exec.Command(filepath.Join(RepoRoot(), "hack", "argocd-binaries.sh"))
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
+			if err != nil {
+				argoErr = fmt.Errorf("hack/argocd-binaries.sh: %w", err)
+				return
+			}
+			dir = strings.TrimSpace(string(out))
+		}
+		argoDir = filepath.Join(dir, "crds")
+	})
+	return argoDir, argoErr
+}
+
 // Options tune Start.
 type Options struct {
+	// WithArgoCD also installs Argo CD's CRDs (see ArgoCDCRDDir).
+	WithArgoCD bool
 	// WithoutOCM installs only the project's own CRDs.
 	WithoutOCM bool
 	// WithoutProjectCRDs leaves the GitOpsCluster CRD out, for tests that install it (Helm).
@@ -115,6 +144,13 @@ func Start(opts Options) (*Env, error) {
 			return nil, err
 		}
 		crdDirs = append(crdDirs, ocm...)
+	}
+	if opts.WithArgoCD {
+		dir, err := ArgoCDCRDDir()
+		if err != nil {
+			return nil, err
+		}
+		crdDirs = append(crdDirs, dir)
 	}
 	scheme, err := manager.NewScheme()
 	if err != nil {

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -31,7 +31,10 @@ import (
 
 // Reconciler keeps one ManifestWork per marked hub Application, keyed by the Application.
 type Reconciler struct {
+	// Client writes; Reader reads, from the manager's cache (the client itself would read
+	// unstructured Applications from the API server).
 	Client   client.Client
+	Reader   client.Reader
 	Recorder events.EventRecorder
 	// Concurrency is how many Applications are reconciled at once.
 	Concurrency int
@@ -46,6 +49,9 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder("argocd-agent-addon-pullmodel")
+	}
+	if r.Reader == nil {
+		r.Reader = mgr.GetCache()
 	}
 	if r.Now == nil {
 		r.Now = time.Now
@@ -75,7 +81,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	key := pullmodel.AppKey(req.Namespace, req.Name)
 	app := pullmodel.NewApplication()
-	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
+	if err := r.Reader.Get(ctx, req.NamespacedName, app); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
@@ -135,7 +141,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 	var have *workv1.ManifestWork
 	if refusal == nil {
 		w := &workv1.ManifestWork{}
-		switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); {
+		switch err := r.Reader.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); {
 		case err == nil:
 			have = w
 		case !apierrors.IsNotFound(err):
@@ -169,7 +175,7 @@ func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) 
 		return ref, nil
 	}
 	mc := &clusterv1.ManagedCluster{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: pullmodel.TargetCluster(app)}, mc); err != nil {
+	if err := r.Reader.Get(ctx, client.ObjectKey{Name: pullmodel.TargetCluster(app)}, mc); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, err
 		}
@@ -213,7 +219,7 @@ func (r *Reconciler) apply(ctx context.Context, have, want *workv1.ManifestWork)
 // what they applied).
 func (r *Reconciler) deleteWorks(ctx context.Context, key string, keep *types.NamespacedName) (int, error) {
 	list := &workv1.ManifestWorkList{}
-	if err := r.Client.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkByApp: key}); err != nil {
+	if err := r.Reader.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkByApp: key}); err != nil {
 		return 0, err
 	}
 	left := 0
@@ -309,7 +315,7 @@ func forWork(_ context.Context, o client.Object) []reconcile.Request {
 
 func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcile.Request {
 	list := pullmodel.NewApplicationList()
-	if err := r.Client.List(ctx, list, client.MatchingFields{pullmodel.IndexAppByCluster: o.GetName()}); err != nil {
+	if err := r.Reader.List(ctx, list, client.MatchingFields{pullmodel.IndexAppByCluster: o.GetName()}); err != nil {
 		log.FromContext(ctx).Error(err, "listing Applications of a cluster", "cluster", o.GetName())
 		return nil
 	}

@@ -27,7 +27,9 @@ import (
 
 // Reconciler mirrors ManifestWork feedback onto hub Applications, keyed by Application.
 type Reconciler struct {
+	// Client writes; Reader reads, from the manager's cache.
 	Client      client.Client
+	Reader      client.Reader
 	Concurrency int
 }
 
@@ -35,6 +37,9 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Concurrency < 1 {
 		r.Concurrency = 1
+	}
+	if r.Reader == nil {
+		r.Reader = mgr.GetCache()
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pullmodel-status").
@@ -50,7 +55,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // patch, and only when something differs.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	app := pullmodel.NewApplication()
-	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
+	if err := r.Reader.Get(ctx, req.NamespacedName, app); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !pullmodel.Marked(app) || app.GetDeletionTimestamp() != nil {
@@ -58,7 +63,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	w := &workv1.ManifestWork{}
 	key := client.ObjectKey{Namespace: pullmodel.TargetCluster(app), Name: pullmodel.WorkName(app.GetName(), string(app.GetUID()))}
-	if err := r.Client.Get(ctx, key, w); err != nil {
+	if err := r.Reader.Get(ctx, key, w); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	patch := Patch(app, w)
@@ -112,8 +117,9 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 			want["operationState"] = op
 		}
 		status := map[string]any{}
+		current, _ := app.Object["status"].(map[string]any)
 		for k, v := range want {
-			if have, ok := app.Object["status"].(map[string]any)[k]; !ok || !subset(v, have) {
+			if have, ok := current[k]; !ok || !subset(v, have) {
 				status[k] = v
 			}
 		}

@@ -248,6 +248,10 @@ func setFeedback(t *testing.T, w *workv1.ManifestWork, values map[string]string)
 	}
 }
 
+func testenvWrites() (map[string]int, error) {
+	return testenv.APIWrites(context.Background(), env.Config)
+}
+
 // appWrites returns the API server's count of writes to Applications so far.
 func appWrites(t *testing.T) (apps, works int) {
 	t.Helper()

@@ -235,10 +235,6 @@ func CacheOptions(opts Options) cache.Options {
 		byObject[&corev1.Service{}] = cache.ByObject{Namespaces: only}
 		ours.Namespaces = only
 	}
-	// The basic pull model's marked Applications, its own ManifestWorks, ApplicationSet metadata.
-	for obj, by := range pullmodelsetup.CacheByObject() {
-		byObject[obj] = by
-	}
 	// Set once: the map is keyed by pointer, so a second &corev1.ConfigMap{} would be another
 	// entry for the same kind, and controller-runtime would keep either one at random.
 	byObject[&corev1.ConfigMap{}] = ours

@@ -42,7 +42,7 @@ func (s *sweeper) Start(ctx context.Context) error {
 // returns how many it deleted.
 func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
 	list := &workv1.ManifestWorkList{}
-	if err := r.Reader.List(ctx, list, client.HasLabels{pullmodel.LabelPull}); err != nil {
+	if err := r.Cache.List(ctx, list, client.HasLabels{pullmodel.LabelPull}); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -67,7 +67,7 @@ func (r *Reconciler) wanted(ctx context.Context, w *workv1.ManifestWork) bool {
 		return true // not one this controller made from an Application
 	}
 	app := pullmodel.NewApplication()
-	err := r.Reader.Get(ctx, types.NamespacedName{Namespace: a[pullmodel.AnnotationHubAppNamespace], Name: a[pullmodel.AnnotationHubAppName]}, app)
+	err := r.Cache.Get(ctx, types.NamespacedName{Namespace: a[pullmodel.AnnotationHubAppNamespace], Name: a[pullmodel.AnnotationHubAppName]}, app)
 	switch {
 	case apierrors.IsNotFound(err):
 		return false

@@ -18,6 +18,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -25,16 +26,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 )
 
 // Reconciler keeps one ManifestWork per marked hub Application, keyed by the Application.
 type Reconciler struct {
-	// Client writes; Reader reads, from the manager's cache (the client itself would read
-	// unstructured Applications from the API server).
-	Client   client.Client
-	Reader   client.Reader
+	// Client writes, and reads ManagedClusters from the manager's cache.
+	Client client.Client
+	// Cache holds the pull model's own objects (marked Applications, its ManifestWorks); its
+	// controllers watch and read them there.
+	Cache    cache.Cache
 	Recorder events.EventRecorder
 	// Concurrency is how many Applications are reconciled at once.
 	Concurrency int
@@ -50,9 +53,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder("argocd-agent-addon-pullmodel")
 	}
-	if r.Reader == nil {
-		r.Reader = mgr.GetCache()
-	}
 	if r.Now == nil {
 		r.Now = time.Now
 	}
@@ -66,11 +66,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pullmodel-propagation").
-		For(pullmodel.NewApplication(), builder.WithPredicates(deliveryInputChanged())).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, pullmodel.NewApplication(), &handler.EnqueueRequestForObject{}, deliveryInputChanged())).
 		// A ManifestWork changed or went away: its Application decides whether it should be
 		// there (this also removes, at start-up, works whose Application was deleted while the
 		// manager was down). Status updates alone are the status controller's.
-		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(forWork), builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}, deleted()))).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(forWork),
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}, deleted()))).
 		// A cluster registered or accepted later: deliver what waited for it.
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(clusterAcceptanceChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
@@ -81,7 +82,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	key := pullmodel.AppKey(req.Namespace, req.Name)
 	app := pullmodel.NewApplication()
-	if err := r.Reader.Get(ctx, req.NamespacedName, app); err != nil {
+	if err := r.Cache.Get(ctx, req.NamespacedName, app); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
@@ -141,7 +142,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 	var have *workv1.ManifestWork
 	if refusal == nil {
 		w := &workv1.ManifestWork{}
-		switch err := r.Reader.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); {
+		switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); {
 		case err == nil:
 			have = w
 		case !apierrors.IsNotFound(err):
@@ -175,7 +176,7 @@ func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) 
 		return ref, nil
 	}
 	mc := &clusterv1.ManagedCluster{}
-	if err := r.Reader.Get(ctx, client.ObjectKey{Name: pullmodel.TargetCluster(app)}, mc); err != nil {
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: pullmodel.TargetCluster(app)}, mc); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, err
 		}
@@ -219,7 +220,7 @@ func (r *Reconciler) apply(ctx context.Context, have, want *workv1.ManifestWork)
 // what they applied).
 func (r *Reconciler) deleteWorks(ctx context.Context, key string, keep *types.NamespacedName) (int, error) {
 	list := &workv1.ManifestWorkList{}
-	if err := r.Reader.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkByApp: key}); err != nil {
+	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkByApp: key}); err != nil {
 		return 0, err
 	}
 	left := 0
@@ -315,7 +316,7 @@ func forWork(_ context.Context, o client.Object) []reconcile.Request {
 
 func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcile.Request {
 	list := pullmodel.NewApplicationList()
-	if err := r.Reader.List(ctx, list, client.MatchingFields{pullmodel.IndexAppByCluster: o.GetName()}); err != nil {
+	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexAppByCluster: o.GetName()}); err != nil {
 		log.FromContext(ctx).Error(err, "listing Applications of a cluster", "cluster", o.GetName())
 		return nil
 	}

@@ -16,12 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
@@ -36,7 +37,10 @@ const (
 
 // Reconciler keeps the reports, keyed by ApplicationSet.
 type Reconciler struct {
+	// Client writes; Cache is the pull model's own cache (ManifestWorks, ApplicationSet
+	// metadata, reports), which it watches and reads.
 	Client client.Client
+	Cache  cache.Cache
 }
 
 // NewApplicationSetMetadata returns an ApplicationSet read as metadata only: the report needs
@@ -51,22 +55,23 @@ func NewApplicationSetMetadata() *metav1.PartialObjectMetadata {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pullmodel-report").
-		For(NewApplicationSetMetadata(), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
-		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(forWork)).
-		Watches(&reportv1alpha1.MulticlusterApplicationSetReport{}, &handler.EnqueueRequestForObject{}).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, NewApplicationSetMetadata(), &handler.EnqueueRequestForObject{},
+			predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(forWork))).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &reportv1alpha1.MulticlusterApplicationSetReport{}, &handler.EnqueueRequestForObject{})).
 		Complete(r)
 }
 
 // Reconcile writes the ApplicationSet's report when it differs from what the ManifestWorks say.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	have := &reportv1alpha1.MulticlusterApplicationSetReport{}
-	err := r.Client.Get(ctx, req.NamespacedName, have)
+	err := r.Cache.Get(ctx, req.NamespacedName, have)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
 	exists := err == nil
 	set := NewApplicationSetMetadata()
-	if err := r.Client.Get(ctx, req.NamespacedName, set); err != nil {
+	if err := r.Cache.Get(ctx, req.NamespacedName, set); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
@@ -76,7 +81,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	works := &workv1.ManifestWorkList{}
-	if err := r.Client.List(ctx, works, client.MatchingFields{pullmodel.IndexWorkByApplicationSet: req.Namespace + "/" + req.Name}); err != nil {
+	if err := r.Cache.List(ctx, works, client.MatchingFields{pullmodel.IndexWorkByApplicationSet: req.Namespace + "/" + req.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
 	want := Build(works.Items)

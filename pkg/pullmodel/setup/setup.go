@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/report"
@@ -53,8 +54,10 @@ var enabledGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 
 func init() { metrics.Registry.MustRegister(enabledGauge) }
 
-// CacheByObject narrows the manager's cache for the pull model: only Applications carrying the
-// pull label, only ManifestWorks the pull model wrote, and ApplicationSets as metadata only.
+// CacheByObject is the scope of the pull model's own cache: only Applications carrying the
+// pull label, only ManifestWorks the pull model wrote, ApplicationSets as metadata only, and
+// the reports. It is a cache of its own, made once the hub serves these kinds, so that a hub
+// without Argo CD (or a manager with --pull-model=false) never asks for them.
 func CacheByObject() map[client.Object]cache.ByObject {
 	has := func(key string) labels.Selector {
 		req, err := labels.NewRequirement(key, selection.Exists, nil)
@@ -64,9 +67,10 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		return labels.NewSelector().Add(*req)
 	}
 	return map[client.Object]cache.ByObject{
-		pullmodel.NewApplication():         {Label: has(pullmodel.LabelPull)},
-		&workv1.ManifestWork{}:             {Label: has(pullmodel.LabelPull)},
-		report.NewApplicationSetMetadata(): {},
+		pullmodel.NewApplication():                         {Label: has(pullmodel.LabelPull)},
+		&workv1.ManifestWork{}:                             {Label: has(pullmodel.LabelPull)},
+		report.NewApplicationSetMetadata():                 {},
+		&reportv1alpha1.MulticlusterApplicationSetReport{}: {},
 	}
 }
 
@@ -89,38 +93,65 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if served {
 		return start(ctx, mgr, cfg)
 	}
-	log.Info("the basic pull model waits: this hub does not serve Argo CD's Application API (argoproj.io/v1alpha1 applications); install Argo CD's CRDs and it starts without a restart")
+	log.Info("the basic pull model waits: this hub does not serve Argo CD's Application and ApplicationSet APIs (argoproj.io/v1alpha1) and OCM's ManifestWork API; install Argo CD's CRDs and it starts without a restart")
 	return mgr.Add(&detector{mgr: mgr, cfg: cfg, dc: dc})
 }
 
+// applicationsServed reports whether the hub serves every kind the pull model reads.
 func applicationsServed(dc discovery.DiscoveryInterface) (bool, error) {
-	res, err := dc.ServerResourcesForGroupVersion(pullmodel.ArgoGroupVersion.String())
-	if err != nil {
+	for gv, names := range map[string][]string{
+		pullmodel.ArgoGroupVersion.String():  {"applications", "applicationsets"},
+		workv1.GroupVersion.String():         {"manifestworks"},
+		reportv1alpha1.GroupVersion.String(): {"multiclusterapplicationsetreports"},
+	} {
+		res, err := dc.ServerResourcesForGroupVersion(gv)
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return false, fmt.Errorf("asking the hub for Argo CD's API: %w", err)
-	}
-	for _, r := range res.APIResources {
-		if r.Name == "applications" {
-			return true, nil
+		if err != nil {
+			return false, fmt.Errorf("asking the hub for %s: %w", gv, err)
+		}
+		served := map[string]bool{}
+		for _, r := range res.APIResources {
+			served[r.Name] = true
+		}
+		for _, n := range names {
+			if !served[n] {
+				return false, nil
+			}
 		}
 	}
-	return false, nil
+	return true, nil
 }
 
-// start registers the indexes and controllers; it works before and after the manager starts.
+// start makes the pull model's cache and registers its indexes and controllers; it works
+// before and after the manager starts.
 func start(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
-	if err := pullmodel.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:     mgr.GetScheme(),
+		Mapper:     mgr.GetRESTMapper(),
+		HTTPClient: mgr.GetHTTPClient(),
+		ByObject:   CacheByObject(),
+		// Only the kinds above: a read of anything else is a bug, not a new cluster-wide watch.
+		ReaderFailOnMissingInformer: true,
+		DefaultTransform:            cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return fmt.Errorf("pull model cache: %w", err)
+	}
+	if err := mgr.Add(c); err != nil {
+		return err
+	}
+	if err := pullmodel.SetupIndexes(ctx, c); err != nil {
 		return fmt.Errorf("pull model indexes: %w", err)
 	}
-	if err := (&propagation.Reconciler{Client: mgr.GetClient(), Concurrency: cfg.Concurrency, SweepInterval: cfg.SweepInterval}).SetupWithManager(mgr); err != nil {
+	if err := (&propagation.Reconciler{Client: mgr.GetClient(), Cache: c, Concurrency: cfg.Concurrency, SweepInterval: cfg.SweepInterval}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up pull-model propagation: %w", err)
 	}
-	if err := (&status.Reconciler{Client: mgr.GetClient(), Concurrency: cfg.Concurrency}).SetupWithManager(mgr); err != nil {
+	if err := (&status.Reconciler{Client: mgr.GetClient(), Cache: c, Concurrency: cfg.Concurrency}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up pull-model status: %w", err)
 	}
-	if err := (&report.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&report.Reconciler{Client: mgr.GetClient(), Cache: c}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ApplicationSet report: %w", err)
 	}
 	enabledGauge.Set(1)

@@ -13,13 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
@@ -27,9 +28,9 @@ import (
 
 // Reconciler mirrors ManifestWork feedback onto hub Applications, keyed by Application.
 type Reconciler struct {
-	// Client writes; Reader reads, from the manager's cache.
+	// Client writes; Cache is the pull model's own cache, which it watches and reads.
 	Client      client.Client
-	Reader      client.Reader
+	Cache       cache.Cache
 	Concurrency int
 }
 
@@ -38,15 +39,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Concurrency < 1 {
 		r.Concurrency = 1
 	}
-	if r.Reader == nil {
-		r.Reader = mgr.GetCache()
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pullmodel-status").
 		// The Application's own changes matter when they touch what this controller writes
 		// (someone else wrote status) or the sync request it clears.
-		For(pullmodel.NewApplication(), builder.WithPredicates(statusInputChanged())).
-		Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(forWork), builder.WithPredicates(feedbackChanged())).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, pullmodel.NewApplication(), &handler.EnqueueRequestForObject{}, statusInputChanged())).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(forWork), feedbackChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
 		Complete(r)
 }
@@ -55,7 +53,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // patch, and only when something differs.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	app := pullmodel.NewApplication()
-	if err := r.Reader.Get(ctx, req.NamespacedName, app); err != nil {
+	if err := r.Cache.Get(ctx, req.NamespacedName, app); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !pullmodel.Marked(app) || app.GetDeletionTimestamp() != nil {
@@ -63,7 +61,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	w := &workv1.ManifestWork{}
 	key := client.ObjectKey{Namespace: pullmodel.TargetCluster(app), Name: pullmodel.WorkName(app.GetName(), string(app.GetUID()))}
-	if err := r.Reader.Get(ctx, key, w); err != nil {
+	if err := r.Cache.Get(ctx, key, w); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	patch := Patch(app, w)

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -73,11 +72,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	err = r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, data))
-	if apierrors.IsConflict(err) {
-		return ctrl.Result{Requeue: true}, nil
-	}
-	return ctrl.Result{}, client.IgnoreNotFound(err)
+	// A conflict (the Application changed since the cache saw it) is retried with backoff.
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, data)))
 }
 
 // Patch returns the JSON merge patch that brings the hub Application's status in line with

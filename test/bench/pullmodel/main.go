@@ -129,7 +129,8 @@ func run(nClusters, nApps int, idle time.Duration, binary string) error {
 		for k, v := range map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "syncRevision": "0123456789abcdef", "reconciledAt": "2026-01-01T00:00:00Z"} {
 			fb = append(fb, workv1.FeedbackValue{Name: k, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(v)}})
 		}
-		w.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{ResourceMeta: workv1.ManifestResourceMeta{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application", Resource: "applications"}, StatusFeedbacks: workv1.StatusFeedbackResult{Values: fb}}}
+		w.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{ResourceMeta: workv1.ManifestResourceMeta{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application", Resource: "applications"}, StatusFeedbacks: workv1.StatusFeedbackResult{Values: fb},
+			Conditions: []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "Applied", LastTransitionTime: metav1.Now()}}}}
 		return c.Status().Update(ctx, w)
 	}); err != nil {
 		return err

@@ -43,7 +43,7 @@ func TestHubWithoutArgoCD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := envtest.InstallCRDs(bare.Config, envtest.CRDInstallOptions{Paths: []string{dir}}); err != nil {
+	if _, err := envtest.InstallCRDs(bare.Config, envtest.CRDInstallOptions{Paths: []string{dir}, MaxTime: time.Minute}); err != nil {
 		t.Fatalf("installing Argo CD's CRDs: %v", err)
 	}
 	ctx := context.Background()

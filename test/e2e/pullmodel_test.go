@@ -36,7 +36,9 @@ const (
 // hub Application per cluster; the manager delivers each as a ManifestWork; OCM's work agent
 // applies it on the cluster, whose own Argo CD syncs the guestbook from the loopback Git
 // repository; its sync and health come back through ManifestWork feedback and read Synced
-// Healthy on the hub, and the ApplicationSet report shows both clusters. Taking a cluster out
+// Healthy on the hub, and the ApplicationSet report shows both clusters. The ApplicationSet
+// rolls out with RollingSync, one cluster per step: the sync requests it puts on the hub
+// Applications reach the clusters, and the fed-back status moves its steps forward. Taking a cluster out
 // of the Placement removes its Application, ManifestWork and workload.
 func TestPullModelApplicationSet(t *testing.T) {
 	if env == nil {
@@ -84,7 +86,8 @@ func TestPullModelApplicationSet(t *testing.T) {
 		t.Logf("%-72s %7s", c+": Argo CD up (repo-server, application-controller)", time.Since(start).Round(10*time.Millisecond))
 	}
 	start := time.Now()
-	hubArgo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ApplicationSetOnly: true})
+	hubArgo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ApplicationSetOnly: true,
+		CmdParams: map[string]string{"applicationsetcontroller.enable.progressive.syncs": "true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +123,18 @@ spec:
         matchLabels:
           cluster.open-cluster-management.io/placement: %s
       requeueAfterSeconds: 10
+  strategy:
+    type: RollingSync
+    rollingSync:
+      steps:
+      - matchExpressions: [{key: rollout-cluster, operator: In, values: [cluster1]}]
+      - matchExpressions: [{key: rollout-cluster, operator: In, values: [cluster2]}]
   template:
     metadata:
       name: '{{name}}-guestbook'
       labels:
         apps.open-cluster-management.io/pull-to-ocm-managed-cluster: 'true'
+        rollout-cluster: '{{name}}'
       annotations:
         argocd.argoproj.io/skip-reconcile: 'true'
         apps.open-cluster-management.io/ocm-managed-cluster: '{{name}}'
@@ -174,6 +184,13 @@ spec:
 			}
 			return d.Annotations["argocd.argoproj.io/tracking-id"] != "", "no tracking id"
 		})
+		if c == clusters[0] {
+			// RollingSync: the second step waits until the first is Healthy.
+			time.Sleep(5 * time.Second)
+			if err := s.spokes[clusters[1]].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+				t.Errorf("%s synced before %s was Healthy (RollingSync step order): %v", clusters[1], c, err)
+			}
+		}
 		if err := s.f.MarkDeploymentAvailable(ctx, c, pullNS, guestbookName); err != nil {
 			t.Fatal(err)
 		}

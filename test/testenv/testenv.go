@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
@@ -164,6 +165,9 @@ func Start(opts Options) (*Env, error) {
 		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
+		// envtest waits 10 s by default for installed CRDs to be served; Argo CD's are large,
+		// and a machine busy with other builds needs longer.
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: time.Minute},
 	}
 	api := env.ControlPlane.GetAPIServer()
 	for k, v := range opts.APIServerArgs {

@@ -8,12 +8,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -41,6 +43,8 @@ type Reconciler struct {
 	// metadata, reports), which it watches and reads.
 	Client client.Client
 	Cache  cache.Cache
+	// Batch is how long ManifestWork changes are gathered before a rebuild (DefaultBatch).
+	Batch time.Duration
 }
 
 // NewApplicationSetMetadata returns an ApplicationSet read as metadata only: the report needs
@@ -57,9 +61,41 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("pullmodel-report").
 		WatchesRawSource(source.Kind[client.Object](r.Cache, NewApplicationSetMetadata(), &handler.EnqueueRequestForObject{},
 			predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
-		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(forWork))).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, batched(r.batch()))).
 		WatchesRawSource(source.Kind[client.Object](r.Cache, &reportv1alpha1.MulticlusterApplicationSetReport{}, &handler.EnqueueRequestForObject{})).
 		Complete(r)
+}
+
+// DefaultBatch is how long ManifestWork changes are gathered before a report is rebuilt.
+const DefaultBatch = 2 * time.Second
+
+func (r *Reconciler) batch() time.Duration {
+	if r.Batch > 0 {
+		return r.Batch
+	}
+	return DefaultBatch
+}
+
+// batched enqueues a ManifestWork's ApplicationSet after a delay: a report covers every
+// cluster of its ApplicationSet, so a wave of feedback (a new revision reaching a thousand
+// clusters) is gathered into a few rebuilds instead of one per cluster.
+func batched(delay time.Duration) handler.EventHandler {
+	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range forWork(context.Background(), o) {
+			q.AddAfter(req, delay)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+	}
 }
 
 // Reconcile writes the ApplicationSet's report when it differs from what the ManifestWorks say.

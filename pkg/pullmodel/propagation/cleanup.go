@@ -41,17 +41,23 @@ func (s *sweeper) Start(ctx context.Context) error {
 // Sweep deletes every pull-model ManifestWork that no marked hub Application wants, and
 // returns how many it deleted.
 func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
+	return Sweep(ctx, r.Cache, r.Client)
+}
+
+// Sweep deletes, through w, every pull-model ManifestWork read from r that no marked hub
+// Application in r wants, and returns how many it deleted.
+func Sweep(ctx context.Context, r client.Reader, w client.Writer) (int, error) {
 	list := &workv1.ManifestWorkList{}
-	if err := r.Cache.List(ctx, list, client.HasLabels{pullmodel.LabelPull}); err != nil {
+	if err := r.List(ctx, list, client.HasLabels{pullmodel.LabelPull}); err != nil {
 		return 0, err
 	}
 	n := 0
 	for i := range list.Items {
-		w := &list.Items[i]
-		if w.DeletionTimestamp != nil || r.wanted(ctx, w) {
+		work := &list.Items[i]
+		if work.DeletionTimestamp != nil || wanted(ctx, r, work) {
 			continue
 		}
-		if err := r.Client.Delete(ctx, w, client.Preconditions{UID: &w.UID}); client.IgnoreNotFound(err) != nil {
+		if err := w.Delete(ctx, work, client.Preconditions{UID: &work.UID}); client.IgnoreNotFound(err) != nil {
 			return n, err
 		}
 		n++
@@ -61,13 +67,13 @@ func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
 
 // wanted reports whether a ManifestWork is the current one of a live, marked Application. When
 // in doubt (a read error) it is kept.
-func (r *Reconciler) wanted(ctx context.Context, w *workv1.ManifestWork) bool {
+func wanted(ctx context.Context, r client.Reader, w *workv1.ManifestWork) bool {
 	a := w.Annotations
 	if a[pullmodel.AnnotationHubAppNamespace] == "" || a[pullmodel.AnnotationHubAppName] == "" {
 		return true // not one this controller made from an Application
 	}
 	app := pullmodel.NewApplication()
-	err := r.Cache.Get(ctx, types.NamespacedName{Namespace: a[pullmodel.AnnotationHubAppNamespace], Name: a[pullmodel.AnnotationHubAppName]}, app)
+	err := r.Get(ctx, types.NamespacedName{Namespace: a[pullmodel.AnnotationHubAppNamespace], Name: a[pullmodel.AnnotationHubAppName]}, app)
 	switch {
 	case apierrors.IsNotFound(err):
 		return false

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -100,7 +101,7 @@ func run(nClusters, nApps int, idle time.Duration, binary string) error {
 
 	if err := waitFor("every Application delivered", 20*time.Minute, func() (bool, error) {
 		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(workv1.SchemeGroupVersion.WithKind("ManifestWorkList"))
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: workv1.GroupName, Version: "v1", Kind: "ManifestWorkList"})
 		if err := c.List(ctx, list, client.HasLabels{pullmodel.LabelPull}); err != nil {
 			return false, err
 		}

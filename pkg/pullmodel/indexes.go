@@ -3,8 +3,10 @@ package pullmodel
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // Field indexes on the cached objects, so that an event costs a lookup, not a scan.
@@ -17,6 +19,15 @@ const (
 	// IndexAppByCluster indexes marked Applications by their target cluster.
 	IndexAppByCluster = "pullmodel.app.cluster"
 )
+
+// ForWork maps a ManifestWork event to a reconcile of its hub Application.
+func ForWork(_ context.Context, o client.Object) []reconcile.Request {
+	a := o.GetAnnotations()
+	if a[AnnotationHubAppNamespace] == "" || a[AnnotationHubAppName] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: a[AnnotationHubAppNamespace], Name: a[AnnotationHubAppName]}}}
+}
 
 // SetupIndexes registers the field indexes the pull-model controllers read.
 func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {

@@ -70,7 +70,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A ManifestWork changed or went away: its Application decides whether it should be
 		// there (this also removes, at start-up, works whose Application was deleted while the
 		// manager was down). Status updates alone are the status controller's.
-		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(forWork),
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(pullmodel.ForWork),
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}, deleted()))).
 		// A cluster registered or accepted later: deliver what waited for it.
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(clusterAcceptanceChanged())).
@@ -306,13 +306,6 @@ func FeedbackValues(w *workv1.ManifestWork) map[string]string {
 	return out
 }
 
-func forWork(_ context.Context, o client.Object) []reconcile.Request {
-	a := o.GetAnnotations()
-	if a[pullmodel.AnnotationHubAppNamespace] == "" || a[pullmodel.AnnotationHubAppName] == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: a[pullmodel.AnnotationHubAppNamespace], Name: a[pullmodel.AnnotationHubAppName]}}}
-}
 
 func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcile.Request {
 	list := pullmodel.NewApplicationList()

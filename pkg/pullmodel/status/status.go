@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
@@ -43,7 +42,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// The Application's own changes matter when they touch what this controller writes
 		// (someone else wrote status) or the sync request it clears.
 		WatchesRawSource(source.Kind[client.Object](r.Cache, pullmodel.NewApplication(), &handler.EnqueueRequestForObject{}, statusInputChanged())).
-		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(forWork), feedbackChanged())).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(pullmodel.ForWork), feedbackChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
 		Complete(r)
 }
@@ -87,6 +86,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // write and no intermediate health has to be invented.
 func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]any {
 	fb := propagation.FeedbackValues(w)
+	clear := clearOperation(app, w, fb)
 	out := map[string]any{}
 	if fb[propagation.FeedbackHealth] != "" || fb[propagation.FeedbackSync] != "" {
 		want := map[string]any{}
@@ -102,8 +102,12 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 		if phase, started := fb[propagation.FeedbackOperationPhase], fb[propagation.FeedbackOperationStarted]; phase != "" && started != "" {
 			// A field the spoke no longer reports is removed (null in a merge patch).
 			op := map[string]any{"phase": phase, "startedAt": started, "finishedAt": orNull(fb[propagation.FeedbackOperationEnded]), "message": orNull(fb[propagation.FeedbackOperationMessage])}
-			// Required by the CRD; what the operation was is on the spoke.
+			// Required by the CRD: the request this operation ran, when it is the one being
+			// cleared now, else what was recorded before.
 			have, _, _ := unstructured.NestedMap(app.Object, "status", "operationState", "operation")
+			if clear {
+				have = propagation.Operation(w)
+			}
 			if have == nil {
 				have = map[string]any{}
 			}
@@ -121,7 +125,7 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 			out["status"] = status
 		}
 	}
-	if clearOperation(app, w, fb) {
+	if clear {
 		out["operation"] = nil
 	}
 	if len(out) == 0 {
@@ -174,13 +178,6 @@ func orNull(v string) any {
 	return v
 }
 
-func forWork(_ context.Context, o client.Object) []reconcile.Request {
-	a := o.GetAnnotations()
-	if a[pullmodel.AnnotationHubAppNamespace] == "" || a[pullmodel.AnnotationHubAppName] == "" {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: a[pullmodel.AnnotationHubAppNamespace], Name: a[pullmodel.AnnotationHubAppName]}}}
-}
 
 // feedbackChanged passes ManifestWork events whose feedback or payload changed.
 func feedbackChanged() predicate.Predicate {

@@ -65,4 +65,7 @@ func TestPatchClearsOperationOnlyAfterTheSpokeStartedIt(t *testing.T) {
 	if started != "T2" {
 		t.Errorf("operationState.startedAt %q, want the spoke's T2 (RollingSync compares it)", started)
 	}
+	if rev, _, _ := unstructured.NestedString(p, "status", "operationState", "operation", "sync", "revision"); rev != "main" {
+		t.Errorf("operationState.operation %v, want the request that was delivered", p["status"])
+	}
 }

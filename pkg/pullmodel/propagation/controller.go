@@ -306,7 +306,6 @@ func FeedbackValues(w *workv1.ManifestWork) map[string]string {
 	return out
 }
 
-
 func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcile.Request {
 	list := pullmodel.NewApplicationList()
 	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexAppByCluster: o.GetName()}); err != nil {

@@ -178,7 +178,6 @@ func orNull(v string) any {
 	return v
 }
 
-
 // feedbackChanged passes ManifestWork events whose feedback or payload changed.
 func feedbackChanged() predicate.Predicate {
 	return predicate.Funcs{

@@ -46,8 +46,8 @@ func waitDelivered(t *testing.T, name, cluster string) {
 	waitWork(t, getApp(t, name), cluster)
 }
 
-// TestBadInput: an unknown cluster, a cluster the hub has not accepted, a missing
-// skip-reconcile and an Application too large for one ManifestWork each get a readable
+// TestBadInput: an unknown cluster, a cluster the hub has not accepted, no cluster named, a
+// missing skip-reconcile and an Application too large for one ManifestWork each get a readable
 // condition and a Warning Event, no ManifestWork and no crash loop; fixing the input delivers.
 func TestBadInput(t *testing.T) {
 	ctx := context.Background()
@@ -81,6 +81,15 @@ func TestBadInput(t *testing.T) {
 	waitRefused(t, noSkip, "bad1", propagation.ReasonMissingSkipReconcile)
 	patchApp(t, noSkip.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, pullmodel.AnnotationSkipReconcile))
 	waitDelivered(t, noSkip.GetName(), "bad1")
+
+	noCluster := newApp("bad-nocluster", "")
+	create(t, noCluster)
+	eventually(t, "condition "+propagation.ReasonMissingCluster, 10*time.Second, func(ctx context.Context) (bool, string) {
+		msg, _ := pullmodel.DeliveryCondition(getApp(t, noCluster.GetName()))
+		return strings.HasPrefix(msg, propagation.ReasonMissingCluster+": "), msg
+	})
+	patchApp(t, noCluster.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"bad1"}}}`, pullmodel.AnnotationCluster))
+	waitDelivered(t, noCluster.GetName(), "bad1")
 
 	// Inline Helm values of 600 KiB: fine for etcd (1.5 MiB), too much for one ManifestWork.
 	big := newApp("bad-big", "bad1")

@@ -12,6 +12,7 @@ import (
 // Reasons a marked Application is not delivered; each is the first word of the delivery
 // condition's message and the reason of its Event.
 const (
+	ReasonMissingCluster       = "MissingCluster"
 	ReasonMissingSkipReconcile = "MissingSkipReconcile"
 	ReasonUnknownCluster       = "UnknownCluster"
 	ReasonClusterNotAccepted   = "ClusterNotAccepted"
@@ -26,6 +27,15 @@ type Refusal struct {
 }
 
 func (r *Refusal) String() string { return r.Reason + ": " + r.Message }
+
+// checkClusterNamed refuses an Application labelled for the pull model that names no cluster.
+func checkClusterNamed(app *unstructured.Unstructured) *Refusal {
+	if pullmodel.TargetCluster(app) != "" {
+		return nil
+	}
+	return &Refusal{ReasonMissingCluster, fmt.Sprintf("label %s is set but annotation %s names no managed cluster; add it (an ApplicationSet template sets it to '{{name}}')",
+		pullmodel.LabelPull, pullmodel.AnnotationCluster)}
+}
 
 // checkSkipReconcile refuses an Application the hub's own Argo CD would also reconcile: both
 // would deploy it, the hub's to wherever its destination points.

@@ -80,6 +80,11 @@ func wanted(ctx context.Context, r client.Reader, w *workv1.ManifestWork) bool {
 	case err != nil:
 		return true
 	}
-	return pullmodel.Marked(app) && app.GetDeletionTimestamp() == nil &&
-		w.Namespace == pullmodel.TargetCluster(app) && w.Name == pullmodel.WorkName(app.GetName(), string(app.GetUID()))
+	if !pullmodel.IsTrue(app.GetLabels()[pullmodel.LabelPull]) || app.GetDeletionTimestamp() != nil {
+		return false
+	}
+	if pullmodel.TargetCluster(app) == "" {
+		return true // bad input (no cluster named) leaves the last delivery alone
+	}
+	return w.Namespace == pullmodel.TargetCluster(app) && w.Name == pullmodel.WorkName(app.GetName(), string(app.GetUID()))
 }

@@ -89,9 +89,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		_, err := r.deleteWorks(ctx, key, nil)
 		return ctrl.Result{}, err
 	}
-	if !pullmodel.Marked(app) {
+	if !pullmodel.IsTrue(app.GetLabels()[pullmodel.LabelPull]) {
 		_, err := r.deleteWorks(ctx, key, nil)
 		return ctrl.Result{}, err
+	}
+	if pullmodel.TargetCluster(app) == "" {
+		// Labelled but no cluster named: say so, and leave an earlier delivery alone.
+		if app.GetDeletionTimestamp() != nil {
+			return r.reconcileDelete(ctx, app, key)
+		}
+		return ctrl.Result{}, r.setCondition(ctx, app, checkClusterNamed(app))
 	}
 	if app.GetDeletionTimestamp() != nil {
 		return r.reconcileDelete(ctx, app, key)

@@ -119,3 +119,9 @@ BENCH_IDLE ?= 2m
 bench-fleet: build ## Reconciler benchmark on a real API server (BENCH_CLUSTERS, BENCH_IDLE).
 	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
 	go run ./test/bench/fleet --manager $(BIN)/argocd-agent-addon --clusters $(BENCH_CLUSTERS) --idle $(BENCH_IDLE)
+
+.PHONY: bench-pullmodel
+bench-pullmodel: build ## Basic pull model benchmark: 5,000 Applications over 500 clusters on one API server.
+	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
+	export ARGOCD_BINARIES_DIR="$$(hack/argocd-binaries.sh)"; \
+	go run ./test/bench/pullmodel --manager $(BIN)/argocd-agent-addon --clusters 500 --apps 5000

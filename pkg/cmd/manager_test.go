@@ -285,6 +285,7 @@ func TestManagerRefusesBadConcurrencyAndLeaderTimings(t *testing.T) {
 	for _, args := range [][]string{
 		{"--signer-concurrency", "0"},
 		{"--gitopscluster-concurrency", "-1"},
+		{"--pull-model-concurrency", "0"},
 		{"--leader-elect-lease-duration", "5s"},
 	} {
 		root := NewRootCommand()

@@ -134,6 +134,8 @@ func newManagerCommand() *cobra.Command {
 	fs.IntVar(&opts.Signer.MaxCertificatesPerCluster, "max-certificates-per-cluster", opts.Signer.MaxCertificatesPerCluster, "The signer refuses a cluster's request (TooManyCertificates) while it holds this many unexpired certificates; 0 disables the check.")
 	fs.DurationVar(&opts.Signer.DefaultValidity, "agent-cert-validity", opts.Signer.DefaultValidity, "Lifetime of the agents' client certificates issued by the signer when the GitOpsCluster sets no clientCertificateValidity (at least 1h).")
 	fs.DurationVar(&opts.Signer.MaxCSRAge, "max-csr-age", opts.Signer.MaxCSRAge, "The signer refuses agent CertificateSigningRequests created longer ago than this; 0 disables the check.")
+	fs.BoolVar(&opts.PullModel.Enabled, "pull-model", opts.PullModel.Enabled, "Run the basic pull model (hub Applications labelled for a managed cluster delivered as ManifestWorks, status fed back) when the hub serves Argo CD's Application API.")
+	fs.IntVar(&opts.PullModel.Concurrency, "pull-model-concurrency", opts.PullModel.Concurrency, "How many Applications the pull model's propagation and status controllers each reconcile at the same time.")
 	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
 	zapOpts.BindFlags(logFlags)
 	fs.AddGoFlagSet(logFlags)

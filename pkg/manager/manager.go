@@ -34,9 +34,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
 
@@ -77,6 +79,8 @@ type Options struct {
 	// Signer configures the CSR signer; its signer and addon names are taken from Fleet, so
 	// the two never disagree.
 	Signer signer.Config
+	// PullModel configures the basic pull model (Applications delivered as ManifestWorks).
+	PullModel pullmodelsetup.Config
 }
 
 // DefaultOptions returns the flag defaults.
@@ -98,6 +102,7 @@ func DefaultOptions() Options {
 		SignerConcurrency:        16,
 		Fleet:                    gitopscluster.DefaultConfig(),
 		Signer:                   signer.DefaultConfig(),
+		PullModel:                pullmodelsetup.DefaultConfig(),
 	}
 }
 
@@ -109,6 +114,9 @@ func (o Options) Validate() error {
 	}
 	if o.GitOpsClusterConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--gitopscluster-concurrency must be at least 1, got %d", o.GitOpsClusterConcurrency))
+	}
+	if o.PullModel.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("--pull-model-concurrency must be at least 1, got %d", o.PullModel.Concurrency))
 	}
 	if o.SignerConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--signer-concurrency must be at least 1, got %d", o.SignerConcurrency))
@@ -190,6 +198,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		// cert-manager's kinds are known to the client whether or not the hub serves them;
 		// they are read only for principals that name a cert-manager issuer.
 		cmapi.AddToScheme,
+		reportv1alpha1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return nil, err
@@ -211,7 +220,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&signer.Reconciler{Config: sc}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CSR signer: %w", err)
 	}
-	return nil
+	return pullmodelsetup.Setup(ctx, mgr, opts.PullModel)
 }
 
 // ClientOptions are the manager client's options. Every read that must not be stale (ledgers

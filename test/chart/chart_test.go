@@ -166,7 +166,7 @@ func TestRenderDefaults(t *testing.T) {
 			t.Errorf("manager args %s lack %s", args, want)
 		}
 	}
-	for _, want := range []string{"--metrics-bind-address=:8443", "--metrics-secure=true", "--gitopscluster-concurrency=1", "--signer-concurrency=16",
+	for _, want := range []string{"--metrics-bind-address=:8443", "--metrics-secure=true", "--gitopscluster-concurrency=1", "--signer-concurrency=16", "--pull-model=true",
 		"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("manager args %s lack %s", args, want)
@@ -336,6 +336,24 @@ func TestRenderMetricsAndOperations(t *testing.T) {
 		}
 		if n := countRules(clusterRole(t, objs, releaseName), "authentication.k8s.io", "tokenreviews", "create"); n != 0 {
 			t.Error("TokenReviews granted although metrics are not authenticated")
+		}
+	})
+
+	t.Run("pull model off", func(t *testing.T) {
+		objs, err := render(t, map[string]any{"pullModel": map[string]any{"enabled": false, "concurrency": 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := managerArgs(t, objs)
+		for _, want := range []string{"--pull-model=false", "--pull-model-concurrency=2"} {
+			if !slices.Contains(args, want) {
+				t.Errorf("manager args %v lack %s", args, want)
+			}
+		}
+		for _, o := range objs {
+			if o.GetKind() == "ClusterRole" && strings.Contains(fmt.Sprint(o.Object["rules"]), "manifestworks") {
+				t.Errorf("ClusterRole %s grants ManifestWorks with the pull model off", o.GetName())
+			}
 		}
 	})
 

@@ -87,6 +87,10 @@ type ArgoCDOptions struct {
 	BinDir string
 	// ApplicationSetController also runs argocd-applicationset-controller.
 	ApplicationSetController bool
+	// ApplicationSetOnly runs argocd-applicationset-controller alone, as a pull-model hub
+	// needs: its Applications carry skip-reconcile, so no application-controller (and no
+	// repo-server for it) would act on them.
+	ApplicationSetOnly bool
 	// ArgoCDCM and CmdParams are added to argocd-cm and argocd-cmd-params-cm over install.yaml's
 	// data, e.g. {"timeout.reconciliation": "15s"}. The keys that wire components to each other
 	// (repo.server, redis.server, listen addresses) are the harness's.
@@ -220,7 +224,10 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 			"--metrics-port=" + strconv.Itoa(ctrlMetrics),
 		}, fmt.Sprintf("http://127.0.0.1:%d/healthz", ctrlMetrics)},
 	}
-	if opts.ApplicationSetController {
+	if opts.ApplicationSetOnly {
+		specs = nil
+	}
+	if opts.ApplicationSetController || opts.ApplicationSetOnly {
 		specs = append(specs, component{ArgoCDApplicationSetController, []string{
 			"--kubeconfig=" + identity, "--namespace=" + a.Namespace,
 			"--metrics-addr=127.0.0.1:" + strconv.Itoa(appsetMetrics),

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/rest"
@@ -101,10 +102,39 @@ func CertManagerCRDDir() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+var (
+	argoOnce sync.Once
+	argoDir  string
+	argoErr  error
+)
+
+// ArgoCDCRDDir returns the folder of Argo CD's CRDs (Application, AppProject, ApplicationSet)
+// that hack/argocd-binaries.sh keeps from the pinned Argo CD module ($ARGOCD_BINARIES_DIR when
+// set; else the script finds or builds them).
+func ArgoCDCRDDir() (string, error) {
+	argoOnce.Do(func() {
+		dir := os.Getenv("ARGOCD_BINARIES_DIR")
+		if dir == "" {
+			cmd := exec.Command(filepath.Join(RepoRoot(), "hack", "argocd-binaries.sh"))
+			cmd.Stderr = os.Stderr
+			out, err := cmd.Output()
+			if err != nil {
+				argoErr = fmt.Errorf("hack/argocd-binaries.sh: %w", err)
+				return
+			}
+			dir = strings.TrimSpace(string(out))
+		}
+		argoDir = filepath.Join(dir, "crds")
+	})
+	return argoDir, argoErr
+}
+
 // Options tune Start.
 type Options struct {
 	// WithCertManager installs cert-manager's CRDs too (the hub has none by default).
 	WithCertManager bool
+	// WithArgoCD also installs Argo CD's CRDs (see ArgoCDCRDDir).
+	WithArgoCD bool
 	// WithoutOCM installs only the project's own CRDs.
 	WithoutOCM bool
 	// WithoutProjectCRDs leaves the GitOpsCluster CRD out, for tests that install it (Helm).
@@ -137,6 +167,13 @@ func Start(opts Options) (*Env, error) {
 		}
 		crdDirs = append(crdDirs, dir)
 	}
+	if opts.WithArgoCD {
+		dir, err := ArgoCDCRDDir()
+		if err != nil {
+			return nil, err
+		}
+		crdDirs = append(crdDirs, dir)
+	}
 	scheme, err := manager.NewScheme()
 	if err != nil {
 		return nil, err
@@ -149,6 +186,9 @@ func Start(opts Options) (*Env, error) {
 		CRDDirectoryPaths:     crdDirs,
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
+		// envtest waits 10 s by default for installed CRDs to be served; Argo CD's are large,
+		// and a machine busy with other builds needs longer.
+		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: time.Minute},
 	}
 	api := env.ControlPlane.GetAPIServer()
 	for k, v := range opts.APIServerArgs {

@@ -1,0 +1,29 @@
+// Package v1alpha1 holds the MulticlusterApplicationSetReport API, group
+// apps.open-cluster-management.io: the per-cluster state of an ApplicationSet's Applications
+// delivered through the basic pull model.
+// +kubebuilder:object:generate=true
+// +groupName=apps.open-cluster-management.io
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var (
+	// GroupVersion is the API group and version of the report.
+	GroupVersion = schema.GroupVersion{Group: "apps.open-cluster-management.io", Version: "v1alpha1"}
+
+	// SchemeBuilder registers the types of this package with a runtime scheme.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+
+	// AddToScheme adds the types of this package to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &MulticlusterApplicationSetReport{}, &MulticlusterApplicationSetReportList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -1,0 +1,56 @@
+package pullmodel
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Field indexes on the cached objects, so that an event costs a lookup, not a scan.
+const (
+	// IndexWorkByApp indexes ManifestWorks by AppKey of their hub Application.
+	IndexWorkByApp = "pullmodel.work.app"
+	// IndexWorkByApplicationSet indexes ManifestWorks by "<namespace>/<name>" of the
+	// ApplicationSet owning their hub Application.
+	IndexWorkByApplicationSet = "pullmodel.work.applicationset"
+	// IndexAppByCluster indexes marked Applications by their target cluster.
+	IndexAppByCluster = "pullmodel.app.cluster"
+)
+
+// ForWork maps a ManifestWork event to a reconcile of its hub Application.
+func ForWork(_ context.Context, o client.Object) []reconcile.Request {
+	a := o.GetAnnotations()
+	if a[AnnotationHubAppNamespace] == "" || a[AnnotationHubAppName] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: a[AnnotationHubAppNamespace], Name: a[AnnotationHubAppName]}}}
+}
+
+// SetupIndexes registers the field indexes the pull-model controllers read.
+func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
+	if err := idx.IndexField(ctx, &workv1.ManifestWork{}, IndexWorkByApp, func(o client.Object) []string {
+		if k := WorkAppKey(o); k != "" {
+			return []string{k}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &workv1.ManifestWork{}, IndexWorkByApplicationSet, func(o client.Object) []string {
+		if k := o.GetAnnotations()[AnnotationApplicationSet]; k != "" {
+			return []string{k}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return idx.IndexField(ctx, NewApplication(), IndexAppByCluster, func(o client.Object) []string {
+		if c := TargetCluster(o); c != "" {
+			return []string{c}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,131 @@
+// Package pullmodel is Argo CD's basic pull model on OCM: a hub Application marked for a
+// managed cluster is wrapped into a ManifestWork in that cluster's namespace (propagation),
+// the spoke's own Argo CD reconciles it, and its sync and health come back through ManifestWork
+// status feedback onto the hub Application (status) and into a per-ApplicationSet report
+// (report). This package holds what they share: the labels and annotations users already put on
+// their Applications, the Argo CD kinds, the cache scope and the wiring.
+package pullmodel
+
+import (
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Labels and annotations of the basic pull model, as existing users and the upstream
+// argocd-pull-integration controller spell them.
+const (
+	// LabelPull on a hub Application asks for delivery to a managed cluster; on a ManifestWork
+	// it marks one this project wrote.
+	LabelPull = "apps.open-cluster-management.io/pull-to-ocm-managed-cluster"
+	// LabelApplicationSet ("true") marks a ManifestWork and a spoke Application whose hub
+	// Application an ApplicationSet owns.
+	LabelApplicationSet = "apps.open-cluster-management.io/application-set"
+	// AnnotationCluster names the managed cluster an Application goes to.
+	AnnotationCluster = "apps.open-cluster-management.io/ocm-managed-cluster"
+	// AnnotationAppNamespace is the spoke namespace of the Application; default: the hub
+	// Application's namespace.
+	AnnotationAppNamespace = "apps.open-cluster-management.io/ocm-managed-cluster-app-namespace"
+	// AnnotationDestinationName and AnnotationDestinationServer replace the spoke
+	// Application's destination; without them it deploys to its own cluster.
+	AnnotationDestinationName   = "apps.open-cluster-management.io/destination-name"
+	AnnotationDestinationServer = "apps.open-cluster-management.io/destination-server"
+	// AnnotationSkipReconcile keeps the hub's own Argo CD away from the Application.
+	AnnotationSkipReconcile = "argocd.argoproj.io/skip-reconcile"
+	// AnnotationHubAppNamespace and AnnotationHubAppName on a ManifestWork name its hub
+	// Application.
+	AnnotationHubAppNamespace = "apps.open-cluster-management.io/hub-application-namespace"
+	AnnotationHubAppName      = "apps.open-cluster-management.io/hub-application-name"
+	// AnnotationApplicationSet ("<namespace>/<name>") on a ManifestWork and a spoke
+	// Application names the ApplicationSet that owns the hub Application.
+	AnnotationApplicationSet = "apps.open-cluster-management.io/hosting-applicationset"
+	// AnnotationOperationBaseline on a ManifestWork carrying a sync operation is the spoke's
+	// last operation start time when the operation was first sent: a later start means the
+	// spoke took it, and the hub's request can be cleared.
+	AnnotationOperationBaseline = "apps.open-cluster-management.io/operation-baseline"
+	// ResourcesFinalizer is Argo CD's cascading-delete finalizer (with optional
+	// "/foreground" or "/background" suffixes).
+	ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"
+	// InClusterServer is the spoke Application's default destination: its own cluster.
+	InClusterServer = "https://kubernetes.default.svc"
+	// DefaultArgoCDNamespace is the spoke namespace when the hub Application has none.
+	DefaultArgoCDNamespace = "argocd"
+)
+
+// Argo CD kinds, handled as unstructured objects: Argo CD's Go module needs a newer Go and
+// other Kubernetes libraries than this project.
+var (
+	ArgoGroupVersion  = schema.GroupVersion{Group: "argoproj.io", Version: "v1alpha1"}
+	ApplicationGVK    = ArgoGroupVersion.WithKind("Application")
+	ApplicationSetGVK = ArgoGroupVersion.WithKind("ApplicationSet")
+)
+
+// NewApplication returns an empty unstructured Application.
+func NewApplication() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(ApplicationGVK)
+	return u
+}
+
+// NewApplicationList returns an empty unstructured Application list.
+func NewApplicationList() *unstructured.UnstructuredList {
+	u := &unstructured.UnstructuredList{}
+	u.SetGroupVersionKind(ArgoGroupVersion.WithKind("ApplicationList"))
+	return u
+}
+
+// IsTrue reads a boolean label or annotation the way the upstream controller does
+// (strconv.ParseBool: "true", "True", "1", ...).
+func IsTrue(v string) bool {
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
+}
+
+// Marked reports whether a hub Application asks for pull-model delivery: the pull label is
+// true and the cluster annotation names a cluster.
+func Marked(o metav1.Object) bool {
+	return IsTrue(o.GetLabels()[LabelPull]) && TargetCluster(o) != ""
+}
+
+// TargetCluster is the managed cluster an Application is marked for.
+func TargetCluster(o metav1.Object) string {
+	return strings.TrimSpace(o.GetAnnotations()[AnnotationCluster])
+}
+
+// AppKey is "<namespace>/<name>" of a hub Application, the index value that ties its
+// ManifestWorks to it.
+func AppKey(namespace, name string) string { return namespace + "/" + name }
+
+// WorkAppKey is the AppKey of the hub Application a ManifestWork was made from, or "" when
+// its annotations name none.
+func WorkAppKey(o metav1.Object) string {
+	a := o.GetAnnotations()
+	ns, name := a[AnnotationHubAppNamespace], a[AnnotationHubAppName]
+	if ns == "" || name == "" {
+		return ""
+	}
+	return AppKey(ns, name)
+}
+
+// OwningApplicationSet is the name of the ApplicationSet among an object's owners, or "".
+func OwningApplicationSet(o metav1.Object) string {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.Kind == ApplicationSetGVK.Kind && strings.HasPrefix(ref.APIVersion, ArgoGroupVersion.Group+"/") {
+			return ref.Name
+		}
+	}
+	return ""
+}
+
+// WorkName is the ManifestWork name of a hub Application: its name and the first five
+// characters of its UID, as the upstream controller names it (so its ManifestWorks are
+// adopted, and a re-created Application never takes over its predecessor's work).
+func WorkName(appName, uid string) string {
+	if len(uid) > 5 {
+		uid = uid[:5]
+	}
+	return appName + "-" + uid
+}

@@ -1,0 +1,58 @@
+package propagation
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+)
+
+// TestSweep: the periodic safety net deletes pull-model ManifestWorks whose Application is
+// gone, unmarked, re-created (another UID) or moved to another cluster, and keeps the current
+// one and works it did not make.
+func TestSweep(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := workv1.Install(scheme); err != nil {
+		t.Fatal(err)
+	}
+	app := hubApp() // team-a/guestbook, UID 0123456789, cluster c1
+	unmarked := hubApp()
+	unmarked.SetName("unmarked")
+	unmarked.SetLabels(nil)
+	work := func(ns, name, appName string) *workv1.ManifestWork {
+		w := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{pullmodel.LabelPull: "true"}}}
+		if appName != "" {
+			w.Annotations = map[string]string{pullmodel.AnnotationHubAppNamespace: "team-a", pullmodel.AnnotationHubAppName: appName}
+		}
+		return w
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		app, unmarked,
+		work("c1", "guestbook-01234", "guestbook"), // current: kept
+		work("c1", "guestbook-99999", "guestbook"), // an earlier incarnation
+		work("c2", "guestbook-01234", "guestbook"), // a cluster it left
+		work("c1", "gone-abcde", "gone"),           // Application deleted
+		work("c1", "unmarked-01234", "unmarked"),   // label removed
+		work("c1", "foreign", ""),                  // not made from an Application: kept
+	).Build()
+	n, err := Sweep(context.Background(), c, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := &workv1.ManifestWorkList{}
+	if err := c.List(context.Background(), list); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, w := range list.Items {
+		left = append(left, w.Namespace+"/"+w.Name)
+	}
+	if n != 4 || len(left) != 2 || left[0] != "c1/foreign" || left[1] != "c1/guestbook-01234" {
+		t.Errorf("deleted %d, left %v; want 4 deleted and c1/foreign, c1/guestbook-01234 kept", n, left)
+	}
+}

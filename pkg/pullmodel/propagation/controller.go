@@ -1,0 +1,365 @@
+package propagation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+)
+
+// Reconciler keeps one ManifestWork per marked hub Application, keyed by the Application.
+type Reconciler struct {
+	// Client writes, and reads ManagedClusters from the manager's cache.
+	Client client.Client
+	// Cache holds the pull model's own objects (marked Applications, its ManifestWorks); its
+	// controllers watch and read them there.
+	Cache    cache.Cache
+	Recorder events.EventRecorder
+	// Concurrency is how many Applications are reconciled at once.
+	Concurrency int
+	// SweepInterval is how often every ManifestWork of the pull model is checked for a hub
+	// Application (a safety net: deletions are handled as they happen).
+	SweepInterval time.Duration
+	// Now is the clock of condition times.
+	Now func() time.Time
+}
+
+// SetupWithManager registers the controller and its periodic orphan sweep.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder("argocd-agent-addon-pullmodel")
+	}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	if r.Concurrency < 1 {
+		r.Concurrency = 1
+	}
+	if r.SweepInterval > 0 {
+		if err := mgr.Add(&sweeper{r: r}); err != nil {
+			return err
+		}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("pullmodel-propagation").
+		WatchesRawSource(source.Kind[client.Object](r.Cache, pullmodel.NewApplication(), &handler.EnqueueRequestForObject{}, deliveryInputChanged())).
+		// A ManifestWork changed or went away: its Application decides whether it should be
+		// there (this also removes, at start-up, works whose Application was deleted while the
+		// manager was down). Status updates alone are the status controller's.
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(pullmodel.ForWork),
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}, deleted()))).
+		// A cluster registered or accepted later: deliver what waited for it.
+		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(clusterAcceptanceChanged())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
+		Complete(r)
+}
+
+// Reconcile brings an Application's ManifestWorks in line with the Application.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	key := pullmodel.AppKey(req.Namespace, req.Name)
+	app := pullmodel.NewApplication()
+	if err := r.Cache.Get(ctx, req.NamespacedName, app); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		_, err := r.deleteWorks(ctx, key, nil)
+		return ctrl.Result{}, err
+	}
+	if !pullmodel.IsTrue(app.GetLabels()[pullmodel.LabelPull]) {
+		_, err := r.deleteWorks(ctx, key, nil)
+		return ctrl.Result{}, err
+	}
+	if pullmodel.TargetCluster(app) == "" {
+		// Labelled but no cluster named: say so, and leave an earlier delivery alone.
+		if app.GetDeletionTimestamp() != nil {
+			return r.reconcileDelete(ctx, app, key)
+		}
+		return ctrl.Result{}, r.setCondition(ctx, app, checkClusterNamed(app))
+	}
+	if app.GetDeletionTimestamp() != nil {
+		return r.reconcileDelete(ctx, app, key)
+	}
+	return r.reconcileNormal(ctx, app, key)
+}
+
+// reconcileDelete deletes the Application's ManifestWorks (the work agent then deletes the
+// spoke Application, whose own finalizer makes the spoke's Argo CD remove the workload) and,
+// once they are gone, releases the hub Application's resources finalizer, which the hub's
+// Argo CD, kept away by skip-reconcile, would never release.
+func (r *Reconciler) reconcileDelete(ctx context.Context, app *unstructured.Unstructured, key string) (ctrl.Result, error) {
+	left, err := r.deleteWorks(ctx, key, nil)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if left > 0 {
+		// The ManifestWork's deletion event requeues too; this is in case it is missed.
+		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+	}
+	if !pullmodel.IsTrue(app.GetAnnotations()[pullmodel.AnnotationSkipReconcile]) {
+		return ctrl.Result{}, nil
+	}
+	var keep []string
+	for _, f := range app.GetFinalizers() {
+		if f != pullmodel.ResourcesFinalizer && !strings.HasPrefix(f, pullmodel.ResourcesFinalizer+"/") {
+			keep = append(keep, f)
+		}
+	}
+	if len(keep) == len(app.GetFinalizers()) {
+		return ctrl.Result{}, nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"finalizers": keep, "resourceVersion": app.GetResourceVersion()}})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	log.FromContext(ctx).Info("released the resources finalizer: the ManifestWork is gone")
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, patch)))
+}
+
+func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unstructured, key string) (ctrl.Result, error) {
+	refusal, err := r.check(ctx, app)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	name := pullmodel.WorkName(app.GetName(), string(app.GetUID()))
+	cluster := pullmodel.TargetCluster(app)
+	var have *workv1.ManifestWork
+	if refusal == nil {
+		w := &workv1.ManifestWork{}
+		switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); {
+		case err == nil:
+			have = w
+		case !apierrors.IsNotFound(err):
+			return ctrl.Result{}, err
+		}
+		want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have)})
+		var tooLarge *TooLargeError
+		switch {
+		case errors.As(err, &tooLarge):
+			refusal = &Refusal{ReasonTooLarge, err.Error() + "; split it (for example into an ApplicationSet) or shrink inline values"}
+		case err != nil:
+			refusal = &Refusal{ReasonInvalid, err.Error()}
+		default:
+			if err := r.apply(ctx, have, want); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+	}
+	// Bad input leaves an earlier ManifestWork as it is: a typo must not tear a workload down.
+	if refusal == nil {
+		if _, err := r.deleteWorks(ctx, key, &types.NamespacedName{Namespace: cluster, Name: name}); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{}, r.setCondition(ctx, app, refusal)
+}
+
+// check runs the admission policies in order and returns the first refusal.
+func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) (*Refusal, error) {
+	if ref := checkSkipReconcile(app); ref != nil {
+		return ref, nil
+	}
+	mc := &clusterv1.ManagedCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: pullmodel.TargetCluster(app)}, mc); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		mc = nil
+	}
+	return checkCluster(app, mc), nil
+}
+
+// apply creates the ManifestWork or updates it when it differs; nothing is written otherwise.
+func (r *Reconciler) apply(ctx context.Context, have, want *workv1.ManifestWork) error {
+	if have == nil {
+		log.FromContext(ctx).Info("creating ManifestWork", "namespace", want.Namespace, "name", want.Name)
+		return r.Client.Create(ctx, want)
+	}
+	if !NeedsUpdate(have, want) {
+		return nil
+	}
+	w := have.DeepCopy()
+	if w.Labels == nil {
+		w.Labels = map[string]string{}
+	}
+	if w.Annotations == nil {
+		w.Annotations = map[string]string{}
+	}
+	delete(w.Labels, pullmodel.LabelApplicationSet)
+	delete(w.Annotations, pullmodel.AnnotationApplicationSet)
+	delete(w.Annotations, pullmodel.AnnotationOperationBaseline)
+	for k, v := range want.Labels {
+		w.Labels[k] = v
+	}
+	for k, v := range want.Annotations {
+		w.Annotations[k] = v
+	}
+	w.Spec = want.Spec
+	log.FromContext(ctx).Info("updating ManifestWork", "namespace", w.Namespace, "name", w.Name)
+	return r.Client.Update(ctx, w)
+}
+
+// deleteWorks deletes the ManifestWorks made from the Application key, except keep, and
+// returns how many of them still exist (deleted ones linger until the work agent has removed
+// what they applied).
+func (r *Reconciler) deleteWorks(ctx context.Context, key string, keep *types.NamespacedName) (int, error) {
+	list := &workv1.ManifestWorkList{}
+	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkByApp: key}); err != nil {
+		return 0, err
+	}
+	left := 0
+	for i := range list.Items {
+		w := &list.Items[i]
+		if keep != nil && w.Namespace == keep.Namespace && w.Name == keep.Name {
+			continue
+		}
+		left++
+		if w.DeletionTimestamp != nil {
+			continue
+		}
+		log.FromContext(ctx).Info("deleting ManifestWork", "namespace", w.Namespace, "name", w.Name)
+		if err := r.Client.Delete(ctx, w, client.Preconditions{UID: &w.UID}); client.IgnoreNotFound(err) != nil {
+			return left, err
+		}
+	}
+	return left, nil
+}
+
+// setCondition sets or clears the delivery condition, with an Event when it appears or
+// changes; nothing is written when it is already as it should be.
+func (r *Reconciler) setCondition(ctx context.Context, app *unstructured.Unstructured, refusal *Refusal) error {
+	msg := ""
+	if refusal != nil {
+		msg = refusal.String()
+	}
+	have, ok := pullmodel.DeliveryCondition(app)
+	if (msg == "" && !ok) || (ok && have == msg) {
+		return nil
+	}
+	conds := pullmodel.WithDeliveryCondition(app, msg, r.Now())
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"resourceVersion": app.GetResourceVersion()},
+		"status":   map[string]any{"conditions": conds},
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if refusal != nil {
+		r.Recorder.Eventf(app, nil, corev1.EventTypeWarning, refusal.Reason, "Deliver", "%s", refusal.Message)
+	} else {
+		r.Recorder.Eventf(app, nil, corev1.EventTypeNormal, "Delivered", "Deliver", "delivered to cluster %s", pullmodel.TargetCluster(app))
+	}
+	return nil
+}
+
+// operationBaseline is the spoke's last operation start time when the Application's current
+// sync operation was first sent: kept while the ManifestWork carries the same operation, else
+// read from its feedback now.
+func operationBaseline(app *unstructured.Unstructured, have *workv1.ManifestWork) string {
+	op, ok := app.Object["operation"].(map[string]any)
+	if !ok || have == nil {
+		return ""
+	}
+	if sent := Operation(have); sent != nil && equality.Semantic.DeepEqual(sent, op) {
+		return have.Annotations[pullmodel.AnnotationOperationBaseline]
+	}
+	return FeedbackValues(have)[FeedbackOperationStarted]
+}
+
+// FeedbackValues returns the spoke Application's fed-back fields by feedback name.
+func FeedbackValues(w *workv1.ManifestWork) map[string]string {
+	out := map[string]string{}
+	for _, m := range w.Status.ResourceStatus.Manifests {
+		if m.ResourceMeta.Group != pullmodel.ArgoGroupVersion.Group || m.ResourceMeta.Resource != "applications" {
+			continue
+		}
+		for _, v := range m.StatusFeedbacks.Values {
+			switch {
+			case v.Value.String != nil:
+				out[v.Name] = *v.Value.String
+			case v.Value.Integer != nil:
+				out[v.Name] = fmt.Sprint(*v.Value.Integer)
+			case v.Value.Boolean != nil:
+				out[v.Name] = fmt.Sprint(*v.Value.Boolean)
+			}
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	list := pullmodel.NewApplicationList()
+	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexAppByCluster: o.GetName()}); err != nil {
+		log.FromContext(ctx).Error(err, "listing Applications of a cluster", "cluster", o.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, app := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: app.GetNamespace(), Name: app.GetName()}})
+	}
+	return out
+}
+
+// deliveryInputChanged passes Application events that can change the ManifestWork or the
+// delivery decision; the status the status controller writes back does not.
+func deliveryInputChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, n := e.ObjectOld.(*unstructured.Unstructured), e.ObjectNew.(*unstructured.Unstructured)
+		if o == nil || n == nil {
+			return true
+		}
+		for _, f := range []string{"spec", "operation"} {
+			if !equality.Semantic.DeepEqual(o.Object[f], n.Object[f]) {
+				return true
+			}
+		}
+		return !equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+			!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
+			!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+			!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||
+			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
+	}}
+}
+
+func deleted() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+func clusterAcceptanceChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*clusterv1.ManagedCluster)
+		n, ok2 := e.ObjectNew.(*clusterv1.ManagedCluster)
+		return !ok1 || !ok2 || o.Spec.HubAcceptsClient != n.Spec.HubAcceptsClient
+	}}
+}

@@ -1,0 +1,288 @@
+// Package propagation wraps each marked hub Application into a ManifestWork in its cluster's
+// namespace, removes ManifestWorks whose Application is gone, and releases the hub
+// Application's resources finalizer once its ManifestWork is gone.
+package propagation
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+)
+
+// MaxWorkBytes is the largest manifest payload OCM's work webhook accepts in one ManifestWork
+// (500 KiB). An Application larger than this is refused with a condition instead.
+const MaxWorkBytes = 500 * 1024
+
+// Feedback names: one JSONPath rule each on the spoke Application, read back by the status
+// and report controllers. The first five are the names the upstream controller uses.
+const (
+	FeedbackHealth           = "healthStatus"
+	FeedbackSync             = "syncStatus"
+	FeedbackOperationStarted = "operationStateStartedAt"
+	FeedbackOperationPhase   = "operationStatePhase"
+	FeedbackRevision         = "syncRevision"
+	FeedbackOperationEnded   = "operationStateFinishedAt"
+	FeedbackOperationMessage = "operationStateMessage"
+	FeedbackReconciledAt     = "reconciledAt"
+)
+
+// feedbackPaths are the spoke Application fields fed back to the hub. The operation's start
+// and the reconcile time are what ApplicationSet progressive sync compares with its own
+// transition times, so they come back as the spoke wrote them.
+var feedbackPaths = []workv1.JsonPath{
+	{Name: FeedbackHealth, Path: ".status.health.status"},
+	{Name: FeedbackSync, Path: ".status.sync.status"},
+	{Name: FeedbackOperationStarted, Path: ".status.operationState.startedAt"},
+	{Name: FeedbackOperationPhase, Path: ".status.operationState.phase"},
+	{Name: FeedbackRevision, Path: ".status.sync.revision"},
+	{Name: FeedbackOperationEnded, Path: ".status.operationState.finishedAt"},
+	{Name: FeedbackOperationMessage, Path: ".status.operationState.message"},
+	{Name: FeedbackReconciledAt, Path: ".status.reconciledAt"},
+}
+
+// Input is what a ManifestWork is built from.
+type Input struct {
+	// App is the hub Application.
+	App *unstructured.Unstructured
+	// OperationBaseline is the spoke's last operation start time when the hub Application's
+	// current operation was first sent (see pullmodel.AnnotationOperationBaseline).
+	OperationBaseline string
+}
+
+// SpokeNamespace is the namespace of the Application on the managed cluster.
+func SpokeNamespace(app metav1.Object) string {
+	if ns := strings.TrimSpace(app.GetAnnotations()[pullmodel.AnnotationAppNamespace]); ns != "" {
+		return ns
+	}
+	if app.GetNamespace() != "" {
+		return app.GetNamespace()
+	}
+	return pullmodel.DefaultArgoCDNamespace
+}
+
+// dropAnnotations are the hub-only annotations the spoke Application does not get.
+var dropAnnotations = map[string]bool{
+	pullmodel.AnnotationCluster:           true,
+	pullmodel.AnnotationAppNamespace:      true,
+	pullmodel.AnnotationSkipReconcile:     true,
+	pullmodel.AnnotationDestinationName:   true,
+	pullmodel.AnnotationDestinationServer: true,
+	// kubectl's copy of the whole hub object would double the payload.
+	"kubectl.kubernetes.io/last-applied-configuration": true,
+}
+
+// SpokeApplication is the Application the managed cluster's Argo CD gets: the hub
+// Application's spec, operation, finalizers, labels and annotations, without the OCM keys and
+// skip-reconcile, in the spoke namespace, with the destination set for delivery on that
+// cluster, and with its ApplicationSet's identity when one owns it.
+func SpokeApplication(app *unstructured.Unstructured) *unstructured.Unstructured {
+	out := pullmodel.NewApplication()
+	out.SetName(app.GetName())
+	out.SetNamespace(SpokeNamespace(app))
+	if f := app.GetFinalizers(); len(f) > 0 {
+		out.SetFinalizers(f)
+	}
+	labels := map[string]string{}
+	for k, v := range app.GetLabels() {
+		if k != pullmodel.LabelPull {
+			labels[k] = v
+		}
+	}
+	annotations := map[string]string{}
+	hub := app.GetAnnotations()
+	for k, v := range hub {
+		if !dropAnnotations[k] {
+			annotations[k] = v
+		}
+	}
+	if set := pullmodel.OwningApplicationSet(app); set != "" {
+		labels[pullmodel.LabelApplicationSet] = "true"
+		annotations[pullmodel.AnnotationApplicationSet] = app.GetNamespace() + "/" + set
+	}
+	if len(labels) > 0 {
+		out.SetLabels(labels)
+	}
+	if len(annotations) > 0 {
+		out.SetAnnotations(annotations)
+	}
+	if spec, ok := app.Object["spec"].(map[string]any); ok {
+		spec = runtime.DeepCopyJSON(spec)
+		dest, _ := spec["destination"].(map[string]any)
+		if dest == nil {
+			dest = map[string]any{}
+		}
+		name, hasName := hub[pullmodel.AnnotationDestinationName]
+		server, hasServer := hub[pullmodel.AnnotationDestinationServer]
+		delete(dest, "name")
+		delete(dest, "server")
+		switch {
+		case hasName || hasServer:
+			if hasName && name != "" {
+				dest["name"] = name
+			}
+			if hasServer && server != "" {
+				dest["server"] = server
+			}
+		default:
+			dest["server"] = pullmodel.InClusterServer
+		}
+		spec["destination"] = dest
+		out.Object["spec"] = spec
+	}
+	if op, ok := app.Object["operation"].(map[string]any); ok {
+		out.Object["operation"] = runtime.DeepCopyJSON(op)
+	}
+	return out
+}
+
+// Build returns the ManifestWork of a hub Application in its cluster's namespace.
+func Build(in Input) (*workv1.ManifestWork, error) {
+	app := in.App
+	spoke := SpokeApplication(app)
+	raw, err := json.Marshal(spoke.Object)
+	if err != nil {
+		return nil, err
+	}
+	labels := map[string]string{pullmodel.LabelPull: "true"}
+	annotations := map[string]string{
+		pullmodel.AnnotationHubAppNamespace: app.GetNamespace(),
+		pullmodel.AnnotationHubAppName:      app.GetName(),
+	}
+	if set := pullmodel.OwningApplicationSet(app); set != "" {
+		labels[pullmodel.LabelApplicationSet] = "true"
+		annotations[pullmodel.AnnotationApplicationSet] = app.GetNamespace() + "/" + set
+	}
+	if _, ok := spoke.Object["operation"]; ok {
+		annotations[pullmodel.AnnotationOperationBaseline] = in.OperationBaseline
+	}
+	w := &workv1.ManifestWork{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        pullmodel.WorkName(app.GetName(), string(app.GetUID())),
+			Namespace:   pullmodel.TargetCluster(app),
+			Labels:      labels,
+			Annotations: annotations,
+		},
+		Spec: workv1.ManifestWorkSpec{
+			Workload: workv1.ManifestsTemplate{Manifests: []workv1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}},
+			ManifestConfigs: []workv1.ManifestConfigOption{{
+				ResourceIdentifier: workv1.ResourceIdentifier{
+					Group:     pullmodel.ArgoGroupVersion.Group,
+					Resource:  "applications",
+					Namespace: spoke.GetNamespace(),
+					Name:      spoke.GetName(),
+				},
+				FeedbackRules: []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: feedbackPaths}},
+				UpdateStrategy: &workv1.UpdateStrategy{
+					Type: workv1.UpdateStrategyTypeServerSideApply,
+					ServerSideApply: &workv1.ServerSideApplyConfig{
+						Force: true,
+						// The spoke's Argo CD clears a sync request when it has run it; the
+						// work agent must not put it back until the hub sends a new payload.
+						IgnoreFields: []workv1.IgnoreField{{Condition: workv1.IgnoreFieldsConditionOnSpokeChange, JSONPaths: []string{".operation"}}},
+					},
+				},
+			}},
+		},
+	}
+	if n := len(raw); n > MaxWorkBytes {
+		return w, &TooLargeError{Bytes: n}
+	}
+	return w, nil
+}
+
+// TooLargeError says an Application does not fit into one ManifestWork.
+type TooLargeError struct{ Bytes int }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("the Application is %d KiB as JSON, more than the %d KiB one ManifestWork may carry", e.Bytes/1024, MaxWorkBytes/1024)
+}
+
+// NeedsUpdate reports whether have differs from want in anything the pull model sets: the
+// spec, and its own labels and annotations (others' are left alone).
+func NeedsUpdate(have, want *workv1.ManifestWork) bool {
+	for k, v := range want.Labels {
+		if have.Labels[k] != v {
+			return true
+		}
+	}
+	for k, v := range want.Annotations {
+		if got, ok := have.Annotations[k]; !ok || got != v {
+			return true
+		}
+	}
+	for _, k := range []string{pullmodel.LabelApplicationSet} {
+		if _, ok := want.Labels[k]; !ok && have.Labels[k] != "" {
+			return true
+		}
+	}
+	for _, k := range []string{pullmodel.AnnotationApplicationSet, pullmodel.AnnotationOperationBaseline} {
+		if _, ok := want.Annotations[k]; !ok {
+			if _, has := have.Annotations[k]; has {
+				return true
+			}
+		}
+	}
+	return !specEqual(have.Spec, want.Spec)
+}
+
+// specEqual compares two ManifestWork specs, the manifests by their JSON content (the API
+// server may return them re-encoded).
+func specEqual(a, b workv1.ManifestWorkSpec) bool {
+	if len(a.Workload.Manifests) != len(b.Workload.Manifests) {
+		return false
+	}
+	for i := range a.Workload.Manifests {
+		if !jsonEqual(a.Workload.Manifests[i].Raw, b.Workload.Manifests[i].Raw) {
+			return false
+		}
+	}
+	a.Workload, b.Workload = workv1.ManifestsTemplate{}, workv1.ManifestsTemplate{}
+	return equality.Semantic.DeepEqual(withDefaults(a), withDefaults(b))
+}
+
+// withDefaults fills in what the ManifestWork CRD defaults, so a stored spec and a built one
+// compare equal (an older hub CRD without feedbackScrapeType prunes it: both sides agree then too).
+func withDefaults(s workv1.ManifestWorkSpec) workv1.ManifestWorkSpec {
+	s = *s.DeepCopy()
+	for i := range s.ManifestConfigs {
+		c := &s.ManifestConfigs[i]
+		if c.FeedbackScrapeType == "" {
+			c.FeedbackScrapeType = workv1.FeedbackPollType
+		}
+		if u := c.UpdateStrategy; u != nil && u.ServerSideApply != nil {
+			if u.ServerSideApply.FieldManager == "" {
+				u.ServerSideApply.FieldManager = workv1.DefaultFieldManager
+			}
+		}
+	}
+	return s
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return equality.Semantic.DeepEqual(x, y)
+}
+
+// Operation returns the sync operation a ManifestWork carries, or nil.
+func Operation(w *workv1.ManifestWork) map[string]any {
+	if len(w.Spec.Workload.Manifests) == 0 {
+		return nil
+	}
+	var app map[string]any
+	if json.Unmarshal(w.Spec.Workload.Manifests[0].Raw, &app) != nil {
+		return nil
+	}
+	op, _ := app["operation"].(map[string]any)
+	return op
+}

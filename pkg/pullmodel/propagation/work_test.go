@@ -1,0 +1,113 @@
+package propagation
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+)
+
+func hubApp() *unstructured.Unstructured {
+	app := pullmodel.NewApplication()
+	app.SetNamespace("team-a")
+	app.SetName("guestbook")
+	app.SetUID("0123456789")
+	app.SetLabels(map[string]string{pullmodel.LabelPull: "true"})
+	app.SetAnnotations(map[string]string{pullmodel.AnnotationCluster: "c1", pullmodel.AnnotationSkipReconcile: "true"})
+	app.Object["spec"] = map[string]any{"project": "default", "destination": map[string]any{"name": "hub-name", "server": "https://hub", "namespace": "gb"}}
+	return app
+}
+
+func TestBuildIsStableAndComparesEqualToItsStoredForm(t *testing.T) {
+	a, err := Build(Input{App: hubApp()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Build(Input{App: hubApp()})
+	if NeedsUpdate(a, b) {
+		t.Fatal("two builds of the same Application differ")
+	}
+	// The API server fills in defaults and re-encodes the manifest.
+	stored := a.DeepCopy()
+	stored.Spec.ManifestConfigs[0].FeedbackScrapeType = workv1.FeedbackPollType
+	stored.Spec.ManifestConfigs[0].UpdateStrategy.ServerSideApply.FieldManager = workv1.DefaultFieldManager
+	stored.Spec.Workload.Manifests[0].Raw = []byte(" " + string(a.Spec.Workload.Manifests[0].Raw))
+	stored.Labels["someone-else"] = "x"
+	if NeedsUpdate(stored, b) {
+		t.Error("the stored form with defaults and another writer's label compares different: every reconcile would write")
+	}
+	if a.Namespace != "c1" || a.Name != "guestbook-01234" {
+		t.Errorf("ManifestWork %s/%s", a.Namespace, a.Name)
+	}
+}
+
+func TestNeedsUpdateSeesDroppedApplicationSet(t *testing.T) {
+	app := hubApp()
+	app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "set"}})
+	owned, _ := Build(Input{App: app})
+	plain, _ := Build(Input{App: hubApp()})
+	if !NeedsUpdate(owned, plain) {
+		t.Error("a ManifestWork still naming an ApplicationSet the Application left compares equal")
+	}
+}
+
+func TestSpokeApplicationDestination(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		want        map[string]any
+	}{
+		{"default: its own cluster", nil, map[string]any{"server": pullmodel.InClusterServer, "namespace": "gb"}},
+		{"name annotation", map[string]string{pullmodel.AnnotationDestinationName: "in-cluster"}, map[string]any{"name": "in-cluster", "namespace": "gb"}},
+		{"server annotation", map[string]string{pullmodel.AnnotationDestinationServer: "https://x"}, map[string]any{"server": "https://x", "namespace": "gb"}},
+	} {
+		app := hubApp()
+		a := app.GetAnnotations()
+		for k, v := range tc.annotations {
+			a[k] = v
+		}
+		app.SetAnnotations(a)
+		dest, _, _ := unstructured.NestedMap(SpokeApplication(app).Object, "spec", "destination")
+		if len(dest) != len(tc.want) {
+			t.Errorf("%s: destination %v, want %v", tc.name, dest, tc.want)
+		}
+		for k, v := range tc.want {
+			if dest[k] != v {
+				t.Errorf("%s: destination %v, want %v", tc.name, dest, tc.want)
+			}
+		}
+		// The hub object is not changed.
+		if d, _, _ := unstructured.NestedString(app.Object, "spec", "destination", "server"); d != "https://hub" {
+			t.Errorf("%s: the hub Application's destination was modified: %s", tc.name, d)
+		}
+	}
+}
+
+func TestBuildRefusesTooLarge(t *testing.T) {
+	app := hubApp()
+	_ = unstructured.SetNestedField(app.Object, strings.Repeat("v", MaxWorkBytes), "spec", "source", "helm", "values")
+	_, err := Build(Input{App: app})
+	var tl *TooLargeError
+	if !errors.As(err, &tl) {
+		t.Fatalf("want TooLargeError, got %v", err)
+	}
+}
+
+func TestChecks(t *testing.T) {
+	app := hubApp()
+	if r := checkSkipReconcile(app); r != nil {
+		t.Errorf("skip-reconcile true refused: %v", r)
+	}
+	app.SetAnnotations(map[string]string{pullmodel.AnnotationCluster: "c1", pullmodel.AnnotationSkipReconcile: "false"})
+	if r := checkSkipReconcile(app); r == nil || r.Reason != ReasonMissingSkipReconcile {
+		t.Errorf("skip-reconcile false: %v", r)
+	}
+	if r := checkCluster(app, nil); r == nil || r.Reason != ReasonUnknownCluster || !strings.Contains(r.Message, `"c1"`) {
+		t.Errorf("unknown cluster: %v", r)
+	}
+}

@@ -1,0 +1,230 @@
+package pullmodel_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+)
+
+// payload returns the spoke Application a ManifestWork carries.
+func payload(t *testing.T, w *workv1.ManifestWork) *unstructured.Unstructured {
+	t.Helper()
+	if len(w.Spec.Workload.Manifests) != 1 {
+		t.Fatalf("ManifestWork %s has %d manifests, want 1", w.Name, len(w.Spec.Workload.Manifests))
+	}
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(w.Spec.Workload.Manifests[0].Raw, &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// TestPropagation: a marked Application becomes one ManifestWork in its cluster's namespace,
+// named after it and its UID, carrying the Application without the OCM keys and
+// skip-reconcile, in-cluster, with feedback rules; an ApplicationSet-owned one carries its
+// ApplicationSet's identity; a spec change is one ManifestWork write; an idle Application costs
+// no write at all.
+func TestPropagation(t *testing.T) {
+	ctx := context.Background()
+	createCluster(t, "prop1", true)
+	app := newApp("prop-guestbook", "prop1")
+	app.SetFinalizers([]string{pullmodel.ResourcesFinalizer})
+	app.SetAnnotations(mergeMap(app.GetAnnotations(), map[string]string{pullmodel.AnnotationAppNamespace: "gitops"}))
+	create(t, app)
+	app = getApp(t, app.GetName())
+	w := waitWork(t, app, "prop1")
+
+	if w.Name != app.GetName()+"-"+string(app.GetUID())[:5] {
+		t.Errorf("ManifestWork name %s, want the Application's name and the first 5 characters of its UID", w.Name)
+	}
+	if w.Labels[pullmodel.LabelPull] != "true" || w.Annotations[pullmodel.AnnotationHubAppNamespace] != argoNS || w.Annotations[pullmodel.AnnotationHubAppName] != app.GetName() {
+		t.Errorf("ManifestWork labels %v annotations %v: missing the pull label or the hub Application", w.Labels, w.Annotations)
+	}
+	spoke := payload(t, w)
+	if spoke.GetNamespace() != "gitops" || spoke.GetName() != app.GetName() {
+		t.Errorf("spoke Application %s/%s, want gitops/%s (the app-namespace annotation)", spoke.GetNamespace(), spoke.GetName(), app.GetName())
+	}
+	for _, k := range []string{pullmodel.AnnotationCluster, pullmodel.AnnotationAppNamespace, pullmodel.AnnotationSkipReconcile} {
+		if _, ok := spoke.GetAnnotations()[k]; ok {
+			t.Errorf("spoke Application keeps hub-only annotation %s", k)
+		}
+	}
+	if _, ok := spoke.GetLabels()[pullmodel.LabelPull]; ok || spoke.GetLabels()["team"] != "blue" || spoke.GetAnnotations()["note"] != "kept" {
+		t.Errorf("spoke labels %v annotations %v: want the user's kept and the pull label dropped", spoke.GetLabels(), spoke.GetAnnotations())
+	}
+	if got := spoke.GetFinalizers(); len(got) != 1 || got[0] != pullmodel.ResourcesFinalizer {
+		t.Errorf("spoke finalizers %v, want the resources finalizer (the spoke's Argo CD removes the workload)", got)
+	}
+	dest, _, _ := unstructured.NestedMap(spoke.Object, "spec", "destination")
+	if dest["server"] != pullmodel.InClusterServer || dest["name"] != nil || dest["namespace"] != "guestbook" {
+		t.Errorf("spoke destination %v, want server %s, no name, namespace kept", dest, pullmodel.InClusterServer)
+	}
+	mc := w.Spec.ManifestConfigs
+	if len(mc) != 1 || mc[0].ResourceIdentifier.Resource != "applications" || mc[0].ResourceIdentifier.Namespace != "gitops" || len(mc[0].FeedbackRules) != 1 {
+		t.Fatalf("manifest configs %+v", mc)
+	}
+	paths := map[string]string{}
+	for _, p := range mc[0].FeedbackRules[0].JsonPaths {
+		paths[p.Name] = p.Path
+	}
+	for name, path := range map[string]string{"healthStatus": ".status.health.status", "syncStatus": ".status.sync.status", "operationStatePhase": ".status.operationState.phase", "operationStateStartedAt": ".status.operationState.startedAt", "syncRevision": ".status.sync.revision"} {
+		if paths[name] != path {
+			t.Errorf("feedback %s = %q, want %q", name, paths[name], path)
+		}
+	}
+
+	// Idle: nothing is written however long it sits (the manager resyncs nothing here, but a
+	// second reconcile of the same input must compare equal).
+	apps0, works0 := appWrites(t)
+	touch(t, app.GetName()) // a change the spoke does not get reconciles the Application again
+	time.Sleep(2 * time.Second)
+	apps1, works1 := appWrites(t)
+	if apps1-apps0 != 1 || works1 != works0 {
+		t.Errorf("after one change the spoke does not get: %d Application writes (want 1, the test's own) and %d ManifestWork writes (want 0)", apps1-apps0, works1-works0)
+	}
+
+	// A spec change is one ManifestWork update.
+	patchApp(t, app.GetName(), `{"spec":{"source":{"targetRevision":"v2"}}}`)
+	eventually(t, "the new revision in the ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := &workv1.ManifestWork{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+			return false, err.Error()
+		}
+		rev, _, _ := unstructured.NestedString(payload(t, cur).Object, "spec", "source", "targetRevision")
+		return rev == "v2", rev
+	})
+	time.Sleep(time.Second)
+	if _, works2 := appWrites(t); works2-works1 != 1 {
+		t.Errorf("a spec change cost %d ManifestWork writes, want 1", works2-works1)
+	}
+
+	// Owned by an ApplicationSet: its identity goes with the work and the spoke Application.
+	set := newAppSet(t, "prop-set")
+	owned := newApp("prop-owned", "prop1")
+	owned.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: set.GetName(), UID: set.GetUID()}})
+	create(t, owned)
+	ow := waitWork(t, getApp(t, owned.GetName()), "prop1")
+	want := argoNS + "/prop-set"
+	if ow.Annotations[pullmodel.AnnotationApplicationSet] != want || ow.Labels[pullmodel.LabelApplicationSet] != "true" {
+		t.Errorf("ManifestWork of an ApplicationSet's Application: labels %v annotations %v, want %s", ow.Labels, ow.Annotations, want)
+	}
+	if sp := payload(t, ow); sp.GetAnnotations()[pullmodel.AnnotationApplicationSet] != want || sp.GetLabels()[pullmodel.LabelApplicationSet] != "true" {
+		t.Errorf("spoke Application of an ApplicationSet's Application: labels %v annotations %v", sp.GetLabels(), sp.GetAnnotations())
+	}
+	_ = ctx
+}
+
+// TestDestinationAnnotations: the destination annotations replace the spoke destination.
+func TestDestinationAnnotations(t *testing.T) {
+	createCluster(t, "prop2", true)
+	app := newApp("dest-guestbook", "prop2")
+	app.SetAnnotations(mergeMap(app.GetAnnotations(), map[string]string{pullmodel.AnnotationDestinationName: "in-cluster"}))
+	create(t, app)
+	w := waitWork(t, getApp(t, app.GetName()), "prop2")
+	dest, _, _ := unstructured.NestedMap(payload(t, w).Object, "spec", "destination")
+	if dest["name"] != "in-cluster" || dest["server"] != nil {
+		t.Errorf("spoke destination %v, want name in-cluster and no server", dest)
+	}
+	for _, k := range []string{pullmodel.AnnotationDestinationName, pullmodel.AnnotationDestinationServer} {
+		if _, ok := payload(t, w).GetAnnotations()[k]; ok {
+			t.Errorf("spoke keeps %s", k)
+		}
+	}
+}
+
+// TestOperationReachesSpokeOnce: a sync request on the hub goes into the ManifestWork and is
+// cleared on the hub only once the spoke reports an operation started after it was sent;
+// then the ManifestWork drops it.
+func TestOperationReachesSpokeOnce(t *testing.T) {
+	createCluster(t, "op1", true)
+	app := newApp("op-guestbook", "op1")
+	create(t, app)
+	app = getApp(t, app.GetName())
+	w := waitWork(t, app, "op1")
+	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Succeeded", "operationStateStartedAt": "2026-01-01T00:00:00Z"})
+	eventually(t, "status from the first feedback", 10*time.Second, func(ctx context.Context) (bool, string) {
+		st, _, _ := unstructured.NestedString(getApp(t, app.GetName()).Object, "status", "operationState", "startedAt")
+		return st == "2026-01-01T00:00:00Z", st
+	})
+
+	patchApp(t, app.GetName(), `{"operation":{"sync":{"revision":"main"},"initiatedBy":{"username":"alice"}}}`)
+	eventually(t, "the operation in the ManifestWork with the spoke's last start as baseline", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := &workv1.ManifestWork{}
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
+		op := propagation.Operation(cur)
+		return op != nil && cur.Annotations[pullmodel.AnnotationOperationBaseline] == "2026-01-01T00:00:00Z", fmt.Sprintf("operation %v annotations %v", op, cur.Annotations)
+	})
+	// Not cleared while the spoke has not started it.
+	time.Sleep(2 * time.Second)
+	if _, ok := getApp(t, app.GetName()).Object["operation"]; !ok {
+		t.Fatal("the hub's sync request was cleared before the spoke started an operation")
+	}
+	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Running", "operationStateStartedAt": "2026-01-01T00:05:00Z"})
+	eventually(t, "the hub's sync request cleared, the running operation shown", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := getApp(t, app.GetName())
+		_, has := cur.Object["operation"]
+		phase, _, _ := unstructured.NestedString(cur.Object, "status", "operationState", "phase")
+		return !has && phase == "Running", fmt.Sprintf("operation present=%v phase=%s", has, phase)
+	})
+	eventually(t, "the ManifestWork without the operation", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := &workv1.ManifestWork{}
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
+		_, base := cur.Annotations[pullmodel.AnnotationOperationBaseline]
+		return propagation.Operation(cur) == nil && !base, fmt.Sprint(propagation.Operation(cur))
+	})
+}
+
+func touch(t *testing.T, name string) {
+	t.Helper()
+	patchApp(t, name, fmt.Sprintf(`{"metadata":{"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"%d"}}}`, time.Now().UnixNano()))
+}
+
+func patchApp(t *testing.T, name, patch string) {
+	t.Helper()
+	app := pullmodel.NewApplication()
+	app.SetNamespace(argoNS)
+	app.SetName(name)
+	if err := k8s.Patch(context.Background(), app, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		t.Fatalf("patching Application %s: %v", name, err)
+	}
+}
+
+func mergeMap(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// newAppSet creates a minimal ApplicationSet (nothing runs it here).
+func newAppSet(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	set := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{
+			"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
+			"template": map[string]any{
+				"metadata": map[string]any{"name": "{{name}}"},
+				"spec":     map[string]any{"project": "default", "destination": map[string]any{"server": pullmodel.InClusterServer}},
+			},
+		},
+	}}
+	set.SetGroupVersionKind(pullmodel.ApplicationSetGVK)
+	set.SetNamespace(argoNS)
+	set.SetName(name)
+	create(t, set)
+	return set
+}

@@ -1,0 +1,210 @@
+// Package report keeps one MulticlusterApplicationSetReport per ApplicationSet whose
+// Applications the pull model delivers: each cluster's sync, health and errors, and a summary,
+// built from ManifestWork feedback alone.
+package report
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+)
+
+// Condition types in a cluster's entry.
+const (
+	ConditionDeliveryError = "DeliveryError"
+	ConditionSyncError     = "SyncError"
+)
+
+// Reconciler keeps the reports, keyed by ApplicationSet.
+type Reconciler struct {
+	// Client writes; Cache is the pull model's own cache (ManifestWorks, ApplicationSet
+	// metadata, reports), which it watches and reads.
+	Client client.Client
+	Cache  cache.Cache
+	// Batch is how long ManifestWork changes are gathered before a rebuild (DefaultBatch).
+	Batch time.Duration
+}
+
+// NewApplicationSetMetadata returns an ApplicationSet read as metadata only: the report needs
+// its existence and UID, not its spec.
+func NewApplicationSetMetadata() *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(pullmodel.ApplicationSetGVK)
+	return m
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("pullmodel-report").
+		WatchesRawSource(source.Kind[client.Object](r.Cache, NewApplicationSetMetadata(), &handler.EnqueueRequestForObject{},
+			predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, batched(r.batch()))).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &reportv1alpha1.MulticlusterApplicationSetReport{}, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// DefaultBatch is how long ManifestWork changes are gathered before a report is rebuilt.
+const DefaultBatch = 2 * time.Second
+
+func (r *Reconciler) batch() time.Duration {
+	if r.Batch > 0 {
+		return r.Batch
+	}
+	return DefaultBatch
+}
+
+// batched enqueues a ManifestWork's ApplicationSet after a delay: a report covers every
+// cluster of its ApplicationSet, so a wave of feedback (a new revision reaching a thousand
+// clusters) is gathered into a few rebuilds instead of one per cluster.
+func batched(delay time.Duration) handler.EventHandler {
+	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range forWork(context.Background(), o) {
+			q.AddAfter(req, delay)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+	}
+}
+
+// Reconcile writes the ApplicationSet's report when it differs from what the ManifestWorks say.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	have := &reportv1alpha1.MulticlusterApplicationSetReport{}
+	err := r.Cache.Get(ctx, req.NamespacedName, have)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	exists := err == nil
+	set := NewApplicationSetMetadata()
+	if err := r.Cache.Get(ctx, req.NamespacedName, set); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		if exists {
+			return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, have))
+		}
+		return ctrl.Result{}, nil
+	}
+	works := &workv1.ManifestWorkList{}
+	if err := r.Cache.List(ctx, works, client.MatchingFields{pullmodel.IndexWorkByApplicationSet: req.Namespace + "/" + req.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	want := Build(works.Items)
+	if !exists {
+		rep := &reportv1alpha1.MulticlusterApplicationSetReport{
+			ObjectMeta: metav1.ObjectMeta{
+				Namespace: req.Namespace, Name: req.Name,
+				Labels: map[string]string{pullmodel.LabelApplicationSet: "true"},
+				OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: pullmodel.ArgoGroupVersion.String(), Kind: pullmodel.ApplicationSetGVK.Kind,
+					Name: set.Name, UID: set.UID,
+				}},
+			},
+			Statuses: want,
+		}
+		return ctrl.Result{}, client.IgnoreAlreadyExists(r.Client.Create(ctx, rep))
+	}
+	if equality.Semantic.DeepEqual(have.Statuses, want) {
+		return ctrl.Result{}, nil
+	}
+	upd := have.DeepCopy()
+	upd.Statuses = want
+	return ctrl.Result{}, r.Client.Update(ctx, upd)
+}
+
+// Build computes a report's statuses from the ManifestWorks of an ApplicationSet's
+// Applications: one entry per ManifestWork (its namespace is the cluster), sorted by cluster.
+func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
+	out := reportv1alpha1.AppConditions{}
+	var synced, healthy, inProgress int
+	for i := range works {
+		w := &works[i]
+		if w.DeletionTimestamp != nil {
+			continue
+		}
+		fb := propagation.FeedbackValues(w)
+		c := reportv1alpha1.ClusterCondition{
+			Cluster:                 w.Namespace,
+			App:                     w.Annotations[pullmodel.AnnotationHubAppNamespace] + "/" + w.Annotations[pullmodel.AnnotationHubAppName],
+			SyncStatus:              fb[propagation.FeedbackSync],
+			HealthStatus:            fb[propagation.FeedbackHealth],
+			OperationStateStartedAt: fb[propagation.FeedbackOperationStarted],
+			OperationStatePhase:     fb[propagation.FeedbackOperationPhase],
+			SyncRevision:            fb[propagation.FeedbackRevision],
+		}
+		if applied := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied); applied != nil && applied.Status == metav1.ConditionFalse {
+			c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionDeliveryError, Message: applied.Message})
+		}
+		switch c.OperationStatePhase {
+		case "Failed", "Error":
+			c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionSyncError, Message: fb[propagation.FeedbackOperationMessage]})
+		}
+		if c.SyncStatus == "Synced" {
+			synced++
+		}
+		switch {
+		case c.HealthStatus == "Healthy":
+			healthy++
+		case c.HealthStatus == "Progressing" || c.HealthStatus == "" || c.OperationStatePhase == "Running":
+			// Not yet reported counts as on its way.
+			inProgress++
+		}
+		out.ClusterConditions = append(out.ClusterConditions, c)
+	}
+	sort.Slice(out.ClusterConditions, func(i, j int) bool {
+		a, b := out.ClusterConditions[i], out.ClusterConditions[j]
+		if a.Cluster != b.Cluster {
+			return a.Cluster < b.Cluster
+		}
+		return strings.Compare(a.App, b.App) < 0
+	})
+	n := len(out.ClusterConditions)
+	out.Summary = reportv1alpha1.ReportSummary{
+		Clusters:   strconv.Itoa(n),
+		Synced:     strconv.Itoa(synced),
+		NotSynced:  strconv.Itoa(n - synced),
+		Healthy:    strconv.Itoa(healthy),
+		NotHealthy: strconv.Itoa(n - healthy - inProgress),
+		InProgress: strconv.Itoa(inProgress),
+	}
+	return out
+}
+
+func forWork(_ context.Context, o client.Object) []reconcile.Request {
+	ns, name, ok := strings.Cut(o.GetAnnotations()[pullmodel.AnnotationApplicationSet], "/")
+	if !ok || ns == "" || name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}

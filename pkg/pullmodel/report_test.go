@@ -1,0 +1,92 @@
+package pullmodel_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
+)
+
+// TestApplicationSetReport: the report of an ApplicationSet lists each cluster its
+// Applications are delivered to, with sync and health from the ManifestWork feedback and a
+// summary; it follows an Application leaving, costs no write when nothing changed, and goes
+// with the ApplicationSet.
+func TestApplicationSetReport(t *testing.T) {
+	ctx := context.Background()
+	createCluster(t, "rep1", true)
+	createCluster(t, "rep2", true)
+	set := newAppSet(t, "rep-set")
+	owner := []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: set.GetName(), UID: set.GetUID()}}
+	var names []string
+	for _, c := range []string{"rep1", "rep2"} {
+		app := newApp("rep-set-"+c, c)
+		app.SetOwnerReferences(owner)
+		create(t, app)
+		names = append(names, app.GetName())
+	}
+	w1 := waitWork(t, getApp(t, names[0]), "rep1")
+	w2 := waitWork(t, getApp(t, names[1]), "rep2")
+	setFeedback(t, w1, map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "syncRevision": "abc"})
+	setFeedback(t, w2, map[string]string{"syncStatus": "OutOfSync", "healthStatus": "Progressing", "operationStatePhase": "Failed", "operationStateStartedAt": "2026-01-01T00:00:00Z", "operationStateMessage": "one or more objects failed to apply"})
+
+	key := client.ObjectKey{Namespace: argoNS, Name: set.GetName()}
+	rep := &reportv1alpha1.MulticlusterApplicationSetReport{}
+	eventually(t, "the report with both clusters", 10*time.Second, func(ctx context.Context) (bool, string) {
+		if err := k8s.Get(ctx, key, rep); err != nil {
+			return false, err.Error()
+		}
+		s := rep.Statuses.Summary
+		cc := rep.Statuses.ClusterConditions
+		return len(cc) == 2 && cc[1].HealthStatus == "Progressing" && s.Clusters == "2" && s.Synced == "1" && s.NotSynced == "1" && s.Healthy == "1" && s.InProgress == "1" && s.NotHealthy == "0", fmt.Sprintf("%+v", rep.Statuses)
+	})
+	cc := rep.Statuses.ClusterConditions
+	if len(cc) != 2 || cc[0].Cluster != "rep1" || cc[1].Cluster != "rep2" || cc[0].SyncRevision != "abc" || cc[0].App != argoNS+"/"+names[0] {
+		t.Fatalf("cluster conditions %+v", cc)
+	}
+	if len(cc[1].Conditions) != 1 || cc[1].Conditions[0].Type != "SyncError" || cc[1].Conditions[0].Message != "one or more objects failed to apply" {
+		t.Errorf("rep2's conditions %+v, want the failed sync's message", cc[1].Conditions)
+	}
+	if len(rep.OwnerReferences) != 1 || rep.OwnerReferences[0].UID != set.GetUID() {
+		t.Errorf("report owners %v, want the ApplicationSet", rep.OwnerReferences)
+	}
+
+	m, _ := writesOf(t, "multiclusterapplicationsetreports")
+	setFeedback(t, w1, map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "syncRevision": "abc"})
+	time.Sleep(2 * time.Second)
+	if m2, _ := writesOf(t, "multiclusterapplicationsetreports"); m2 != m {
+		t.Errorf("unchanged feedback cost %d report writes, want 0", m2-m)
+	}
+
+	if err := k8s.Delete(ctx, getApp(t, names[1])); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the report with rep1 only", 10*time.Second, func(ctx context.Context) (bool, string) {
+		if err := k8s.Get(ctx, key, rep); err != nil {
+			return false, err.Error()
+		}
+		return rep.Statuses.Summary.Clusters == "1" && len(rep.Statuses.ClusterConditions) == 1 && rep.Statuses.ClusterConditions[0].Cluster == "rep1", fmt.Sprintf("%+v", rep.Statuses)
+	})
+
+	if err := k8s.Delete(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the report gone with its ApplicationSet", 10*time.Second, func(ctx context.Context) (bool, string) {
+		err := k8s.Get(ctx, key, &reportv1alpha1.MulticlusterApplicationSetReport{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}
+
+func writesOf(t *testing.T, resource string) (int, error) {
+	t.Helper()
+	m, err := testenvWrites()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m[resource], nil
+}

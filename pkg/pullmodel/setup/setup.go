@@ -1,0 +1,192 @@
+// Package setup wires the basic pull model's controllers into the manager: when the hub
+// serves Argo CD's Application API, at start-up or as soon as it appears.
+package setup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/discovery"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/report"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/status"
+)
+
+// Config configures the basic pull model.
+type Config struct {
+	// Enabled runs it when the hub serves Argo CD's Application API.
+	Enabled bool
+	// Concurrency is how many Applications the propagation and status controllers each
+	// reconcile at once.
+	Concurrency int
+	// SweepInterval is how often ManifestWorks are checked for a live hub Application, behind
+	// the event-driven cleanup.
+	SweepInterval time.Duration
+	// DetectInterval is how often a hub without Argo CD's Application API is asked again.
+	DetectInterval time.Duration
+}
+
+// DefaultConfig returns the defaults: on, 4 at a time, a sweep every 10 minutes.
+func DefaultConfig() Config {
+	return Config{Enabled: true, Concurrency: 4, SweepInterval: 10 * time.Minute, DetectInterval: time.Minute}
+}
+
+// MetricEnabled is 1 while the pull-model controllers run, else 0.
+const MetricEnabled = "argocd_agent_addon_pull_model_enabled"
+
+var enabledGauge = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: MetricEnabled,
+	Help: "1 while the basic pull model's controllers run (the hub serves Argo CD's Application API and --pull-model is on), else 0.",
+})
+
+func init() { metrics.Registry.MustRegister(enabledGauge) }
+
+// CacheByObject is the scope of the pull model's own cache: only Applications carrying the
+// pull label, only ManifestWorks the pull model wrote, ApplicationSets as metadata only, and
+// the reports. It is a cache of its own, made once the hub serves these kinds, so that a hub
+// without Argo CD (or a manager with --pull-model=false) never asks for them.
+func CacheByObject() map[client.Object]cache.ByObject {
+	has := func(key string) labels.Selector {
+		req, err := labels.NewRequirement(key, selection.Exists, nil)
+		if err != nil {
+			panic(err)
+		}
+		return labels.NewSelector().Add(*req)
+	}
+	return map[client.Object]cache.ByObject{
+		pullmodel.NewApplication():                         {Label: has(pullmodel.LabelPull)},
+		&workv1.ManifestWork{}:                             {Label: has(pullmodel.LabelPull)},
+		report.NewApplicationSetMetadata():                 {},
+		&reportv1alpha1.MulticlusterApplicationSetReport{}: {},
+	}
+}
+
+// Setup starts the pull-model controllers with the manager when the hub has Argo CD's
+// Application API; otherwise it says so and starts them once the API appears.
+func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
+	log := ctrl.Log.WithName("pullmodel")
+	if !cfg.Enabled {
+		log.Info("the basic pull model is off (--pull-model=false)")
+		return nil
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	served, err := applicationsServed(dc)
+	if err != nil {
+		return err
+	}
+	if served {
+		return start(ctx, mgr, cfg)
+	}
+	log.Info("the basic pull model waits: this hub does not serve Argo CD's Application and ApplicationSet APIs (argoproj.io/v1alpha1) and OCM's ManifestWork API; install Argo CD's CRDs and it starts without a restart")
+	return mgr.Add(&detector{mgr: mgr, cfg: cfg, dc: dc})
+}
+
+// applicationsServed reports whether the hub serves every kind the pull model reads.
+func applicationsServed(dc discovery.DiscoveryInterface) (bool, error) {
+	for gv, names := range map[string][]string{
+		pullmodel.ArgoGroupVersion.String():  {"applications", "applicationsets"},
+		workv1.GroupVersion.String():         {"manifestworks"},
+		reportv1alpha1.GroupVersion.String(): {"multiclusterapplicationsetreports"},
+	} {
+		res, err := dc.ServerResourcesForGroupVersion(gv)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("asking the hub for %s: %w", gv, err)
+		}
+		served := map[string]bool{}
+		for _, r := range res.APIResources {
+			served[r.Name] = true
+		}
+		for _, n := range names {
+			if !served[n] {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}
+
+// start makes the pull model's cache and registers its indexes and controllers; it works
+// before and after the manager starts.
+func start(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
+	c, err := cache.New(mgr.GetConfig(), cache.Options{
+		Scheme:     mgr.GetScheme(),
+		Mapper:     mgr.GetRESTMapper(),
+		HTTPClient: mgr.GetHTTPClient(),
+		ByObject:   CacheByObject(),
+		// Only the kinds above: a read of anything else is a bug, not a new cluster-wide watch.
+		ReaderFailOnMissingInformer: true,
+		DefaultTransform:            cache.TransformStripManagedFields(),
+	})
+	if err != nil {
+		return fmt.Errorf("pull model cache: %w", err)
+	}
+	if err := mgr.Add(c); err != nil {
+		return err
+	}
+	if err := pullmodel.SetupIndexes(ctx, c); err != nil {
+		return fmt.Errorf("pull model indexes: %w", err)
+	}
+	if err := (&propagation.Reconciler{Client: mgr.GetClient(), Cache: c, Concurrency: cfg.Concurrency, SweepInterval: cfg.SweepInterval}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up pull-model propagation: %w", err)
+	}
+	if err := (&status.Reconciler{Client: mgr.GetClient(), Cache: c, Concurrency: cfg.Concurrency}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up pull-model status: %w", err)
+	}
+	if err := (&report.Reconciler{Client: mgr.GetClient(), Cache: c}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the ApplicationSet report: %w", err)
+	}
+	enabledGauge.Set(1)
+	ctrl.Log.WithName("pullmodel").Info("the basic pull model runs: marked Applications are delivered as ManifestWorks")
+	return nil
+}
+
+// detector asks the hub for Argo CD's Application API until it is served, then starts the
+// pull-model controllers in the running manager.
+type detector struct {
+	mgr ctrl.Manager
+	cfg Config
+	dc  discovery.DiscoveryInterface
+}
+
+// NeedLeaderElection: the controllers it starts need it, and only the leader must start them.
+func (d *detector) NeedLeaderElection() bool { return true }
+
+func (d *detector) Start(ctx context.Context) error {
+	enabledGauge.Set(0)
+	t := time.NewTicker(d.cfg.DetectInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		served, err := applicationsServed(d.dc)
+		if err != nil {
+			ctrl.Log.WithName("pullmodel").Error(err, "checking for Argo CD's Application API")
+			continue
+		}
+		if served {
+			return start(ctx, d.mgr, d.cfg)
+		}
+	}
+}

@@ -1,0 +1,209 @@
+// Package status writes what the spoke's Argo CD reports, fed back through the
+// ManifestWork, onto the hub Application, and clears the hub's sync request once the spoke
+// has started it.
+package status
+
+import (
+	"context"
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+)
+
+// Reconciler mirrors ManifestWork feedback onto hub Applications, keyed by Application.
+type Reconciler struct {
+	// Client writes; Cache is the pull model's own cache, which it watches and reads.
+	Client      client.Client
+	Cache       cache.Cache
+	Concurrency int
+}
+
+// SetupWithManager registers the controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Concurrency < 1 {
+		r.Concurrency = 1
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("pullmodel-status").
+		// The Application's own changes matter when they touch what this controller writes
+		// (someone else wrote status) or the sync request it clears.
+		WatchesRawSource(source.Kind[client.Object](r.Cache, pullmodel.NewApplication(), &handler.EnqueueRequestForObject{}, statusInputChanged())).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(pullmodel.ForWork), feedbackChanged())).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
+		Complete(r)
+}
+
+// Reconcile writes the hub Application's status from its ManifestWork's feedback, in one
+// patch, and only when something differs.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	app := pullmodel.NewApplication()
+	if err := r.Cache.Get(ctx, req.NamespacedName, app); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !pullmodel.Marked(app) || app.GetDeletionTimestamp() != nil {
+		return ctrl.Result{}, nil
+	}
+	w := &workv1.ManifestWork{}
+	key := client.ObjectKey{Namespace: pullmodel.TargetCluster(app), Name: pullmodel.WorkName(app.GetName(), string(app.GetUID()))}
+	if err := r.Cache.Get(ctx, key, w); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	patch := Patch(app, w)
+	if patch == nil {
+		return ctrl.Result{}, nil
+	}
+	patch["metadata"] = map[string]any{"resourceVersion": app.GetResourceVersion()}
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// A conflict (the Application changed since the cache saw it) is retried with backoff.
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, data)))
+}
+
+// Patch returns the JSON merge patch that brings the hub Application's status in line with
+// the ManifestWork's feedback and clears a sync request the spoke has started, or nil when
+// nothing differs.
+//
+// ApplicationSet progressive sync (RollingSync) moves an Application from Pending to
+// Progressing when status.operationState.startedAt is later than its own transition and
+// status.reconciledAt is unset or later too, and from Progressing to Healthy when health is
+// Healthy and sync Synced; both times come back as the spoke wrote them, so each change is one
+// write and no intermediate health has to be invented.
+func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]any {
+	fb := propagation.FeedbackValues(w)
+	clear := clearOperation(app, w, fb)
+	out := map[string]any{}
+	if fb[propagation.FeedbackHealth] != "" || fb[propagation.FeedbackSync] != "" {
+		want := map[string]any{}
+		if v := fb[propagation.FeedbackSync]; v != "" {
+			want["sync"] = map[string]any{"status": v, "revision": orNull(fb[propagation.FeedbackRevision])}
+		}
+		if v := fb[propagation.FeedbackHealth]; v != "" {
+			want["health"] = map[string]any{"status": v}
+		}
+		if v := fb[propagation.FeedbackReconciledAt]; v != "" {
+			want["reconciledAt"] = v
+		}
+		if phase, started := fb[propagation.FeedbackOperationPhase], fb[propagation.FeedbackOperationStarted]; phase != "" && started != "" {
+			// A field the spoke no longer reports is removed (null in a merge patch).
+			op := map[string]any{"phase": phase, "startedAt": started, "finishedAt": orNull(fb[propagation.FeedbackOperationEnded]), "message": orNull(fb[propagation.FeedbackOperationMessage])}
+			// Required by the CRD: the request this operation ran, when it is the one being
+			// cleared now, else what was recorded before.
+			have, _, _ := unstructured.NestedMap(app.Object, "status", "operationState", "operation")
+			if clear {
+				have = propagation.Operation(w)
+			}
+			if have == nil {
+				have = map[string]any{}
+			}
+			op["operation"] = have
+			want["operationState"] = op
+		}
+		status := map[string]any{}
+		current, _ := app.Object["status"].(map[string]any)
+		for k, v := range want {
+			if have, ok := current[k]; !ok || !subset(v, have) {
+				status[k] = v
+			}
+		}
+		if len(status) > 0 {
+			out["status"] = status
+		}
+	}
+	if clear {
+		out["operation"] = nil
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// subset reports whether every field of want is in have with the same value (fields only
+// have carries, such as the spoke's own extras, do not count as a difference). The merge
+// patch then also only sets, never removes, fields within the maps it writes.
+func subset(want, have any) bool {
+	wm, ok := want.(map[string]any)
+	if !ok {
+		return equality.Semantic.DeepEqual(want, have)
+	}
+	hm, ok := have.(map[string]any)
+	if !ok {
+		return false
+	}
+	for k, v := range wm {
+		if !subset(v, hm[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+// clearOperation reports whether the hub Application's sync request has reached the spoke:
+// its ManifestWork carries that very request and the spoke has started an operation since the
+// request was first sent.
+func clearOperation(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map[string]string) bool {
+	op, ok := app.Object["operation"].(map[string]any)
+	if !ok {
+		return false
+	}
+	sent := propagation.Operation(w)
+	if sent == nil || !equality.Semantic.DeepEqual(sent, op) {
+		return false
+	}
+	started := fb[propagation.FeedbackOperationStarted]
+	return started != "" && started != w.Annotations[pullmodel.AnnotationOperationBaseline]
+}
+
+// orNull is v, or nil (JSON null) when v is empty.
+func orNull(v string) any {
+	if v == "" {
+		return nil
+	}
+	return v
+}
+
+// feedbackChanged passes ManifestWork events whose feedback or payload changed.
+func feedbackChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*workv1.ManifestWork)
+			n, ok2 := e.ObjectNew.(*workv1.ManifestWork)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return o.Generation != n.Generation || !equality.Semantic.DeepEqual(propagation.FeedbackValues(o), propagation.FeedbackValues(n))
+		},
+		DeleteFunc: func(event.DeleteEvent) bool { return false },
+	}
+}
+
+// statusInputChanged passes Application events that change its status or sync request.
+func statusInputChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*unstructured.Unstructured)
+		n, ok2 := e.ObjectNew.(*unstructured.Unstructured)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return !equality.Semantic.DeepEqual(o.Object["status"], n.Object["status"]) ||
+			!equality.Semantic.DeepEqual(o.Object["operation"], n.Object["operation"]) ||
+			!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+			!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations())
+	}}
+}

@@ -1,0 +1,71 @@
+package status
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+)
+
+func work(op map[string]any, baseline string, fb map[string]string) *workv1.ManifestWork {
+	w := &workv1.ManifestWork{}
+	raw := `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application"}`
+	if op != nil {
+		raw = `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","operation":{"sync":{"revision":"main"}}}`
+		w.Annotations = map[string]string{pullmodel.AnnotationOperationBaseline: baseline}
+	}
+	w.Spec.Workload.Manifests = []workv1.Manifest{{}}
+	w.Spec.Workload.Manifests[0].Raw = []byte(raw)
+	var vals []workv1.FeedbackValue
+	for k, v := range fb {
+		vals = append(vals, workv1.FeedbackValue{Name: k, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(v)}})
+	}
+	w.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{ResourceMeta: workv1.ManifestResourceMeta{Group: "argoproj.io", Resource: "applications"}, StatusFeedbacks: workv1.StatusFeedbackResult{Values: vals}}}
+	return w
+}
+
+func TestPatchNothingWhenEqual(t *testing.T) {
+	app := pullmodel.NewApplication()
+	app.Object["status"] = map[string]any{"sync": map[string]any{"status": "Synced", "comparedTo": map[string]any{"x": "y"}}, "health": map[string]any{"status": "Healthy"}}
+	if p := Patch(app, work(nil, "", map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy"})); p != nil {
+		t.Errorf("equal status patched: %v", p)
+	}
+	if p := Patch(app, work(nil, "", map[string]string{"syncStatus": "OutOfSync", "healthStatus": "Healthy"})); p == nil {
+		t.Error("a sync change not patched")
+	}
+	if p := Patch(app, work(nil, "", nil)); p != nil {
+		t.Errorf("no feedback yet, patched anyway: %v", p)
+	}
+}
+
+func TestPatchClearsOperationOnlyAfterTheSpokeStartedIt(t *testing.T) {
+	op := map[string]any{"sync": map[string]any{"revision": "main"}}
+	app := pullmodel.NewApplication()
+	app.Object["operation"] = op
+	fb := map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "operationStatePhase": "Succeeded", "operationStateStartedAt": "T1"}
+	if p := Patch(app, work(op, "T1", fb)); p != nil {
+		if _, ok := p["operation"]; ok {
+			t.Error("cleared while the spoke's last start is still the baseline")
+		}
+	}
+	if p := Patch(app, work(nil, "", fb)); p != nil {
+		if _, ok := p["operation"]; ok {
+			t.Error("cleared although the ManifestWork does not carry the operation yet")
+		}
+	}
+	fb["operationStateStartedAt"] = "T2"
+	p := Patch(app, work(op, "T1", fb))
+	if v, ok := p["operation"]; !ok || v != nil {
+		t.Errorf("not cleared after the spoke started a new operation: %v", p)
+	}
+	started, _, _ := unstructured.NestedString(p, "status", "operationState", "startedAt")
+	if started != "T2" {
+		t.Errorf("operationState.startedAt %q, want the spoke's T2 (RollingSync compares it)", started)
+	}
+	if rev, _, _ := unstructured.NestedString(p, "status", "operationState", "operation", "sync", "revision"); rev != "main" {
+		t.Errorf("operationState.operation %v, want the request that was delivered", p["status"])
+	}
+}

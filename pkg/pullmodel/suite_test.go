@@ -1,0 +1,278 @@
+package pullmodel_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+// argoNS is the hub Argo CD namespace of the tests' Applications.
+const argoNS = "argocd"
+
+var (
+	env *testenv.Env
+	k8s client.Client
+)
+
+// startManagerOn starts a manager built like the binary's (its cache, client and controller
+// options, and Setup) against e, with edit applied to the options, and returns its stop.
+func startManagerOn(e *testenv.Env, edit func(*manager.Options)) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	opts := manager.DefaultOptions()
+	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
+	if edit != nil {
+		edit(&opts)
+	}
+	mo := manager.ControllerOptions(e.Client.Scheme(), opts)
+	mo.Metrics = metricsserver.Options{BindAddress: "0"}
+	mo.HealthProbeBindAddress = "0"
+	mo.LeaderElection = false
+	// A second manager in the same process reuses the controllers' names.
+	mo.Controller = config.Controller{SkipNameValidation: ptr.To(true), GroupKindConcurrency: manager.GroupKindConcurrency(opts)}
+	mgr, err := ctrl.NewManager(e.Config, mo)
+	if err != nil {
+		panic(err)
+	}
+	if err := manager.Setup(ctx, mgr, opts); err != nil {
+		panic(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "manager:", err)
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// logs collects the manager's log lines for tests that check what it says.
+var logs = &logBuffer{}
+
+type logBuffer struct {
+	mu   chan struct{}
+	data strings.Builder
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	if os.Getenv("TEST_VERBOSE") != "" {
+		_, _ = os.Stderr.Write(p)
+	}
+	return b.data.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu <- struct{}{}
+	defer func() { <-b.mu }()
+	return b.data.String()
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(0)
+	}
+	logs.mu = make(chan struct{}, 1)
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.WriteTo(io.Writer(logs))))
+	var err error
+	env, err = testenv.Start(testenv.Options{WithArgoCD: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s = env.Client
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argoNS}}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	stop := startManagerOn(env, nil)
+	code := m.Run()
+	stop()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+// --- fixtures ---------------------------------------------------------------
+
+// createCluster registers a ManagedCluster (accepted or not) and its hub namespace.
+func createCluster(t *testing.T, name string, accepted bool) {
+	t.Helper()
+	ctx := context.Background()
+	mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: accepted}}
+	if err := k8s.Create(ctx, mc); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// newApp returns a hub Application marked for cluster, with skip-reconcile.
+func newApp(name, cluster string) *unstructured.Unstructured {
+	app := pullmodel.NewApplication()
+	app.SetNamespace(argoNS)
+	app.SetName(name)
+	app.SetLabels(map[string]string{pullmodel.LabelPull: "true", "team": "blue"})
+	app.SetAnnotations(map[string]string{
+		pullmodel.AnnotationCluster:       cluster,
+		pullmodel.AnnotationSkipReconcile: "true",
+		"note":                            "kept",
+	})
+	app.Object["spec"] = map[string]any{
+		"project": "default",
+		"source":  map[string]any{"repoURL": "https://git.example/guestbook", "path": "guestbook", "targetRevision": "main"},
+		"destination": map[string]any{
+			"name":      "in-cluster-on-hub",
+			"namespace": "guestbook",
+		},
+		"syncPolicy": map[string]any{"automated": map[string]any{"prune": true}},
+	}
+	return app
+}
+
+func create(t *testing.T, o client.Object) {
+	t.Helper()
+	if err := k8s.Create(context.Background(), o); err != nil {
+		t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+	}
+}
+
+func getApp(t *testing.T, name string) *unstructured.Unstructured {
+	t.Helper()
+	app := pullmodel.NewApplication()
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: argoNS, Name: name}, app); err != nil {
+		t.Fatalf("reading Application %s: %v", name, err)
+	}
+	return app
+}
+
+// eventually polls cond until it holds or timeout passes; cond's string says what it saw.
+func eventually(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, string)) {
+	t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ok, state := cond(ctx)
+		if ok {
+			return
+		}
+		last = state
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; last seen: %s", what, timeout, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitWork waits for the ManifestWork of app and returns it.
+func waitWork(t *testing.T, app *unstructured.Unstructured, cluster string) *workv1.ManifestWork {
+	t.Helper()
+	w := &workv1.ManifestWork{}
+	key := client.ObjectKey{Namespace: cluster, Name: pullmodel.WorkName(app.GetName(), string(app.GetUID()))}
+	eventually(t, "ManifestWork "+key.String(), 15*time.Second, func(ctx context.Context) (bool, string) {
+		err := k8s.Get(ctx, key, w)
+		return err == nil, fmt.Sprint(err)
+	})
+	return w
+}
+
+// workGone waits until no ManifestWork of the pull model names the Application.
+func workGone(t *testing.T, what, appName string) {
+	t.Helper()
+	eventually(t, what, 15*time.Second, func(ctx context.Context) (bool, string) {
+		list := &workv1.ManifestWorkList{}
+		if err := k8s.List(ctx, list, client.HasLabels{pullmodel.LabelPull}); err != nil {
+			return false, err.Error()
+		}
+		var left []string
+		for _, w := range list.Items {
+			if w.Annotations[pullmodel.AnnotationHubAppName] == appName {
+				left = append(left, w.Namespace+"/"+w.Name)
+			}
+		}
+		return len(left) == 0, fmt.Sprint("left: ", left)
+	})
+}
+
+// setFeedback writes the work agent's part: the ManifestWork's Applied condition and the
+// spoke Application's fed-back fields.
+func setFeedback(t *testing.T, w *workv1.ManifestWork, values map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	cur := &workv1.ManifestWork{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+		t.Fatal(err)
+	}
+	var fb []workv1.FeedbackValue
+	for _, k := range sortedKeys(values) {
+		fb = append(fb, workv1.FeedbackValue{Name: k, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(values[k])}})
+	}
+	var app map[string]any
+	_ = jsonUnmarshal(cur.Spec.Workload.Manifests[0].Raw, &app)
+	meta := app["metadata"].(map[string]any)
+	cur.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete", ObservedGeneration: cur.Generation, LastTransitionTime: metav1.Now()}}
+	cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
+		ResourceMeta: workv1.ManifestResourceMeta{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application", Resource: "applications",
+			Namespace: fmt.Sprint(meta["namespace"]), Name: fmt.Sprint(meta["name"])},
+		StatusFeedbacks: workv1.StatusFeedbackResult{Values: fb},
+		Conditions:      []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestComplete", LastTransitionTime: metav1.Now()}},
+	}}
+	if err := k8s.Status().Update(ctx, cur); err != nil {
+		t.Fatalf("writing ManifestWork status: %v", err)
+	}
+}
+
+func testenvWrites() (map[string]int, error) {
+	return testenv.APIWrites(context.Background(), env.Config)
+}
+
+// appWrites returns the API server's count of writes to Applications so far.
+func appWrites(t *testing.T) (apps, works int) {
+	t.Helper()
+	m, err := testenv.APIWrites(context.Background(), env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m["applications"], m["manifestworks"]
+}
+
+// warningEvent returns the message of the newest Warning Event with reason about the
+// Application, or "".
+func warningEvent(ctx context.Context, app, reason string) string {
+	list := &eventsv1.EventList{}
+	if err := k8s.List(ctx, list, client.InNamespace(argoNS)); err != nil {
+		return ""
+	}
+	for _, e := range list.Items {
+		if e.Regarding.Name == app && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+			return e.Note
+		}
+	}
+	return ""
+}

@@ -1,0 +1,274 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+)
+
+// Names of the pull-model scenario.
+const (
+	pullPlacement = "guestbook-pull"
+	pullAppSet    = "guestbook-pull"
+	pullNS        = "guestbook-pull" // the workload's namespace on each cluster
+)
+
+// TestPullModelApplicationSet runs the basic pull model on the real fleet: Argo CD's
+// applicationset-controller on the hub turns an ApplicationSet with a clusterDecisionResource
+// generator (the ocm-placement-generator ConfigMap) over a Placement of both clusters into one
+// hub Application per cluster; the manager delivers each as a ManifestWork; OCM's work agent
+// applies it on the cluster, whose own Argo CD syncs the guestbook from the loopback Git
+// repository; its sync and health come back through ManifestWork feedback and read Synced
+// Healthy on the hub, and the ApplicationSet report shows both clusters. The ApplicationSet
+// rolls out with RollingSync, one cluster per step: the sync requests it puts on the hub
+// Applications reach the clusters, and the fed-back status moves its steps forward. Taking a cluster out
+// of the Placement removes its Application, ManifestWork and workload.
+func TestPullModelApplicationSet(t *testing.T) {
+	if env == nil {
+		t.Skip(skipWhy)
+	}
+	s := env
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	s.labelClusters(t)
+	clusters := s.f.Clusters()
+
+	git, err := fleet.StartGitServer(filepath.Join(s.f.Dir(), "git-pull"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = git.Close() })
+	repo, err := git.CreateRepo("guestbook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha, err := repo.Commit(fleet.GuestbookFiles(1, guestbookImg1), "guestbook")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var argos []*fleet.ArgoCD
+	t.Cleanup(func() {
+		var errs []error
+		for _, a := range argos {
+			errs = append(errs, a.Stop())
+		}
+		if err := errors.Join(errs...); err != nil {
+			t.Errorf("stopping Argo CD: %v", err)
+		}
+	})
+	for _, c := range clusters {
+		start := time.Now()
+		a, err := s.f.StartArgoCD(ctx, c, fleet.ArgoCDOptions{Namespace: agentNS, ArgoCDCM: map[string]string{
+			"timeout.reconciliation": reconciliation.String(), "timeout.reconciliation.jitter": "1s",
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		argos = append(argos, a)
+		t.Logf("%-72s %7s", c+": Argo CD up (repo-server, application-controller)", time.Since(start).Round(10*time.Millisecond))
+	}
+	start := time.Now()
+	hubArgo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ApplicationSetOnly: true,
+		CmdParams: map[string]string{"applicationsetcontroller.enable.progressive.syncs": "true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	argos = append(argos, hubArgo)
+	t.Logf("%-72s %7s", "hub: Argo CD CRDs and applicationset-controller up", time.Since(start).Round(10*time.Millisecond))
+
+	// The hub side a user sets up: a binding of the fleet's cluster set into Argo CD's
+	// namespace, a Placement there, the ocm-placement-generator ConfigMap, and the
+	// ApplicationSet. The Argo CD cluster secrets the generator matches decisions against are
+	// written here as the manager's cluster registration would write them.
+	objs := []client.Object{
+		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: "fleet"}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: "fleet"}},
+		&clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: pullPlacement}, Spec: clusterv1beta1.PlacementSpec{Predicates: placementPredicates(clusters)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: "ocm-placement-generator"}, Data: map[string]string{
+			"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "placementdecisions", "statusListKey": "decisions", "matchKey": "clusterName",
+		}},
+	}
+	for _, c := range clusters {
+		objs = append(objs, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: "pull-" + c, Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster"}},
+			StringData: map[string]string{"name": c, "server": "https://" + c + ".pull.invalid", "config": "{}"},
+		})
+	}
+	appSet := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(fmt.Appendf(nil, `apiVersion: argoproj.io/v1alpha1
+kind: ApplicationSet
+metadata: {name: %s, namespace: %s}
+spec:
+  generators:
+  - clusterDecisionResource:
+      configMapRef: ocm-placement-generator
+      labelSelector:
+        matchLabels:
+          cluster.open-cluster-management.io/placement: %s
+      requeueAfterSeconds: 10
+  strategy:
+    type: RollingSync
+    rollingSync:
+      steps:
+      - matchExpressions: [{key: rollout-cluster, operator: In, values: [cluster1]}]
+      - matchExpressions: [{key: rollout-cluster, operator: In, values: [cluster2]}]
+  template:
+    metadata:
+      name: '{{name}}-guestbook'
+      labels:
+        apps.open-cluster-management.io/pull-to-ocm-managed-cluster: 'true'
+        rollout-cluster: '{{name}}'
+      annotations:
+        argocd.argoproj.io/skip-reconcile: 'true'
+        apps.open-cluster-management.io/ocm-managed-cluster: '{{name}}'
+      finalizers: [resources-finalizer.argocd.argoproj.io]
+    spec:
+      project: default
+      source: {repoURL: %q, path: guestbook, targetRevision: main}
+      destination: {server: https://kubernetes.default.svc, namespace: %s}
+      syncPolicy:
+        automated: {prune: true}
+        syncOptions: [CreateNamespace=true]
+`, pullAppSet, fleet.ArgoCDNamespace, pullPlacement, repo.URL, pullNS), &appSet.Object); err != nil {
+		t.Fatal(err)
+	}
+	objs = append(objs, appSet)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for i := len(objs) - 1; i >= 0; i-- {
+			_ = client.IgnoreNotFound(s.hub.Delete(ctx, objs[i]))
+		}
+		for _, c := range clusters {
+			_ = client.IgnoreNotFound(s.spokes[c].Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pullNS}}))
+		}
+	})
+	for _, o := range objs {
+		if err := s.hub.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+
+	for _, c := range clusters {
+		app := c + "-guestbook"
+		// The manager notices Argo CD's CRDs on the hub within a minute and starts delivering.
+		s.eventually(t, c+": hub Application "+app+" delivered as a ManifestWork", 3*time.Minute, func(ctx context.Context) (bool, string) {
+			w, err := s.pullWork(ctx, c, app)
+			if err != nil {
+				return false, err.Error()
+			}
+			return w.Annotations[pullmodel.AnnotationApplicationSet] == fleet.ArgoCDNamespace+"/"+pullAppSet, fmt.Sprintf("annotations %v", w.Annotations)
+		})
+		s.eventually(t, c+": the cluster's Argo CD synced the guestbook", 4*time.Minute, func(ctx context.Context) (bool, string) {
+			d := &appsv1.Deployment{}
+			if err := s.spokes[c].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, d); err != nil {
+				st, _ := fleet.GetApplicationState(ctx, s.spokes[c], fleet.ArgoCDNamespace, app)
+				return false, getState(err, "Deployment") + "; spoke Application: " + st.String()
+			}
+			return d.Annotations["argocd.argoproj.io/tracking-id"] != "", "no tracking id"
+		})
+		if c == clusters[0] {
+			// RollingSync: the second step waits until the first is Healthy.
+			time.Sleep(5 * time.Second)
+			if err := s.spokes[clusters[1]].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+				t.Errorf("%s synced before %s was Healthy (RollingSync step order): %v", clusters[1], c, err)
+			}
+		}
+		if err := s.f.MarkDeploymentAvailable(ctx, c, pullNS, guestbookName); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range clusters {
+		app := c + "-guestbook"
+		s.eventually(t, c+": hub Application "+app+" Synced Healthy at the commit", 3*time.Minute, func(ctx context.Context) (bool, string) {
+			st, err := fleet.GetApplicationState(ctx, s.hub, fleet.ArgoCDNamespace, app)
+			if err != nil {
+				return false, getState(err, "Application")
+			}
+			return st.Sync == "Synced" && st.Health == "Healthy" && st.Revision == sha, st.String()
+		})
+	}
+	s.eventually(t, "hub: the ApplicationSet report shows both clusters Synced Healthy", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		sum, err := s.reportSummary(ctx)
+		return err == nil && sum["clusters"] == "2" && sum["synced"] == "2" && sum["healthy"] == "2", fmt.Sprint(sum, err)
+	})
+
+	// cluster2 leaves the Placement.
+	gone := clusters[len(clusters)-1]
+	p := &clusterv1beta1.Placement{}
+	if err := s.hub.Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: pullPlacement}, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Predicates = placementPredicates(clusters[:len(clusters)-1])
+	if err := s.hub.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, gone+": hub Application, ManifestWork, spoke Application and workload gone", 4*time.Minute, func(ctx context.Context) (bool, string) {
+		app := pullmodel.NewApplication()
+		var left []string
+		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: gone + "-guestbook"}, app); !apierrors.IsNotFound(err) {
+			left = append(left, fmt.Sprintf("hub Application (finalizers %v)", app.GetFinalizers()))
+		}
+		if _, err := s.pullWork(ctx, gone, gone+"-guestbook"); err == nil {
+			left = append(left, "ManifestWork")
+		}
+		if err := s.spokes[gone].Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: gone + "-guestbook"}, pullmodel.NewApplication()); !apierrors.IsNotFound(err) {
+			left = append(left, "spoke Application")
+		}
+		if err := s.spokes[gone].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+			left = append(left, "Deployment")
+		}
+		return len(left) == 0, fmt.Sprint("left: ", left)
+	})
+	s.eventually(t, "hub: the report shows one cluster", time.Minute, func(ctx context.Context) (bool, string) {
+		sum, err := s.reportSummary(ctx)
+		return err == nil && sum["clusters"] == "1", fmt.Sprint(sum, err)
+	})
+	// The remaining cluster keeps its workload.
+	if err := s.spokes[clusters[0]].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, &appsv1.Deployment{}); err != nil {
+		t.Errorf("%s lost its guestbook: %v", clusters[0], err)
+	}
+}
+
+// pullWork returns the pull-model ManifestWork of hub Application app in cluster's namespace.
+func (s *suite) pullWork(ctx context.Context, cluster, app string) (*workv1.ManifestWork, error) {
+	list := &workv1.ManifestWorkList{}
+	if err := s.hub.List(ctx, list, client.InNamespace(cluster), client.HasLabels{pullmodel.LabelPull}); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if list.Items[i].Annotations[pullmodel.AnnotationHubAppName] == app {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no ManifestWork for %s in %s", app, cluster)
+}
+
+// reportSummary reads the ApplicationSet report's summary.
+func (s *suite) reportSummary(ctx context.Context) (map[string]string, error) {
+	rep := &unstructured.Unstructured{}
+	rep.SetAPIVersion("apps.open-cluster-management.io/v1alpha1")
+	rep.SetKind("MulticlusterApplicationSetReport")
+	if err := s.hub.Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: pullAppSet}, rep); err != nil {
+		return nil, err
+	}
+	sum, _, err := unstructured.NestedStringMap(rep.Object, "statuses", "summary")
+	return sum, err
+}

@@ -22,6 +22,7 @@ var (
 
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &GitOpsCluster{}, &GitOpsClusterList{})
+	s.AddKnownTypes(GroupVersion, &ArgoCDClusterRegistration{}, &ArgoCDClusterRegistrationList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

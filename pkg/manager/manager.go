@@ -33,6 +33,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/clusters"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
 
@@ -186,6 +187,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if err := (&gitopscluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Fleet}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the GitOpsCluster controller: %w", err)
+	}
+	if err := clusters.Setup(ctx, mgr, opts.Fleet.ManagedNamespaces); err != nil {
+		return fmt.Errorf("setting up cluster registration: %w", err)
 	}
 	sc := opts.Signer
 	sc.SignerName, sc.AddonName = opts.Fleet.SignerName, opts.Fleet.AddonName

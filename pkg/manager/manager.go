@@ -188,6 +188,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&gitopscluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Fleet}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the GitOpsCluster controller: %w", err)
 	}
+	if err := gitopscluster.SetupClusterLabelSync(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the agent cluster label sync: %w", err)
+	}
 	if err := clusters.Setup(ctx, mgr, opts.Fleet.ManagedNamespaces); err != nil {
 		return fmt.Errorf("setting up cluster registration: %w", err)
 	}

@@ -13,11 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/cmp"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 func placementGeneratorValues() map[string]any {
-	return map[string]any{"applicationSet": map[string]any{"placementGenerator": map[string]any{"enabled": true, "argoCDNamespace": "gitops"}}}
+	return map[string]any{"argoCD": map[string]any{"namespace": "gitops"}, "applicationSet": map[string]any{"placementGenerator": map[string]any{"enabled": true}}}
 }
 
 func TestRenderPlacementGenerator(t *testing.T) {
@@ -75,7 +76,7 @@ func TestRenderPlacementGenerator(t *testing.T) {
 	assertLeastPrivilege(t, objs)
 
 	for name, vals := range map[string]map[string]any{
-		"bad namespace":  {"applicationSet": map[string]any{"placementGenerator": map[string]any{"argoCDNamespace": "Argo CD"}}},
+		"bad namespace":  {"argoCD": map[string]any{"namespace": "Argo CD"}},
 		"enabled as str": {"applicationSet": map[string]any{"placementGenerator": map[string]any{"enabled": "yes"}}},
 		"unknown value":  {"applicationSet": map[string]any{"placementGenrator": map[string]any{}}},
 	} {
@@ -127,5 +128,46 @@ func TestPlacementGeneratorRBACOnARealAPIServer(t *testing.T) {
 	}
 	if can("elsewhere", "list") || can("gitops", "update") {
 		t.Error("the ApplicationSet controller got more than reading PlacementDecisions in the Argo CD namespace")
+	}
+}
+
+// The chart's plugin.yaml is the one the binary prints, so the sidecar runs the command the
+// binary has.
+func TestRenderCMPPlugin(t *testing.T) {
+	objs, err := render(t, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if find(objs, "ConfigMap", releaseName+"-cmp-plugin") != nil {
+		t.Fatal("the plugin ConfigMap is rendered by default")
+	}
+	objs, err = render(t, map[string]any{"cmp": map[string]any{"enabled": true}, "argoCD": map[string]any{"namespace": "gitops"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := find(objs, "ConfigMap", releaseName+"-cmp-plugin")
+	if cm == nil || cm.GetNamespace() != "gitops" {
+		t.Fatalf("no plugin ConfigMap in the Argo CD namespace: %v", cm)
+	}
+	got, _, _ := unstructured.NestedString(cm.Object, "data", "plugin.yaml")
+	// The last document of a rendered stream loses its final newline; the text is what counts.
+	if want := cmp.PluginConfig("/argocd-agent-addon"); strings.TrimSpace(got) != strings.TrimSpace(want) {
+		t.Fatalf("chart plugin.yaml differs from the binary's:\n%q\nwant\n%q", got, want)
+	}
+	var plugin struct {
+		APIVersion string                `json:"apiVersion"`
+		Kind       string                `json:"kind"`
+		Metadata   struct{ Name string } `json:"metadata"`
+		Spec       struct {
+			Version  string                     `json:"version"`
+			Generate struct{ Command []string } `json:"generate"`
+		} `json:"spec"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(got), &plugin); err != nil {
+		t.Fatal(err)
+	}
+	if plugin.APIVersion != "argoproj.io/v1alpha1" || plugin.Kind != "ConfigManagementPlugin" || plugin.Metadata.Name+"-"+plugin.Spec.Version != cmp.PluginName+"-"+cmp.PluginVersion ||
+		strings.Join(plugin.Spec.Generate.Command, " ") != "/argocd-agent-addon cmp generate" {
+		t.Fatalf("plugin = %+v", plugin)
 	}
 }

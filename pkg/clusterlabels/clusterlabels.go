@@ -9,9 +9,14 @@
 package clusterlabels
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 )
 
 // AnnotationCopied lists, comma separated and sorted, the label keys copied from the ManagedCluster.
@@ -86,4 +91,40 @@ func Copied(annotations map[string]string) []string {
 		return nil
 	}
 	return strings.Split(v, ",")
+}
+
+// IgnoreCopyOnlyUpdates drops Secret update events that change nothing but copied cluster
+// labels, so that a ManagedCluster's label change, once copied, does not wake the controllers
+// that own the secret (each of which would re-read its whole fleet for nothing).
+func IgnoreCopyOnlyUpdates() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*corev1.Secret)
+		n, ok2 := e.ObjectNew.(*corev1.Secret)
+		if !ok1 || !ok2 {
+			return true
+		}
+		copied := map[string]bool{}
+		for _, k := range append(Copied(o.Annotations), Copied(n.Annotations)...) {
+			if Copyable(k) {
+				copied[k] = true
+			}
+		}
+		if len(copied) == 0 {
+			return true
+		}
+		strip := func(m map[string]string, extra string) map[string]string {
+			out := make(map[string]string, len(m))
+			for k, v := range m {
+				if !copied[k] && k != extra {
+					out[k] = v
+				}
+			}
+			return out
+		}
+		same := maps.Equal(strip(o.Labels, ""), strip(n.Labels, "")) &&
+			maps.Equal(strip(o.Annotations, AnnotationCopied), strip(n.Annotations, AnnotationCopied)) &&
+			o.Type == n.Type && maps.EqualFunc(o.Data, n.Data, bytes.Equal) &&
+			o.DeletionTimestamp.Equal(n.DeletionTimestamp) && slices.Equal(o.Finalizers, n.Finalizers)
+		return !same
+	}}
 }

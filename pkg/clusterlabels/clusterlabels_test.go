@@ -3,6 +3,10 @@ package clusterlabels
 import (
 	"maps"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 )
 
 func TestApplyCopiesLabelsAndRemovesOnlyWhatItCopied(t *testing.T) {
@@ -68,5 +72,38 @@ func TestApplyNeverOverwritesReservedKeysThroughTheRecord(t *testing.T) {
 	labels, _, _ := Apply(secret, ann, map[string]string{"argocd.argoproj.io/secret-type": "x"})
 	if labels["argocd.argoproj.io/secret-type"] != "cluster" {
 		t.Fatalf("reserved label changed: %v", labels)
+	}
+}
+
+func TestIgnoreCopyOnlyUpdates(t *testing.T) {
+	old := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s",
+		Labels:      map[string]string{"argocd.argoproj.io/secret-type": "cluster", "env": "prod"},
+		Annotations: map[string]string{AnnotationCopied: "env"}},
+		Data: map[string][]byte{"name": []byte("c1")}}
+	p := IgnoreCopyOnlyUpdates()
+	update := func(mutate func(*corev1.Secret)) bool {
+		n := old.DeepCopy()
+		mutate(n)
+		return p.Update(event.UpdateEvent{ObjectOld: old, ObjectNew: n})
+	}
+	if update(func(n *corev1.Secret) {
+		n.Labels["env"] = "dev"
+		n.Labels["region"] = "eu"
+		n.Annotations[AnnotationCopied] = "env,region"
+	}) {
+		t.Error("an update of copied labels only was passed on")
+	}
+	if update(func(n *corev1.Secret) { delete(n.Labels, "env"); delete(n.Annotations, AnnotationCopied) }) {
+		t.Error("removing the last copied label was passed on")
+	}
+	for name, m := range map[string]func(*corev1.Secret){
+		"data":           func(n *corev1.Secret) { n.Data["name"] = []byte("c2") },
+		"own label":      func(n *corev1.Secret) { n.Labels["argocd.argoproj.io/secret-type"] = "x" },
+		"foreign label":  func(n *corev1.Secret) { n.Labels["team"] = "a" },
+		"other annotion": func(n *corev1.Secret) { n.Annotations["x"] = "y" },
+	} {
+		if !update(m) {
+			t.Errorf("an update of %s was dropped", name)
+		}
 	}
 }

@@ -97,6 +97,16 @@ func TestAgentClusterSecretsCarryManagedClusterLabels(t *testing.T) {
 	if got := agentSecret(t, ns, "al-2").ResourceVersion; got != other {
 		t.Fatalf("another cluster's secret was rewritten (%s -> %s)", other, got)
 	}
+
+	// A copied label edited by hand on the secret is put back from the ManagedCluster.
+	edited := agentSecret(t, ns, "al-1")
+	edited.Labels["env"] = "by-hand"
+	if err := k8s.Update(context.Background(), edited); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "al-1 label restored", func() error {
+		return labelsAre(agentSecret(t, ns, "al-1"), map[string]string{"env": "staging"})
+	})
 }
 
 func merge(a, b map[string]string) map[string]string {

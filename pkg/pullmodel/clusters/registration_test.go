@@ -85,6 +85,12 @@ func TestRegistrationWritesClusterSecretsWithManagedClusterLabels(t *testing.T) 
 	if a2.Annotations[clusterlabels.AnnotationCopied] != "env" {
 		t.Fatalf("copied-labels record = %q", a2.Annotations[clusterlabels.AnnotationCopied])
 	}
+	// A copied label edited by hand is put back from the ManagedCluster.
+	a2.Labels["env"] = "by-hand"
+	if err := k8s.Update(context.Background(), a2); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "reg1-a label restored", secretHas(ns, "reg1-a-cluster-secret", map[string]string{"env": "staging"}))
 
 	// A cluster leaving the Placement loses its secret.
 	setDecisions(t, ns, "all", "reg1-a")

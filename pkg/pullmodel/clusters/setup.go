@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 )
 
@@ -77,7 +78,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string) er
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(createOrDelete())).
 		// A registration's own secret changed or deleted by someone else is put back; a foreign
 		// cluster secret that blocked a registration going away frees its name.
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(ownedOrForeignClusterSecretDeleted())).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(ownedOrForeignClusterSecretDeleted(), clusterlabels.IgnoreCopyOnlyUpdates())).
 		Complete(r); err != nil {
 		return err
 	}
@@ -85,6 +86,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string) er
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("argocdclusterregistration-labels").
 		Watches(&clusterv1.ManagedCluster{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(labelsChanged())).
+		// A copied label edited or removed on the secret by hand is put back.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			s, ok := o.(*corev1.Secret)
+			if !ok || s.Labels[LabelRegistration] == "" || len(s.Data["name"]) == 0 {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: string(s.Data["name"])}}}
+		}), builder.WithPredicates(labelsChanged())).
 		Complete(ls)
 }
 
@@ -169,14 +178,15 @@ func createOrDelete() predicate.Predicate {
 	}
 }
 
-// labelsChanged passes only ManagedCluster updates that change its labels.
+// labelsChanged passes only updates that change an object's labels or the copied-labels record.
 func labelsChanged() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return !reflect.DeepEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels())
+			return !reflect.DeepEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
+				e.ObjectOld.GetAnnotations()[clusterlabels.AnnotationCopied] != e.ObjectNew.GetAnnotations()[clusterlabels.AnnotationCopied]
 		},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -37,7 +38,11 @@ func TestMain(m *testing.M) {
 	if testing.Short() {
 		os.Exit(0)
 	}
-	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	level := zapcore.ErrorLevel
+	if os.Getenv("TEST_VERBOSE") != "" {
+		level = zapcore.DebugLevel
+	}
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(level)))
 	var err error
 	env, err = testenv.Start(testenv.Options{})
 	if err != nil {

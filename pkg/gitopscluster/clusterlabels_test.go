@@ -12,6 +12,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 func setManagedClusterLabels(t *testing.T, name string, labels map[string]string) {
@@ -82,11 +83,24 @@ func TestAgentClusterSecretsCarryManagedClusterLabels(t *testing.T) {
 
 	// A label change is one write, to that cluster's secret; the certificate is not re-issued.
 	before := agentSecret(t, ns, "al-1")
+	time.Sleep(2 * time.Second) // let the registration's own reconciles settle
+	writesBefore, err := testenv.APIWrites(context.Background(), env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
 	setManagedClusterLabels(t, "al-1", map[string]string{"env": "staging", gitopscluster.LabelAgentName: "evil"})
 	eventually(t, "al-1 relabelled", func() error {
 		return labelsAre(agentSecret(t, ns, "al-1"), merge(own, map[string]string{"env": "staging"}), "region")
 	})
 	time.Sleep(2 * time.Second) // let any reconcile the write triggered run
+	writesAfter, err := testenv.APIWrites(context.Background(), env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test's own ManagedCluster update, and one Secret update.
+	if diff := testenv.DiffWrites(writesBefore, writesAfter); len(diff) != 2 || diff["managedclusters"] != 1 || diff["secrets"] != 1 {
+		t.Fatalf("writes for one label change: %v, want managedclusters 1 (the test's) and secrets 1", diff)
+	}
 	after := agentSecret(t, ns, "al-1")
 	if err := labelsAre(after, merge(own, map[string]string{"env": "staging"}), "region"); err != nil {
 		t.Fatalf("labels reverted: %v", err)

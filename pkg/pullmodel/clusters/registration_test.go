@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/clusters"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 func secretHas(ns, name string, labels map[string]string, absent ...string) func() error {
@@ -74,9 +76,33 @@ func TestRegistrationWritesClusterSecretsWithManagedClusterLabels(t *testing.T) 
 	}
 	b, _ := getSecret(ns, "reg1-b-cluster-secret")
 
-	// A label change on one ManagedCluster rewrites that cluster's secret only.
+	// Idle: nothing is written.
+	ctx := context.Background()
+	time.Sleep(time.Second)
+	w0, err := testenv.APIWrites(ctx, env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second)
+	w1, err := testenv.APIWrites(ctx, env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := testenv.DiffWrites(w0, w1); len(diff) > 0 {
+		t.Fatalf("writes while idle: %v", diff)
+	}
+
+	// A label change on one ManagedCluster rewrites that cluster's secret only: one write.
 	setClusterLabels(t, "reg1-a", map[string]string{"env": "staging", "argocd.argoproj.io/secret-type": "spoof"})
 	eventually(t, "reg1-a relabelled", secretHas(ns, "reg1-a-cluster-secret", map[string]string{"env": "staging", "argocd.argoproj.io/secret-type": "cluster"}, "cloud"))
+	time.Sleep(2 * time.Second)
+	w2, err := testenv.APIWrites(ctx, env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := testenv.DiffWrites(w1, w2); len(diff) != 2 || diff["managedclusters"] != 1 || diff["secrets"] != 1 {
+		t.Fatalf("writes for one label change: %v, want managedclusters 1 (the test's) and secrets 1", diff)
+	}
 	b2, _ := getSecret(ns, "reg1-b-cluster-secret")
 	if b2.ResourceVersion != b.ResourceVersion {
 		t.Fatalf("the other cluster's secret was rewritten (%s -> %s)", b.ResourceVersion, b2.ResourceVersion)

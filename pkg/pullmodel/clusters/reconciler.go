@@ -45,6 +45,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !reg.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, reg)
 	}
+	if !r.managed(reg.Namespace) {
+		// Nothing is ever written there, so no finalizer either: deleting it must not wait on
+		// Secrets the manager may not read.
+		return ctrl.Result{}, r.setStatus(ctx, reg, r.notReady(reg, ReasonNamespaceNotManaged, fmt.Sprintf(
+			"namespace %s is not one of the manager's managed namespaces (%s), so it may not write Secrets there; add it to the chart's managedNamespaces",
+			reg.Namespace, strings.Join(r.ManagedNamespaces, ","))), 0)
+	}
 	if !controllerutil.ContainsFinalizer(reg, Finalizer) {
 		patch := client.MergeFrom(reg.DeepCopy())
 		controllerutil.AddFinalizer(reg, Finalizer)
@@ -67,11 +74,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, reg *v1alpha1.ArgoCDCl
 		return metav1.Condition{}, 0, err
 	}
 	count := int32(len(owned))
-	if len(r.ManagedNamespaces) > 0 && !slices.Contains(r.ManagedNamespaces, reg.Namespace) {
-		return r.notReady(reg, ReasonNamespaceNotManaged, fmt.Sprintf(
-			"namespace %s is not one of the manager's managed namespaces (%s), so it may not write Secrets there; add it to the chart's managedNamespaces",
-			reg.Namespace, strings.Join(r.ManagedNamespaces, ","))), count, nil
-	}
 	pl := &clusterv1beta1.Placement{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: reg.Namespace, Name: reg.Spec.PlacementRef.Name}, pl); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -188,6 +190,13 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, reg *v1alpha1.ArgoCDCl
 	if !controllerutil.ContainsFinalizer(reg, Finalizer) {
 		return nil
 	}
+	if !r.managed(reg.Namespace) {
+		// The namespace was dropped from the managed ones after secrets were written: they
+		// can no longer be read or deleted by the manager and stay for a person to remove.
+		r.event(reg, corev1.EventTypeWarning, ReasonNamespaceNotManaged, "Unregister",
+			"namespace %s is no longer managed; its cluster secrets (label %s=%s) are left for you to delete", reg.Namespace, LabelRegistration, reg.Name)
+		return r.removeFinalizer(ctx, reg)
+	}
 	// Past the cache: a secret created just before the deletion must not be left behind.
 	var list corev1.SecretList
 	if err := r.APIReader.List(ctx, &list, client.InNamespace(reg.Namespace), client.MatchingLabels{
@@ -200,9 +209,18 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, reg *v1alpha1.ArgoCDCl
 			return err
 		}
 	}
+	return r.removeFinalizer(ctx, reg)
+}
+
+func (r *Reconciler) removeFinalizer(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration) error {
 	patch := client.MergeFrom(reg.DeepCopy())
 	controllerutil.RemoveFinalizer(reg, Finalizer)
 	return r.Client.Patch(ctx, reg, patch)
+}
+
+// managed reports whether the manager may write Secrets in ns.
+func (r *Reconciler) managed(ns string) bool {
+	return len(r.ManagedNamespaces) == 0 || slices.Contains(r.ManagedNamespaces, ns)
 }
 
 // ownedSecrets returns the registration's secrets by cluster name, from the cache.

@@ -15,10 +15,12 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/cmp"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 )
 
@@ -130,5 +132,112 @@ func TestCMPDeliversAFolderWithoutArgoCD(t *testing.T) {
 				return true, ""
 			}
 			return false, fmt.Sprintf("still there (%v)", err)
+		})
+}
+
+// TestCMPPluginInHubArgoCD runs the plugin the way a user installs it: Argo CD's own
+// argocd-cmp-server next to the hub's repo-server, configured with the plugin.yaml the chart
+// ships, running this project's binary. A hub Application naming the plugin is synced from the
+// local Git repository into ManifestWorks, OCM's work agent puts the workload on the managed
+// cluster (which runs no Argo CD), and deleting the Application takes it away again.
+func TestCMPPluginInHubArgoCD(t *testing.T) {
+	if env == nil {
+		t.Skip(skipWhy)
+	}
+	s := env
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const cluster, workloadNS, appName = "cluster1", "cmp-argo", "cmp-argo-guestbook"
+
+	git, err := fleet.StartGitServer(filepath.Join(s.f.Dir(), "git-cmp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = git.Close() })
+	repo, err := git.CreateRepo("guestbook-cmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := fleet.GuestbookFiles(1, guestbookImg1)
+	files["guestbook/namespace.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + workloadNS + "}\n"
+	sha, err := repo.Commit(files, "guestbook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pluginDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(pluginDir, "plugin.yaml"), []byte(cmp.PluginConfig(s.managerBin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	argo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{Plugins: []string{pluginDir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%-72s %7s", "hub: Argo CD up with the ocm-manifestwork plugin sidecar", time.Since(start).Round(10*time.Millisecond))
+
+	app := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(fmt.Appendf(nil, `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: %s
+  namespace: %s
+  finalizers: [resources-finalizer.argocd.argoproj.io]
+spec:
+  project: default
+  source:
+    repoURL: %q
+    path: guestbook
+    targetRevision: main
+    plugin:
+      name: %s-%s
+      env:
+      - {name: CLUSTERS, value: %s}
+      - {name: NAMESPACE, value: %s}
+  destination: {server: https://kubernetes.default.svc}
+  syncPolicy: {automated: {prune: true}}
+`, appName, fleet.ArgoCDNamespace, repo.URL, cmp.PluginName, cmp.PluginVersion, cluster, workloadNS), &app.Object); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = client.IgnoreNotFound(s.hub.Delete(ctx, app))
+		if err := argo.Stop(); err != nil {
+			t.Errorf("stopping Argo CD: %v", err)
+		}
+	})
+	if err := s.hub.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	work := &workv1.ManifestWork{}
+	work.Namespace, work.Name = cluster, appName+"-0"
+	s.waitHubObject(t, "ManifestWork written by Argo CD from the plugin's output", work, true)
+	s.eventually(t, fmt.Sprintf("%s: Deployment %s/%s delivered by the work agent", cluster, workloadNS, guestbookName), 2*time.Minute,
+		func(ctx context.Context) (bool, string) {
+			d := &appsv1.Deployment{}
+			if err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: guestbookName}, d); err != nil {
+				return false, getState(err, "Deployment")
+			}
+			return containerImage(d, guestbookName) == guestbookImg1, "image " + containerImage(d, guestbookName)
+		})
+	s.eventually(t, "hub: Application Synced at the commit", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		st, err := fleet.GetApplicationState(ctx, s.hub, fleet.ArgoCDNamespace, appName)
+		if err != nil {
+			return false, getState(err, "Application")
+		}
+		return st.Sync == "Synced" && st.Revision == sha, st.String()
+	})
+	if err := s.spokes[cluster].Get(ctx, client.ObjectKey{Name: "applications.argoproj.io"}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
+		t.Logf("%s: Argo CD's Application CRD lookup: %v (left by an earlier scenario; no Argo CD runs there now)", cluster, err)
+	}
+
+	if err := s.hub.Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	s.waitHubObject(t, "ManifestWork removed with the Application", work, false)
+	s.eventually(t, fmt.Sprintf("%s: Deployment %s/%s removed with its ManifestWork", cluster, workloadNS, guestbookName), 2*time.Minute,
+		func(ctx context.Context) (bool, string) {
+			err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: guestbookName}, &appsv1.Deployment{})
+			return apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err)
 		})
 }

@@ -114,7 +114,7 @@ func selectedByRun() bool {
 	}
 	top, _, _ := strings.Cut(f.Value.String(), "/")
 	re, err := regexp.Compile(top)
-	return err != nil || slices.ContainsFunc([]string{"TestFleetE2E", "TestArgoCDApplication", "TestArgoCDApplicationSet", "TestCMPDeliversAFolderWithoutArgoCD", "TestArgoCDClusterRegistrationForApplicationSets"}, re.MatchString)
+	return err != nil || slices.ContainsFunc([]string{"TestFleetE2E", "TestArgoCDApplication", "TestArgoCDApplicationSet", "TestCMPDeliversAFolderWithoutArgoCD", "TestCMPPluginInHubArgoCD", "TestArgoCDClusterRegistrationForApplicationSets"}, re.MatchString)
 }
 
 func logf(format string, args ...any) {

@@ -95,6 +95,9 @@ func TestGenerateDeliversAFolderToEveryCluster(t *testing.T) {
 	if works[0].Annotations[AnnotationApplication] != "argocd/guestbook" || works[0].Annotations[AnnotationPart] != "1/1" {
 		t.Fatalf("annotations = %v", works[0].Annotations)
 	}
+	if len(works[0].Labels) != 1 || works[0].Labels[LabelApplication] != "guestbook" {
+		t.Fatalf("labels = %v: Argo CD owns these works, they carry only the Application's label", works[0].Labels)
+	}
 	var got []string
 	for _, m := range works[0].Spec.Workload.Manifests {
 		var o struct {

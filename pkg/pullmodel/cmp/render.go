@@ -19,8 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/yaml"
-
-	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 )
 
 // Size limits. OCM's work webhook refuses a ManifestWork whose manifests total more than
@@ -155,10 +153,10 @@ func Render(objs []object, opts Options) ([]*workv1.ManifestWork, error) {
 				ObjectMeta: metav1.ObjectMeta{
 					Name:      fmt.Sprintf("%s-%d", opts.Name, i),
 					Namespace: c,
-					Labels: map[string]string{
-						v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue,
-						LabelApplication:        labelValue(opts.Name),
-					},
+					// Argo CD owns these works (it applies and prunes them), not the manager:
+					// they carry no managed-by label of this project, so no controller of the
+					// manager ever takes them for its own.
+					Labels: map[string]string{LabelApplication: labelValue(opts.Name)},
 					Annotations: map[string]string{
 						AnnotationApplication: opts.Application,
 						AnnotationPart:        fmt.Sprintf("%d/%d", i+1, len(parts)),

@@ -1,4 +1,5 @@
-// Package v1alpha1 holds the GitOpsCluster API, group apps.open-cluster-management.io.
+// Package v1alpha1 holds the GitOpsCluster and ArgoCDClusterRegistration APIs, group
+// apps.open-cluster-management.io.
 // +kubebuilder:object:generate=true
 // +groupName=apps.open-cluster-management.io
 package v1alpha1
@@ -22,6 +23,7 @@ var (
 
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &GitOpsCluster{}, &GitOpsClusterList{})
+	s.AddKnownTypes(GroupVersion, &ArgoCDClusterRegistration{}, &ArgoCDClusterRegistrationList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

@@ -26,7 +26,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newManagerCommand(), newVersionCommand(), newToolsCommand())
+	root.AddCommand(newManagerCommand(), newVersionCommand(), newToolsCommand(), newCMPCommand())
 	return root
 }
 

@@ -135,6 +135,9 @@ func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOp
 	if err != nil {
 		return time.Time{}, false, err
 	}
+	if err := r.withClusterLabels(ctx, desired, cluster); err != nil {
+		return time.Time{}, false, err
+	}
 	// The current certificate is revoked from the secret itself; the one it replaces is
 	// recorded first, since it stays valid until it expires. A new cluster thus costs one
 	// write, a renewal two.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
@@ -50,7 +51,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace),
 			builder.WithPredicates(r.named(r.Config.PrincipalDeploymentName), podTemplateChanged())).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(nodeAddressOrReadinessChanged())).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(r.pkiOrOwnedSecrets())).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(r.pkiOrOwnedSecrets(), clusterlabels.IgnoreCopyOnlyUpdates())).
 		// Ledgers and the revocation record: a certificate recorded for a cluster that is not
 		// (or no longer) owned on its principal is revoked on the next pass.
 		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {

@@ -38,6 +38,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/clusters"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
@@ -214,6 +215,12 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if err := (&gitopscluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Fleet}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the GitOpsCluster controller: %w", err)
+	}
+	if err := gitopscluster.SetupClusterLabelSync(ctx, mgr); err != nil {
+		return fmt.Errorf("setting up the agent cluster label sync: %w", err)
+	}
+	if err := clusters.Setup(ctx, mgr, opts.Fleet.ManagedNamespaces); err != nil {
+		return fmt.Errorf("setting up cluster registration: %w", err)
 	}
 	sc := opts.Signer
 	sc.SignerName, sc.AddonName = opts.Fleet.SignerName, opts.Fleet.AddonName

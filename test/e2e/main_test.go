@@ -114,7 +114,7 @@ func selectedByRun() bool {
 	}
 	top, _, _ := strings.Cut(f.Value.String(), "/")
 	re, err := regexp.Compile(top)
-	return err != nil || slices.ContainsFunc([]string{"TestFleetE2E", "TestArgoCDApplication", "TestArgoCDApplicationSet", "TestArgoCDComponents", "TestArgoCDComponentsClusterLabel", "TestPullModelApplicationSet"}, re.MatchString)
+	return err != nil || slices.ContainsFunc([]string{"TestFleetE2E", "TestArgoCDApplication", "TestArgoCDApplicationSet", "TestArgoCDComponents", "TestArgoCDComponentsClusterLabel", "TestPullModelApplicationSet", "TestCMPDeliversAFolderWithoutArgoCD", "TestCMPPluginInHubArgoCD", "TestArgoCDClusterRegistrationForApplicationSets"}, re.MatchString)
 }
 
 func logf(format string, args ...any) {
@@ -173,7 +173,8 @@ func setUp() (*suite, error) {
 			"--kubeconfig=" + f.HubKubeconfigPath(),
 			"--metrics-bind-address=0",
 			"--health-probe-bind-address=0",
-			"--managed-namespaces=" + ns,
+			// The hub Argo CD's namespace too: ArgoCDClusterRegistrations write cluster secrets there.
+			"--managed-namespaces=" + ns + "," + fleet.ArgoCDNamespace,
 			"--reloader-image=" + reloaderImg,
 			"--agent-cert-validity=" + agentCertValidity.String(),
 			"--departure-settle=" + managerDepartureSettle.String(),

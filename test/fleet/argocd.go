@@ -104,6 +104,10 @@ type ArgoCDOptions struct {
 	// InstalledRedisPassword runs Redis with the password in the cluster's Secret argocd-redis
 	// (key auth), which must exist, instead of writing a new one there.
 	InstalledRedisPassword bool
+	// Plugins are Config Management Plugins, each a folder holding a plugin.yaml: each runs as
+	// argocd-cmp-server, the repo-server's sidecar in a pod, on a Unix socket in a folder the
+	// repo-server is pointed at (ARGOCD_PLUGINSOCKFILEPATH, as the shared plugins volume).
+	Plugins []string
 }
 
 // ArgoCD is Argo CD running against one cluster of the fleet.
@@ -237,6 +241,10 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 			// controller manager runs.
 		}, fmt.Sprintf("http://127.0.0.1:%d/metrics", appsetMetrics)})
 	}
+	pluginSocks, err := f.startPlugins(ctx, a, cluster, dir, opts)
+	if err != nil {
+		return fail(err)
+	}
 	for _, s := range specs {
 		env, err := manifest.env(ctx, c, s.name, a.Namespace, map[string]map[string]string{"argocd-cm": opts.ArgoCDCM, "argocd-cmd-params-cm": cmdParams})
 		if err != nil {
@@ -267,6 +275,9 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 			// generation; the image has it in /usr/local/bin.
 			"PATH="+opts.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"),
 		)
+		if s.name == ArgoCDRepoServer && pluginSocks != "" {
+			env = append(env, "ARGOCD_PLUGINSOCKFILEPATH="+pluginSocks)
+		}
 		proc, err := f.StartProcess(ProcessSpec{
 			Name: cluster + "-" + s.name,
 			Path: filepath.Join(opts.BinDir, s.name),
@@ -290,6 +301,48 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 	}
 	f.logf("%s: Argo CD up in namespace %s (repo-server %s, redis %s)", cluster, a.Namespace, a.RepoServer, a.Redis)
 	return a, nil
+}
+
+// startPlugins runs opts.Plugins and returns the folder of their sockets ("" without plugins).
+func (f *Fleet) startPlugins(ctx context.Context, a *ArgoCD, cluster, dir string, opts ArgoCDOptions) (string, error) {
+	if len(opts.Plugins) == 0 {
+		return "", nil
+	}
+	// A short folder: a socket path may not exceed 108 bytes.
+	socks, err := os.MkdirTemp("", "fleet-cmp-")
+	if err != nil {
+		return "", err
+	}
+	f.OnStop(func() error { return os.RemoveAll(socks) })
+	for i, cfg := range opts.Plugins {
+		home := filepath.Join(dir, fmt.Sprintf("argocd-cmp-server-%d", i))
+		if err := os.MkdirAll(home, 0o755); err != nil {
+			return "", err
+		}
+		proc, err := f.StartProcess(ProcessSpec{
+			Name: fmt.Sprintf("%s-argocd-cmp-server-%d", cluster, i),
+			Path: filepath.Join(opts.BinDir, "argocd"),
+			Args: []string{"--config-dir-path=" + cfg, "--logformat=text"},
+			Env: []string{"ARGOCD_BINARY_NAME=argocd-cmp-server", "ARGOCD_PLUGINSOCKFILEPATH=" + socks,
+				"ARGOCD_CMP_WORKDIR=" + home, "HOME=" + home},
+			Dir: home,
+		})
+		if err != nil {
+			return "", err
+		}
+		a.Processes = append(a.Processes, proc)
+		want := i + 1
+		if err := f.poll(ctx, cluster+" argocd-cmp-server", opts.StartTimeout, func(context.Context) (bool, error) {
+			if done, err := proc.Exited(); done {
+				return false, fmt.Errorf("%s exited: %v; last log lines:\n%s", proc.Name, err, tail(proc.LogPath, 25))
+			}
+			found, err := filepath.Glob(filepath.Join(socks, "*.sock"))
+			return len(found) >= want, err
+		}); err != nil {
+			return "", err
+		}
+	}
+	return socks, nil
 }
 
 // Stop ends the Argo CD components and their Redis. Safe to call more than once, and after

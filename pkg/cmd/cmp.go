@@ -1,0 +1,66 @@
+package cmd
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/cmp"
+)
+
+// newCMPCommand is the Argo CD Config Management Plugin that delivers a folder of manifests as
+// OCM ManifestWorks.
+func newCMPCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "cmp",
+		Short: "Argo CD Config Management Plugin: deliver a folder of manifests to managed clusters as OCM ManifestWorks",
+	}
+	var dir, clusters, name, namespace string
+	var maxKiB int
+	generate := &cobra.Command{
+		Use:   "generate",
+		Short: "Print the ManifestWorks for the manifests in a folder (what the plugin's generate step runs)",
+		Long: `Reads every .yaml, .yml and .json file under the folder (multi-document YAML and Lists
+included) and prints one set of ManifestWorks per target cluster, in the hub namespace named
+after the cluster. Run by Argo CD's cmp-server, it takes its settings from the Application's
+plugin environment: ARGOCD_ENV_CLUSTERS (comma-separated cluster names), ARGOCD_ENV_WORK_NAME
+(default: the Application's name) and ARGOCD_ENV_NAMESPACE (default namespace for namespaced
+objects without one). Flags override them.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			opts := cmp.OptionsFromEnv(nil)
+			if clusters != "" {
+				opts.Clusters = cmp.SplitClusters(clusters)
+			}
+			if name != "" {
+				opts.Name = name
+			}
+			if namespace != "" {
+				opts.Namespace = namespace
+			}
+			opts.MaxWorkBytes = maxKiB * 1024
+			out, err := cmp.Generate(dir, opts)
+			if err != nil {
+				return err
+			}
+			_, err = c.OutOrStdout().Write(out)
+			return err
+		},
+	}
+	generate.Flags().StringVar(&dir, "dir", ".", "Folder of manifests (Argo CD runs the plugin in the Application's source folder).")
+	generate.Flags().StringVar(&clusters, "clusters", "", "Comma-separated managed cluster names; overrides ARGOCD_ENV_CLUSTERS.")
+	generate.Flags().StringVar(&name, "name", "", "ManifestWork base name; overrides ARGOCD_ENV_WORK_NAME and the Application's name.")
+	generate.Flags().StringVar(&namespace, "namespace", "", "Namespace for namespaced objects that name none; overrides ARGOCD_ENV_NAMESPACE.")
+	generate.Flags().IntVar(&maxKiB, "max-work-kib", cmp.DefaultMaxWorkBytes/1024, "Manifests per ManifestWork, in KiB; more are split over several works (OCM refuses works over 500 KiB).")
+	var binary string
+	config := &cobra.Command{
+		Use:   "plugin-config",
+		Short: "Print the plugin.yaml (ConfigManagementPlugin) for the repo-server sidecar",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			_, err := c.OutOrStdout().Write([]byte(cmp.PluginConfig(binary)))
+			return err
+		},
+	}
+	config.Flags().StringVar(&binary, "binary", "/argocd-agent-addon", "Path of this executable in the sidecar image.")
+	c.AddCommand(generate, config)
+	return c
+}

@@ -1,0 +1,301 @@
+package clusters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/events"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+)
+
+// Reconciler keeps the cluster secrets of ArgoCDClusterRegistrations.
+type Reconciler struct {
+	// Client reads through the manager's cache.
+	Client client.Client
+	// APIReader reads past the cache; a departure is confirmed with it before a secret goes.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	// ManagedNamespaces are the namespaces whose Secrets the manager may write; empty means all.
+	ManagedNamespaces []string
+}
+
+// Reconcile brings one registration's cluster secrets in line with its Placement.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	reg := &v1alpha1.ArgoCDClusterRegistration{}
+	if err := r.Client.Get(ctx, req.NamespacedName, reg); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !reg.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, reg)
+	}
+	if !r.managed(reg.Namespace) {
+		// Nothing is ever written there, so no finalizer either: deleting it must not wait on
+		// Secrets the manager may not read.
+		return ctrl.Result{}, r.setStatus(ctx, reg, r.notReady(reg, ReasonNamespaceNotManaged, fmt.Sprintf(
+			"namespace %s is not one of the manager's managed namespaces (%s), so it may not write Secrets there; add it to the chart's managedNamespaces",
+			reg.Namespace, strings.Join(r.ManagedNamespaces, ","))), 0)
+	}
+	if !controllerutil.ContainsFinalizer(reg, Finalizer) {
+		patch := client.MergeFrom(reg.DeepCopy())
+		controllerutil.AddFinalizer(reg, Finalizer)
+		if err := r.Client.Patch(ctx, reg, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	cond, count, err := r.reconcileNormal(ctx, reg)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.setStatus(ctx, reg, cond, count)
+}
+
+// reconcileNormal writes the secrets of the selected clusters and deletes those of clusters
+// that have left. It returns the Ready condition and the number of secrets kept.
+func (r *Reconciler) reconcileNormal(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration) (metav1.Condition, int32, error) {
+	owned, err := r.ownedSecrets(ctx, reg)
+	if err != nil {
+		return metav1.Condition{}, 0, err
+	}
+	count := int32(len(owned))
+	pl := &clusterv1beta1.Placement{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: reg.Namespace, Name: reg.Spec.PlacementRef.Name}, pl); err != nil {
+		if apierrors.IsNotFound(err) {
+			// The Placement may be being re-created: existing registrations stay.
+			return r.notReady(reg, ReasonPlacementNotFound, fmt.Sprintf(
+				"Placement %s/%s does not exist; create it, or fix spec.placementRef (existing cluster secrets are kept)",
+				reg.Namespace, reg.Spec.PlacementRef.Name)), count, nil
+		}
+		return metav1.Condition{}, 0, err
+	}
+	selected, pages, err := fleet.SelectedClustersAndPages(ctx, r.Client, reg.Namespace, pl.Name)
+	if err != nil {
+		return metav1.Condition{}, 0, err
+	}
+
+	var conflicts, pending, invalid []string
+	var errs []error
+	for _, cluster := range sets.List(selected) {
+		if len(validation.IsDNS1123Subdomain(SecretName(cluster))) > 0 {
+			invalid = append(invalid, cluster)
+			continue
+		}
+		mc := &clusterv1.ManagedCluster{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return metav1.Condition{}, 0, err
+			}
+			pending = append(pending, cluster)
+			continue
+		}
+		desired := desiredSecret(reg, cluster, mc.Labels)
+		live := owned[cluster]
+		if live == nil {
+			other := &corev1.Secret{}
+			err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), other)
+			switch {
+			case err == nil:
+				// Someone else's secret (made by hand, by OCM's GitOpsCluster or by another
+				// registration): never overwritten.
+				conflicts = append(conflicts, cluster)
+				continue
+			case !apierrors.IsNotFound(err):
+				return metav1.Condition{}, 0, err
+			}
+			if err := r.Client.Create(ctx, desired); err != nil {
+				errs = append(errs, fmt.Errorf("creating cluster secret %s: %w", desired.Name, err))
+				continue
+			}
+			count++
+			continue
+		}
+		if secretCurrent(live, desired) {
+			continue
+		}
+		s := live.DeepCopy()
+		s.Labels, s.Annotations, _ = clusterlabels.Apply(s.Labels, s.Annotations, mc.Labels)
+		for k, v := range desired.Labels {
+			s.Labels[k] = v
+		}
+		s.Data, s.Type = desired.Data, desired.Type
+		if err := r.Client.Update(ctx, s); err != nil {
+			errs = append(errs, fmt.Errorf("updating cluster secret %s: %w", s.Name, err))
+		}
+	}
+
+	unknown := selectionUnknown(pl, selected, pages)
+	if unknown == "" {
+		for cluster, s := range owned {
+			if selected.Has(cluster) {
+				continue
+			}
+			// A cluster can be in no page for a moment while OCM rewrites them; only a live
+			// read that still lacks it is a departure. Removing a cluster secret makes
+			// ApplicationSets delete that cluster's Applications.
+			still, err := fleet.SelectsLive(ctx, r.Client, r.APIReader, reg.Namespace, pl.Name, cluster)
+			if err != nil {
+				return metav1.Condition{}, 0, err
+			}
+			if still {
+				continue
+			}
+			if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("deleting cluster secret %s: %w", s.Name, err))
+				continue
+			}
+			count--
+			r.event(reg, corev1.EventTypeNormal, "ClusterUnregistered", "Unregister", "cluster %s left Placement %s; its cluster secret was deleted", cluster, pl.Name)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return metav1.Condition{}, 0, err
+	}
+
+	switch {
+	case len(conflicts) > 0:
+		return r.notReady(reg, ReasonSecretConflict, fmt.Sprintf(
+			"Secret(s) %s already exist in %s and are not this registration's; delete or rename them to register these cluster(s)",
+			summarize(conflicts, SecretName), reg.Namespace)), count, nil
+	case len(invalid) > 0:
+		return r.notReady(reg, ReasonClustersPending, fmt.Sprintf("cluster name(s) %s are too long for a Secret name", summarize(invalid, nil))), count, nil
+	case len(pending) > 0:
+		return r.notReady(reg, ReasonClustersPending, fmt.Sprintf(
+			"the Placement selects cluster(s) %s that have no ManagedCluster; they are registered once it exists", summarize(pending, nil))), count, nil
+	case unknown != "":
+		return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonSelectionUnknown,
+			Message: fmt.Sprintf("%d cluster(s) registered; departures wait: %s", count, unknown)}, count, nil
+	}
+	return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonRegistered,
+		Message: fmt.Sprintf("%d cluster(s) of Placement %s registered with the Argo CD of namespace %s", count, pl.Name, reg.Namespace)}, count, nil
+}
+
+// reconcileDelete removes every secret of the registration, then its finalizer.
+func (r *Reconciler) reconcileDelete(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration) error {
+	if !controllerutil.ContainsFinalizer(reg, Finalizer) {
+		return nil
+	}
+	if !r.managed(reg.Namespace) {
+		// The namespace was dropped from the managed ones after secrets were written: they
+		// can no longer be read or deleted by the manager and stay for a person to remove.
+		r.event(reg, corev1.EventTypeWarning, ReasonNamespaceNotManaged, "Unregister",
+			"namespace %s is no longer managed; its cluster secrets (label %s=%s) are left for you to delete", reg.Namespace, LabelRegistration, reg.Name)
+		return r.removeFinalizer(ctx, reg)
+	}
+	// Past the cache: a secret created just before the deletion must not be left behind.
+	var list corev1.SecretList
+	if err := r.APIReader.List(ctx, &list, client.InNamespace(reg.Namespace), client.MatchingLabels{
+		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, LabelRegistration: reg.Name,
+	}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		if err := r.Client.Delete(ctx, &list.Items[i]); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return r.removeFinalizer(ctx, reg)
+}
+
+func (r *Reconciler) removeFinalizer(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration) error {
+	patch := client.MergeFrom(reg.DeepCopy())
+	controllerutil.RemoveFinalizer(reg, Finalizer)
+	return r.Client.Patch(ctx, reg, patch)
+}
+
+// managed reports whether the manager may write Secrets in ns.
+func (r *Reconciler) managed(ns string) bool {
+	return len(r.ManagedNamespaces) == 0 || slices.Contains(r.ManagedNamespaces, ns)
+}
+
+// ownedSecrets returns the registration's secrets by cluster name, from the cache.
+func (r *Reconciler) ownedSecrets(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration) (map[string]*corev1.Secret, error) {
+	var list corev1.SecretList
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy, client.InNamespace(reg.Namespace), client.MatchingLabels{
+		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, LabelRegistration: reg.Name,
+	}); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*corev1.Secret, len(list.Items))
+	for i := range list.Items {
+		if c := string(list.Items[i].Data["name"]); c != "" {
+			out[c] = &list.Items[i]
+		}
+	}
+	return out, nil
+}
+
+func (r *Reconciler) notReady(reg *v1alpha1.ArgoCDClusterRegistration, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
+}
+
+// setStatus writes the status only when it changes; an Event goes with a Ready turning False
+// or changing reason.
+func (r *Reconciler) setStatus(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration, cond metav1.Condition, count int32) error {
+	cond.ObservedGeneration = reg.Generation
+	old := meta.FindStatusCondition(reg.Status.Conditions, ConditionReady)
+	if old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message &&
+		old.ObservedGeneration == cond.ObservedGeneration && reg.Status.RegisteredClusters == count && reg.Status.ObservedGeneration == reg.Generation {
+		return nil
+	}
+	if cond.Status == metav1.ConditionFalse && (old == nil || old.Reason != cond.Reason || old.Status != cond.Status) {
+		r.event(reg, corev1.EventTypeWarning, cond.Reason, "Register", "%s", cond.Message)
+	}
+	patch := client.MergeFrom(reg.DeepCopy())
+	meta.SetStatusCondition(&reg.Status.Conditions, cond)
+	reg.Status.RegisteredClusters = count
+	reg.Status.ObservedGeneration = reg.Generation
+	return r.Client.Status().Patch(ctx, reg, patch)
+}
+
+func (r *Reconciler) event(reg *v1alpha1.ArgoCDClusterRegistration, eventType, reason, action, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(reg, nil, eventType, reason, action, format, args...)
+	}
+}
+
+// selectionUnknown says why the Placement's decisions may not be read as its whole selection.
+func selectionUnknown(pl *clusterv1beta1.Placement, selected sets.Set[string], pages int) string {
+	switch {
+	case !pl.DeletionTimestamp.IsZero():
+		return "the Placement is being deleted"
+	case pages == 0:
+		return "the Placement has no PlacementDecision yet"
+	case meta.FindStatusCondition(pl.Status.Conditions, clusterv1beta1.PlacementConditionSatisfied) != nil &&
+		int(pl.Status.NumberOfSelectedClusters) != selected.Len():
+		return fmt.Sprintf("the Placement reports %d selected cluster(s) but its decisions list %d", pl.Status.NumberOfSelectedClusters, selected.Len())
+	}
+	return ""
+}
+
+// summarize lists at most five names, mapped through f when given.
+func summarize(names []string, f func(string) string) string {
+	const most = 5
+	out := make([]string, 0, most)
+	for i, n := range names {
+		if i == most {
+			out = append(out, fmt.Sprintf("and %d more", len(names)-most))
+			break
+		}
+		if f != nil {
+			n = f(n)
+		}
+		out = append(out, n)
+	}
+	return strings.Join(out, ", ")
+}

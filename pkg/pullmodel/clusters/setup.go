@@ -1,0 +1,192 @@
+package clusters
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+)
+
+// Field indexes this package registers on the manager's cache.
+const (
+	// IndexPlacement indexes ArgoCDClusterRegistrations by "<namespace>/<placement name>".
+	IndexPlacement = "argocd-agent-addon.registration.placement"
+	// IndexCluster indexes registration-owned Secrets by the cluster they register.
+	IndexCluster = "argocd-agent-addon.registration.cluster"
+)
+
+// Setup registers the indexes, the registration controller and the label controller. Without
+// the ArgoCDClusterRegistration CRD (Helm does not add CRDs on upgrade) it logs so and registers
+// nothing, instead of failing the whole manager.
+func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string) error {
+	gvk := v1alpha1.GroupVersion.WithKind("ArgoCDClusterRegistration")
+	if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
+		if meta.IsNoMatchError(err) {
+			ctrl.Log.WithName("clusters").Info("the ArgoCDClusterRegistration CRD is not installed; cluster registration for ApplicationSets is off (apply the chart's crds/ to turn it on, then restart)")
+			return nil
+		}
+		return fmt.Errorf("looking up the ArgoCDClusterRegistration API: %w", err)
+	}
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &v1alpha1.ArgoCDClusterRegistration{}, IndexPlacement, func(o client.Object) []string {
+		reg := o.(*v1alpha1.ArgoCDClusterRegistration)
+		return []string{fleet.PlacementKey(reg.Namespace, reg.Spec.PlacementRef.Name)}
+	}); err != nil {
+		return fmt.Errorf("indexing ArgoCDClusterRegistrations: %w", err)
+	}
+	if err := idx.IndexField(ctx, &corev1.Secret{}, IndexCluster, func(o client.Object) []string {
+		s := o.(*corev1.Secret)
+		if s.Labels[LabelRegistration] == "" || len(s.Data["name"]) == 0 {
+			return nil
+		}
+		return []string{string(s.Data["name"])}
+	}); err != nil {
+		return fmt.Errorf("indexing registration Secrets: %w", err)
+	}
+	rec := mgr.GetEventRecorder("argocd-agent-addon")
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, ManagedNamespaces: managedNamespaces}
+	if err := ctrl.NewControllerManagedBy(mgr).
+		Named("argocdclusterregistration").
+		For(&v1alpha1.ArgoCDClusterRegistration{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&clusterv1beta1.Placement{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return r.forPlacement(ctx, o.GetNamespace(), o.GetName())
+		})).
+		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			if p := o.GetLabels()[fleet.PlacementLabel]; p != "" {
+				return r.forPlacement(ctx, o.GetNamespace(), p)
+			}
+			return nil
+		}), builder.WithPredicates(decisionsChanged())).
+		// A selected cluster registered on the hub after the Placement chose it.
+		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(createOrDelete())).
+		// A registration's own secret changed or deleted by someone else is put back; a foreign
+		// cluster secret that blocked a registration going away frees its name.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(ownedOrForeignClusterSecretDeleted(), clusterlabels.IgnoreCopyOnlyUpdates())).
+		Complete(r); err != nil {
+		return err
+	}
+	ls := &LabelSync{Client: mgr.GetClient()}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("argocdclusterregistration-labels").
+		Watches(&clusterv1.ManagedCluster{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(labelsChanged())).
+		// A copied label edited or removed on the secret by hand is put back.
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			s, ok := o.(*corev1.Secret)
+			if !ok || s.Labels[LabelRegistration] == "" || len(s.Data["name"]) == 0 {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: string(s.Data["name"])}}}
+		}), builder.WithPredicates(labelsChanged())).
+		Complete(ls)
+}
+
+func (r *Reconciler) forPlacement(ctx context.Context, ns, placement string) []reconcile.Request {
+	var list v1alpha1.ArgoCDClusterRegistrationList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexPlacement: fleet.PlacementKey(ns, placement)}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// forCluster maps a ManagedCluster to the registrations whose Placement selects it, through the
+// decision index: the cost is the number of Placements naming it, not the fleet size.
+func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	var pds clusterv1beta1.PlacementDecisionList
+	if err := r.Client.List(ctx, &pds, client.MatchingFields{fleet.IndexDecisionClusters: o.GetName()}); err != nil {
+		return nil
+	}
+	seen := sets.New[types.NamespacedName]()
+	var out []reconcile.Request
+	for i := range pds.Items {
+		p := pds.Items[i].Labels[fleet.PlacementLabel]
+		if p == "" {
+			continue
+		}
+		for _, req := range r.forPlacement(ctx, pds.Items[i].Namespace, p) {
+			if !seen.Has(req.NamespacedName) {
+				seen.Insert(req.NamespacedName)
+				out = append(out, req)
+			}
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) forSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	if owner := o.GetLabels()[LabelRegistration]; owner != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: owner}}}
+	}
+	var list v1alpha1.ArgoCDClusterRegistrationList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// ownedOrForeignClusterSecretDeleted passes every event of a registration's secrets and the
+// deletion of other Argo CD cluster secrets.
+func ownedOrForeignClusterSecretDeleted() predicate.Predicate {
+	owned := func(o client.Object) bool { return o.GetLabels()[LabelRegistration] != "" }
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return owned(e.Object) },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return owned(e.ObjectNew) || owned(e.ObjectOld) },
+		GenericFunc: func(e event.GenericEvent) bool { return owned(e.Object) },
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			return owned(e.Object) || e.Object.GetLabels()[LabelSecretType] == "cluster"
+		},
+	}
+}
+
+func decisionsChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*clusterv1beta1.PlacementDecision)
+		n, ok2 := e.ObjectNew.(*clusterv1beta1.PlacementDecision)
+		return !ok1 || !ok2 || !reflect.DeepEqual(o.Status.Decisions, n.Status.Decisions) || !reflect.DeepEqual(o.Labels, n.Labels)
+	}}
+}
+
+// createOrDelete ignores ManagedCluster updates: their status and leases change all the time.
+func createOrDelete() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// labelsChanged passes only updates that change an object's labels or the copied-labels record.
+func labelsChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return !reflect.DeepEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
+				e.ObjectOld.GetAnnotations()[clusterlabels.AnnotationCopied] != e.ObjectNew.GetAnnotations()[clusterlabels.AnnotationCopied]
+		},
+	}
+}

@@ -1,0 +1,54 @@
+package cmp
+
+import (
+	"fmt"
+	"os"
+	"strings"
+)
+
+// PluginName and PluginVersion name the Config Management Plugin; an Application selects it
+// with spec.source.plugin.name: <PluginName>-<PluginVersion>.
+const (
+	PluginName    = "ocm-manifestwork"
+	PluginVersion = "v1"
+)
+
+// PluginConfig is the plugin.yaml of the repo-server sidecar: Argo CD's cmp-server runs the
+// generate command in the Application's source folder. binary is this project's executable in
+// the sidecar image.
+func PluginConfig(binary string) string {
+	return fmt.Sprintf(`apiVersion: argoproj.io/v1alpha1
+kind: ConfigManagementPlugin
+metadata:
+  name: %s
+spec:
+  version: %s
+  generate:
+    command: [%q, cmp, generate]
+`, PluginName, PluginVersion, binary)
+}
+
+// OptionsFromEnv reads what Argo CD hands a plugin: the Application's name and namespace, and
+// the plugin environment of the Application's source (spec.source.plugin.env, given to the
+// plugin as ARGOCD_ENV_<NAME>): CLUSTERS, WORK_NAME, NAMESPACE.
+func OptionsFromEnv(getenv func(string) string) Options {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	app := getenv("ARGOCD_APP_NAME")
+	name := getenv("ARGOCD_ENV_WORK_NAME")
+	if name == "" && app != "" {
+		name = WorkName(app)
+	}
+	return Options{
+		Clusters:    SplitClusters(getenv("ARGOCD_ENV_CLUSTERS")),
+		Name:        name,
+		Application: strings.TrimPrefix(getenv("ARGOCD_APP_NAMESPACE")+"/"+app, "/"),
+		Namespace:   getenv("ARGOCD_ENV_NAMESPACE"),
+	}
+}
+
+// SplitClusters splits a comma- or space-separated list of cluster names.
+func SplitClusters(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
+}

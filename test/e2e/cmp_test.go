@@ -1,0 +1,243 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/cmp"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+)
+
+// TestCMPDeliversAFolderWithoutArgoCD runs the binary's Config Management Plugin command on a
+// folder, as Argo CD's cmp-server would (in the folder, with the Application's plugin
+// environment), applies its ManifestWorks on the hub, and checks that OCM's work agent alone
+// puts the objects on the managed cluster.
+func TestCMPDeliversAFolderWithoutArgoCD(t *testing.T) {
+	if env == nil {
+		t.Skip(skipWhy)
+	}
+	s := env
+	ctx := ctxFor(t)
+	const cluster, workloadNS = "cluster2", "cmp-guestbook"
+
+	dir := t.TempDir()
+	files := fleet.GuestbookFiles(1, "registry.example/guestbook:v1")
+	files["guestbook/namespace.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + workloadNS + "}\n"
+	for name, content := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.CommandContext(ctx, s.managerBin, "cmp", "generate")
+	cmd.Dir = filepath.Join(dir, "guestbook")
+	cmd.Env = append(os.Environ(),
+		"ARGOCD_APP_NAME=cmp-guestbook", "ARGOCD_APP_NAMESPACE=argocd",
+		"ARGOCD_ENV_CLUSTERS="+cluster, "ARGOCD_ENV_NAMESPACE="+workloadNS)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("cmp generate: %v: %s", err, stderr.String())
+	}
+
+	var works []*workv1.ManifestWork
+	for _, doc := range strings.Split(string(out), "---\n") {
+		w := &workv1.ManifestWork{}
+		if err := yaml.UnmarshalStrict([]byte(doc), w); err != nil {
+			t.Fatalf("output is not ManifestWorks: %v\n%s", err, out)
+		}
+		works = append(works, w)
+	}
+	if len(works) != 1 || works[0].Namespace != cluster || works[0].Name != "cmp-guestbook-0" {
+		t.Fatalf("want one ManifestWork cmp-guestbook-0 in %s, got %d (%v)", cluster, len(works), works)
+	}
+	for _, w := range works {
+		if err := s.hub.Create(ctx, w); err != nil {
+			t.Fatalf("the hub refused the generated ManifestWork: %v", err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, w := range works {
+			if err := client.IgnoreNotFound(s.hub.Delete(ctx, w)); err != nil {
+				t.Errorf("deleting %s: %v", w.Name, err)
+			}
+		}
+	})
+
+	spoke := s.spokes[cluster]
+	argoOnSpoke := spoke.Get(ctx, client.ObjectKey{Name: "applications.argoproj.io"}, &apiextensionsv1.CustomResourceDefinition{})
+	if !apierrors.IsNotFound(argoOnSpoke) {
+		// Run alone (-run TestCMP), the cluster has never had Argo CD; after the Argo CD
+		// scenarios its CRDs stay, but no Application names this workload.
+		t.Logf("%s: Argo CD's Application CRD lookup: %v", cluster, argoOnSpoke)
+	}
+
+	s.eventually(t, fmt.Sprintf("%s: Deployment %s/guestbook-ui and its Service delivered by the work agent", cluster, workloadNS), 2*time.Minute,
+		func(ctx context.Context) (bool, string) {
+			d := &appsv1.Deployment{}
+			if err := spoke.Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: "guestbook-ui"}, d); err != nil {
+				return false, err.Error()
+			}
+			if d.Spec.Template.Spec.Containers[0].Image != "registry.example/guestbook:v1" {
+				return false, "image " + d.Spec.Template.Spec.Containers[0].Image
+			}
+			svc := &corev1.Service{}
+			if err := spoke.Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: "guestbook-ui"}, svc); err != nil {
+				return false, err.Error()
+			}
+			return true, ""
+		})
+	s.eventually(t, "hub: the ManifestWork reports Applied", time.Minute, func(ctx context.Context) (bool, string) {
+		w := &workv1.ManifestWork{}
+		if err := s.hub.Get(ctx, client.ObjectKeyFromObject(works[0]), w); err != nil {
+			return false, err.Error()
+		}
+		c := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
+		if c == nil || c.Status != "True" {
+			return false, fmt.Sprintf("conditions %v", w.Status.Conditions)
+		}
+		return true, ""
+	})
+
+	// Deleting the ManifestWork removes the workload: the work agent owns what it applied.
+	if err := s.hub.Delete(ctx, works[0]); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, fmt.Sprintf("%s: Deployment %s/guestbook-ui removed with its ManifestWork", cluster, workloadNS), 2*time.Minute,
+		func(ctx context.Context) (bool, string) {
+			err := spoke.Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: "guestbook-ui"}, &appsv1.Deployment{})
+			if apierrors.IsNotFound(err) {
+				return true, ""
+			}
+			return false, fmt.Sprintf("still there (%v)", err)
+		})
+}
+
+// TestCMPPluginInHubArgoCD runs the plugin the way a user installs it: Argo CD's own
+// argocd-cmp-server next to the hub's repo-server, configured with the plugin.yaml the chart
+// ships, running this project's binary. A hub Application naming the plugin is synced from the
+// local Git repository into ManifestWorks, OCM's work agent puts the workload on the managed
+// cluster (which runs no Argo CD), and deleting the Application takes it away again.
+func TestCMPPluginInHubArgoCD(t *testing.T) {
+	if env == nil {
+		t.Skip(skipWhy)
+	}
+	s := env
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	const cluster, workloadNS, appName = "cluster1", "cmp-argo", "cmp-argo-guestbook"
+
+	git, err := fleet.StartGitServer(filepath.Join(s.f.Dir(), "git-cmp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = git.Close() })
+	repo, err := git.CreateRepo("guestbook-cmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := fleet.GuestbookFiles(1, guestbookImg1)
+	files["guestbook/namespace.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + workloadNS + "}\n"
+	sha, err := repo.Commit(files, "guestbook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pluginDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(pluginDir, "plugin.yaml"), []byte(cmp.PluginConfig(s.managerBin)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	argo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{Plugins: []string{pluginDir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%-72s %7s", "hub: Argo CD up with the ocm-manifestwork plugin sidecar", time.Since(start).Round(10*time.Millisecond))
+
+	app := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(fmt.Appendf(nil, `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: %s
+  namespace: %s
+  finalizers: [resources-finalizer.argocd.argoproj.io]
+spec:
+  project: default
+  source:
+    repoURL: %q
+    path: guestbook
+    targetRevision: main
+    plugin:
+      name: %s-%s
+      env:
+      - {name: CLUSTERS, value: %s}
+      - {name: NAMESPACE, value: %s}
+  destination: {server: https://kubernetes.default.svc}
+  syncPolicy: {automated: {prune: true}}
+`, appName, fleet.ArgoCDNamespace, repo.URL, cmp.PluginName, cmp.PluginVersion, cluster, workloadNS), &app.Object); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = client.IgnoreNotFound(s.hub.Delete(ctx, app))
+		if err := argo.Stop(); err != nil {
+			t.Errorf("stopping Argo CD: %v", err)
+		}
+	})
+	if err := s.hub.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	work := &workv1.ManifestWork{}
+	work.Namespace, work.Name = cluster, appName+"-0"
+	s.waitHubObject(t, "ManifestWork written by Argo CD from the plugin's output", work, true)
+	s.eventually(t, fmt.Sprintf("%s: Deployment %s/%s delivered by the work agent", cluster, workloadNS, guestbookName), 2*time.Minute,
+		func(ctx context.Context) (bool, string) {
+			d := &appsv1.Deployment{}
+			if err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: guestbookName}, d); err != nil {
+				return false, getState(err, "Deployment")
+			}
+			return containerImage(d, guestbookName) == guestbookImg1, "image " + containerImage(d, guestbookName)
+		})
+	s.eventually(t, "hub: Application Synced at the commit", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		st, err := fleet.GetApplicationState(ctx, s.hub, fleet.ArgoCDNamespace, appName)
+		if err != nil {
+			return false, getState(err, "Application")
+		}
+		return st.Sync == "Synced" && st.Revision == sha, st.String()
+	})
+	if err := s.spokes[cluster].Get(ctx, client.ObjectKey{Name: "applications.argoproj.io"}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
+		t.Logf("%s: Argo CD's Application CRD lookup: %v (left by an earlier scenario; no Argo CD runs there now)", cluster, err)
+	}
+
+	if err := s.hub.Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	s.waitHubObject(t, "ManifestWork removed with the Application", work, false)
+	s.eventually(t, fmt.Sprintf("%s: Deployment %s/%s removed with its ManifestWork", cluster, workloadNS, guestbookName), 2*time.Minute,
+		func(ctx context.Context) (bool, string) {
+			err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: guestbookName}, &appsv1.Deployment{})
+			return apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err)
+		})
+}

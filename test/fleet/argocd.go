@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -428,10 +429,23 @@ func (a *ArgoCD) applySettings(ctx context.Context, c client.Client, m *argoMani
 			"clusterResourceWhitelist": []any{map[string]any{"group": "*", "kind": "*"}},
 		},
 	}}
-	if err := c.Create(ctx, project); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("%s: creating AppProject default: %w", a.Cluster, err)
+	// Right after its CRD is established, the API server's discovery may not list the kind yet
+	// (seen once in a run): retry while the kind is unknown.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := c.Create(ctx, project)
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if !meta.IsNoMatchError(err) || time.Now().After(deadline) {
+			return fmt.Errorf("%s: creating AppProject default: %w", a.Cluster, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
-	return nil
 }
 
 func randomKey() (string, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -53,7 +54,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			reg.Namespace, strings.Join(r.ManagedNamespaces, ","))), 0)
 	}
 	if !controllerutil.ContainsFinalizer(reg, Finalizer) {
-		patch := client.MergeFrom(reg.DeepCopy())
+		// Conditional on the version read: a merge patch replaces the whole list.
+		patch := client.MergeFromWithOptions(reg.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		controllerutil.AddFinalizer(reg, Finalizer)
 		if err := r.Client.Patch(ctx, reg, patch); err != nil {
 			return ctrl.Result{}, err
@@ -63,8 +65,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	return ctrl.Result{}, r.setStatus(ctx, reg, cond, count)
+	if err := r.setStatus(ctx, reg, cond, count); err != nil {
+		return ctrl.Result{}, err
+	}
+	if cond.Reason == ReasonSecretConflict {
+		// Someone else's Secret is not always in the cache (without managed namespaces only
+		// the project's own are), so its removal may come with no event: look again.
+		return ctrl.Result{RequeueAfter: conflictRecheck}, nil
+	}
+	return ctrl.Result{}, nil
 }
+
+// conflictRecheck is how often a registration blocked by someone else's Secret looks again.
+const conflictRecheck = 10 * time.Second
 
 // reconcileNormal writes the secrets of the selected clusters and deletes those of clusters
 // that have left. It returns the Ready condition and the number of secrets kept.
@@ -119,6 +132,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, reg *v1alpha1.ArgoCDCl
 				return metav1.Condition{}, 0, err
 			}
 			if err := r.Client.Create(ctx, desired); err != nil {
+				if apierrors.IsAlreadyExists(err) {
+					// Without managed namespaces the cache holds only the project's own
+					// Secrets: one it does not show, yet exists, is someone else's.
+					conflicts = append(conflicts, cluster)
+					continue
+				}
 				errs = append(errs, fmt.Errorf("creating cluster secret %s: %w", desired.Name, err))
 				continue
 			}
@@ -213,7 +232,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, reg *v1alpha1.ArgoCDCl
 }
 
 func (r *Reconciler) removeFinalizer(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration) error {
-	patch := client.MergeFrom(reg.DeepCopy())
+	patch := client.MergeFromWithOptions(reg.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(reg, Finalizer)
 	return r.Client.Patch(ctx, reg, patch)
 }

@@ -137,6 +137,35 @@ func TestCertManagerPKIThroughRealControllers(t *testing.T) {
 	waitCondition(t, admin, "broken", v1alpha1.ReasonIssuerNotReady, "no-such-secret")
 	waitCondition(t, admin, "missing", v1alpha1.ReasonIssuerNotFound, "Issuer missing/corp-ca does not exist")
 
+	// A ClusterIssuer works the same; its CA lives in cert-manager's cluster resource namespace.
+	mustCreate(t, admin,
+		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "selfsigned"},
+			Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}}},
+		&cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: certmanager.ClusterResourceNamespace, Name: "cluster-root"},
+			Spec: cmapi.CertificateSpec{IsCA: true, CommonName: "cluster-root", SecretName: "cluster-root",
+				PrivateKey: &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 256},
+				IssuerRef:  cmmeta.IssuerReference{Name: "selfsigned", Kind: "ClusterIssuer", Group: "cert-manager.io"}}},
+		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "cluster-ca"},
+			Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: "cluster-root"}}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "viacluster"}},
+		&clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: "viacluster", Name: "placement"}},
+		&v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "viacluster", Name: "fleet"},
+			Spec: v1alpha1.GitOpsClusterSpec{PlacementRef: v1alpha1.PlacementReference{Kind: "Placement", Name: "placement"},
+				ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{PrincipalServerAddress: "principal.example.com",
+					CertManager: &v1alpha1.CertManagerPKI{IssuerRef: v1alpha1.CertManagerIssuerReference{Name: "cluster-ca", Kind: "ClusterIssuer"}}}}},
+	)
+	eventually(t, "a principal's CA from a ClusterIssuer", func() error {
+		s := &corev1.Secret{}
+		if err := admin.Get(ctx, types.NamespacedName{Namespace: "viacluster", Name: names.CASecretName}, s); err != nil {
+			return err
+		}
+		clusterRoot := &corev1.Secret{}
+		if err := admin.Get(ctx, types.NamespacedName{Namespace: certmanager.ClusterResourceNamespace, Name: "cluster-root"}, clusterRoot); err != nil {
+			return err
+		}
+		return first(t, s.Data[corev1.TLSCertKey]).CheckSignatureFrom(first(t, clusterRoot.Data[corev1.TLSCertKey]))
+	})
+
 	// Switch to cert-manager.
 	setIssuer(t, admin, &v1alpha1.CertManagerPKI{IssuerRef: v1alpha1.CertManagerIssuerReference{Name: "corp-ca"}})
 	var cmCA1 *corev1.Secret

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
 )
 
 // OCMAddonManagerUser is the identity of OCM's hub addon-manager, which signs CustomSigner
@@ -27,8 +28,14 @@ type exclusiveCache struct {
 
 type exclusiveAnswer struct {
 	readable bool
-	at       time.Time
+	// secret is the CA secret found readable.
+	secret string
+	at     time.Time
 }
+
+// caKeySecrets are the Secrets of a principal namespace that hold the agents' CA key: the one
+// the principal and the signer read, and the one cert-manager writes in cert-manager mode.
+var caKeySecrets = []string{CASecretName, certmanager.CAIssuedSecretName}
 
 // checkSignerExclusive asks the API server whether OCM's addon-manager may read the hub CA in
 // principalNS. The template never names that secret, so OCM cannot sign with it today; a grant
@@ -41,18 +48,24 @@ func (r *Reconciler) checkSignerExclusive(ctx context.Context, goc *v1alpha1.Git
 	ans, ok := r.exclusive.checked[principalNS]
 	r.exclusive.mu.Unlock()
 	if !ok || now.Sub(ans.at) > exclusiveCheckTTL {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   OCMAddonManagerUser,
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:open-cluster-management-hub", "system:authenticated"},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb: "get", Resource: "secrets", Namespace: principalNS, Name: CASecretName,
-			},
-		}}
-		if err := r.Client.Create(ctx, sar); err != nil {
-			// Unknown: keep the condition as it was.
-			return
+		ans = exclusiveAnswer{at: now}
+		for _, name := range caKeySecrets {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:   OCMAddonManagerUser,
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:open-cluster-management-hub", "system:authenticated"},
+				ResourceAttributes: &authorizationv1.ResourceAttributes{
+					Verb: "get", Resource: "secrets", Namespace: principalNS, Name: name,
+				},
+			}}
+			if err := r.Client.Create(ctx, sar); err != nil {
+				// Unknown: keep the condition as it was.
+				return
+			}
+			if sar.Status.Allowed {
+				ans.readable, ans.secret = true, name
+				break
+			}
 		}
-		ans = exclusiveAnswer{readable: sar.Status.Allowed, at: now}
 		r.exclusive.mu.Lock()
 		if r.exclusive.checked == nil {
 			r.exclusive.checked = map[string]exclusiveAnswer{}
@@ -61,7 +74,7 @@ func (r *Reconciler) checkSignerExclusive(ctx context.Context, goc *v1alpha1.Git
 		r.exclusive.mu.Unlock()
 	}
 	if ans.readable {
-		msg := fmt.Sprintf("OCM's addon-manager (%s) may read the hub CA secret %s/%s; with it, OCM signs any certificate request for this addon without the checks of this project's signer. Remove that grant", OCMAddonManagerUser, principalNS, CASecretName)
+		msg := fmt.Sprintf("OCM's addon-manager (%s) may read the hub CA secret %s/%s; with it, OCM signs any certificate request for this addon without the checks of this project's signer. Remove that grant", OCMAddonManagerUser, principalNS, ans.secret)
 		if !meta.IsStatusConditionFalse(goc.Status.Conditions, v1alpha1.ConditionSignerExclusive) {
 			r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonCAReadableByOCM, "CheckSigner", msg)
 		}
@@ -69,5 +82,5 @@ func (r *Reconciler) checkSignerExclusive(ctx context.Context, goc *v1alpha1.Git
 		return
 	}
 	setCond(v1alpha1.ConditionSignerExclusive, true, v1alpha1.ReasonCANotReadableByOCM,
-		fmt.Sprintf("only this project's signer can sign agent certificates: OCM's addon-manager cannot read %s/%s and the template names no readable signing CA", principalNS, CASecretName))
+		fmt.Sprintf("only this project's signer can sign agent certificates: OCM's addon-manager cannot read %s/%s (nor cert-manager's copy %s) and the template names no readable signing CA", principalNS, CASecretName, certmanager.CAIssuedSecretName))
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -121,6 +122,49 @@ func TestCertManagerPKIThroughRealControllers(t *testing.T) {
 	selfCA := caSecret(t, admin)
 	leafSelf := signAgentCSR(t, env.Config, cs)
 	verifyClient(t, "agent certificate of the self-managed CA", leafSelf, selfCA.Data["ca.crt"])
+
+	// An issuer that is missing, or not Ready, is a condition with cert-manager's reason.
+	for _, n := range []string{"broken", "missing"} {
+		mustCreate(t, admin, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}},
+			&clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "placement"}},
+			&v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "fleet"},
+				Spec: v1alpha1.GitOpsClusterSpec{PlacementRef: v1alpha1.PlacementReference{Kind: "Placement", Name: "placement"},
+					ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{PrincipalServerAddress: "principal.example.com",
+						CertManager: &v1alpha1.CertManagerPKI{IssuerRef: v1alpha1.CertManagerIssuerReference{Name: "corp-ca"}}}}})
+	}
+	mustCreate(t, admin, &cmapi.Issuer{ObjectMeta: metav1.ObjectMeta{Namespace: "broken", Name: "corp-ca"},
+		Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: "no-such-secret"}}}})
+	waitCondition(t, admin, "broken", v1alpha1.ReasonIssuerNotReady, "no-such-secret")
+	waitCondition(t, admin, "missing", v1alpha1.ReasonIssuerNotFound, "Issuer missing/corp-ca does not exist")
+
+	// A ClusterIssuer works the same; its CA lives in cert-manager's cluster resource namespace.
+	mustCreate(t, admin,
+		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "selfsigned"},
+			Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{SelfSigned: &cmapi.SelfSignedIssuer{}}}},
+		&cmapi.Certificate{ObjectMeta: metav1.ObjectMeta{Namespace: certmanager.ClusterResourceNamespace, Name: "cluster-root"},
+			Spec: cmapi.CertificateSpec{IsCA: true, CommonName: "cluster-root", SecretName: "cluster-root",
+				PrivateKey: &cmapi.CertificatePrivateKey{Algorithm: cmapi.ECDSAKeyAlgorithm, Size: 256},
+				IssuerRef:  cmmeta.IssuerReference{Name: "selfsigned", Kind: "ClusterIssuer", Group: "cert-manager.io"}}},
+		&cmapi.ClusterIssuer{ObjectMeta: metav1.ObjectMeta{Name: "cluster-ca"},
+			Spec: cmapi.IssuerSpec{IssuerConfig: cmapi.IssuerConfig{CA: &cmapi.CAIssuer{SecretName: "cluster-root"}}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "viacluster"}},
+		&clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: "viacluster", Name: "placement"}},
+		&v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "viacluster", Name: "fleet"},
+			Spec: v1alpha1.GitOpsClusterSpec{PlacementRef: v1alpha1.PlacementReference{Kind: "Placement", Name: "placement"},
+				ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{PrincipalServerAddress: "principal.example.com",
+					CertManager: &v1alpha1.CertManagerPKI{IssuerRef: v1alpha1.CertManagerIssuerReference{Name: "cluster-ca", Kind: "ClusterIssuer"}}}}},
+	)
+	eventually(t, "a principal's CA from a ClusterIssuer", func() error {
+		s := &corev1.Secret{}
+		if err := admin.Get(ctx, types.NamespacedName{Namespace: "viacluster", Name: names.CASecretName}, s); err != nil {
+			return err
+		}
+		clusterRoot := &corev1.Secret{}
+		if err := admin.Get(ctx, types.NamespacedName{Namespace: certmanager.ClusterResourceNamespace, Name: "cluster-root"}, clusterRoot); err != nil {
+			return err
+		}
+		return first(t, s.Data[corev1.TLSCertKey]).CheckSignatureFrom(first(t, clusterRoot.Data[corev1.TLSCertKey]))
+	})
 
 	// Switch to cert-manager.
 	setIssuer(t, admin, &v1alpha1.CertManagerPKI{IssuerRef: v1alpha1.CertManagerIssuerReference{Name: "corp-ca"}})
@@ -292,6 +336,23 @@ func setIssuer(t *testing.T, c client.Client, cm *v1alpha1.CertManagerPKI) {
 		}
 		g.Spec.ArgoCDAgentAddon.CertManager = cm
 		return c.Update(context.Background(), g)
+	})
+}
+
+// waitCondition waits for CertificatesReady=False with reason on the GitOpsCluster "fleet" of
+// namespace n, its message containing text.
+func waitCondition(t *testing.T, c client.Client, n, reason, text string) {
+	t.Helper()
+	eventually(t, "CertificatesReady "+reason+" in "+n, func() error {
+		g := &v1alpha1.GitOpsCluster{}
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: n, Name: "fleet"}, g); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionCertificatesReady)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != reason || !strings.Contains(cond.Message, text) {
+			return fmt.Errorf("condition %+v", cond)
+		}
+		return nil
 	})
 }
 

@@ -155,7 +155,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 		case !apierrors.IsNotFound(err):
 			return ctrl.Result{}, err
 		}
-		want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have)})
+		want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have), RefreshBaseline: refreshBaseline(app, have)})
 		var tooLarge *TooLargeError
 		switch {
 		case errors.As(err, &tooLarge):
@@ -211,6 +211,7 @@ func (r *Reconciler) apply(ctx context.Context, have, want *workv1.ManifestWork)
 	delete(w.Labels, pullmodel.LabelApplicationSet)
 	delete(w.Annotations, pullmodel.AnnotationApplicationSet)
 	delete(w.Annotations, pullmodel.AnnotationOperationBaseline)
+	delete(w.Annotations, pullmodel.AnnotationRefreshBaseline)
 	for k, v := range want.Labels {
 		w.Labels[k] = v
 	}
@@ -290,6 +291,20 @@ func operationBaseline(app *unstructured.Unstructured, have *workv1.ManifestWork
 		return have.Annotations[pullmodel.AnnotationOperationBaseline]
 	}
 	return FeedbackValues(have)[FeedbackOperationStarted]
+}
+
+// refreshBaseline is the spoke's last reconcile time when the Application's current refresh
+// request was first sent: kept while the ManifestWork carries the same request, else read from
+// its feedback now.
+func refreshBaseline(app *unstructured.Unstructured, have *workv1.ManifestWork) string {
+	want, ok := app.GetAnnotations()[pullmodel.AnnotationRefresh]
+	if !ok || have == nil {
+		return ""
+	}
+	if sent, ok := Refresh(have); ok && sent == want {
+		return have.Annotations[pullmodel.AnnotationRefreshBaseline]
+	}
+	return FeedbackValues(have)[FeedbackReconciledAt]
 }
 
 // FeedbackValues returns the spoke Application's fed-back fields by feedback name.

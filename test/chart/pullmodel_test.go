@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
@@ -151,7 +152,18 @@ func TestPullModelWithTheChartsRBAC(t *testing.T) {
 	opts.MetricsAddr, opts.HealthProbeAddr = "0", "0"
 	opts.Fleet.ManagedNamespaces = []string{releaseNS}
 	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
-	go func() { done <- manager.Run(mctx, asSA, opts) }()
+	// What manager.Run builds, with controller names allowed again: another test of this
+	// package runs a manager in the same process.
+	mo := manager.ControllerOptions(admin.Scheme(), opts)
+	mo.Controller.SkipNameValidation = ptr.To(true)
+	mgr, err := ctrl.NewManager(asSA, mo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manager.Setup(mctx, mgr, opts); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- mgr.Start(mctx) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

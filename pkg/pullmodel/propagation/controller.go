@@ -86,6 +86,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
+		// Deleting a ManifestWork deletes a workload: confirm with a live read (the manager's
+		// client reads Applications from the API server) that the cache is not just behind.
+		if err := r.Client.Get(ctx, req.NamespacedName, pullmodel.NewApplication()); !apierrors.IsNotFound(err) {
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
 		_, err := r.deleteWorks(ctx, key, nil)
 		return ctrl.Result{}, err
 	}

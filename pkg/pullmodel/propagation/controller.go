@@ -88,10 +88,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		// Deleting a ManifestWork deletes a workload: confirm with a live read (the manager's
 		// client reads Applications from the API server) that the cache is not just behind.
-		if err := r.Client.Get(ctx, req.NamespacedName, pullmodel.NewApplication()); !apierrors.IsNotFound(err) {
-			if err != nil {
-				return ctrl.Result{}, err
-			}
+		// Gone, or no longer labelled (it left the cache's selection), both mean undeliver.
+		live := pullmodel.NewApplication()
+		switch err := r.Client.Get(ctx, req.NamespacedName, live); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return ctrl.Result{}, err
+		case pullmodel.IsTrue(live.GetLabels()[pullmodel.LabelPull]):
 			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
 		_, err := r.deleteWorks(ctx, key, nil)

@@ -46,6 +46,12 @@ const (
 	// last operation start time when the operation was first sent: a later start means the
 	// spoke took it, and the hub's request can be cleared.
 	AnnotationOperationBaseline = "apps.open-cluster-management.io/operation-baseline"
+	// AnnotationRefresh is Argo CD's refresh request on an Application; AnnotationRefreshBaseline
+	// on a ManifestWork carrying one is the spoke's last reconcile time when it was first sent: a
+	// later reconcile means the spoke refreshed, and the hub's request can be cleared (the hub's
+	// own application-controller, kept away by skip-reconcile, never clears it).
+	AnnotationRefresh         = "argocd.argoproj.io/refresh"
+	AnnotationRefreshBaseline = "apps.open-cluster-management.io/refresh-baseline"
 	// ResourcesFinalizer is Argo CD's cascading-delete finalizer (with optional
 	// "/foreground" or "/background" suffixes).
 	ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"

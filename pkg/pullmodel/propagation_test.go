@@ -228,3 +228,38 @@ func newAppSet(t *testing.T, name string) *unstructured.Unstructured {
 	create(t, set)
 	return set
 }
+
+// TestRefreshReachesSpokeOnce: Argo CD's refresh request on the hub goes to the spoke and is
+// cleared on the hub once the spoke reports a reconcile after it was sent (the hub's own
+// application-controller, kept away by skip-reconcile, would never clear it).
+func TestRefreshReachesSpokeOnce(t *testing.T) {
+	createCluster(t, "refresh1", true)
+	app := newApp("refresh-guestbook", "refresh1")
+	create(t, app)
+	app = getApp(t, app.GetName())
+	w := waitWork(t, app, "refresh1")
+	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "reconciledAt": "2026-01-01T00:00:00Z"})
+	eventually(t, "status from the first feedback", 10*time.Second, func(ctx context.Context) (bool, string) {
+		at, _, _ := unstructured.NestedString(getApp(t, app.GetName()).Object, "status", "reconciledAt")
+		return at == "2026-01-01T00:00:00Z", at
+	})
+	patchApp(t, app.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"hard"}}}`, pullmodel.AnnotationRefresh))
+	eventually(t, "the refresh request in the ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := &workv1.ManifestWork{}
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
+		v, ok := propagation.Refresh(cur)
+		return ok && v == "hard" && cur.Annotations[pullmodel.AnnotationRefreshBaseline] == "2026-01-01T00:00:00Z", fmt.Sprint(v, cur.Annotations)
+	})
+	time.Sleep(time.Second)
+	if _, ok := getApp(t, app.GetName()).GetAnnotations()[pullmodel.AnnotationRefresh]; !ok {
+		t.Fatal("the hub's refresh request was cleared before the spoke reconciled")
+	}
+	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "reconciledAt": "2026-01-01T00:01:00Z"})
+	eventually(t, "the hub's refresh request cleared and the ManifestWork without it", 10*time.Second, func(ctx context.Context) (bool, string) {
+		_, onHub := getApp(t, app.GetName()).GetAnnotations()[pullmodel.AnnotationRefresh]
+		cur := &workv1.ManifestWork{}
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
+		_, inWork := propagation.Refresh(cur)
+		return !onHub && !inWork, fmt.Sprintf("on hub %v, in work %v", onHub, inWork)
+	})
+}

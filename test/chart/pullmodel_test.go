@@ -2,14 +2,25 @@ package chart
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/action"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -78,4 +89,141 @@ func TestPullModelAdmissionPolicy(t *testing.T) {
 			t.Errorf("%s Application refused: %v", name, err)
 		}
 	}
+}
+
+// TestPullModelWithTheChartsRBAC: the manager, run as the chart's ServiceAccount with only the
+// chart's RBAC, delivers a marked Application of an ApplicationSet as a ManifestWork, writes the
+// fed-back status onto it, keeps the ApplicationSet's report, and on deletion removes the
+// ManifestWork and releases the Application's resources finalizer.
+func TestPullModelWithTheChartsRBAC(t *testing.T) {
+	env := testenv.StartForTest(t, testenv.Options{WithoutProjectCRDs: true, WithArgoCD: true})
+	ctx := context.Background()
+	admin := env.Client
+	kubeconfig, err := env.KubeconfigFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{releaseNS, "argocd", "cluster1"} {
+		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	install := action.NewInstall(helmConfig(t, kubeconfig))
+	install.ReleaseName, install.Namespace = releaseName, releaseNS
+	install.Timeout = time.Minute
+	if _, err := install.Run(loadChart(t), map[string]any{}); err != nil {
+		t.Fatalf("helm install: %v", err)
+	}
+	waitFor(t, "report API served", func() error {
+		return admin.List(ctx, &reportv1alpha1.MulticlusterApplicationSetReportList{})
+	})
+	if err := admin.Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "cluster1"}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}); err != nil {
+		t.Fatal(err)
+	}
+	set := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
+		"template":   map[string]any{"metadata": map[string]any{}, "spec": map[string]any{"project": "default", "destination": map[string]any{"server": pullmodel.InClusterServer}}},
+	}}}
+	set.SetGroupVersionKind(pullmodel.ApplicationSetGVK)
+	set.SetNamespace("argocd")
+	set.SetName("guestbook")
+	if err := admin.Create(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	app := pullmodel.NewApplication()
+	app.SetNamespace("argocd")
+	app.SetName("cluster1-guestbook")
+	app.SetLabels(map[string]string{pullmodel.LabelPull: "true"})
+	app.SetAnnotations(map[string]string{pullmodel.AnnotationCluster: "cluster1", pullmodel.AnnotationSkipReconcile: "true"})
+	app.SetFinalizers([]string{pullmodel.ResourcesFinalizer})
+	app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "guestbook", UID: set.GetUID()}})
+	app.Object["spec"] = map[string]any{"project": "default", "destination": map[string]any{"server": pullmodel.InClusterServer, "namespace": "guestbook"},
+		"source": map[string]any{"repoURL": "https://git.example/guestbook", "path": "guestbook"}}
+	if err := admin.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+
+	sa := fmt.Sprintf("system:serviceaccount:%s:%s", releaseNS, releaseName)
+	asSA := rest.CopyConfig(env.Config)
+	asSA.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + releaseNS, "system:authenticated"}}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	opts := manager.DefaultOptions()
+	opts.MetricsAddr, opts.HealthProbeAddr = "0", "0"
+	opts.Fleet.ManagedNamespaces = []string{releaseNS}
+	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
+	// What manager.Run builds, with controller names allowed again: another test of this
+	// package runs a manager in the same process.
+	mo := manager.ControllerOptions(admin.Scheme(), opts)
+	mo.Controller.SkipNameValidation = ptr.To(true)
+	mgr, err := ctrl.NewManager(asSA, mo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manager.Setup(mctx, mgr, opts); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- mgr.Start(mctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+
+	w := &workv1.ManifestWork{}
+	waitFor(t, "the ManifestWork written as the chart's identity", func() error {
+		list := &workv1.ManifestWorkList{}
+		if err := admin.List(ctx, list, client.InNamespace("cluster1")); err != nil {
+			return err
+		}
+		if len(list.Items) != 1 {
+			return fmt.Errorf("%d ManifestWorks", len(list.Items))
+		}
+		*w = list.Items[0]
+		return nil
+	})
+	// The work agent's part.
+	w.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "Applied", LastTransitionTime: metav1.Now()}}
+	w.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
+		ResourceMeta: workv1.ManifestResourceMeta{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application", Resource: "applications", Namespace: "argocd", Name: app.GetName()},
+		StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
+			{Name: "syncStatus", Value: workv1.FieldValue{Type: workv1.String, String: ptr.To("Synced")}},
+			{Name: "healthStatus", Value: workv1.FieldValue{Type: workv1.String, String: ptr.To("Healthy")}},
+		}},
+		Conditions: []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "Applied", LastTransitionTime: metav1.Now()}},
+	}}
+	if err := admin.Status().Update(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the hub Application's status written as the chart's identity", func() error {
+		cur := pullmodel.NewApplication()
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(app), cur); err != nil {
+			return err
+		}
+		if h, _, _ := unstructured.NestedString(cur.Object, "status", "health", "status"); h != "Healthy" {
+			return fmt.Errorf("health %q", h)
+		}
+		return nil
+	})
+	waitFor(t, "the ApplicationSet report written as the chart's identity", func() error {
+		rep := &reportv1alpha1.MulticlusterApplicationSetReport{}
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: "argocd", Name: "guestbook"}, rep); err != nil {
+			return err
+		}
+		if rep.Statuses.Summary.Healthy != "1" {
+			return fmt.Errorf("summary %+v", rep.Statuses.Summary)
+		}
+		return nil
+	})
+	if err := admin.Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the ManifestWork deleted and the resources finalizer released", func() error {
+		err := admin.Get(ctx, client.ObjectKeyFromObject(app), pullmodel.NewApplication())
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Application still there: %v", err)
+		}
+		return nil
+	})
 }

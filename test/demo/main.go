@@ -167,6 +167,10 @@ func run(binary, dir string, exit bool) error {
 	if err := d.deployGuestbook(ctx); err != nil {
 		return err
 	}
+	step("the basic pull model: the same guestbook from hub Applications, delivered as ManifestWorks")
+	if err := d.deployPullModel(ctx); err != nil {
+		return err
+	}
 	d.printSummary(ctx, g)
 	if exit {
 		fmt.Println("\n--exit: the fleet stops now (logs and kubeconfigs stay); run without it to keep the fleet up.")
@@ -370,11 +374,13 @@ func (d *demo) printSummary(ctx context.Context, g *v1alpha1.GitOpsCluster) {
 	}
 	fmt.Printf("  logs:      %s (manager: %s)\n", d.f.LogDir(), filepath.Base(d.managerLog))
 	d.printApplications(ctx)
+	d.printPullModel(ctx)
 	fmt.Println("\nSimulated here: the kubelet (the agent and guestbook Deployments' status; no pod runs) and")
 	fmt.Println("the principal's load balancer. Everything else is the real thing: API servers, OCM")
 	fmt.Println("registration, placement, addon manager and work agents, this project's manager and CSR")
 	fmt.Println("signer, Argo CD's repo-server and application-controller, Git. No argocd-agent principal")
-	fmt.Println("runs, so each Application was created on its cluster's Argo CD directly.")
+	fmt.Println("runs, so each Application was created on its cluster's Argo CD directly; the pull-model")
+	fmt.Println("ones came from the hub as ManifestWorks, applied by OCM's work agents.")
 }
 
 func ptrOr(p *int32, def int32) int32 {

@@ -151,10 +151,22 @@ spec:
 	}
 	objs = append(objs, appSet)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		// Before Argo CD stops (registered earlier, so it runs later): the Applications carry
+		// the resources finalizer, which only the clusters' Argo CD can finish.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		for i := len(objs) - 1; i >= 0; i-- {
 			_ = client.IgnoreNotFound(s.hub.Delete(ctx, objs[i]))
+		}
+		for ctx.Err() == nil {
+			list := pullmodel.NewApplicationList()
+			if err := s.hub.List(ctx, list, client.InNamespace(fleet.ArgoCDNamespace), client.HasLabels{pullmodel.LabelPull}); err == nil && len(list.Items) == 0 {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if ctx.Err() != nil {
+			t.Errorf("cleaning up: hub Applications of the pull model still there after 3 minutes")
 		}
 		for _, c := range clusters {
 			_ = client.IgnoreNotFound(s.spokes[c].Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pullNS}}))

@@ -41,12 +41,13 @@ func (s *sweeper) Start(ctx context.Context) error {
 // Sweep deletes every pull-model ManifestWork that no marked hub Application wants, and
 // returns how many it deleted.
 func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
-	return Sweep(ctx, r.Cache, r.Client)
+	return Sweep(ctx, r.Cache, r.Client, r.Client)
 }
 
 // Sweep deletes, through w, every pull-model ManifestWork read from r that no marked hub
-// Application in r wants, and returns how many it deleted.
-func Sweep(ctx context.Context, r client.Reader, w client.Writer) (int, error) {
+// Application in r wants, confirmed by a read from live (the API server), and returns how many
+// it deleted.
+func Sweep(ctx context.Context, r, live client.Reader, w client.Writer) (int, error) {
 	list := &workv1.ManifestWorkList{}
 	if err := r.List(ctx, list, client.HasLabels{pullmodel.LabelPull}); err != nil {
 		return 0, err
@@ -54,7 +55,7 @@ func Sweep(ctx context.Context, r client.Reader, w client.Writer) (int, error) {
 	n := 0
 	for i := range list.Items {
 		work := &list.Items[i]
-		if work.DeletionTimestamp != nil || wanted(ctx, r, work) {
+		if work.DeletionTimestamp != nil || wanted(ctx, r, work) || wanted(ctx, live, work) {
 			continue
 		}
 		if err := w.Delete(ctx, work, client.Preconditions{UID: &work.UID}); client.IgnoreNotFound(err) != nil {

@@ -40,7 +40,7 @@ func TestSweep(t *testing.T) {
 		work("c1", "unmarked-01234", "unmarked"),   // label removed
 		work("c1", "foreign", ""),                  // not made from an Application: kept
 	).Build()
-	n, err := Sweep(context.Background(), c, c)
+	n, err := Sweep(context.Background(), c, c, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,5 +54,11 @@ func TestSweep(t *testing.T) {
 	}
 	if n != 4 || len(left) != 2 || left[0] != "c1/foreign" || left[1] != "c1/guestbook-01234" {
 		t.Errorf("deleted %d, left %v; want 4 deleted and c1/foreign, c1/guestbook-01234 kept", n, left)
+	}
+
+	// A cache that has not seen an Application yet deletes nothing the API server still wants.
+	behind := fake.NewClientBuilder().WithScheme(scheme).WithObjects(work("c1", "guestbook-01234", "guestbook")).Build()
+	if n, err := Sweep(context.Background(), behind, c, behind); err != nil || n != 0 {
+		t.Errorf("with a cache behind the API server: deleted %d (%v), want 0", n, err)
 	}
 }

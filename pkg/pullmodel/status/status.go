@@ -66,7 +66,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if patch == nil {
 		return ctrl.Result{}, nil
 	}
-	patch["metadata"] = map[string]any{"resourceVersion": app.GetResourceVersion()}
+	meta, _ := patch["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	meta["resourceVersion"] = app.GetResourceVersion()
+	patch["metadata"] = meta
 	data, err := json.Marshal(patch)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -128,6 +133,9 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 	if clear {
 		out["operation"] = nil
 	}
+	if clearRefresh(app, w, fb) {
+		out["metadata"] = map[string]any{"annotations": map[string]any{pullmodel.AnnotationRefresh: nil}}
+	}
 	if len(out) == 0 {
 		return nil
 	}
@@ -168,6 +176,20 @@ func clearOperation(app *unstructured.Unstructured, w *workv1.ManifestWork, fb m
 	}
 	started := fb[propagation.FeedbackOperationStarted]
 	return started != "" && started != w.Annotations[pullmodel.AnnotationOperationBaseline]
+}
+
+// clearRefresh reports whether the hub Application's refresh request has been served: its
+// ManifestWork carries that very request and the spoke has reconciled since it was sent.
+func clearRefresh(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map[string]string) bool {
+	want, ok := app.GetAnnotations()[pullmodel.AnnotationRefresh]
+	if !ok {
+		return false
+	}
+	if sent, ok := propagation.Refresh(w); !ok || sent != want {
+		return false
+	}
+	at := fb[propagation.FeedbackReconciledAt]
+	return at != "" && at != w.Annotations[pullmodel.AnnotationRefreshBaseline]
 }
 
 // orNull is v, or nil (JSON null) when v is empty.

@@ -69,3 +69,23 @@ func TestPatchClearsOperationOnlyAfterTheSpokeStartedIt(t *testing.T) {
 		t.Errorf("operationState.operation %v, want the request that was delivered", p["status"])
 	}
 }
+
+func TestPatchClearsRefreshOnceTheSpokeReconciled(t *testing.T) {
+	app := pullmodel.NewApplication()
+	app.SetAnnotations(map[string]string{pullmodel.AnnotationRefresh: "normal"})
+	sent := func(reconciledAt string) *workv1.ManifestWork {
+		w := work(nil, "", map[string]string{"syncStatus": "Synced", "reconciledAt": reconciledAt})
+		w.Spec.Workload.Manifests[0].Raw = []byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`)
+		w.Annotations = map[string]string{pullmodel.AnnotationRefreshBaseline: "R1"}
+		return w
+	}
+	if p := Patch(app, sent("R1")); p != nil && p["metadata"] != nil {
+		t.Errorf("refresh cleared before the spoke reconciled again: %v", p)
+	}
+	p := Patch(app, sent("R2"))
+	ann, _, _ := unstructured.NestedFieldNoCopy(p, "metadata", "annotations")
+	m, ok := ann.(map[string]any)
+	if _, has := m[pullmodel.AnnotationRefresh]; !ok || !has || m[pullmodel.AnnotationRefresh] != nil {
+		t.Errorf("refresh not cleared after the spoke reconciled: %v", p)
+	}
+}

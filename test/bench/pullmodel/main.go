@@ -36,12 +36,21 @@ func main() {
 	apps := flag.Int("apps", 5000, "Applications, spread evenly over the clusters")
 	idle := flag.Duration("idle", 30*time.Second, "how long to watch the idle fleet for writes")
 	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
+	flag.Var(&managerArgs, "manager-arg", "an extra manager flag, e.g. --manager-arg=--pull-model-concurrency=16 (repeatable)")
 	flag.Parse()
 	if err := run(*clusters, *apps, *idle, *binary); err != nil {
 		fmt.Fprintln(os.Stderr, "pullmodel bench:", err)
 		os.Exit(1)
 	}
 }
+
+// managerArgs are extra flags for the manager under test.
+var managerArgs stringList
+
+type stringList []string
+
+func (l *stringList) String() string     { return fmt.Sprint([]string(*l)) }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func run(nClusters, nApps int, idle time.Duration, binary string) error {
 	ctx := context.Background()
@@ -86,8 +95,9 @@ func run(nClusters, nApps int, idle time.Duration, binary string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(binary, "manager", "--kubeconfig="+kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--managed-namespaces=bench", "--zap-log-level=error")
+	args := append([]string{"manager", "--kubeconfig=" + kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--managed-namespaces=bench", "--zap-log-level=error"}, managerArgs...)
+	cmd := exec.Command(binary, args...)
 	logf, err := os.Create(filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return err

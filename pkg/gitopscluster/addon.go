@@ -420,26 +420,15 @@ func (r *Reconciler) pruneDeploymentConfigs(ctx context.Context, goc *v1alpha1.G
 		return false, nil
 	}
 	inUse := map[string]bool{}
+	// The components addon shares the config and rolls out on its own, so its clusters count too.
+	readers := map[string]client.Reader{r.Config.AddonName: r.Client}
+	if r.ComponentsAddOns != nil {
+		readers[ComponentsAddonName(r.Config.AddonName)] = r.ComponentsAddOns
+	}
 	for _, c := range clusters {
-		mca := &addonv1alpha1.ManagedClusterAddOn{}
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: c, Name: r.Config.AddonName}, mca); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return false, err
-		}
-		for _, ref := range mca.Status.ConfigReferences {
-			if ref.Resource != addon.ResourceAddOnDeploymentConfigs {
-				continue
-			}
-			for _, spec := range []*addonv1alpha1.ConfigSpecHash{ref.DesiredConfig, ref.LastAppliedConfig} {
-				if spec != nil && spec.Namespace == goc.Namespace {
-					inUse[spec.Name] = true
-				}
-			}
-			// Older hubs name the config only in the (deprecated) referent.
-			if referent := ref.ConfigReferent; referent.Namespace == goc.Namespace {
-				inUse[referent.Name] = true
+		for addonName, reader := range readers {
+			if err := addConfigsInUse(ctx, reader, goc, c, addonName, inUse); err != nil {
+				return false, err
 			}
 		}
 	}
@@ -454,4 +443,28 @@ func (r *Reconciler) pruneDeploymentConfigs(ctx context.Context, goc *v1alpha1.G
 		}
 	}
 	return waiting, nil
+}
+
+// addConfigsInUse marks the AddOnDeploymentConfigs of goc that the ManagedClusterAddOn addonName
+// of cluster wants or last applied.
+func addConfigsInUse(ctx context.Context, reader client.Reader, goc *v1alpha1.GitOpsCluster, cluster, addonName string, inUse map[string]bool) error {
+	mca := &addonv1alpha1.ManagedClusterAddOn{}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: cluster, Name: addonName}, mca); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	for _, ref := range mca.Status.ConfigReferences {
+		if ref.Resource != addon.ResourceAddOnDeploymentConfigs {
+			continue
+		}
+		for _, spec := range []*addonv1alpha1.ConfigSpecHash{ref.DesiredConfig, ref.LastAppliedConfig} {
+			if spec != nil && spec.Namespace == goc.Namespace {
+				inUse[spec.Name] = true
+			}
+		}
+		// Older hubs name the config only in the (deprecated) referent.
+		if referent := ref.ConfigReferent; referent.Namespace == goc.Namespace {
+			inUse[referent.Name] = true
+		}
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -287,6 +288,81 @@ func TestSpokeRegistryAndPullSecrets(t *testing.T) {
 		}
 		if pods == 0 {
 			t.Errorf("template %s has no workload", name)
+		}
+	}
+}
+
+// The components addon shares the agent's AddOnDeploymentConfig and rolls out on its own: an old
+// config stays while a components ManagedClusterAddOn still runs it, even when every agent moved.
+func TestOldConfigKeptWhileTheComponentsStillUseIt(t *testing.T) {
+	ctx := context.Background()
+	ns := "components-rollout"
+	createNamespace(t, ns)
+	createManagedClusters(t, "cr2-1")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, "cr2-1")
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	var oldName string
+	eventually(t, "a config", func() error {
+		if oldName = getGOC(t, ns, "fleet").Status.AddOnDeploymentConfig; oldName == "" {
+			return fmt.Errorf("no config yet")
+		}
+		return nil
+	})
+	createComponentsMCA(t, "cr2-1")
+	setComponentsMCAConfig(t, "cr2-1", ns, oldName)
+	setMCAConfig(t, "cr2-1", ns, oldName)
+
+	g := getGOC(t, ns, "fleet")
+	base := g.DeepCopy()
+	g.Spec.ArgoCDAgentAddon.Image = "quay.io/argoprojlabs/argocd-agent:v0.9.1"
+	if err := k8s.Patch(ctx, g, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	var newName string
+	eventually(t, "a new config", func() error {
+		if newName = getGOC(t, ns, "fleet").Status.AddOnDeploymentConfig; newName == oldName {
+			return fmt.Errorf("still %s", newName)
+		}
+		return nil
+	})
+	setMCAConfig(t, "cr2-1", ns, newName)
+	// The agent moved; the components have not: the old config must stay.
+	consistently(t, "old config kept while the components use it", 3*time.Second, func() error {
+		return k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: oldName}, &addonv1alpha1.AddOnDeploymentConfig{})
+	})
+	setComponentsMCAConfig(t, "cr2-1", ns, newName)
+	eventually(t, "old config pruned once the components moved", func() error {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: oldName}, &addonv1alpha1.AddOnDeploymentConfig{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+func setComponentsMCAConfig(t *testing.T, cluster, ns, adcName string) {
+	t.Helper()
+	mca := &addonv1alpha1.ManagedClusterAddOn{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: cluster, Name: componentsAddon}, mca); err != nil {
+		t.Fatal(err)
+	}
+	spec := &addonv1alpha1.ConfigSpecHash{ConfigReferent: addonv1alpha1.ConfigReferent{Namespace: ns, Name: adcName}, SpecHash: "test"}
+	mca.Status.ConfigReferences = []addonv1alpha1.ConfigReference{{
+		ConfigGroupResource: addonv1alpha1.ConfigGroupResource{Group: "addon.open-cluster-management.io", Resource: "addondeploymentconfigs"},
+		ConfigReferent:      spec.ConfigReferent,
+		DesiredConfig:       spec,
+		LastAppliedConfig:   spec.DeepCopy(),
+	}}
+	if err := k8s.Status().Update(context.Background(), mca); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func consistently(t *testing.T, what string, d time.Duration, check func() error) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if err := check(); err != nil {
+			t.Fatalf("%s: %v", what, err)
 		}
 	}
 }

@@ -47,8 +47,8 @@ func newComponentsAddOnCache(mgr ctrl.Manager, addonName string) (cache.Cache, e
 	})
 }
 
-// watchClusterOptOuts adds the watches the opt-out needs: the components addon's
-// ManagedClusterAddOns (OCM creates one when a labelled cluster joins) and the label itself.
+// watchClusterOptOuts adds the watches the components addon needs: its ManagedClusterAddOns (OCM
+// creates one when a labelled cluster joins; their rollout holds configs in use) and the label.
 func (r *Reconciler) watchClusterOptOuts(mgr ctrl.Manager, b *builder.Builder) (*builder.Builder, error) {
 	if r.ComponentsAddOns == nil {
 		c, err := newComponentsAddOnCache(mgr, r.Config.AddonName)
@@ -64,8 +64,10 @@ func (r *Reconciler) watchClusterOptOuts(mgr ctrl.Manager, b *builder.Builder) (
 		WatchesRawSource(source.Kind[client.Object](r.ComponentsAddOns, &addonv1alpha1.ManagedClusterAddOn{},
 			handler.EnqueueRequestsFromMapFunc(r.forManagedClusterAddOn), predicate.Funcs{
 				CreateFunc: func(event.CreateEvent) bool { return true },
+				// spec: the override; configReferences: a rollout moving, which may free an old config.
 				UpdateFunc: func(e event.UpdateEvent) bool {
-					return !equality.Semantic.DeepEqual(e.ObjectOld.(*addonv1alpha1.ManagedClusterAddOn).Spec, e.ObjectNew.(*addonv1alpha1.ManagedClusterAddOn).Spec)
+					o, n := e.ObjectOld.(*addonv1alpha1.ManagedClusterAddOn), e.ObjectNew.(*addonv1alpha1.ManagedClusterAddOn)
+					return !equality.Semantic.DeepEqual(o.Spec, n.Spec) || !equality.Semantic.DeepEqual(o.Status.ConfigReferences, n.Status.ConfigReferences)
 				},
 				DeleteFunc:  func(event.DeleteEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },

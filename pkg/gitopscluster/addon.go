@@ -143,21 +143,8 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		return addOnNames{}, fmt.Errorf("building AddOnTemplate: %w", err)
 	}
 	tmpl.Labels = ownerLabels(goc)
-	if other, err := r.templateOwner(ctx, tmpl.Name); err != nil {
+	if err := r.writeTemplate(ctx, goc, tmpl); err != nil {
 		return addOnNames{}, err
-	} else if other != "" && other != goc.Namespace+"/"+goc.Name {
-		return addOnNames{}, fmt.Errorf("AddOnTemplate %s belongs to GitOpsCluster %s; it is not overwritten", tmpl.Name, other)
-	}
-	if err := r.createOrUpdate(ctx, tmpl, func(live client.Object) bool {
-		l := live.(*addonv1alpha1.AddOnTemplate)
-		if equality.Semantic.DeepEqual(l.Spec, tmpl.Spec) && labelsContain(l.Labels, tmpl.Labels) {
-			return false
-		}
-		l.Spec = tmpl.Spec
-		mergeLabels(l, tmpl.Labels)
-		return true
-	}); err != nil {
-		return addOnNames{}, fmt.Errorf("writing AddOnTemplate %s: %w", tmpl.Name, err)
 	}
 
 	rollout := clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All}

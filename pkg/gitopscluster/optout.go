@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -23,7 +23,6 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
@@ -82,16 +81,10 @@ func (r *Reconciler) watchClusterOptOuts(mgr ctrl.Manager, b *builder.Builder) (
 		})), nil
 }
 
+// forManagedCluster wakes the GitOpsClusters selecting the cluster, as forManagedClusterAddOn
+// does for the cluster a ManagedClusterAddOn lives in.
 func (r *Reconciler) forManagedCluster(ctx context.Context, o client.Object) []reconcile.Request {
-	gocs, err := fleet.SelectorsOf(ctx, r.Client, o.GetName())
-	if err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(gocs))
-	for _, g := range gocs {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name}})
-	}
-	return out
+	return r.forManagedClusterAddOn(ctx, &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: o.GetName()}})
 }
 
 // applyClusterOptOuts points the components addon of every selected cluster labelled
@@ -163,19 +156,5 @@ func (r *Reconciler) writeExistingTemplate(ctx context.Context, goc *v1alpha1.Gi
 	if err != nil {
 		return err
 	}
-	mergeLabels(tmpl, ownerLabels(goc))
-	if other, err := r.templateOwner(ctx, tmpl.Name); err != nil {
-		return err
-	} else if other != "" && other != goc.Namespace+"/"+goc.Name {
-		return fmt.Errorf("AddOnTemplate %s belongs to GitOpsCluster %s; it is not overwritten", tmpl.Name, other)
-	}
-	return r.createOrUpdate(ctx, tmpl, func(live client.Object) bool {
-		l := live.(*addonv1alpha1.AddOnTemplate)
-		if equality.Semantic.DeepEqual(l.Spec, tmpl.Spec) && labelsContain(l.Labels, tmpl.Labels) {
-			return false
-		}
-		l.Spec = tmpl.Spec
-		mergeLabels(l, tmpl.Labels)
-		return true
-	})
+	return r.writeTemplate(ctx, goc, tmpl)
 }

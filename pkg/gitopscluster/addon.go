@@ -165,7 +165,7 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		return addOnNames{}, err
 	}
 	for i := range templates.Items {
-		if old := &templates.Items[i]; old.Name != tmpl.Name && old.Name != names.ComponentsTemplateName(goc) && old.Name != names.ExistingArgoCDTemplateName(goc) {
+		if old := &templates.Items[i]; old.Name != tmpl.Name && old.Name != names.ComponentsTemplateName(goc) {
 			if err := r.Client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
 				return addOnNames{}, fmt.Errorf("deleting the replaced AddOnTemplate %s: %w", old.Name, err)
 			}
@@ -192,11 +192,13 @@ func (r *Reconciler) templateOwner(ctx context.Context, name string) (string, er
 // (or none, to remove it). Entries of other GitOpsClusters belong to their own field managers
 // and are left untouched. Nothing is sent when the live object already matches.
 func (r *Reconciler) applyCMAEntry(ctx context.Context, goc *v1alpha1.GitOpsCluster, entry *addonv1alpha1.PlacementStrategy) error {
-	return r.applyCMAEntryTo(ctx, goc, addon.BuildClusterManagementAddOn(r.Config.AddonName, "argocd-agent"), entry)
+	return r.applyCMAEntryTo(ctx, goc, addon.BuildClusterManagementAddOn(r.Config.AddonName, "argocd-agent"), goc.Spec.PlacementRef.Name, entry)
 }
 
-// applyCMAEntryTo is applyCMAEntry for any of the addons a GitOpsCluster configures.
-func (r *Reconciler) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCluster, desired *addonv1alpha1.ClusterManagementAddOn, entry *addonv1alpha1.PlacementStrategy) error {
+// applyCMAEntryTo is applyCMAEntry for any of the addons a GitOpsCluster configures, whose entry
+// is keyed by the Placement named placement ("" when removing: whichever entry is this
+// GitOpsCluster's).
+func (r *Reconciler) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCluster, desired *addonv1alpha1.ClusterManagementAddOn, placement string, entry *addonv1alpha1.PlacementStrategy) error {
 	live := &addonv1alpha1.ClusterManagementAddOn{}
 	reader := client.Reader(r.Client)
 	if entry == nil && r.APIReader != nil {
@@ -214,10 +216,10 @@ func (r *Reconciler) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCl
 	case err != nil:
 		return err
 	}
-	if live != nil && cmaMatches(live, desired, goc, entry) {
+	if live != nil && cmaMatches(live, desired, goc, placement, entry) {
 		return nil
 	}
-	if entry == nil && live != nil && isOurs(live) && onlyEntryIs(live, goc) {
+	if entry == nil && live != nil && isOurs(live) && onlyEntryIs(live, goc, placement) {
 		// The entry is keyed by Placement: while another GitOpsCluster names the same
 		// Placement, the entry is its too, and only this one's fields are released below.
 		shared, err := r.placementShared(ctx, goc)
@@ -274,15 +276,18 @@ func (r *Reconciler) placementShared(ctx context.Context, goc *v1alpha1.GitOpsCl
 	return false, nil
 }
 
-func cmaMatches(live, desired *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOpsCluster, entry *addonv1alpha1.PlacementStrategy) bool {
+func cmaMatches(live, desired *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOpsCluster, placement string, entry *addonv1alpha1.PlacementStrategy) bool {
 	var found *addonv1alpha1.PlacementStrategy
 	for i := range live.Spec.InstallStrategy.Placements {
 		p := &live.Spec.InstallStrategy.Placements[i]
-		if p.Namespace == goc.Namespace && p.Name == goc.Spec.PlacementRef.Name {
+		if p.Namespace == goc.Namespace && p.Name == placement {
 			found = p
 		}
 	}
 	if entry == nil {
+		if placement == "" {
+			return !managesFields(live, FieldManager(goc))
+		}
 		return found == nil || !managesFields(live, FieldManager(goc))
 	}
 	if found == nil || !equality.Semantic.DeepEqual(found.Configs, entry.Configs) || !rolloutEqual(found.RolloutStrategy, entry.RolloutStrategy) {
@@ -378,10 +383,15 @@ func mergeLabels(o metav1.Object, want map[string]string) {
 	o.SetLabels(l)
 }
 
-// onlyEntryIs reports whether the CMA's placements are at most this GitOpsCluster's entry.
-func onlyEntryIs(cma *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOpsCluster) bool {
+// onlyEntryIs reports whether the CMA's placements are at most this GitOpsCluster's entry, keyed
+// by placement; with placement "", whether the one entry left is the one this GitOpsCluster
+// applied (it applies one entry at most, and manages fields of it).
+func onlyEntryIs(cma *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOpsCluster, placement string) bool {
+	if placement == "" {
+		return len(cma.Spec.InstallStrategy.Placements) <= 1 && managesFields(cma, FieldManager(goc))
+	}
 	for _, p := range cma.Spec.InstallStrategy.Placements {
-		if p.Namespace != goc.Namespace || p.Name != goc.Spec.PlacementRef.Name {
+		if p.Namespace != goc.Namespace || p.Name != placement {
 			return false
 		}
 	}

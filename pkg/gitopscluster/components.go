@@ -53,8 +53,11 @@ func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCl
 	cma := r.componentsCMA()
 	name := names.ComponentsTemplateName(goc)
 	if !componentsWanted(goc) {
-		if err := r.applyCMAEntryTo(ctx, goc, cma, nil); err != nil {
+		if err := r.applyCMAEntryTo(ctx, goc, cma, "", nil); err != nil {
 			return fmt.Errorf("releasing ClusterManagementAddOn %s: %w", cma.Name, err)
+		}
+		if err := r.deleteComponentsPlacement(ctx, goc); err != nil {
+			return err
 		}
 		return r.deleteOwnedTemplate(ctx, goc, name)
 	}
@@ -67,8 +70,12 @@ func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCl
 	if err := r.writeTemplate(ctx, goc, tmpl); err != nil {
 		return err
 	}
-	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, tmpl.Name, adc, rollout)
-	if err := r.applyCMAEntryTo(ctx, goc, cma, &entry); err != nil {
+	placement, err := r.applyComponentsPlacement(ctx, goc)
+	if err != nil {
+		return err
+	}
+	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: placement}, tmpl.Name, adc, rollout)
+	if err := r.applyCMAEntryTo(ctx, goc, cma, placement, &entry); err != nil {
 		return fmt.Errorf("writing ClusterManagementAddOn %s: %w", cma.Name, err)
 	}
 	return nil
@@ -116,5 +123,5 @@ func (r *Reconciler) releaseAddOnEntries(ctx context.Context, goc *v1alpha1.GitO
 	if err := r.applyCMAEntry(ctx, goc, nil); err != nil {
 		return err
 	}
-	return r.applyCMAEntryTo(ctx, goc, r.componentsCMA(), nil)
+	return r.applyCMAEntryTo(ctx, goc, r.componentsCMA(), "", nil)
 }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -92,14 +93,14 @@ func TestArgoCDComponentsInstalledByDefault(t *testing.T) {
 	})
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, v1alpha1.ReasonAddOnApplied)
 
+	goc := getGOC(t, ns, "fleet")
 	var entry *addonv1alpha1.PlacementStrategy
-	eventually(t, "the components addon lists the Placement", func() (err error) {
-		if entry, err = componentsEntry(t, ns, "pl"); err == nil && entry == nil {
+	eventually(t, "the components addon lists the components' Placement", func() (err error) {
+		if entry, err = componentsEntry(t, ns, names.ComponentsPlacementName(goc)); err == nil && entry == nil {
 			err = fmt.Errorf("no entry")
 		}
 		return err
 	})
-	goc := getGOC(t, ns, "fleet")
 	agentEntry := cmaEntries(t)[ns+"/pl"]
 	if got, want := configName(*entry, addon.ResourceAddOnTemplates), names.ComponentsTemplateName(goc); got != want {
 		t.Errorf("components entry names template %q, want %q", got, want)
@@ -141,8 +142,12 @@ func TestArgoCDComponentsInstalledByDefault(t *testing.T) {
 		if err := k8s.Get(ctx, types.NamespacedName{Name: names.ComponentsTemplateName(goc)}, &addonv1alpha1.AddOnTemplate{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("template still there (%v)", err)
 		}
-		if e, err := componentsEntry(t, ns, "pl"); err != nil || e != nil {
+		if e, err := componentsEntry(t, ns, names.ComponentsPlacementName(goc)); err != nil || e != nil {
 			return fmt.Errorf("entry still there (%v)", err)
+		}
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: names.ComponentsPlacementName(goc)}, &clusterv1beta1.Placement{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the components' Placement is still there (%v)", err)
 		}
 		return nil
 	})
@@ -163,7 +168,10 @@ func TestExistingArgoCDIsLeftAlone(t *testing.T) {
 	})
 	conditionIs(t, ns, "own", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, v1alpha1.ReasonAddOnApplied)
 	goc := getGOC(t, ns, "own")
-	if e, err := componentsEntry(t, ns, "pl"); err != nil || e != nil {
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: names.ComponentsPlacementName(goc)}, &clusterv1beta1.Placement{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a components Placement exists (%v)", err)
+	}
+	if e, err := componentsEntry(t, ns, names.ComponentsPlacementName(goc)); err != nil || e != nil {
 		t.Fatalf("the components addon lists the Placement of a GitOpsCluster that uses the existing Argo CD (%v)", err)
 	}
 	if err := k8s.Get(ctx, types.NamespacedName{Name: names.ComponentsTemplateName(goc)}, &addonv1alpha1.AddOnTemplate{}); !apierrors.IsNotFound(err) {
@@ -187,7 +195,7 @@ func TestExistingArgoCDIsLeftAlone(t *testing.T) {
 	}
 	patch(v1alpha1.ArgoCDComponentsInstall)
 	eventually(t, "components installed", func() error {
-		if e, err := componentsEntry(t, ns, "pl"); err != nil || e == nil {
+		if e, err := componentsEntry(t, ns, names.ComponentsPlacementName(goc)); err != nil || e == nil {
 			return fmt.Errorf("no entry (%v)", err)
 		}
 		return k8s.Get(ctx, types.NamespacedName{Name: names.ComponentsTemplateName(goc)}, &addonv1alpha1.AddOnTemplate{})
@@ -198,7 +206,7 @@ func TestExistingArgoCDIsLeftAlone(t *testing.T) {
 	}
 	patch(v1alpha1.ArgoCDComponentsExisting)
 	eventually(t, "components removed", func() error {
-		if e, err := componentsEntry(t, ns, "pl"); err != nil || e != nil {
+		if e, err := componentsEntry(t, ns, names.ComponentsPlacementName(goc)); err != nil || e != nil {
 			return fmt.Errorf("entry still there (%v)", err)
 		}
 		if err := k8s.Get(ctx, types.NamespacedName{Name: names.ComponentsTemplateName(goc)}, &addonv1alpha1.AddOnTemplate{}); !apierrors.IsNotFound(err) {
@@ -364,5 +372,15 @@ func consistently(t *testing.T, what string, d time.Duration, check func() error
 		if err := check(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
+	}
+}
+
+// createComponentsMCA stands in for OCM's addon-manager, which creates the components addon's
+// ManagedClusterAddOn on every cluster of its placements.
+func createComponentsMCA(t *testing.T, cluster string) {
+	t.Helper()
+	mca := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: componentsAddon}}
+	if err := k8s.Create(context.Background(), mca); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
 	}
 }

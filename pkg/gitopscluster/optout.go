@@ -90,7 +90,7 @@ func (r *Reconciler) applyComponentsPlacement(ctx context.Context, goc *v1alpha1
 	case err != nil:
 		return "", err
 	case !labelsContain(live.Labels, ownerLabels(goc)):
-		return "", fmt.Errorf("Placement %s/%s exists and is not this GitOpsCluster's; it is not overwritten", pl.Namespace, pl.Name)
+		return "", fmt.Errorf("the Placement %s/%s exists and is not this GitOpsCluster's; it is not overwritten", pl.Namespace, pl.Name)
 	case equality.Semantic.DeepEqual(live.Spec, pl.Spec):
 		return pl.Name, nil
 	}

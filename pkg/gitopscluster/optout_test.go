@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -139,4 +140,31 @@ func TestClusterLabelKeepsItsOwnArgoCD(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A Placement of the copy's name that the manager did not make is never overwritten.
+func TestComponentsPlacementNameTakenIsReported(t *testing.T) {
+	ctx := context.Background()
+	ns := "optout-taken"
+	createNamespace(t, ns)
+	createManagedClusters(t, "ot-1")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, "ot-1")
+	theirs := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "argocd-components-fleet"},
+		Spec: clusterv1beta1.PlacementSpec{ClusterSets: []string{"theirs"}}}
+	if err := k8s.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	g := conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionFalse, v1alpha1.ReasonAddOnApplyFailed)
+	if c := findCond(g, v1alpha1.ConditionAddOnConfigured); c == nil || !strings.Contains(c.Message, "not overwritten") {
+		t.Errorf("AddOnConfigured does not say why: %+v", c)
+	}
+	got := &clusterv1beta1.Placement{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(theirs), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != theirs.ResourceVersion {
+		t.Errorf("their Placement was written")
+	}
 }

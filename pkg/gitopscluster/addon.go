@@ -143,21 +143,8 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		return addOnNames{}, fmt.Errorf("building AddOnTemplate: %w", err)
 	}
 	tmpl.Labels = ownerLabels(goc)
-	if other, err := r.templateOwner(ctx, tmpl.Name); err != nil {
+	if err := r.writeTemplate(ctx, goc, tmpl); err != nil {
 		return addOnNames{}, err
-	} else if other != "" && other != goc.Namespace+"/"+goc.Name {
-		return addOnNames{}, fmt.Errorf("AddOnTemplate %s belongs to GitOpsCluster %s; it is not overwritten", tmpl.Name, other)
-	}
-	if err := r.createOrUpdate(ctx, tmpl, func(live client.Object) bool {
-		l := live.(*addonv1alpha1.AddOnTemplate)
-		if equality.Semantic.DeepEqual(l.Spec, tmpl.Spec) && labelsContain(l.Labels, tmpl.Labels) {
-			return false
-		}
-		l.Spec = tmpl.Spec
-		mergeLabels(l, tmpl.Labels)
-		return true
-	}); err != nil {
-		return addOnNames{}, fmt.Errorf("writing AddOnTemplate %s: %w", tmpl.Name, err)
 	}
 
 	rollout := clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All}
@@ -178,7 +165,7 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		return addOnNames{}, err
 	}
 	for i := range templates.Items {
-		if old := &templates.Items[i]; old.Name != tmpl.Name && old.Name != names.ComponentsTemplateName(goc) && old.Name != names.ExistingArgoCDTemplateName(goc) {
+		if old := &templates.Items[i]; old.Name != tmpl.Name && old.Name != names.ComponentsTemplateName(goc) {
 			if err := r.Client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
 				return addOnNames{}, fmt.Errorf("deleting the replaced AddOnTemplate %s: %w", old.Name, err)
 			}
@@ -205,11 +192,13 @@ func (r *Reconciler) templateOwner(ctx context.Context, name string) (string, er
 // (or none, to remove it). Entries of other GitOpsClusters belong to their own field managers
 // and are left untouched. Nothing is sent when the live object already matches.
 func (r *Reconciler) applyCMAEntry(ctx context.Context, goc *v1alpha1.GitOpsCluster, entry *addonv1alpha1.PlacementStrategy) error {
-	return r.applyCMAEntryTo(ctx, goc, addon.BuildClusterManagementAddOn(r.Config.AddonName, "argocd-agent"), entry)
+	return r.applyCMAEntryTo(ctx, goc, addon.BuildClusterManagementAddOn(r.Config.AddonName, "argocd-agent"), goc.Spec.PlacementRef.Name, entry)
 }
 
-// applyCMAEntryTo is applyCMAEntry for any of the addons a GitOpsCluster configures.
-func (r *Reconciler) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCluster, desired *addonv1alpha1.ClusterManagementAddOn, entry *addonv1alpha1.PlacementStrategy) error {
+// applyCMAEntryTo is applyCMAEntry for any of the addons a GitOpsCluster configures, whose entry
+// is keyed by the Placement named placement ("" when removing: whichever entry is this
+// GitOpsCluster's).
+func (r *Reconciler) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCluster, desired *addonv1alpha1.ClusterManagementAddOn, placement string, entry *addonv1alpha1.PlacementStrategy) error {
 	live := &addonv1alpha1.ClusterManagementAddOn{}
 	reader := client.Reader(r.Client)
 	if entry == nil && r.APIReader != nil {
@@ -227,10 +216,10 @@ func (r *Reconciler) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCl
 	case err != nil:
 		return err
 	}
-	if live != nil && cmaMatches(live, desired, goc, entry) {
+	if live != nil && cmaMatches(live, desired, goc, placement, entry) {
 		return nil
 	}
-	if entry == nil && live != nil && isOurs(live) && onlyEntryIs(live, goc) {
+	if entry == nil && live != nil && isOurs(live) && onlyEntryIs(live, goc, placement) {
 		// The entry is keyed by Placement: while another GitOpsCluster names the same
 		// Placement, the entry is its too, and only this one's fields are released below.
 		shared, err := r.placementShared(ctx, goc)
@@ -287,15 +276,18 @@ func (r *Reconciler) placementShared(ctx context.Context, goc *v1alpha1.GitOpsCl
 	return false, nil
 }
 
-func cmaMatches(live, desired *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOpsCluster, entry *addonv1alpha1.PlacementStrategy) bool {
+func cmaMatches(live, desired *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOpsCluster, placement string, entry *addonv1alpha1.PlacementStrategy) bool {
 	var found *addonv1alpha1.PlacementStrategy
 	for i := range live.Spec.InstallStrategy.Placements {
 		p := &live.Spec.InstallStrategy.Placements[i]
-		if p.Namespace == goc.Namespace && p.Name == goc.Spec.PlacementRef.Name {
+		if p.Namespace == goc.Namespace && p.Name == placement {
 			found = p
 		}
 	}
 	if entry == nil {
+		if placement == "" {
+			return !managesFields(live, FieldManager(goc))
+		}
 		return found == nil || !managesFields(live, FieldManager(goc))
 	}
 	if found == nil || !equality.Semantic.DeepEqual(found.Configs, entry.Configs) || !rolloutEqual(found.RolloutStrategy, entry.RolloutStrategy) {
@@ -391,10 +383,15 @@ func mergeLabels(o metav1.Object, want map[string]string) {
 	o.SetLabels(l)
 }
 
-// onlyEntryIs reports whether the CMA's placements are at most this GitOpsCluster's entry.
-func onlyEntryIs(cma *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOpsCluster) bool {
+// onlyEntryIs reports whether the CMA's placements are at most this GitOpsCluster's entry, keyed
+// by placement; with placement "", whether the one entry left is the one this GitOpsCluster
+// applied (it applies one entry at most, and manages fields of it).
+func onlyEntryIs(cma *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOpsCluster, placement string) bool {
+	if placement == "" {
+		return len(cma.Spec.InstallStrategy.Placements) <= 1 && managesFields(cma, FieldManager(goc))
+	}
 	for _, p := range cma.Spec.InstallStrategy.Placements {
-		if p.Namespace != goc.Namespace || p.Name != goc.Spec.PlacementRef.Name {
+		if p.Namespace != goc.Namespace || p.Name != placement {
 			return false
 		}
 	}
@@ -420,26 +417,15 @@ func (r *Reconciler) pruneDeploymentConfigs(ctx context.Context, goc *v1alpha1.G
 		return false, nil
 	}
 	inUse := map[string]bool{}
+	// The components addon shares the config and rolls out on its own, so its clusters count too.
+	readers := map[string]client.Reader{r.Config.AddonName: r.Client}
+	if r.ComponentsAddOns != nil {
+		readers[ComponentsAddonName(r.Config.AddonName)] = r.ComponentsAddOns
+	}
 	for _, c := range clusters {
-		mca := &addonv1alpha1.ManagedClusterAddOn{}
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: c, Name: r.Config.AddonName}, mca); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue
-			}
-			return false, err
-		}
-		for _, ref := range mca.Status.ConfigReferences {
-			if ref.Resource != addon.ResourceAddOnDeploymentConfigs {
-				continue
-			}
-			for _, spec := range []*addonv1alpha1.ConfigSpecHash{ref.DesiredConfig, ref.LastAppliedConfig} {
-				if spec != nil && spec.Namespace == goc.Namespace {
-					inUse[spec.Name] = true
-				}
-			}
-			// Older hubs name the config only in the (deprecated) referent.
-			if referent := ref.ConfigReferent; referent.Namespace == goc.Namespace {
-				inUse[referent.Name] = true
+		for addonName, reader := range readers {
+			if err := addConfigsInUse(ctx, reader, goc, c, addonName, inUse); err != nil {
+				return false, err
 			}
 		}
 	}
@@ -454,4 +440,28 @@ func (r *Reconciler) pruneDeploymentConfigs(ctx context.Context, goc *v1alpha1.G
 		}
 	}
 	return waiting, nil
+}
+
+// addConfigsInUse marks the AddOnDeploymentConfigs of goc that the ManagedClusterAddOn addonName
+// of cluster wants or last applied.
+func addConfigsInUse(ctx context.Context, reader client.Reader, goc *v1alpha1.GitOpsCluster, cluster, addonName string, inUse map[string]bool) error {
+	mca := &addonv1alpha1.ManagedClusterAddOn{}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: cluster, Name: addonName}, mca); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	for _, ref := range mca.Status.ConfigReferences {
+		if ref.Resource != addon.ResourceAddOnDeploymentConfigs {
+			continue
+		}
+		for _, spec := range []*addonv1alpha1.ConfigSpecHash{ref.DesiredConfig, ref.LastAppliedConfig} {
+			if spec != nil && spec.Namespace == goc.Namespace {
+				inUse[spec.Name] = true
+			}
+		}
+		// Older hubs name the config only in the (deprecated) referent.
+		if referent := ref.ConfigReferent; referent.Namespace == goc.Namespace {
+			inUse[referent.Name] = true
+		}
+	}
+	return nil
 }

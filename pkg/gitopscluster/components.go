@@ -53,8 +53,11 @@ func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCl
 	cma := r.componentsCMA()
 	name := names.ComponentsTemplateName(goc)
 	if !componentsWanted(goc) {
-		if err := r.applyCMAEntryTo(ctx, goc, cma, nil); err != nil {
+		if err := r.applyCMAEntryTo(ctx, goc, cma, "", nil); err != nil {
 			return fmt.Errorf("releasing ClusterManagementAddOn %s: %w", cma.Name, err)
+		}
+		if err := r.deleteComponentsPlacement(ctx, goc); err != nil {
+			return err
 		}
 		return r.deleteOwnedTemplate(ctx, goc, name)
 	}
@@ -64,6 +67,23 @@ func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCl
 	if err != nil {
 		return fmt.Errorf("building the Argo CD components AddOnTemplate: %w", err)
 	}
+	if err := r.writeTemplate(ctx, goc, tmpl); err != nil {
+		return err
+	}
+	placement, err := r.applyComponentsPlacement(ctx, goc)
+	if err != nil {
+		return err
+	}
+	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: placement}, tmpl.Name, adc, rollout)
+	if err := r.applyCMAEntryTo(ctx, goc, cma, placement, &entry); err != nil {
+		return fmt.Errorf("writing ClusterManagementAddOn %s: %w", cma.Name, err)
+	}
+	return nil
+}
+
+// writeTemplate writes one of goc's AddOnTemplates with its owner labels, only when it differs,
+// and never over a template another GitOpsCluster owns.
+func (r *Reconciler) writeTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, tmpl *addonv1alpha1.AddOnTemplate) error {
 	mergeLabels(tmpl, ownerLabels(goc))
 	if other, err := r.templateOwner(ctx, tmpl.Name); err != nil {
 		return err
@@ -80,10 +100,6 @@ func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCl
 		return true
 	}); err != nil {
 		return fmt.Errorf("writing AddOnTemplate %s: %w", tmpl.Name, err)
-	}
-	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, tmpl.Name, adc, rollout)
-	if err := r.applyCMAEntryTo(ctx, goc, cma, &entry); err != nil {
-		return fmt.Errorf("writing ClusterManagementAddOn %s: %w", cma.Name, err)
 	}
 	return nil
 }
@@ -107,5 +123,5 @@ func (r *Reconciler) releaseAddOnEntries(ctx context.Context, goc *v1alpha1.GitO
 	if err := r.applyCMAEntry(ctx, goc, nil); err != nil {
 		return err
 	}
-	return r.applyCMAEntryTo(ctx, goc, r.componentsCMA(), nil)
+	return r.applyCMAEntryTo(ctx, goc, r.componentsCMA(), "", nil)
 }

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -91,14 +93,14 @@ func TestArgoCDComponentsInstalledByDefault(t *testing.T) {
 	})
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, v1alpha1.ReasonAddOnApplied)
 
+	goc := getGOC(t, ns, "fleet")
 	var entry *addonv1alpha1.PlacementStrategy
-	eventually(t, "the components addon lists the Placement", func() (err error) {
-		if entry, err = componentsEntry(t, ns, "pl"); err == nil && entry == nil {
+	eventually(t, "the components addon lists the components' Placement", func() (err error) {
+		if entry, err = componentsEntry(t, ns, names.ComponentsPlacementName(goc)); err == nil && entry == nil {
 			err = fmt.Errorf("no entry")
 		}
 		return err
 	})
-	goc := getGOC(t, ns, "fleet")
 	agentEntry := cmaEntries(t)[ns+"/pl"]
 	if got, want := configName(*entry, addon.ResourceAddOnTemplates), names.ComponentsTemplateName(goc); got != want {
 		t.Errorf("components entry names template %q, want %q", got, want)
@@ -140,8 +142,12 @@ func TestArgoCDComponentsInstalledByDefault(t *testing.T) {
 		if err := k8s.Get(ctx, types.NamespacedName{Name: names.ComponentsTemplateName(goc)}, &addonv1alpha1.AddOnTemplate{}); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("template still there (%v)", err)
 		}
-		if e, err := componentsEntry(t, ns, "pl"); err != nil || e != nil {
+		if e, err := componentsEntry(t, ns, names.ComponentsPlacementName(goc)); err != nil || e != nil {
 			return fmt.Errorf("entry still there (%v)", err)
+		}
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: names.ComponentsPlacementName(goc)}, &clusterv1beta1.Placement{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the components' Placement is still there (%v)", err)
 		}
 		return nil
 	})
@@ -162,7 +168,10 @@ func TestExistingArgoCDIsLeftAlone(t *testing.T) {
 	})
 	conditionIs(t, ns, "own", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, v1alpha1.ReasonAddOnApplied)
 	goc := getGOC(t, ns, "own")
-	if e, err := componentsEntry(t, ns, "pl"); err != nil || e != nil {
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: names.ComponentsPlacementName(goc)}, &clusterv1beta1.Placement{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a components Placement exists (%v)", err)
+	}
+	if e, err := componentsEntry(t, ns, names.ComponentsPlacementName(goc)); err != nil || e != nil {
 		t.Fatalf("the components addon lists the Placement of a GitOpsCluster that uses the existing Argo CD (%v)", err)
 	}
 	if err := k8s.Get(ctx, types.NamespacedName{Name: names.ComponentsTemplateName(goc)}, &addonv1alpha1.AddOnTemplate{}); !apierrors.IsNotFound(err) {
@@ -186,7 +195,7 @@ func TestExistingArgoCDIsLeftAlone(t *testing.T) {
 	}
 	patch(v1alpha1.ArgoCDComponentsInstall)
 	eventually(t, "components installed", func() error {
-		if e, err := componentsEntry(t, ns, "pl"); err != nil || e == nil {
+		if e, err := componentsEntry(t, ns, names.ComponentsPlacementName(goc)); err != nil || e == nil {
 			return fmt.Errorf("no entry (%v)", err)
 		}
 		return k8s.Get(ctx, types.NamespacedName{Name: names.ComponentsTemplateName(goc)}, &addonv1alpha1.AddOnTemplate{})
@@ -197,7 +206,7 @@ func TestExistingArgoCDIsLeftAlone(t *testing.T) {
 	}
 	patch(v1alpha1.ArgoCDComponentsExisting)
 	eventually(t, "components removed", func() error {
-		if e, err := componentsEntry(t, ns, "pl"); err != nil || e != nil {
+		if e, err := componentsEntry(t, ns, names.ComponentsPlacementName(goc)); err != nil || e != nil {
 			return fmt.Errorf("entry still there (%v)", err)
 		}
 		if err := k8s.Get(ctx, types.NamespacedName{Name: names.ComponentsTemplateName(goc)}, &addonv1alpha1.AddOnTemplate{}); !apierrors.IsNotFound(err) {
@@ -288,5 +297,90 @@ func TestSpokeRegistryAndPullSecrets(t *testing.T) {
 		if pods == 0 {
 			t.Errorf("template %s has no workload", name)
 		}
+	}
+}
+
+// The components addon shares the agent's AddOnDeploymentConfig and rolls out on its own: an old
+// config stays while a components ManagedClusterAddOn still runs it, even when every agent moved.
+func TestOldConfigKeptWhileTheComponentsStillUseIt(t *testing.T) {
+	ctx := context.Background()
+	ns := "components-rollout"
+	createNamespace(t, ns)
+	createManagedClusters(t, "cr2-1")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, "cr2-1")
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	var oldName string
+	eventually(t, "a config", func() error {
+		if oldName = getGOC(t, ns, "fleet").Status.AddOnDeploymentConfig; oldName == "" {
+			return fmt.Errorf("no config yet")
+		}
+		return nil
+	})
+	createComponentsMCA(t, "cr2-1")
+	setComponentsMCAConfig(t, "cr2-1", ns, oldName)
+	setMCAConfig(t, "cr2-1", ns, oldName)
+
+	g := getGOC(t, ns, "fleet")
+	base := g.DeepCopy()
+	g.Spec.ArgoCDAgentAddon.Image = "quay.io/argoprojlabs/argocd-agent:v0.9.1"
+	if err := k8s.Patch(ctx, g, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	var newName string
+	eventually(t, "a new config", func() error {
+		if newName = getGOC(t, ns, "fleet").Status.AddOnDeploymentConfig; newName == oldName {
+			return fmt.Errorf("still %s", newName)
+		}
+		return nil
+	})
+	setMCAConfig(t, "cr2-1", ns, newName)
+	// The agent moved; the components have not: the old config must stay.
+	consistently(t, "old config kept while the components use it", 3*time.Second, func() error {
+		return k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: oldName}, &addonv1alpha1.AddOnDeploymentConfig{})
+	})
+	setComponentsMCAConfig(t, "cr2-1", ns, newName)
+	eventually(t, "old config pruned once the components moved", func() error {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: oldName}, &addonv1alpha1.AddOnDeploymentConfig{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+}
+
+func setComponentsMCAConfig(t *testing.T, cluster, ns, adcName string) {
+	t.Helper()
+	mca := &addonv1alpha1.ManagedClusterAddOn{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: cluster, Name: componentsAddon}, mca); err != nil {
+		t.Fatal(err)
+	}
+	spec := &addonv1alpha1.ConfigSpecHash{ConfigReferent: addonv1alpha1.ConfigReferent{Namespace: ns, Name: adcName}, SpecHash: "test"}
+	mca.Status.ConfigReferences = []addonv1alpha1.ConfigReference{{
+		ConfigGroupResource: addonv1alpha1.ConfigGroupResource{Group: "addon.open-cluster-management.io", Resource: "addondeploymentconfigs"},
+		ConfigReferent:      spec.ConfigReferent,
+		DesiredConfig:       spec,
+		LastAppliedConfig:   spec.DeepCopy(),
+	}}
+	if err := k8s.Status().Update(context.Background(), mca); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func consistently(t *testing.T, what string, d time.Duration, check func() error) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if err := check(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+}
+
+// createComponentsMCA stands in for OCM's addon-manager, which creates the components addon's
+// ManagedClusterAddOn on every cluster of its placements.
+func createComponentsMCA(t *testing.T, cluster string) {
+	t.Helper()
+	mca := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: componentsAddon}}
+	if err := k8s.Create(context.Background(), mca); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
 	}
 }

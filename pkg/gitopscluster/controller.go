@@ -271,7 +271,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		status.AddOnTemplate = applied.template
 		status.AddOnDeploymentConfig = applied.config
 		if obs.selected != nil {
-			if status.ExistingArgoCDClusters, err = r.applyClusterOptOuts(ctx, goc, obs.selected); err != nil {
+			if status.ExistingArgoCDClusters, err = r.existingArgoCDClusters(ctx, goc, obs.selected); err != nil {
 				return ctrl.Result{}, err
 			}
 			waiting, err := r.pruneDeploymentConfigs(ctx, goc, applied.config, sets.List(obs.selected))

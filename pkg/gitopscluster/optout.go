@@ -3,18 +3,21 @@ package gitopscluster
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -22,17 +25,116 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
 
-// One template renders the same objects on every cluster, so a cluster that keeps its own Argo CD
-// while its GitOpsCluster installs the components is told apart on its ManagedClusterAddOn of
-// the components addon: OCM lets a ManagedClusterAddOn's spec.configs override the placement's
-// configs, and the override names a template of the GitOpsCluster that installs nothing of
-// Argo CD's. The agent's addon is not touched. Clusters leave the override when the label goes.
+// A cluster labelled LabelArgoCDComponents=Existing keeps its own Argo CD while its GitOpsCluster
+// installs the components on the others. One template renders the same objects on every cluster,
+// so the cluster is kept out of the components addon's placement instead: the components addon
+// installs by a Placement of the manager's, a copy of the user's with "label NotIn (Existing)"
+// added to every predicate. OCM then never creates the components' ManagedClusterAddOn on such a
+// cluster, so nothing of Argo CD's is ever rendered there, not even for a moment when it joins
+// (setting a template override on the ManagedClusterAddOn after OCM created it would race OCM's
+// first rendering). The agent's addon keeps the user's Placement.
+//
+// A Placement with numberOfClusters picks the best N of its candidates; removing some candidates
+// would let others in, so the copy would not select a subset of the user's clusters. Such a
+// Placement is used as it is and the label has no effect (status.existingArgoCDClusters says 0).
+
+// componentsPlacementSpec is the user's Placement with the opt-out label excluded, or nil when
+// the user's Placement must be used as it is.
+func componentsPlacementSpec(pl *clusterv1beta1.Placement) *clusterv1beta1.PlacementSpec {
+	if pl.Spec.NumberOfClusters != nil {
+		return nil
+	}
+	spec := pl.Spec.DeepCopy()
+	exclude := metav1.LabelSelectorRequirement{Key: v1alpha1.LabelArgoCDComponents, Operator: metav1.LabelSelectorOpNotIn,
+		Values: []string{string(v1alpha1.ArgoCDComponentsExisting)}}
+	if len(spec.Predicates) == 0 {
+		spec.Predicates = []clusterv1beta1.ClusterPredicate{{}}
+	}
+	for i := range spec.Predicates {
+		sel := &spec.Predicates[i].RequiredClusterSelector.LabelSelector
+		sel.MatchExpressions = append(sel.MatchExpressions, exclude)
+	}
+	return spec
+}
+
+// applyComponentsPlacement writes the components' Placement and returns the name of the Placement
+// the components addon installs by.
+func (r *Reconciler) applyComponentsPlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster) (string, error) {
+	user := &clusterv1beta1.Placement{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, user); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Nothing is selected; keep whatever there is until the Placement exists.
+			return names.ComponentsPlacementName(goc), nil
+		}
+		return "", err
+	}
+	spec := componentsPlacementSpec(user)
+	if spec == nil {
+		if err := r.deleteComponentsPlacement(ctx, goc); err != nil {
+			return "", err
+		}
+		return user.Name, nil
+	}
+	pl := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: goc.Namespace, Name: names.ComponentsPlacementName(goc), Labels: ownerLabels(goc)}, Spec: *spec}
+	if err := controllerutil.SetControllerReference(goc, pl, r.Client.Scheme()); err != nil {
+		return "", err
+	}
+	live := &clusterv1beta1.Placement{}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(pl), live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return pl.Name, r.Client.Create(ctx, pl)
+	case err != nil:
+		return "", err
+	case !labelsContain(live.Labels, ownerLabels(goc)):
+		return "", fmt.Errorf("the Placement %s/%s exists and is not this GitOpsCluster's; it is not overwritten", pl.Namespace, pl.Name)
+	case equality.Semantic.DeepEqual(live.Spec, pl.Spec):
+		return pl.Name, nil
+	}
+	live.Spec = pl.Spec
+	return pl.Name, r.Client.Update(ctx, live)
+}
+
+func (r *Reconciler) deleteComponentsPlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+	live := &clusterv1beta1.Placement{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: names.ComponentsPlacementName(goc)}, live); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !labelsContain(live.Labels, ownerLabels(goc)) {
+		return nil
+	}
+	pre := client.Preconditions{UID: &live.UID}
+	return client.IgnoreNotFound(r.Client.Delete(ctx, live, pre))
+}
+
+// existingArgoCDClusters counts the selected clusters labelled to keep their own Argo CD, when
+// the components addon's Placement leaves them out.
+func (r *Reconciler) existingArgoCDClusters(ctx context.Context, goc *v1alpha1.GitOpsCluster, selected sets.Set[string]) (int32, error) {
+	if !componentsWanted(goc) {
+		return 0, nil
+	}
+	user := &clusterv1beta1.Placement{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, user); err != nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	if componentsPlacementSpec(user) == nil {
+		return 0, nil
+	}
+	var labelled clusterv1.ManagedClusterList
+	if err := r.Client.List(ctx, &labelled, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {
+		return 0, err
+	}
+	n := int32(0)
+	for _, mc := range labelled.Items {
+		if selected.Has(mc.Name) {
+			n++
+		}
+	}
+	return n, nil
+}
 
 // newComponentsAddOnCache caches the ManagedClusterAddOns of the components addon only; the
 // manager's own cache holds those of the agent's addon (a field selector takes one name).
@@ -47,9 +149,9 @@ func newComponentsAddOnCache(mgr ctrl.Manager, addonName string) (cache.Cache, e
 	})
 }
 
-// watchClusterOptOuts adds the watches the opt-out needs: the components addon's
-// ManagedClusterAddOns (OCM creates one when a labelled cluster joins) and the label itself.
-func (r *Reconciler) watchClusterOptOuts(mgr ctrl.Manager, b *builder.Builder) (*builder.Builder, error) {
+// watchComponents adds the watches the components addon needs: its ManagedClusterAddOns (their
+// rollout holds configs in use) and the opt-out label of ManagedClusters.
+func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*builder.Builder, error) {
 	if r.ComponentsAddOns == nil {
 		c, err := newComponentsAddOnCache(mgr, r.Config.AddonName)
 		if err != nil {
@@ -63,9 +165,10 @@ func (r *Reconciler) watchClusterOptOuts(mgr ctrl.Manager, b *builder.Builder) (
 	return b.
 		WatchesRawSource(source.Kind[client.Object](r.ComponentsAddOns, &addonv1alpha1.ManagedClusterAddOn{},
 			handler.EnqueueRequestsFromMapFunc(r.forManagedClusterAddOn), predicate.Funcs{
-				CreateFunc: func(event.CreateEvent) bool { return true },
+				CreateFunc: func(event.CreateEvent) bool { return false },
 				UpdateFunc: func(e event.UpdateEvent) bool {
-					return !equality.Semantic.DeepEqual(e.ObjectOld.(*addonv1alpha1.ManagedClusterAddOn).Spec, e.ObjectNew.(*addonv1alpha1.ManagedClusterAddOn).Spec)
+					o, n := e.ObjectOld.(*addonv1alpha1.ManagedClusterAddOn), e.ObjectNew.(*addonv1alpha1.ManagedClusterAddOn)
+					return !equality.Semantic.DeepEqual(o.Status.ConfigReferences, n.Status.ConfigReferences)
 				},
 				DeleteFunc:  func(event.DeleteEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
@@ -80,100 +183,8 @@ func (r *Reconciler) watchClusterOptOuts(mgr ctrl.Manager, b *builder.Builder) (
 		})), nil
 }
 
+// forManagedCluster wakes the GitOpsClusters selecting the cluster, as forManagedClusterAddOn
+// does for the cluster a ManagedClusterAddOn lives in.
 func (r *Reconciler) forManagedCluster(ctx context.Context, o client.Object) []reconcile.Request {
-	gocs, err := fleet.SelectorsOf(ctx, r.Client, o.GetName())
-	if err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(gocs))
-	for _, g := range gocs {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name}})
-	}
-	return out
-}
-
-// applyClusterOptOuts points the components addon of every selected cluster labelled
-// LabelArgoCDComponents=Existing at the GitOpsCluster's no-components template, and takes the
-// override back from the others. It returns how many selected clusters keep their own Argo CD.
-// Reads are cached; a ManagedClusterAddOn is written only when its override must change.
-func (r *Reconciler) applyClusterOptOuts(ctx context.Context, goc *v1alpha1.GitOpsCluster, selected sets.Set[string]) (int32, error) {
-	if r.ComponentsAddOns == nil {
-		return 0, nil
-	}
-	name := names.ExistingArgoCDTemplateName(goc)
-	optOut := sets.New[string]()
-	if componentsWanted(goc) {
-		var labelled clusterv1.ManagedClusterList
-		if err := r.Client.List(ctx, &labelled, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {
-			return 0, err
-		}
-		for _, mc := range labelled.Items {
-			if selected.Has(mc.Name) {
-				optOut.Insert(mc.Name)
-			}
-		}
-	}
-	if optOut.Len() > 0 {
-		if err := r.writeExistingTemplate(ctx, goc, name); err != nil {
-			return 0, err
-		}
-	}
-	var mcas addonv1alpha1.ManagedClusterAddOnList
-	if err := r.ComponentsAddOns.List(ctx, &mcas); err != nil {
-		return 0, err
-	}
-	for i := range mcas.Items {
-		mca := &mcas.Items[i]
-		if !selected.Has(mca.Namespace) {
-			continue
-		}
-		want := optOut.Has(mca.Namespace)
-		has := slices.ContainsFunc(mca.Spec.Configs, func(c addonv1alpha1.AddOnConfig) bool { return isOverride(c, name) })
-		if want == has {
-			continue
-		}
-		patch := client.MergeFromWithOptions(mca.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		mca.Spec.Configs = slices.DeleteFunc(mca.Spec.Configs, func(c addonv1alpha1.AddOnConfig) bool { return isOverride(c, name) })
-		if want {
-			mca.Spec.Configs = append(mca.Spec.Configs, addonv1alpha1.AddOnConfig{
-				ConfigGroupResource: addonv1alpha1.ConfigGroupResource{Group: addonv1alpha1.GroupName, Resource: addon.ResourceAddOnTemplates},
-				ConfigReferent:      addonv1alpha1.ConfigReferent{Name: name},
-			})
-		}
-		if err := r.Client.Patch(ctx, mca, patch); client.IgnoreNotFound(err) != nil {
-			return 0, fmt.Errorf("setting the Argo CD components of cluster %s: %w", mca.Namespace, err)
-		}
-	}
-	if optOut.Len() == 0 {
-		if err := r.deleteOwnedTemplate(ctx, goc, name); err != nil {
-			return 0, err
-		}
-	}
-	return int32(optOut.Len()), nil
-}
-
-func isOverride(c addonv1alpha1.AddOnConfig, template string) bool {
-	return c.Group == addonv1alpha1.GroupName && c.Resource == addon.ResourceAddOnTemplates && c.Name == template
-}
-
-func (r *Reconciler) writeExistingTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, name string) error {
-	tmpl, err := spoke.BuildExistingArgoCDTemplate(name, ComponentsAddonName(r.Config.AddonName))
-	if err != nil {
-		return err
-	}
-	mergeLabels(tmpl, ownerLabels(goc))
-	if other, err := r.templateOwner(ctx, tmpl.Name); err != nil {
-		return err
-	} else if other != "" && other != goc.Namespace+"/"+goc.Name {
-		return fmt.Errorf("AddOnTemplate %s belongs to GitOpsCluster %s; it is not overwritten", tmpl.Name, other)
-	}
-	return r.createOrUpdate(ctx, tmpl, func(live client.Object) bool {
-		l := live.(*addonv1alpha1.AddOnTemplate)
-		if equality.Semantic.DeepEqual(l.Spec, tmpl.Spec) && labelsContain(l.Labels, tmpl.Labels) {
-			return false
-		}
-		l.Spec = tmpl.Spec
-		mergeLabels(l, tmpl.Labels)
-		return true
-	})
+	return r.forManagedClusterAddOn(ctx, &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: o.GetName()}})
 }

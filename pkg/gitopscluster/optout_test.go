@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -38,82 +40,131 @@ func labelManagedCluster(t *testing.T, cluster, value string) {
 	}
 }
 
-// createComponentsMCA stands in for OCM's addon-manager, which creates the components addon's
-// ManagedClusterAddOn on every cluster of its placements.
-func createComponentsMCA(t *testing.T, cluster string) {
-	t.Helper()
-	mca := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: componentsAddon}}
-	if err := k8s.Create(context.Background(), mca); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-}
+var excludeExisting = metav1.LabelSelectorRequirement{Key: v1alpha1.LabelArgoCDComponents, Operator: metav1.LabelSelectorOpNotIn,
+	Values: []string{string(v1alpha1.ArgoCDComponentsExisting)}}
 
-func templateOverride(t *testing.T, cluster string) (string, error) {
-	t.Helper()
-	mca := &addonv1alpha1.ManagedClusterAddOn{}
-	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: cluster, Name: componentsAddon}, mca); err != nil {
-		return "", err
-	}
-	for _, c := range mca.Spec.Configs {
-		if c.Resource == "addontemplates" {
-			return c.Name, nil
-		}
-	}
-	return "", nil
-}
-
-// A cluster labelled to keep its own Argo CD gets, on its components ManagedClusterAddOn only,
-// the template that installs nothing of Argo CD's; the label's removal gives it the components
-// again; the agent's ManagedClusterAddOn is never written.
+// The components are installed by a copy of the user's Placement that leaves out the clusters
+// labelled to keep their own Argo CD, so OCM never renders Argo CD's objects there; the agent
+// keeps the user's Placement, which is never written.
 func TestClusterLabelKeepsItsOwnArgoCD(t *testing.T) {
 	ctx := context.Background()
 	ns := "optout"
 	createNamespace(t, ns)
 	createManagedClusters(t, "oo-own", "oo-new")
 	labelManagedCluster(t, "oo-own", string(v1alpha1.ArgoCDComponentsExisting))
-	createPlacement(t, ns, "p")
-	setDecisions(t, ns, "p", 1, "oo-own", "oo-new")
-	for _, c := range []string{"oo-own", "oo-new"} {
-		createComponentsMCA(t, c)
-		managedClusterAddOn(t, c)
+	user := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"}, Spec: clusterv1beta1.PlacementSpec{
+		Predicates: []clusterv1beta1.ClusterPredicate{{RequiredClusterSelector: clusterv1beta1.ClusterSelector{
+			LabelSelector: metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}}}},
+		Tolerations: []clusterv1beta1.Toleration{{Key: "cluster.open-cluster-management.io/unreachable", Operator: clusterv1beta1.TolerationOpExists}},
+	}}
+	if err := k8s.Create(ctx, user); err != nil {
+		t.Fatal(err)
 	}
-	agentBefore := managedClusterAddOn(t, "oo-own").ResourceVersion
+	userRV := user.ResourceVersion
+	setDecisions(t, ns, "p", 1, "oo-own", "oo-new")
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
 	goc := getGOC(t, ns, "fleet")
-	existing := names.ExistingArgoCDTemplateName(goc)
+	derived := names.ComponentsPlacementName(goc)
 
-	eventually(t, "oo-own overridden, oo-new not", func() error {
-		own, err := templateOverride(t, "oo-own")
-		if err != nil || own != existing {
-			return fmt.Errorf("oo-own template override %q (%v), want %q", own, err, existing)
+	eventually(t, "the components' Placement leaves out the labelled cluster", func() error {
+		pl := &clusterv1beta1.Placement{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: derived}, pl); err != nil {
+			return err
 		}
-		if other, err := templateOverride(t, "oo-new"); err != nil || other != "" {
-			return fmt.Errorf("oo-new template override %q (%v), want none", other, err)
+		if len(pl.Spec.Predicates) != 1 {
+			return fmt.Errorf("predicates %+v", pl.Spec.Predicates)
+		}
+		sel := pl.Spec.Predicates[0].RequiredClusterSelector.LabelSelector
+		if sel.MatchLabels["env"] != "prod" || !slices.ContainsFunc(sel.MatchExpressions, func(r metav1.LabelSelectorRequirement) bool {
+			return r.Key == excludeExisting.Key && r.Operator == excludeExisting.Operator && slices.Equal(r.Values, excludeExisting.Values)
+		}) {
+			return fmt.Errorf("selector %+v lacks the user's predicate or the exclusion", sel)
+		}
+		if len(pl.Spec.Tolerations) != 1 {
+			return fmt.Errorf("tolerations %+v not copied", pl.Spec.Tolerations)
+		}
+		if e, err := componentsEntry(t, ns, derived); err != nil || e == nil {
+			return fmt.Errorf("components entry on %s missing (%v)", derived, err)
 		}
 		if n := getGOC(t, ns, "fleet").Status.ExistingArgoCDClusters; n != 1 {
 			return fmt.Errorf("existingArgoCDClusters = %d", n)
 		}
 		return nil
 	})
-	tpl := &addonv1alpha1.AddOnTemplate{}
-	if err := k8s.Get(ctx, types.NamespacedName{Name: existing}, tpl); err != nil {
-		t.Fatal(err)
+	if _, ok := cmaEntries(t)[ns+"/p"]; !ok {
+		t.Errorf("the agent's entry does not name the user's Placement")
 	}
-	if got := manifestNames(t, tpl); !slices.Equal(got, []string{"ConfigMap/argocd-agent-addon-argocd"}) {
-		t.Errorf("the template for clusters with their own Argo CD holds %v", got)
+	if e, _ := componentsEntry(t, ns, "p"); e != nil {
+		t.Errorf("the components addon lists the user's Placement too")
 	}
-	if after := managedClusterAddOn(t, "oo-own").ResourceVersion; after != agentBefore {
-		t.Errorf("the agent's ManagedClusterAddOn was written")
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(user), user); err != nil || user.ResourceVersion != userRV {
+		t.Errorf("the user's Placement was written (%v)", err)
 	}
 
-	labelManagedCluster(t, "oo-own", "")
-	eventually(t, "oo-own back to the placement's components", func() error {
-		if own, err := templateOverride(t, "oo-own"); err != nil || own != "" {
-			return fmt.Errorf("oo-own template override %q (%v)", own, err)
+	// The user edits the Placement: the copy follows.
+	base := user.DeepCopy()
+	user.Spec.Predicates[0].RequiredClusterSelector.LabelSelector.MatchLabels["env"] = "staging"
+	if err := k8s.Patch(ctx, user, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the copy follows the user's edit", func() error {
+		pl := &clusterv1beta1.Placement{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: derived}, pl); err != nil {
+			return err
 		}
-		if err := k8s.Get(ctx, types.NamespacedName{Name: existing}, &addonv1alpha1.AddOnTemplate{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the unused template is still there (%v)", err)
+		if got := pl.Spec.Predicates[0].RequiredClusterSelector.LabelSelector.MatchLabels["env"]; got != "staging" {
+			return fmt.Errorf("env = %q", got)
 		}
 		return nil
 	})
+
+	// numberOfClusters picks the best N candidates: a copy without some candidates could pick
+	// others, so the user's Placement is used as it is and the label has no effect.
+	base = user.DeepCopy()
+	user.Spec.NumberOfClusters = ptr.To[int32](2)
+	if err := k8s.Patch(ctx, user, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "components by the user's Placement, the copy gone", func() error {
+		if e, err := componentsEntry(t, ns, "p"); err != nil || e == nil {
+			return fmt.Errorf("components entry on the user's Placement missing (%v)", err)
+		}
+		if e, _ := componentsEntry(t, ns, derived); e != nil {
+			return fmt.Errorf("components entry on %s still there", derived)
+		}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: derived}, &clusterv1beta1.Placement{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the copy is still there (%v)", err)
+		}
+		if n := getGOC(t, ns, "fleet").Status.ExistingArgoCDClusters; n != 0 {
+			return fmt.Errorf("existingArgoCDClusters = %d", n)
+		}
+		return nil
+	})
+}
+
+// A Placement of the copy's name that the manager did not make is never overwritten.
+func TestComponentsPlacementNameTakenIsReported(t *testing.T) {
+	ctx := context.Background()
+	ns := "optout-taken"
+	createNamespace(t, ns)
+	createManagedClusters(t, "ot-1")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, "ot-1")
+	theirs := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "argocd-components-fleet"},
+		Spec: clusterv1beta1.PlacementSpec{ClusterSets: []string{"theirs"}}}
+	if err := k8s.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	g := conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionFalse, v1alpha1.ReasonAddOnApplyFailed)
+	if c := findCond(g, v1alpha1.ConditionAddOnConfigured); c == nil || !strings.Contains(c.Message, "not overwritten") {
+		t.Errorf("AddOnConfigured does not say why: %+v", c)
+	}
+	got := &clusterv1beta1.Placement{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(theirs), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.ResourceVersion != theirs.ResourceVersion {
+		t.Errorf("their Placement was written")
+	}
 }

@@ -37,7 +37,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(&legacyMigration{r: r}); err != nil {
 		return err
 	}
-	b, err := r.watchClusterOptOuts(mgr, ctrl.NewControllerManagedBy(mgr))
+	b, err := r.watchComponents(mgr, ctrl.NewControllerManagedBy(mgr))
 	if err != nil {
 		return err
 	}

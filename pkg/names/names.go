@@ -32,10 +32,15 @@ func ComponentsTemplateName(goc *v1alpha1.GitOpsCluster) string {
 	return perGitOpsCluster("argocd-components-", goc)
 }
 
-// ExistingArgoCDTemplateName is the deterministic name of a GitOpsCluster's AddOnTemplate for the
-// clusters that keep their own Argo CD, "argocd-existing-<namespace>.<name>", cut like TemplateName.
-func ExistingArgoCDTemplateName(goc *v1alpha1.GitOpsCluster) string {
-	return perGitOpsCluster("argocd-existing-", goc)
+// ComponentsPlacementName is the deterministic name of the Placement (in the GitOpsCluster's
+// namespace) by which the Argo CD components are installed, "argocd-components-<name>", cut
+// like TemplateName.
+func ComponentsPlacementName(goc *v1alpha1.GitOpsCluster) string {
+	name := "argocd-components-" + goc.Name
+	if len(name) <= validation.DNS1123SubdomainMaxLength {
+		return name
+	}
+	return perGitOpsCluster("argocd-components-", goc)
 }
 
 func perGitOpsCluster(prefix string, goc *v1alpha1.GitOpsCluster) string {

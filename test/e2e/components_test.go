@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -23,7 +24,6 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 )
 
@@ -52,7 +52,7 @@ func TestArgoCDComponents(t *testing.T) {
 		t.Skip(skipWhy)
 	}
 	s := env
-	spoke := s.spokes[componentsCluster]
+	c2 := s.spokes[componentsCluster]
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 
@@ -83,7 +83,7 @@ func TestArgoCDComponents(t *testing.T) {
 	start := time.Now()
 	for _, crd := range []string{"applications.argoproj.io", "appprojects.argoproj.io", "applicationsets.argoproj.io"} {
 		s.eventually(t, componentsCluster+": CRD "+crd+" Established", 3*time.Minute, func(ctx context.Context) (bool, string) {
-			return crdEstablished(ctx, spoke, crd)
+			return crdEstablished(ctx, c2, crd)
 		})
 	}
 	t.Logf("%-72s %7s", componentsCluster+": Argo CD CRDs Established after the GitOpsCluster was created", time.Since(start).Round(10*time.Millisecond))
@@ -100,7 +100,7 @@ func TestArgoCDComponents(t *testing.T) {
 	s.eventually(t, componentsCluster+": Argo CD workloads applied and owned by the work", 3*time.Minute, func(ctx context.Context) (bool, string) {
 		var missing []string
 		for _, o := range workloads {
-			if err := spoke.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
+			if err := c2.Get(ctx, client.ObjectKeyFromObject(o), o); err != nil {
 				missing = append(missing, fmt.Sprintf("%T %s: %v", o, o.GetName(), err))
 			} else if !ownedByAppliedManifestWork(o) {
 				missing = append(missing, fmt.Sprintf("%T %s: no AppliedManifestWork owner", o, o.GetName()))
@@ -111,7 +111,7 @@ func TestArgoCDComponents(t *testing.T) {
 	crd := &unstructured.Unstructured{}
 	crd.SetAPIVersion("apiextensions.k8s.io/v1")
 	crd.SetKind("CustomResourceDefinition")
-	if err := spoke.Get(ctx, client.ObjectKey{Name: "applications.argoproj.io"}, crd); err != nil {
+	if err := c2.Get(ctx, client.ObjectKey{Name: "applications.argoproj.io"}, crd); err != nil {
 		t.Fatal(err)
 	}
 	if ownedByAppliedManifestWork(crd) {
@@ -149,7 +149,7 @@ func TestArgoCDComponents(t *testing.T) {
 	}
 	t.Logf("%s: argocd admin redis-initial-password as ServiceAccount %s/argocd-redis: %s", componentsCluster, agentNS, strings.TrimSpace(strings.ReplaceAll(out, "\n", " ")))
 	redis := &corev1.Secret{}
-	if err := spoke.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: addon.RedisSecretName}, redis); err != nil {
+	if err := c2.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: addon.RedisSecretName}, redis); err != nil {
 		t.Fatal(err)
 	}
 	if len(redis.Data[addon.RedisSecretKey]) < 16 {
@@ -162,7 +162,7 @@ func TestArgoCDComponents(t *testing.T) {
 		if err != nil {
 			return false, getState(err, "agent Deployment")
 		}
-		missing := missingReferences(ctx, spoke, d)
+		missing := missingReferences(ctx, c2, d)
 		return len(missing) == 0, "missing: " + strings.Join(missing, ", ")
 	})
 
@@ -196,22 +196,22 @@ func TestArgoCDComponents(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		errs := []error{client.IgnoreNotFound(spoke.Delete(ctx, app)), argo.Stop(),
-			client.IgnoreNotFound(spoke.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: componentsAppNS}}))}
+		errs := []error{client.IgnoreNotFound(c2.Delete(ctx, app)), argo.Stop(),
+			client.IgnoreNotFound(c2.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: componentsAppNS}}))}
 		if err := errors.Join(errs...); err != nil {
 			t.Errorf("cleaning up Argo CD: %v", err)
 		}
 	})
-	if err := spoke.Create(ctx, app); err != nil {
+	if err := c2.Create(ctx, app); err != nil {
 		t.Fatalf("creating the Application: %v", err)
 	}
 	s.eventually(t, componentsCluster+": Application synced by the spoke's application-controller", 3*time.Minute, func(ctx context.Context) (bool, string) {
-		st, err := fleet.GetApplicationState(ctx, spoke, agentNS, componentsApp)
+		st, err := fleet.GetApplicationState(ctx, c2, agentNS, componentsApp)
 		if err != nil {
 			return false, getState(err, "Application")
 		}
 		d := &appsv1.Deployment{}
-		if err := spoke.Get(ctx, client.ObjectKey{Namespace: componentsAppNS, Name: guestbookName}, d); err != nil {
+		if err := c2.Get(ctx, client.ObjectKey{Namespace: componentsAppNS, Name: guestbookName}, d); err != nil {
 			return false, getState(err, "Deployment") + "; Application: " + st.String()
 		}
 		if done, state := checkGuestbook(d, 1, guestbookImg1); !done {
@@ -231,7 +231,7 @@ func (s *suite) removeComponentsGitOpsCluster(t *testing.T, goc *v1alpha1.GitOps
 			t.Errorf("deleting %s: %v", o.GetName(), err)
 		}
 	}
-	spoke := s.spokes[componentsCluster]
+	c2 := s.spokes[componentsCluster]
 	s.eventually(t, componentsCluster+": Argo CD workloads and the agent removed with the GitOpsCluster", 3*time.Minute, func(ctx context.Context) (bool, string) {
 		var left []string
 		for _, o := range []client.Object{
@@ -239,13 +239,13 @@ func (s *suite) removeComponentsGitOpsCluster(t *testing.T, goc *v1alpha1.GitOps
 			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "argocd-repo-server"}},
 			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: addon.AgentName}},
 		} {
-			if err := spoke.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+			if err := c2.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
 				left = append(left, o.GetName())
 			}
 		}
 		return len(left) == 0, "still there: " + strings.Join(left, ", ")
 	})
-	if ok, state := crdEstablished(ctx, spoke, "applications.argoproj.io"); !ok {
+	if ok, state := crdEstablished(ctx, c2, "applications.argoproj.io"); !ok {
 		t.Errorf("%s: the Application CRD should stay after the addon is removed: %s", componentsCluster, state)
 	}
 }
@@ -335,8 +335,9 @@ func keys[V any](m map[string]V) map[string]bool {
 // TestArgoCDComponentsClusterLabel: cluster1 already runs its own Argo CD in the agent namespace
 // (its argocd-cm stands for it) and its ManagedCluster is labelled
 // argocd-components=Existing before a GitOpsCluster that installs the components selects it.
-// OCM installs the agent there, and, through the override on the components
-// ManagedClusterAddOn, nothing of Argo CD's: the user's argocd-cm is never taken over, changed or
+// OCM installs the agent there, and, through the
+// components' Placement, which leaves labelled clusters out, nothing of Argo CD's: OCM never makes
+// the components' ManagedClusterAddOn there, the user's argocd-cm is never taken over, changed or
 // deleted, no repo-server appears, and after the GitOpsCluster goes the user's objects remain.
 func TestArgoCDComponentsClusterLabel(t *testing.T) {
 	if env == nil {
@@ -415,18 +416,36 @@ func TestArgoCDComponentsClusterLabel(t *testing.T) {
 		if !apierrors.IsNotFound(err) {
 			return "a repo-server Deployment was applied: " + getState(err, "Deployment")
 		}
+		err = s.hub.Get(ctx, client.ObjectKey{Namespace: cluster, Name: addonName + "-argocd"}, &addonv1alpha1.ManagedClusterAddOn{})
+		if !apierrors.IsNotFound(err) {
+			return "OCM made the components' ManagedClusterAddOn: " + getState(err, "ManagedClusterAddOn")
+		}
 		return ""
 	}
 	var broken string
-	s.eventually(t, cluster+": agent installed, the components addon applied its no-Argo-CD template", 3*time.Minute, func(ctx context.Context) (bool, string) {
+	componentsPlacement := "argocd-components-" + name
+	s.eventually(t, cluster+": agent installed; the components' Placement decided without it", 3*time.Minute, func(ctx context.Context) (bool, string) {
 		if b := untouched(ctx); b != "" && broken == "" {
 			broken = b
 		}
 		if _, err := s.agentDeployment(ctx, cluster); err != nil {
 			return false, getState(err, "agent Deployment")
 		}
-		err := c1.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: spoke.ExistingArgoCDConfigMapName}, &corev1.ConfigMap{})
-		return err == nil, getState(err, "ConfigMap "+spoke.ExistingArgoCDConfigMapName)
+		list := &clusterv1beta1.PlacementDecisionList{}
+		if err := s.hub.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{clusterv1beta1.PlacementLabel: componentsPlacement}); err != nil {
+			return false, err.Error()
+		}
+		if len(list.Items) == 0 {
+			return false, "no PlacementDecision of " + componentsPlacement + " yet"
+		}
+		for _, d := range list.Items {
+			for _, c := range d.Status.Decisions {
+				if c.ClusterName == cluster {
+					broken = componentsPlacement + " selects " + cluster
+				}
+			}
+		}
+		return true, ""
 	})
 	// Some more time for a late apply to show.
 	deadline := time.Now().Add(10 * time.Second)

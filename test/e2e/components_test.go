@@ -371,6 +371,11 @@ func TestArgoCDComponentsClusterLabel(t *testing.T) {
 		t.Fatal(err)
 	}
 	userCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "argocd-cm"}, Data: map[string]string{"installed-by": "the cluster's own admin"}}
+	// An earlier scenario's Argo CD may have left its argocd-cm in this namespace: the user's
+	// replaces it.
+	if err := client.IgnoreNotFound(c1.Delete(ctx, userCM.DeepCopy())); err != nil {
+		t.Fatal(err)
+	}
 	if err := c1.Create(ctx, userCM); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/cmp"
 )
@@ -61,6 +62,36 @@ objects without one). Flags override them.`,
 		},
 	}
 	config.Flags().StringVar(&binary, "binary", "/argocd-agent-addon", "Path of this executable in the sidecar image.")
-	c.AddCommand(generate, config)
+	var side cmp.Sidecar
+	var remove bool
+	var kubeconfig string
+	sidecar := &cobra.Command{
+		Use:   "install-sidecar",
+		Short: "Add the plugin sidecar to Argo CD's repo-server Deployment (or, with --remove, take it out)",
+		Long: `Adds one container (this image running Argo CD's argocd-cmp-server with the plugin.yaml of
+--config-map) and its two volumes to the repo-server Deployment, by server-side apply with its
+own field manager: the rest of the Deployment stays its owner's, a second run changes nothing,
+and --remove takes back exactly what was added. The chart runs it as a Helm hook.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := restConfig(kubeconfig)
+			if err != nil {
+				return err
+			}
+			dyn, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			return side.Apply(c.Context(), dyn, !remove)
+		},
+	}
+	sf := sidecar.Flags()
+	sf.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses $KUBECONFIG or the in-cluster config.")
+	sf.StringVar(&side.Namespace, "namespace", "argocd", "Argo CD's namespace.")
+	sf.StringVar(&side.Deployment, "deployment", "argocd-repo-server", "The repo-server Deployment.")
+	sf.StringVar(&side.Image, "image", "", "This project's image, run as the sidecar.")
+	sf.StringVar(&side.ConfigMap, "config-map", "", "The ConfigMap holding plugin.yaml.")
+	sf.BoolVar(&remove, "remove", false, "Take the sidecar out again.")
+	c.AddCommand(generate, config, sidecar)
 	return c
 }

@@ -2,10 +2,14 @@ package chart
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -13,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/cmd"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/cmp"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -169,5 +174,94 @@ func TestRenderCMPPlugin(t *testing.T) {
 	if plugin.APIVersion != "argoproj.io/v1alpha1" || plugin.Kind != "ConfigManagementPlugin" || plugin.Metadata.Name+"-"+plugin.Spec.Version != cmp.PluginName+"-"+cmp.PluginVersion ||
 		strings.Join(plugin.Spec.Generate.Command, " ") != "/argocd-agent-addon cmp generate" {
 		t.Fatalf("plugin = %+v", plugin)
+	}
+}
+
+// TestRenderCMPSidecarHooks: with cmp.sidecar.install the chart adds Helm hooks that put the
+// plugin sidecar into the repo-server after install and upgrade and take it out before
+// uninstall, with rights on that one Deployment only, and arguments the binary accepts.
+func TestRenderCMPSidecarHooks(t *testing.T) {
+	hooks := func(vals map[string]any) (*release.Release, []*unstructured.Unstructured) {
+		t.Helper()
+		install := action.NewInstall(&action.Configuration{})
+		install.DryRun, install.ClientOnly, install.Replace = true, true, true
+		install.ReleaseName, install.Namespace = releaseName, releaseNS
+		install.KubeVersion = &chartutil.KubeVersion{Version: "v1.36.0", Major: "1", Minor: "36"}
+		rel, err := install.Run(loadChart(t), vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []*unstructured.Unstructured
+		for _, h := range rel.Hooks {
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(h.Manifest), &u.Object); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, u)
+		}
+		return rel, out
+	}
+	if _, got := hooks(map[string]any{"cmp": map[string]any{"enabled": true}}); len(got) != 0 {
+		t.Fatalf("hooks rendered without cmp.sidecar.install: %v", got)
+	}
+	vals := map[string]any{"cmp": map[string]any{"enabled": true, "sidecar": map[string]any{"install": true}}, "argoCD": map[string]any{"namespace": "gitops"}}
+	_, jobs := hooks(vals)
+	objs, err := render(t, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := find(objs, "Role", releaseName+"-cmp-sidecar")
+	if role == nil || role.GetNamespace() != "gitops" {
+		t.Fatalf("no Role for the sidecar hooks in the Argo CD namespace: %v", role)
+	}
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	if len(rules) != 1 {
+		t.Fatalf("sidecar Role rules: %v", rules)
+	}
+	rule := rules[0].(map[string]any)
+	if fmt.Sprint(rule["resources"]) != "[deployments]" || fmt.Sprint(rule["resourceNames"]) != "[argocd-repo-server]" || fmt.Sprint(rule["verbs"]) != "[get patch]" {
+		t.Errorf("sidecar Role rule: %v", rule)
+	}
+	if find(objs, "RoleBinding", releaseName+"-cmp-sidecar") == nil || find(objs, "ServiceAccount", releaseName+"-cmp-sidecar") == nil {
+		t.Error("no RoleBinding or ServiceAccount for the sidecar hooks")
+	}
+	byName := map[string]*unstructured.Unstructured{}
+	for _, j := range jobs {
+		byName[j.GetName()] = j
+	}
+	for name, want := range map[string]struct {
+		events string
+		remove bool
+	}{
+		releaseName + "-cmp-sidecar-install": {"post-install,post-upgrade", false},
+		releaseName + "-cmp-sidecar-remove":  {"pre-delete", true},
+	} {
+		j := byName[name]
+		if j == nil || j.GetKind() != "Job" || j.GetNamespace() != "gitops" {
+			t.Fatalf("hook Job %s: %v", name, j)
+		}
+		if got := j.GetAnnotations()["helm.sh/hook"]; got != want.events {
+			t.Errorf("%s runs on %q, want %q", name, got, want.events)
+		}
+		containers, _, _ := unstructured.NestedSlice(j.Object, "spec", "template", "spec", "containers")
+		args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		joined := strings.Join(args, " ")
+		for _, w := range []string{"cmp install-sidecar", "--namespace=gitops", "--deployment=argocd-repo-server", "--config-map=" + releaseName + "-cmp-plugin", "--image="} {
+			if !strings.Contains(joined, w) {
+				t.Errorf("%s args %q lack %q", name, joined, w)
+			}
+		}
+		if strings.Contains(joined, "--remove") != want.remove {
+			t.Errorf("%s args %q: --remove should be %v", name, joined, want.remove)
+		}
+		// The binary accepts exactly these arguments.
+		root := cmd.NewRootCommand()
+		c, rest, err := root.Find(args)
+		if err != nil || c.Name() != "install-sidecar" {
+			t.Fatalf("%s: %v finds %v (%v)", name, args, c, err)
+		}
+		if err := c.ParseFlags(rest); err != nil {
+			t.Errorf("%s: the binary refuses %v: %v", name, args, err)
+		}
 	}
 }

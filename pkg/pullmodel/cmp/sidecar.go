@@ -57,7 +57,7 @@ func (s Sidecar) sidecarApply(install bool) *unstructured.Unstructured {
 			"command": []any{"/var/run/argocd/argocd-cmp-server"},
 			"securityContext": map[string]any{
 				"runAsNonRoot": true, "runAsUser": int64(999), "allowPrivilegeEscalation": false,
-				"capabilities": map[string]any{"drop": []any{"ALL"}},
+				"capabilities":   map[string]any{"drop": []any{"ALL"}},
 				"seccompProfile": map[string]any{"type": "RuntimeDefault"},
 			},
 			"volumeMounts": []any{

@@ -476,9 +476,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, goc *v1alpha1.GitOpsCluste
 	}
 	updated := goc.DeepCopy()
 	updated.Status = *status
-	// A merge patch carries the whole computed status without a resourceVersion precondition:
-	// the status is derived from the world, so the newest computation may simply win.
-	return r.Client.Status().Patch(ctx, updated, client.MergeFrom(goc))
+	// A merge patch carries only what differs from the copy read, so a field emptied since is
+	// not cleared when that copy is older than the server's (a cache that has not seen the
+	// last write): the patch is conditional on the version read, and a stale read retries.
+	return r.Client.Status().Patch(ctx, updated, client.MergeFromWithOptions(goc, client.MergeFromWithOptimisticLock{}))
 }
 
 func (r *Reconciler) event(goc *v1alpha1.GitOpsCluster, eventType, reason, action, note string, args ...any) {

@@ -17,3 +17,8 @@ func AddFinalizer(ctx context.Context, c client.Client, goc *v1alpha1.GitOpsClus
 func RemoveFinalizer(ctx context.Context, c client.Client, goc *v1alpha1.GitOpsCluster) error {
 	return patchFinalizer(ctx, c, goc, controllerutil.RemoveFinalizer)
 }
+
+// WriteStatus is the reconciler's status write.
+func WriteStatus(ctx context.Context, c client.Client, goc *v1alpha1.GitOpsCluster, status *v1alpha1.GitOpsClusterStatus) error {
+	return (&Reconciler{Client: c}).writeStatus(ctx, goc, status)
+}

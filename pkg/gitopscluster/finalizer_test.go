@@ -66,3 +66,35 @@ func TestFinalizerPatchesKeepAnotherControllersFinalizer(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusWrittenFromAStaleReadIsRetried: the status is written as a merge patch against the
+// copy read; from a copy older than the server's, a list emptied since would stay on the
+// server. The write is refused instead, and the reconcile retried.
+func TestStatusWrittenFromAStaleReadIsRetried(t *testing.T) {
+	ctx := context.Background()
+	ns := "stale-status"
+	createNamespace(t, ns)
+	stopManager()
+	defer startManager()
+
+	g := createGitOpsCluster(t, ns, "fleet", "p")
+	stale := g.DeepCopy()
+	// A write the stale copy has not seen: two clusters unavailable.
+	g.Status.SelectedClusters = 2
+	g.Status.UnavailableClusters = []v1alpha1.ClusterAgentState{{Name: "a", Reason: "AddOnNotInstalled"}, {Name: "b", Reason: "AddOnNotInstalled"}}
+	if err := k8s.Status().Update(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	// Now every agent is available: the new status has no unavailable clusters.
+	want := &v1alpha1.GitOpsClusterStatus{SelectedClusters: 2, AvailableAgents: 2}
+	err := gitopscluster.WriteStatus(ctx, k8s, stale, want)
+	if !apierrors.IsConflict(err) {
+		t.Errorf("status written from a stale read: got %v, want a conflict", err)
+	}
+	if err := gitopscluster.WriteStatus(ctx, k8s, getGOC(t, ns, "fleet"), want); err != nil {
+		t.Fatal(err)
+	}
+	if got := getGOC(t, ns, "fleet").Status; got.AvailableAgents != 2 || len(got.UnavailableClusters) != 0 {
+		t.Errorf("status after the retry: available %d, unavailable %v", got.AvailableAgents, got.UnavailableClusters)
+	}
+}

@@ -165,9 +165,18 @@ func (s Store) Record(ctx context.Context, cluster string, owner Owner, cert *x5
 		if !changed {
 			return nil
 		}
-		return s.Client.Update(ctx, cm)
+		if err := s.Client.Update(ctx, cm); apierrors.IsNotFound(err) {
+			// A revocation deleted the ledger since it was read: read again and create it.
+			return errLedgerGone
+		} else if err != nil {
+			return err
+		}
+		return nil
 	})
 }
+
+// errLedgerGone makes writeRetry read a ledger again that was deleted under an update.
+var errLedgerGone = errors.New("the ledger was deleted while it was being updated")
 
 // Merge adds entries (already recorded elsewhere, e.g. by an older layout) to cluster's ledger.
 func (s Store) Merge(ctx context.Context, cluster string, owner Owner, entries Entries, now time.Time) error {
@@ -571,7 +580,7 @@ var conflictBackoff = wait.Backoff{Steps: 30, Duration: 10 * time.Millisecond, F
 // writeRetry retries a read-modify-write on a conflict, or when a Create raced with another.
 func writeRetry(fn func() error) error {
 	return retry.OnError(conflictBackoff, func(err error) bool {
-		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || errors.Is(err, errLedgerGone)
 	}, fn)
 }
 

@@ -16,8 +16,10 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -71,6 +73,24 @@ func Objects(mode string) ([]*unstructured.Unstructured, error) {
 	if mode != addon.ModeManaged && mode != addon.ModeAutonomous {
 		return nil, fmt.Errorf("agent mode %q is invalid: must be %q or %q", mode, addon.ModeManaged, addon.ModeAutonomous)
 	}
+	all, err := upstreamObjects()
+	if err != nil {
+		return nil, err
+	}
+	objs := make([]*unstructured.Unstructured, 0, len(all))
+	for _, o := range all {
+		if mode == addon.ModeManaged && isAppSet(o) {
+			continue
+		}
+		objs = append(objs, o.DeepCopy())
+	}
+	return objs, nil
+}
+
+// upstreamObjects decodes the embedded manifests once: they never change in a running binary,
+// and decoding half a megabyte of JSON on every reconcile was most of an idle reconcile's cost.
+// Callers copy before they change anything.
+var upstreamObjects = sync.OnceValues(func() ([]*unstructured.Unstructured, error) {
 	paths, err := fs.Glob(upstreamFS, "upstream/*.json")
 	if err != nil {
 		return nil, err
@@ -85,14 +105,11 @@ func Objects(mode string) ([]*unstructured.Unstructured, error) {
 		if err := o.UnmarshalJSON(raw); err != nil {
 			return nil, fmt.Errorf("%s: %w", path.Base(p), err)
 		}
-		if mode == addon.ModeManaged && isAppSet(o) {
-			continue
-		}
 		objs = append(objs, o)
 	}
 	sort.SliceStable(objs, func(i, j int) bool { return kindOrder(objs[i].GetKind()) < kindOrder(objs[j].GetKind()) })
 	return objs, nil
-}
+})
 
 func isAppSet(o *unstructured.Unstructured) bool {
 	if o.GetKind() == "CustomResourceDefinition" {
@@ -112,8 +129,10 @@ func kindOrder(kind string) int {
 }
 
 // UpstreamImages reads the images the embedded manifests run.
-func UpstreamImages() (Images, error) {
-	objs, err := Objects(addon.ModeAutonomous)
+func UpstreamImages() (Images, error) { return upstreamImages() }
+
+var upstreamImages = sync.OnceValues(func() (Images, error) {
+	objs, err := upstreamObjects()
 	if err != nil {
 		return Images{}, err
 	}
@@ -138,7 +157,7 @@ func UpstreamImages() (Images, error) {
 		return Images{}, fmt.Errorf("the manifests name no Argo CD or no redis image (%+v)", imgs)
 	}
 	return imgs, nil
-}
+})
 
 func isArgoCDImage(image string) bool {
 	repo, _, _ := strings.Cut(image, ":")
@@ -166,22 +185,9 @@ func BuildAddOnTemplate(in Input) (*addonv1alpha1.AddOnTemplate, error) {
 			return nil, fmt.Errorf("image pull secret name %q is invalid: %s", s, strings.Join(errs, "; "))
 		}
 	}
-	objs, err := Objects(in.Mode)
+	manifests, err := renderedManifests(in)
 	if err != nil {
 		return nil, err
-	}
-	objs = append(objs, agentToRedisPolicy())
-	manifests := make([]workv1.Manifest, 0, len(objs))
-	for _, o := range objs {
-		if err := adapt(o, in); err != nil {
-			return nil, fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
-		}
-		raw, err := compactJSON(o.Object)
-		if err != nil {
-			return nil, err
-		}
-		manifests = append(manifests, workv1.Manifest{})
-		manifests[len(manifests)-1].Raw = raw
 	}
 	t := &addonv1alpha1.AddOnTemplate{}
 	t.APIVersion = addonv1alpha1.GroupVersion.String()
@@ -191,6 +197,47 @@ func BuildAddOnTemplate(in Input) (*addonv1alpha1.AddOnTemplate, error) {
 	t.Spec.AddonName = in.AddonName
 	t.Spec.AgentSpec.Workload.Manifests = manifests
 	return t, nil
+}
+
+// renderKey is what the rendered manifests depend on: not the template's name.
+type renderKey struct {
+	addonName, mode, pullSecrets string
+}
+
+// rendered holds the manifests rendered per renderKey. A hub has one or two keys (the modes its
+// GitOpsClusters use), and rendering half a megabyte of JSON on every reconcile of every
+// GitOpsCluster was the largest cost of a reconcile that changes nothing.
+var rendered sync.Map
+
+// renderedManifests returns fresh copies of the manifests for in, rendering them once per key.
+func renderedManifests(in Input) ([]workv1.Manifest, error) {
+	key := renderKey{addonName: in.AddonName, mode: in.Mode, pullSecrets: strings.Join(in.ImagePullSecrets, ",")}
+	cached, ok := rendered.Load(key)
+	if !ok {
+		objs, err := Objects(in.Mode)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, agentToRedisPolicy())
+		raws := make([][]byte, 0, len(objs))
+		for _, o := range objs {
+			if err := adapt(o, in); err != nil {
+				return nil, fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
+			}
+			raw, err := compactJSON(o.Object)
+			if err != nil {
+				return nil, err
+			}
+			raws = append(raws, raw)
+		}
+		cached, _ = rendered.LoadOrStore(key, raws)
+	}
+	raws := cached.([][]byte)
+	manifests := make([]workv1.Manifest, len(raws))
+	for i, raw := range raws {
+		manifests[i].Raw = slices.Clone(raw)
+	}
+	return manifests, nil
 }
 
 // AgentRedisPolicyName names the NetworkPolicy that lets the agent reach redis.

@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -91,11 +92,28 @@ func reportManagerErrors(path string) {
 		fmt.Println("         manager errors: 0")
 		return
 	}
-	first := lines[0]
-	if len(first) > 300 {
-		first = first[:300]
+	// Distinct errors, by controller and message: a conflict retried is not a failure, but it
+	// shows as one here, and a reader must see which it was.
+	seen := map[string]int{}
+	var order []string
+	for _, l := range lines {
+		var e struct{ Controller, Msg, Error string }
+		if json.Unmarshal([]byte(l), &e) != nil {
+			e.Msg = l
+		}
+		k := strings.TrimSpace(e.Controller + " " + e.Msg + ": " + e.Error)
+		if len(k) > 240 {
+			k = k[:240]
+		}
+		if seen[k] == 0 {
+			order = append(order, k)
+		}
+		seen[k]++
 	}
-	fmt.Printf("         manager errors: %d log lines, the first: %s\n", len(lines), first)
+	fmt.Printf("         manager errors: %d log lines\n", len(lines))
+	for _, k := range order[:min(len(order), 3)] {
+		fmt.Printf("           %dx %s\n", seen[k], k)
+	}
 }
 
 type stringList []string

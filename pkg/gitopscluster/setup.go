@@ -3,12 +3,14 @@ package gitopscluster
 import (
 	"context"
 	"reflect"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -54,7 +56,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(r.pkiOrOwnedSecrets(), clusterlabels.IgnoreCopyOnlyUpdates())).
 		// Ledgers and the revocation record: a certificate recorded for a cluster that is not
 		// (or no longer) owned on its principal is revoked on the next pass.
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		Watches(&corev1.ConfigMap{}, recordsChanged(r.forSecret), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[ledger.LabelRecord] != ""
 		}))).
 		Watches(&addonv1alpha1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forAll),
@@ -148,6 +150,43 @@ func (r *Reconciler) forManagedClusterAddOn(ctx context.Context, o client.Object
 		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name}})
 	}
 	return out
+}
+
+// ledgerSettle is how long ledger changes gather before they wake the GitOpsCluster. The signer
+// writes a ledger for every certificate it issues, so in a renewal wave of thousands every
+// ledger waking a pass over the whole fleet kept one reconcile running for the whole wave,
+// taking the CPU the signer and the API server need. What a ledger change asks of the pass
+// (revoking a certificate recorded for a cluster that lost its right, which the signer never
+// publishes) can wait that long.
+const ledgerSettle = 5 * time.Second
+
+// recordsChanged enqueues the GitOpsClusters of a changed ledger after ledgerSettle, so that a
+// wave of ledger writes costs one pass per ledgerSettle, and those of a changed revocation
+// record at once.
+func recordsChanged(toRequests handler.MapFunc) handler.EventHandler {
+	add := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range toRequests(ctx, o) {
+			if o.GetLabels()[ledger.LabelRecord] == ledger.RecordLedger {
+				q.AddAfter(req, ledgerSettle)
+			} else {
+				q.Add(req)
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.ObjectNew, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, q)
+		},
+	}
 }
 
 func forOwnerLabels(_ context.Context, o client.Object) []reconcile.Request {

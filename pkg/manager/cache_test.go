@@ -1,11 +1,16 @@
 package manager_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"slices"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -17,6 +22,8 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -54,6 +61,11 @@ func TestCacheHoldsOnlyWhatTheControllersRead(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// CSRs: this signer's only; a finished one without its request and certificate.
+	pending := agentCSR(ctx, t, c, opts.Fleet.SignerName, false)
+	issued := agentCSR(ctx, t, c, opts.Fleet.SignerName, true)
+	foreign := agentCSR(ctx, t, c, "example.com/other", false)
+
 	for name, managed := range map[string][]string{"no managed namespaces": nil, "managed namespace argocd": {"argocd"}} {
 		t.Run(name, func(t *testing.T) {
 			o := opts
@@ -71,7 +83,7 @@ func TestCacheHoldsOnlyWhatTheControllersRead(t *testing.T) {
 				t.Fatal("cache did not start")
 			}
 			// Informers start on first use; read once of each kind before waiting.
-			for _, l := range []client.ObjectList{&corev1.SecretList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}, &clusterv1.ManagedClusterList{}} {
+			for _, l := range []client.ObjectList{&corev1.SecretList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}, &clusterv1.ManagedClusterList{}, &certificatesv1.CertificateSigningRequestList{}} {
 				if err := cc.List(ctx, l); err != nil {
 					t.Fatal(err)
 				}
@@ -113,8 +125,63 @@ func TestCacheHoldsOnlyWhatTheControllersRead(t *testing.T) {
 				t.Errorf("cached ManagedCluster keeps what nothing reads: %d client configs, capacity %v, %d managed fields",
 					len(got.Spec.ManagedClusterClientConfigs), got.Status.Capacity, len(got.ManagedFields))
 			}
+			if cached(&certificatesv1.CertificateSigningRequest{}, "", foreign.Name) {
+				t.Error("another signer's CSR is cached")
+			}
+			open := &certificatesv1.CertificateSigningRequest{}
+			if err := cc.Get(ctx, types.NamespacedName{Name: pending.Name}, open); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(open.Spec.Request, pending.Spec.Request) || !slices.Equal(open.Spec.Groups, pending.Spec.Groups) {
+				t.Error("an open CSR lost its request or its requester's groups in the cache")
+			}
+			done := &certificatesv1.CertificateSigningRequest{}
+			if err := cc.Get(ctx, types.NamespacedName{Name: issued.Name}, done); err != nil {
+				t.Fatal(err)
+			}
+			if !signer.IsFinal(done) {
+				t.Error("an issued CSR no longer reads as issued in the cache")
+			}
+			if len(done.Spec.Request) != 0 || len(done.Spec.Groups) != 0 || len(done.Status.Certificate) > 1 {
+				t.Errorf("an issued CSR keeps what nothing reads: request %d bytes, %d groups, certificate %d bytes",
+					len(done.Spec.Request), len(done.Spec.Groups), len(done.Status.Certificate))
+			}
 		})
 	}
+}
+
+// agentCSR creates an agent's CSR for signerName, approved and issued when issued is set.
+func agentCSR(ctx context.Context, t *testing.T, c client.Client, signerName string, issued bool) *certificatesv1.CertificateSigningRequest {
+	t.Helper()
+	csr, err := testenv.AgentCSR("cluster-a", "cluster-a", "argocd-agent-addon", signerName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr.Spec.Username, csr.Spec.Groups = "agent", []string{"system:authenticated"}
+	mustCreate(t, c, csr)
+	if !issued {
+		return csr
+	}
+	csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Test"}}
+	if err := c.SubResource("approval").Update(ctx, csr); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.NewCA("test", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(csr.Spec.Request)
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if csr.Status.Certificate, _, err = ca.SignClientCertificate(req.PublicKey, req.Subject, req.DNSNames, time.Hour, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Status().Update(ctx, csr); err != nil {
+		t.Fatal(err)
+	}
+	return csr
 }
 
 func mustCreate(t *testing.T, c client.Client, obj client.Object) {

@@ -243,7 +243,7 @@ func CacheOptions(opts Options) cache.Options {
 	keepAll := func(o any) (any, error) { return o, nil }
 	byName := func(name string) fields.Selector { return fields.OneTermEqualSelector("metadata.name", name) }
 	byObject := map[client.Object]cache.ByObject{
-		&certificatesv1.CertificateSigningRequest{}: {Field: fields.OneTermEqualSelector("spec.signerName", opts.Fleet.SignerName)},
+		&certificatesv1.CertificateSigningRequest{}: {Field: fields.OneTermEqualSelector("spec.signerName", opts.Fleet.SignerName), Transform: TrimCertificateSigningRequest},
 		// Only this addon's ManagedClusterAddOns: a hub carries one per addon per cluster.
 		&addonv1alpha1.ManagedClusterAddOn{}: {Field: byName(opts.Fleet.AddonName)},
 		// The reconciler tells its own server-side-apply entry by the CMA's managed fields. All
@@ -297,6 +297,31 @@ func TrimManagedCluster(o any) (any, error) {
 	mc.Status = clusterv1.ManagedClusterStatus{Conditions: mc.Status.Conditions}
 	return mc, nil
 }
+
+// TrimCertificateSigningRequest drops from a CSR the signer is done with (issued, denied or
+// failed) what only an open request needs: the request, the requester's groups and extra, and
+// the issued certificate, which is kept as a one-byte stand-in so that the CSR still reads as
+// issued. After a renewal wave the cache holds one finished CSR per cluster until
+// kube-controller-manager's cleaner deletes it an hour later, and those fields were most of
+// their size. Objects from this cache are never written back once final.
+func TrimCertificateSigningRequest(o any) (any, error) {
+	csr, ok := o.(*certificatesv1.CertificateSigningRequest)
+	if !ok {
+		return o, nil
+	}
+	csr.ManagedFields = nil
+	if !signer.IsFinal(csr) {
+		return csr, nil
+	}
+	csr.Spec.Request, csr.Spec.Groups, csr.Spec.Extra = nil, nil, nil
+	if len(csr.Status.Certificate) > 0 {
+		csr.Status.Certificate = issuedStandIn
+	}
+	return csr, nil
+}
+
+// issuedStandIn replaces an issued certificate in the cache; shared, since nothing reads it.
+var issuedStandIn = []byte{'-'}
 
 // ControllerOptions are the controller-runtime manager options the binary runs with; tests
 // build their managers from them too, so they see the cache a user runs.

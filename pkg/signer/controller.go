@@ -185,12 +185,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // pending passes the CSRs of this signer that are not final yet.
 func (r *Reconciler) pending(o client.Object) bool {
 	csr, ok := o.(*certificatesv1.CertificateSigningRequest)
-	return ok && csr.Spec.SignerName == r.Config.SignerName && !isFinal(csr)
+	return ok && csr.Spec.SignerName == r.Config.SignerName && !IsFinal(csr)
 }
 
-// isFinal: a certificate was issued, or the CSR was denied or failed. Nothing changes a final
+// IsFinal: a certificate was issued, or the CSR was denied or failed. Nothing changes a final
 // CSR, so it is never looked at again.
-func isFinal(csr *certificatesv1.CertificateSigningRequest) bool {
+func IsFinal(csr *certificatesv1.CertificateSigningRequest) bool {
 	if len(csr.Status.Certificate) > 0 {
 		return true
 	}
@@ -238,7 +238,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, csr); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if csr.Spec.SignerName != r.Config.SignerName || isFinal(csr) || !csr.DeletionTimestamp.IsZero() {
+	if csr.Spec.SignerName != r.Config.SignerName || IsFinal(csr) || !csr.DeletionTimestamp.IsZero() {
 		r.finished.forget(csr.UID)
 		return ctrl.Result{}, nil
 	}
@@ -271,8 +271,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // not show yet. Entries leave when the cache shows them final, or after finishedTTL (a CSR
 // deleted before that is never reconciled again).
 type finishedSet struct {
-	mu   sync.Mutex
-	uids map[types.UID]time.Time
+	mu        sync.Mutex
+	uids      map[types.UID]time.Time
+	lastPrune time.Time
 }
 
 const finishedTTL = 10 * time.Minute
@@ -284,13 +285,22 @@ func (f *finishedSet) add(uid types.UID, now time.Time) {
 		f.uids = map[types.UID]time.Time{}
 	}
 	f.uids[uid] = now
-	if len(f.uids)%1024 == 0 {
-		for u, t := range f.uids {
-			if now.Sub(t) > finishedTTL {
-				delete(f.uids, u)
-			}
+	// A walk over the set at most once a minute: a renewal wave adds thousands in seconds.
+	if now.Sub(f.lastPrune) < finishedTTL/10 {
+		return
+	}
+	f.lastPrune = now
+	for u, t := range f.uids {
+		if now.Sub(t) > finishedTTL {
+			delete(f.uids, u)
 		}
 	}
+}
+
+func (f *finishedSet) len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.uids)
 }
 
 func (f *finishedSet) has(uid types.UID) bool {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	ledgerpkg "github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
@@ -717,5 +718,60 @@ func TestSignedCSRSeenStaleIsLeftAlone(t *testing.T) {
 	after := ledger()
 	if _, ok := after[pki.Fingerprint(cert)]; !ok || len(after) != before+1 {
 		t.Errorf("ledger went from %d to %d entries: want one more, the published certificate %s", before, len(after), pki.Fingerprint(cert))
+	}
+}
+
+// TestOneCSRCostsFiveAPICalls counts what signing one agent CSR asks of the API server: the
+// approval, the ledger record and the certificate (3 writes), and the live re-check of the
+// owner and of the cluster's decision page after recording (2 reads). Everything else comes
+// from the cache; a renewal wave of N clusters costs 5N calls, not O(N) each. The hub CA is the
+// manager's own here (labelled, so cached); a CA a user put in place outside the managed
+// namespaces costs a sixth call, a live read.
+func TestOneCSRCostsFiveAPICalls(t *testing.T) {
+	h := hub(t)
+	keys(t)
+	ctx := context.Background()
+	caKey := types.NamespacedName{Namespace: principalNS, Name: names.CASecretName}
+	setOurs := func(ours bool) {
+		t.Helper()
+		s := &corev1.Secret{}
+		if err := h.admin.Get(ctx, caKey, s); err != nil {
+			t.Fatal(err)
+		}
+		if ours {
+			metav1.SetMetaDataLabel(&s.ObjectMeta, v1alpha1.LabelManagedBy, v1alpha1.ManagedByValue)
+		} else {
+			delete(s.Labels, v1alpha1.LabelManagedBy)
+		}
+		if err := h.admin.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setOurs(true)
+	t.Cleanup(func() { setOurs(false) })
+	eventually(t, "the CA secret is cached", func() error {
+		return h.mgr.GetCache().Get(ctx, caKey, &corev1.Secret{})
+	})
+	// Let earlier tests' trailing work settle, then count from here.
+	time.Sleep(time.Second)
+	h.calls.take()
+	csr := h.createCSR(t, agentOf("cluster2"), csrObject("cluster2", signerName, requestPEM(t, p256, agentRequest("cluster2"))))
+	h.waitSigned(t, csr.Name)
+	time.Sleep(time.Second)
+	calls := h.calls.take()
+	want := []string{
+		"PUT /apis/certificates.k8s.io/v1/certificatesigningrequests/" + csr.Name + "/approval",
+		"/api/v1/namespaces/" + principalNS + "/configmaps", // the ledger: created or updated
+		"GET /apis/" + v1alpha1.GroupVersion.Group + "/v1alpha1/namespaces/gitops/gitopsclusters/fleet",
+		"GET /apis/cluster.open-cluster-management.io/v1beta1/namespaces/gitops/placementdecisions/",
+		"PUT /apis/certificates.k8s.io/v1/certificatesigningrequests/" + csr.Name + "/status",
+	}
+	if len(calls) != len(want) {
+		t.Fatalf("signing one CSR made %d API calls, want %d: %q", len(calls), len(want), calls)
+	}
+	for i, w := range want {
+		if !strings.Contains(calls[i], w) {
+			t.Errorf("call %d is %q, want one on %q", i+1, calls[i], w)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
 	"testing"
@@ -68,7 +69,38 @@ type hubFixture struct {
 	stop func()
 	// ca signs for the GitOpsClusters whose principal namespace is principalNS.
 	ca *pki.KeyPair
+	// calls records the manager's API requests other than watches, as "METHOD path".
+	calls callLog
 }
+
+type callLog struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (l *callLog) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Query().Get("watch") != "true" {
+			l.mu.Lock()
+			l.calls = append(l.calls, req.Method+" "+req.URL.Path)
+			l.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// take returns the requests recorded since the last take.
+func (l *callLog) take() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := l.calls
+	l.calls = nil
+	return out
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 var (
 	hubOnce sync.Once
@@ -247,7 +279,9 @@ func (h *hubFixture) startSigner() error {
 	mo.Metrics = metricsserver.Options{BindAddress: "0"}
 	mo.HealthProbeBindAddress = "0"
 	mo.LeaderElection = false
-	mgr, err := ctrl.NewManager(h.env.Config, mo)
+	cfg := rest.CopyConfig(h.env.Config)
+	cfg.WrapTransport = h.calls.wrap
+	mgr, err := ctrl.NewManager(cfg, mo)
 	if err != nil {
 		cancel()
 		return err
@@ -256,8 +290,7 @@ func (h *hubFixture) startSigner() error {
 		cancel()
 		return err
 	}
-	cfg := signer.DefaultConfig()
-	h.rec = &signer.Reconciler{Config: cfg}
+	h.rec = &signer.Reconciler{Config: signer.DefaultConfig()}
 	if err := h.rec.SetupWithManager(mgr); err != nil {
 		cancel()
 		return err

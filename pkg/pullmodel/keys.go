@@ -42,9 +42,10 @@ const (
 	// AnnotationApplicationSet ("<namespace>/<name>") on a ManifestWork and a spoke
 	// Application names the ApplicationSet that owns the hub Application.
 	AnnotationApplicationSet = "apps.open-cluster-management.io/hosting-applicationset"
-	// AnnotationOperationBaseline on a ManifestWork carrying a sync operation is the spoke's
-	// last operation start time when the operation was first sent: a later start means the
-	// spoke took it, and the hub's request can be cleared.
+	// AnnotationOperationBaseline on a ManifestWork carrying a sync operation, and on the spoke
+	// Application in it, is the spoke's last operation start time when the operation was first
+	// sent: a later start, finished, means the spoke ran it, and the hub's request can be
+	// cleared. In the payload it makes an equal request sent again a new payload.
 	AnnotationOperationBaseline = "apps.open-cluster-management.io/operation-baseline"
 	// AnnotationRefresh is Argo CD's refresh request on an Application; AnnotationRefreshBaseline
 	// on a ManifestWork carrying one is the spoke's last reconcile time when it was first sent: a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -143,8 +144,8 @@ func TestDestinationAnnotations(t *testing.T) {
 }
 
 // TestOperationReachesSpokeOnce: a sync request on the hub goes into the ManifestWork and is
-// cleared on the hub only once the spoke reports an operation started after it was sent;
-// then the ManifestWork drops it.
+// cleared on the hub only once the spoke reports an operation started after it was sent and
+// finished; then the ManifestWork drops it.
 func TestOperationReachesSpokeOnce(t *testing.T) {
 	createCluster(t, "op1", true)
 	app := newApp("op-guestbook", "op1")
@@ -170,11 +171,19 @@ func TestOperationReachesSpokeOnce(t *testing.T) {
 		t.Fatal("the hub's sync request was cleared before the spoke started an operation")
 	}
 	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Running", "operationStateStartedAt": "2026-01-01T00:05:00Z"})
-	eventually(t, "the hub's sync request cleared, the running operation shown", 10*time.Second, func(ctx context.Context) (bool, string) {
+	eventually(t, "the running operation shown, the hub's sync request kept while it runs", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := getApp(t, app.GetName())
 		_, has := cur.Object["operation"]
 		phase, _, _ := unstructured.NestedString(cur.Object, "status", "operationState", "phase")
-		return !has && phase == "Running", fmt.Sprintf("operation present=%v phase=%s", has, phase)
+		user, _, _ := unstructured.NestedString(cur.Object, "status", "operationState", "operation", "initiatedBy", "username")
+		return has && phase == "Running" && user == "alice", fmt.Sprintf("operation present=%v phase=%s initiated by %q", has, phase, user)
+	})
+	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Failed", "operationStateStartedAt": "2026-01-01T00:05:00Z", "operationStateFinishedAt": "2026-01-01T00:05:03Z"})
+	eventually(t, "the hub's sync request cleared, the finished operation shown", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := getApp(t, app.GetName())
+		_, has := cur.Object["operation"]
+		phase, _, _ := unstructured.NestedString(cur.Object, "status", "operationState", "phase")
+		return !has && phase == "Failed", fmt.Sprintf("operation present=%v phase=%s", has, phase)
 	})
 	eventually(t, "the ManifestWork without the operation", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := &workv1.ManifestWork{}
@@ -262,4 +271,100 @@ func TestRefreshReachesSpokeOnce(t *testing.T) {
 		_, inWork := propagation.Refresh(cur)
 		return !onHub && !inWork, fmt.Sprintf("on hub %v, in work %v", onHub, inWork)
 	})
+}
+
+// rollingSyncOperation is the sync request Argo CD's ApplicationSet RollingSync puts on an
+// Application (progressivesync.syncApplication in v3.6): it carries a number (retry.limit),
+// which the API server returns as an integer and a ManifestWork's payload decodes as a float.
+const rollingSyncOperation = `{"operation":{"initiatedBy":{"username":"applicationset-controller","automated":true},` +
+	`"info":[{"name":"Reason","value":"ApplicationSet RollingSync triggered a sync of this Application resource"}],` +
+	`"sync":{"revision":"abc123","prune":true,"syncOptions":["CreateNamespace=true"]},"retry":{"limit":5}}}`
+
+// TestRollingSyncOperationRoundTrip: RollingSync's sync request stays on the hub while the
+// spoke runs it and is cleared once the spoke has finished it, like Argo CD's own controller
+// does; the ApplicationSet then asks again with the very same request when its step is still
+// Pending (the spoke's start fell within the second of its own transition time), and that
+// request reaches the spoke as a new delivery, even when the clear and the new request come
+// too close together for the ManifestWork to ever be written without an operation.
+func TestRollingSyncOperationRoundTrip(t *testing.T) {
+	createCluster(t, "rs1", true)
+	app := newApp("rs-guestbook", "rs1")
+	create(t, app)
+	app = getApp(t, app.GetName())
+	w := waitWork(t, app, "rs1")
+	setFeedback(t, w, map[string]string{"healthStatus": "Missing", "syncStatus": "OutOfSync", "syncRevision": "abc123", "reconciledAt": "2026-01-01T00:00:00Z"})
+
+	readWork := func(ctx context.Context) *workv1.ManifestWork {
+		cur := &workv1.ManifestWork{}
+		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
+		return cur
+	}
+	patchApp(t, app.GetName(), rollingSyncOperation)
+	var first []byte
+	eventually(t, "the RollingSync request in the ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := readWork(ctx)
+		first = cur.Spec.Workload.Manifests[0].Raw
+		base, ok := cur.Annotations[pullmodel.AnnotationOperationBaseline]
+		return propagation.Operation(cur) != nil && ok && base == "", fmt.Sprintf("operation %v annotations %v", propagation.Operation(cur), cur.Annotations)
+	})
+
+	// Running on the spoke: the request stays on the hub (Argo CD keeps `operation` until the
+	// operation has finished), and the running operation shows.
+	setFeedback(t, w, map[string]string{"healthStatus": "Missing", "syncStatus": "OutOfSync", "syncRevision": "abc123", "reconciledAt": "2026-01-01T00:00:10Z",
+		"operationStatePhase": "Running", "operationStateStartedAt": "2026-01-01T00:00:10Z"})
+	eventually(t, "the running operation shown on the hub", 10*time.Second, func(ctx context.Context) (bool, string) {
+		phase, _, _ := unstructured.NestedString(getApp(t, app.GetName()).Object, "status", "operationState", "phase")
+		return phase == "Running", phase
+	})
+	if _, ok := getApp(t, app.GetName()).Object["operation"]; !ok {
+		t.Fatal("the hub's sync request was cleared while the spoke was still running it")
+	}
+
+	// Finished on the spoke: cleared on the hub, in the same write that shows the finished
+	// operation, and taken out of the ManifestWork.
+	finished := map[string]string{"healthStatus": "Progressing", "syncStatus": "Synced", "syncRevision": "abc123", "reconciledAt": "2026-01-01T00:00:12Z",
+		"operationStatePhase": "Succeeded", "operationStateStartedAt": "2026-01-01T00:00:10Z", "operationStateFinishedAt": "2026-01-01T00:00:11Z"}
+	setFeedback(t, w, finished)
+	eventually(t, "the hub's sync request cleared once the spoke finished it", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := getApp(t, app.GetName())
+		_, has := cur.Object["operation"]
+		phase, _, _ := unstructured.NestedString(cur.Object, "status", "operationState", "phase")
+		limit, _, _ := unstructured.NestedInt64(cur.Object, "status", "operationState", "operation", "retry", "limit")
+		return !has && phase == "Succeeded" && limit == 5, fmt.Sprintf("operation present=%v phase=%s operationState.operation.retry.limit=%d", has, phase, limit)
+	})
+	eventually(t, "the ManifestWork without the operation", 10*time.Second, func(ctx context.Context) (bool, string) {
+		return propagation.Operation(readWork(ctx)) == nil, "still carries it"
+	})
+
+	// The same request again: delivered again, with the finished operation as baseline and a
+	// payload that differs from the first delivery (the work agent applies a payload only when
+	// it changed).
+	patchApp(t, app.GetName(), rollingSyncOperation)
+	eventually(t, "the repeated request delivered anew", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := readWork(ctx)
+		ok := propagation.Operation(cur) != nil && cur.Annotations[pullmodel.AnnotationOperationBaseline] == "2026-01-01T00:00:10Z"
+		return ok && !jsonEqual(cur.Spec.Workload.Manifests[0].Raw, first), fmt.Sprintf("operation %v annotations %v", propagation.Operation(cur), cur.Annotations)
+	})
+	second := readWork(context.Background()).Spec.Workload.Manifests[0].Raw
+	finished["operationStateStartedAt"], finished["operationStateFinishedAt"], finished["operationStatePhase"] = "2026-01-01T00:00:20Z", "2026-01-01T00:00:21Z", "Succeeded"
+	setFeedback(t, w, finished)
+	eventually(t, "the second run cleared too", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := getApp(t, app.GetName())
+		_, has := cur.Object["operation"]
+		st, _, _ := unstructured.NestedString(cur.Object, "status", "operationState", "startedAt")
+		return !has && st == "2026-01-01T00:00:20Z", fmt.Sprintf("operation present=%v startedAt=%s", has, st)
+	})
+
+	// And a third time.
+	patchApp(t, app.GetName(), rollingSyncOperation)
+	eventually(t, "the third request delivered anew", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := readWork(ctx)
+		return propagation.Operation(cur) != nil && cur.Annotations[pullmodel.AnnotationOperationBaseline] == "2026-01-01T00:00:20Z" &&
+			!jsonEqual(cur.Spec.Workload.Manifests[0].Raw, second), fmt.Sprintf("annotations %v", cur.Annotations)
+	})
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
 }

@@ -216,6 +216,18 @@ spec:
 			}
 			return st.Sync == "Synced" && st.Health == "Healthy" && st.Revision == sha, st.String()
 		})
+		// RollingSync's sync request reached the spoke once and, the spoke having run it, is
+		// cleared on the hub as Argo CD's own controller would clear it: a request left there
+		// keeps the ApplicationSet from ever asking again, and a step whose operation started
+		// within the second of its Pending transition then never moves on.
+		s.eventually(t, c+": hub Application "+app+" without a sync request", time.Minute, func(ctx context.Context) (bool, string) {
+			u := pullmodel.NewApplication()
+			if err := s.hub.Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: app}, u); err != nil {
+				return false, getState(err, "Application")
+			}
+			op, has := u.Object["operation"]
+			return !has, fmt.Sprintf("operation %v", op)
+		})
 	}
 	s.eventually(t, "hub: the ApplicationSet report shows both clusters Synced Healthy", 2*time.Minute, func(ctx context.Context) (bool, string) {
 		sum, err := s.reportSummary(ctx)

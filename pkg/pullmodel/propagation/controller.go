@@ -292,16 +292,19 @@ func (r *Reconciler) setCondition(ctx context.Context, app *unstructured.Unstruc
 
 // operationBaseline is the spoke's last operation start time when the Application's current
 // sync operation was first sent: kept while the ManifestWork carries the same operation, else
-// read from its feedback now.
+// read from its feedback now. The same operation is a new request once the spoke has run the
+// one sent and the hub shows it (the clear and the new request may follow each other too
+// closely for this controller to ever see the Application without an operation).
 func operationBaseline(app *unstructured.Unstructured, have *workv1.ManifestWork) string {
 	op, ok := app.Object["operation"].(map[string]any)
 	if !ok || have == nil {
 		return ""
 	}
-	if sent := Operation(have); sent != nil && equality.Semantic.DeepEqual(sent, op) {
+	fb := FeedbackValues(have)
+	if sent := Operation(have); sent != nil && SameOperation(sent, op) && !(OperationRun(have, fb) && OperationShown(app, fb)) {
 		return have.Annotations[pullmodel.AnnotationOperationBaseline]
 	}
-	return FeedbackValues(have)[FeedbackOperationStarted]
+	return fb[FeedbackOperationStarted]
 }
 
 // refreshBaseline is the spoke's last reconcile time when the Application's current refresh

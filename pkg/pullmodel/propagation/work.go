@@ -150,10 +150,6 @@ func SpokeApplication(app *unstructured.Unstructured) *unstructured.Unstructured
 func Build(in Input) (*workv1.ManifestWork, error) {
 	app := in.App
 	spoke := SpokeApplication(app)
-	raw, err := json.Marshal(spoke.Object)
-	if err != nil {
-		return nil, err
-	}
 	labels := map[string]string{pullmodel.LabelPull: "true"}
 	annotations := map[string]string{
 		pullmodel.AnnotationHubAppNamespace: app.GetNamespace(),
@@ -165,9 +161,22 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 	}
 	if _, ok := spoke.Object["operation"]; ok {
 		annotations[pullmodel.AnnotationOperationBaseline] = in.OperationBaseline
+		// In the payload too: a request equal to one the spoke has already run (RollingSync
+		// asks again with the very same request) must change the payload, or the work agent,
+		// which applies a payload only when it changed, would never hand it to the spoke.
+		a := spoke.GetAnnotations()
+		if a == nil {
+			a = map[string]string{}
+		}
+		a[pullmodel.AnnotationOperationBaseline] = in.OperationBaseline
+		spoke.SetAnnotations(a)
 	}
 	if _, ok := spoke.GetAnnotations()[pullmodel.AnnotationRefresh]; ok {
 		annotations[pullmodel.AnnotationRefreshBaseline] = in.RefreshBaseline
+	}
+	raw, err := json.Marshal(spoke.Object)
+	if err != nil {
+		return nil, err
 	}
 	w := &workv1.ManifestWork{
 		ObjectMeta: metav1.ObjectMeta{
@@ -284,6 +293,43 @@ func jsonEqual(a, b []byte) bool {
 func Operation(w *workv1.ManifestWork) map[string]any {
 	op, _ := payload(w)["operation"].(map[string]any)
 	return op
+}
+
+// SameOperation reports whether two sync requests are the same request. They are compared as
+// JSON values: read from the API server a request carries integers (RollingSync's retry.limit)
+// where the same request decoded from a ManifestWork's payload carries floats.
+func SameOperation(a, b map[string]any) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	x, errA := json.Marshal(a)
+	y, errB := json.Marshal(b)
+	return errA == nil && errB == nil && jsonEqual(x, y)
+}
+
+// OperationCompleted reports whether an Argo CD operation phase is final (Argo CD's
+// OperationPhase.Completed).
+func OperationCompleted(phase string) bool {
+	return phase == "Succeeded" || phase == "Failed" || phase == "Error"
+}
+
+// OperationRun reports whether the spoke has run the sync request w carries: fb, w's feedback,
+// shows an operation started after the request was sent, and finished. Until then the request
+// stays on the hub, as Argo CD keeps an Application's operation until it has finished: an equal
+// request sent while the spoke still runs this one would merge into it and never run.
+func OperationRun(w *workv1.ManifestWork, fb map[string]string) bool {
+	started := fb[FeedbackOperationStarted]
+	return started != "" && started != w.Annotations[pullmodel.AnnotationOperationBaseline] && OperationCompleted(fb[FeedbackOperationPhase])
+}
+
+// OperationShown reports whether the hub Application's status already shows the finished
+// operation fb reports. The status controller writes that in the same patch that clears the
+// request the operation ran; so once it shows, a request on the hub equal to the one w carries
+// is a new request (RollingSync asking again), not the old one waiting to be cleared.
+func OperationShown(app *unstructured.Unstructured, fb map[string]string) bool {
+	started, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "startedAt")
+	phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
+	return started != "" && started == fb[FeedbackOperationStarted] && OperationCompleted(phase)
 }
 
 // Refresh returns the refresh request a ManifestWork carries, and whether it carries one.

@@ -1,9 +1,10 @@
 // Package status writes what the spoke's Argo CD reports, fed back through the
 // ManifestWork, onto the hub Application, and clears the hub's sync request once the spoke
-// has started it.
+// has run it.
 package status
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 
@@ -81,14 +82,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // Patch returns the JSON merge patch that brings the hub Application's status in line with
-// the ManifestWork's feedback and clears a sync request the spoke has started, or nil when
+// the ManifestWork's feedback and clears a sync request the spoke has run, or nil when
 // nothing differs.
 //
 // ApplicationSet progressive sync (RollingSync) moves an Application from Pending to
 // Progressing when status.operationState.startedAt is later than its own transition and
 // status.reconciledAt is unset or later too, and from Progressing to Healthy when health is
 // Healthy and sync Synced; both times come back as the spoke wrote them, so each change is one
-// write and no intermediate health has to be invented.
+// write and no intermediate health has to be invented. Its times have whole seconds: a spoke
+// operation that starts within the second of the Pending transition does not count, and the
+// ApplicationSet asks again once the request is cleared; clearing it (only once the operation
+// has finished, see propagation.OperationRun) is what lets that second request through.
 func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]any {
 	fb := propagation.FeedbackValues(w)
 	clear := clearOperation(app, w, fb)
@@ -107,11 +111,11 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 		if phase, started := fb[propagation.FeedbackOperationPhase], fb[propagation.FeedbackOperationStarted]; phase != "" && started != "" {
 			// A field the spoke no longer reports is removed (null in a merge patch).
 			op := map[string]any{"phase": phase, "startedAt": started, "finishedAt": orNull(fb[propagation.FeedbackOperationEnded]), "message": orNull(fb[propagation.FeedbackOperationMessage])}
-			// Required by the CRD: the request this operation ran, when it is the one being
-			// cleared now, else what was recorded before.
+			// Required by the CRD: the request this operation runs, when the spoke started it
+			// after the ManifestWork's request was sent, else what was recorded before.
 			have, _, _ := unstructured.NestedMap(app.Object, "status", "operationState", "operation")
-			if clear {
-				have = propagation.Operation(w)
+			if sent := propagation.Operation(w); sent != nil && started != w.Annotations[pullmodel.AnnotationOperationBaseline] {
+				have = sent
 			}
 			if have == nil {
 				have = map[string]any{}
@@ -144,11 +148,15 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 
 // subset reports whether every field of want is in have with the same value (fields only
 // have carries, such as the spoke's own extras, do not count as a difference). The merge
-// patch then also only sets, never removes, fields within the maps it writes.
+// patch then also only sets, never removes, fields within the maps it writes. Values compare
+// as JSON: have, read from the API server, carries integers where want, decoded from a
+// ManifestWork's payload, carries floats.
 func subset(want, have any) bool {
 	wm, ok := want.(map[string]any)
 	if !ok {
-		return equality.Semantic.DeepEqual(want, have)
+		x, errW := json.Marshal(want)
+		y, errH := json.Marshal(have)
+		return errW == nil && errH == nil && bytes.Equal(x, y)
 	}
 	hm, ok := have.(map[string]any)
 	if !ok {
@@ -162,20 +170,17 @@ func subset(want, have any) bool {
 	return true
 }
 
-// clearOperation reports whether the hub Application's sync request has reached the spoke:
-// its ManifestWork carries that very request and the spoke has started an operation since the
-// request was first sent.
+// clearOperation reports whether the hub Application's sync request has been run by the
+// spoke: its ManifestWork carries that very request, the spoke has finished an operation it
+// started since the request was sent, and the hub does not show that operation yet (once it
+// does, an equal request is a new one, which the propagation controller delivers).
 func clearOperation(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map[string]string) bool {
 	op, ok := app.Object["operation"].(map[string]any)
 	if !ok {
 		return false
 	}
 	sent := propagation.Operation(w)
-	if sent == nil || !equality.Semantic.DeepEqual(sent, op) {
-		return false
-	}
-	started := fb[propagation.FeedbackOperationStarted]
-	return started != "" && started != w.Annotations[pullmodel.AnnotationOperationBaseline]
+	return sent != nil && propagation.SameOperation(sent, op) && propagation.OperationRun(w, fb) && !propagation.OperationShown(app, fb)
 }
 
 // clearRefresh reports whether the hub Application's refresh request has been served: its

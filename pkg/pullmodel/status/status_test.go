@@ -89,3 +89,49 @@ func TestPatchClearsRefreshOnceTheSpokeReconciled(t *testing.T) {
 		t.Errorf("refresh not cleared after the spoke reconciled: %v", p)
 	}
 }
+
+// TestPatchRollingSyncRequest: RollingSync's request (with an integer, read back from the API
+// server as int64 while the ManifestWork's payload decodes it as float64) is kept on the hub
+// while the spoke runs it, cleared once it has finished, not cleared again when the
+// ApplicationSet asks anew with the same request, and an idle Application gets no writes.
+func TestPatchRollingSyncRequest(t *testing.T) {
+	const op = `{"initiatedBy":{"username":"applicationset-controller","automated":true},"sync":{"revision":"abc123","prune":true},"retry":{"limit":5}}`
+	app := func(status string) *unstructured.Unstructured {
+		raw := `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"a","namespace":"argocd"},"operation":` + op
+		if status != "" {
+			raw += `,"status":` + status
+		}
+		obj, _, err := unstructured.UnstructuredJSONScheme.Decode([]byte(raw+"}"), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obj.(*unstructured.Unstructured)
+	}
+	sent := func(fb map[string]string) *workv1.ManifestWork {
+		w := work(nil, "", fb)
+		w.Spec.Workload.Manifests[0].Raw = []byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","operation":` + op + `}`)
+		w.Annotations = map[string]string{pullmodel.AnnotationOperationBaseline: ""}
+		return w
+	}
+	running := map[string]string{"syncStatus": "OutOfSync", "healthStatus": "Missing", "operationStatePhase": "Running", "operationStateStartedAt": "S1"}
+	p := Patch(app(""), sent(running))
+	if _, ok := p["operation"]; ok {
+		t.Error("cleared while the spoke runs it")
+	}
+	if limit, _, _ := unstructured.NestedFieldNoCopy(p, "status", "operationState", "operation", "retry", "limit"); limit == nil {
+		t.Errorf("operationState.operation is not the running request: %v", p["status"])
+	}
+	shownRunning := `{"sync":{"status":"OutOfSync","revision":null},"health":{"status":"Missing"},"operationState":{"phase":"Running","startedAt":"S1","operation":` + op + `}}`
+	if p := Patch(app(shownRunning), sent(running)); p != nil {
+		t.Errorf("idle, but patched (a write per reconcile): %v", p)
+	}
+	done := map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "operationStatePhase": "Succeeded", "operationStateStartedAt": "S1", "operationStateFinishedAt": "S2"}
+	p = Patch(app(shownRunning), sent(done))
+	if v, ok := p["operation"]; !ok || v != nil {
+		t.Errorf("not cleared once the spoke finished it: %v", p)
+	}
+	shownDone := `{"sync":{"status":"Synced","revision":null},"health":{"status":"Healthy"},"operationState":{"phase":"Succeeded","startedAt":"S1","finishedAt":"S2","operation":` + op + `}}`
+	if p := Patch(app(shownDone), sent(done)); p != nil {
+		t.Errorf("the same request asked anew is cleared or patched again: %v", p)
+	}
+}

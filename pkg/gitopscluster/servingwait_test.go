@@ -120,7 +120,7 @@ func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
 	}
 
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
-	g = conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForTrustRollout)
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForTrustRollout)
 	newCA := leafOf(t, getSecret(t, ns, gitopscluster.CASecretName))
 	if newCA.Equal(cmCA.Cert) {
 		t.Fatal("the CA secret still holds cert-manager's CA")

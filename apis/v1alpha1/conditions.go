@@ -52,6 +52,10 @@ const (
 	ReasonCertManagerInvalidSecret = "IssuedSecretInvalid"
 	ReasonPKIConflict              = "PKIConflict"
 	ReasonCertManagerNotAllowed    = "CertManagerNotAllowed"
+	ReasonIssuerNoCAAnchor         = "IssuerGivesNoCA"
+	// ReasonWaitingForTrustRollout: the principal keeps its serving certificate until the
+	// agents have applied the trust bundle that verifies the new one.
+	ReasonWaitingForTrustRollout = "WaitingForTrustRollout"
 )
 
 // Labels and annotations this project puts on the objects it creates.

@@ -26,6 +26,10 @@ const (
 	// previous CAs that agents may still hold certificates from.
 	CACertificateName  = "argocd-agent-ca"
 	CAIssuedSecretName = "argocd-agent-ca-cert-manager"
+	// PrincipalIssuedSecretName is where cert-manager writes the principal's serving
+	// certificate; the manager copies it into the Secret the principal reads once the agents
+	// trust its CA, so a new issuer never cuts agents off.
+	PrincipalIssuedSecretName = "argocd-agent-principal-tls-cert-manager"
 	// CACommonName is the subject of the agents' signing CA.
 	CACommonName = "argocd-agent-ca"
 	// AnnotationPKISource on the principal's CA secret says which PKI wrote it; when it says
@@ -82,10 +86,10 @@ func CACertificate(ns string, ref cmmeta.IssuerReference, labels map[string]stri
 	return c
 }
 
-// ServingCertificate is the Certificate of a serving certificate written straight to the
-// Secret the principal reads (secretName), for the given DNS names and IP addresses.
-func ServingCertificate(ns, secretName string, dnsNames []string, ips []net.IP, ref cmmeta.IssuerReference, labels map[string]string) *cmapi.Certificate {
-	c := certificate(ns, secretName, secretName, ref, labels)
+// ServingCertificate is the Certificate name of a serving certificate written to secretName,
+// for the given DNS names and IP addresses.
+func ServingCertificate(ns, name, secretName string, dnsNames []string, ips []net.IP, ref cmmeta.IssuerReference, labels map[string]string) *cmapi.Certificate {
+	c := certificate(ns, name, secretName, ref, labels)
 	c.Spec.DNSNames = slices.Clone(dnsNames)
 	for _, ip := range ips {
 		c.Spec.IPAddresses = append(c.Spec.IPAddresses, ip.String())

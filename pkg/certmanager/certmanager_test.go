@@ -33,8 +33,8 @@ func TestCertificatesAskForWhatThePrincipalNeeds(t *testing.T) {
 	if !ca.Spec.IsCA || ca.Spec.SecretName != CAIssuedSecretName || ca.Spec.PrivateKey.RotationPolicy != cmapi.RotationPolicyAlways {
 		t.Errorf("CA Certificate spec %+v", ca.Spec)
 	}
-	srv := ServingCertificate("argocd", "argocd-agent-principal-tls", []string{"p.example.com"}, []net.IP{net.ParseIP("192.0.2.1")}, ref, labels)
-	if srv.Spec.IsCA || srv.Spec.SecretName != "argocd-agent-principal-tls" || srv.Spec.IPAddresses[0] != "192.0.2.1" ||
+	srv := ServingCertificate("argocd", "argocd-agent-principal-tls", PrincipalIssuedSecretName, []string{"p.example.com"}, []net.IP{net.ParseIP("192.0.2.1")}, ref, labels)
+	if srv.Spec.IsCA || srv.Name != "argocd-agent-principal-tls" || srv.Spec.SecretName != PrincipalIssuedSecretName || srv.Spec.IPAddresses[0] != "192.0.2.1" ||
 		srv.Spec.Usages[0] != cmapi.UsageServerAuth || srv.Spec.SecretTemplate.Labels["app.kubernetes.io/managed-by"] != "argocd-agent-addon" {
 		t.Errorf("serving Certificate spec %+v", srv.Spec)
 	}

@@ -122,8 +122,10 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 			return nil, &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
 				"the serving certificate secret %s/%s was not created by argocd-agent-addon and cert-manager would overwrite it; delete it, or remove spec.argoCDAgentAddon.certManager", ns, name)}
 		}
-		if err := r.markSelfIssued(ctx, s); err != nil {
-			return nil, err
+		if name == ResourceProxySecretName {
+			if err := r.markSelfIssued(ctx, s); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -131,8 +133,8 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 	proxyDNS, proxyIPs := splitHosts(serviceDNSNames(r.Config.ResourceProxyServiceName, ns))
 	desired := []*cmapi.Certificate{
 		certmanager.CACertificate(ns, ref, managedLabels()),
-		certmanager.ServingCertificate(ns, PrincipalTLSSecretName, dnsNames, ips, ref, managedLabels()),
-		certmanager.ServingCertificate(ns, ResourceProxySecretName, proxyDNS, proxyIPs, ref, managedLabels()),
+		certmanager.ServingCertificate(ns, PrincipalTLSSecretName, certmanager.PrincipalIssuedSecretName, dnsNames, ips, ref, managedLabels()),
+		certmanager.ServingCertificate(ns, ResourceProxySecretName, ResourceProxySecretName, proxyDNS, proxyIPs, ref, managedLabels()),
 	}
 	var notReady []string
 	ready := map[string]bool{}
@@ -194,10 +196,21 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 		out.Bundle = mergeBundles(bundle, pki.EncodeCertificates(anchors...))
 	}
 
+	if ready[PrincipalTLSSecretName] {
+		p, err := r.promoteServingCert(ctx, ns, now, out)
+		if err != nil {
+			return nil, err
+		}
+		if problem == nil {
+			problem = p
+		}
+	}
+
 	// The serving certificates: whatever the principal reads now (cert-manager's, or the
-	// previous PKI's until cert-manager has issued), and their anchors for the agents.
+	// previous PKI's until cert-manager has issued and the agents trust it), the one
+	// cert-manager issued for it, and their anchors for the agents.
 	var extra []*x509.Certificate
-	for _, name := range []string{PrincipalTLSSecretName, ResourceProxySecretName} {
+	for _, name := range []string{PrincipalTLSSecretName, certmanager.PrincipalIssuedSecretName, ResourceProxySecretName} {
 		s, err := r.getSecret(ctx, ns, name)
 		if err != nil {
 			return nil, err
@@ -205,7 +218,7 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 		if s == nil {
 			continue
 		}
-		if name == PrincipalTLSSecretName {
+		if name == PrincipalTLSSecretName && out.PrincipalCertHash == "" {
 			out.PrincipalCertHash = certHash(s.Data[corev1.TLSCertKey])
 		}
 		extra = append(extra, certmanager.Anchors(s)...)
@@ -219,6 +232,48 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 		out.renewBy(now.Add(certManagerRecheck))
 	}
 	return out, nil
+}
+
+// promoteServingCert copies the principal's serving certificate cert-manager issued into the
+// Secret the principal reads, with its anchors as ca.crt, once servingSwitch allows it.
+func (r *Reconciler) promoteServingCert(ctx context.Context, ns string, now time.Time, out *hubPKI) (*pkiProblem, error) {
+	issued, err := r.getSecret(ctx, ns, certmanager.PrincipalIssuedSecretName)
+	if err != nil || issued == nil {
+		return nil, err
+	}
+	served, err := r.getSecret(ctx, ns, PrincipalTLSSecretName)
+	if err != nil {
+		return nil, err
+	}
+	anchors := certmanager.Anchors(issued)
+	if len(anchors) == 0 {
+		return &pkiProblem{Reason: v1alpha1.ReasonIssuerNoCAAnchor, Message: fmt.Sprintf(
+			"the issuer gave no CA certificate with the principal's serving certificate (secret %s/%s has no ca.crt and tls.crt holds no CA above the leaf): agents trust only the bundle the manager hands them and could not verify the principal; use an issuer that returns its CA, such as a CA or Vault issuer", ns, certmanager.PrincipalIssuedSecretName)}, nil
+	}
+	if !verifiedBy(issued.Data[corev1.TLSCertKey], anchors, now) {
+		return &pkiProblem{Reason: v1alpha1.ReasonCertManagerInvalidSecret, Message: fmt.Sprintf(
+			"secret %s/%s: the serving certificate does not verify against the CA the issuer gave with it", ns, certmanager.PrincipalIssuedSecretName)}, nil
+	}
+	caPEM := pki.EncodeCertificates(anchors...)
+	if served != nil && slices.Equal(served.Data[corev1.TLSCertKey], issued.Data[corev1.TLSCertKey]) &&
+		slices.Equal(served.Data[corev1.TLSPrivateKeyKey], issued.Data[corev1.TLSPrivateKeyKey]) && slices.Equal(served.Data["ca.crt"], caPEM) {
+		return nil, nil
+	}
+	if ok, err := r.servingSwitch(ctx, ns, served, anchors, now, out); err != nil || !ok {
+		return nil, err
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: PrincipalTLSSecretName, Namespace: ns, Labels: managedLabels()},
+		Type:       corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: issued.Data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: issued.Data[corev1.TLSPrivateKeyKey],
+			"ca.crt": caPEM},
+	}
+	if err := r.writeSecret(ctx, served, secret); err != nil {
+		return nil, err
+	}
+	out.Issued = append(out.Issued, PrincipalTLSSecretName)
+	out.PrincipalCertHash = certHash(secret.Data[corev1.TLSCertKey])
+	return nil, nil
 }
 
 // markSelfIssued names the self-managed CA as the issuer of a serving secret the manager
@@ -386,7 +441,11 @@ func (r *Reconciler) leaveCertManager(ctx context.Context, ns string) error {
 			return err
 		}
 	}
-	return nil
+	issued, err := r.getSecret(ctx, ns, certmanager.PrincipalIssuedSecretName)
+	if err != nil || issued == nil || !isOurs(issued) {
+		return err
+	}
+	return client.IgnoreNotFound(r.Client.Delete(ctx, issued))
 }
 
 // forbidden turns an API server's refusal to let the manager at cert-manager's kinds into the

@@ -236,9 +236,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.event(goc, corev1.EventTypeWarning, hub.Problem.Reason, "IssueCertificates", hub.Problem.Message)
 		}
 		setCond(v1alpha1.ConditionCertificatesReady, false, hub.Problem.Reason, hub.Problem.Message+"; agents keep using the CA already in namespace "+principalNS)
+	} else if hub.Waiting != "" {
+		if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionCertificatesReady); c == nil || c.Reason != v1alpha1.ReasonWaitingForTrustRollout {
+			r.event(goc, corev1.EventTypeNormal, v1alpha1.ReasonWaitingForTrustRollout, "IssueCertificates", hub.Waiting)
+		}
+		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonWaitingForTrustRollout, hub.Waiting)
 	} else {
-		setCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonCertificatesIssued,
-			fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s (%s); %d agent cluster secret(s)", principalNS, setting, obs.owned.Len()))
+		msg := fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s (%s); %d agent cluster secret(s)", principalNS, setting, obs.owned.Len())
+		if hub.Notice != "" {
+			msg += "; " + hub.Notice
+			r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonWaitingForTrustRollout, "IssueCertificates", hub.Notice)
+		}
+		setCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonCertificatesIssued, msg)
 	}
 
 	// 5. OCM addon objects. One GitOpsCluster per Placement writes its entry of the

@@ -38,6 +38,9 @@ type hubPKI struct {
 	// Problem, when set, is why the PKI is usable but not what the spec asks for yet (for
 	// example cert-manager has not issued everything); CertificatesReady reports it.
 	Problem *pkiProblem
+	// Waiting, when set, says the principal keeps its serving certificate until the agents
+	// trust the new one's CA (servingSwitch); Notice, that it could not wait.
+	Waiting, Notice string
 }
 
 func isOurs(o metav1.Object) bool {
@@ -77,6 +80,13 @@ func (r *Reconciler) ensureHubPKI(ctx context.Context, ns string, principalHosts
 		return nil, err
 	}
 	out.PrincipalCertHash = hash
+	// Agents must keep verifying the serving certificate the principal still has (one from
+	// cert-manager's issuer after switching back) until it is replaced.
+	if served, err := r.getSecret(ctx, ns, PrincipalTLSSecretName); err != nil {
+		return nil, err
+	} else if served != nil {
+		out.Bundle = mergeBundles(out.Bundle, served.Data["ca.crt"])
+	}
 	if _, err := r.ensureServingCert(ctx, ns, ResourceProxySecretName, r.Config.ResourceProxyServiceName,
 		serviceDNSNames(r.Config.ResourceProxyServiceName, ns), ca, now, out); err != nil {
 		return nil, err
@@ -134,7 +144,7 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 			}
 			bundle := kp.CertPEM
 			if extra := existing.Data["ca.crt"]; len(extra) > 0 {
-				bundle = mergeBundles(kp.CertPEM, extra)
+				bundle = mergeBundles(pki.EncodeCertificates(kp.Cert), extra)
 			}
 			out.renewBy(pki.RenewalTime(kp.Cert))
 			return kp, bundle, nil
@@ -223,13 +233,29 @@ func dedupeCerts(certs []*x509.Certificate, exclude *x509.Certificate) []*x509.C
 	return out
 }
 
+// mergeBundles returns the certificates of first, then the CA certificates of rest that first
+// does not hold.
 func mergeBundles(first []byte, rest []byte) []byte {
 	a, _ := pki.ParseCertificates(first)
 	b, _ := pki.ParseCertificates(rest)
 	if len(a) == 0 {
 		return rest
 	}
-	return pki.EncodeCertificates(append(a[:1], dedupeCerts(b, a[0])...)...)
+	have := sets.New[string]()
+	for _, c := range a {
+		have.Insert(pki.Fingerprint(c))
+	}
+	out := a
+	for _, c := range b {
+		if fp := pki.Fingerprint(c); c.IsCA && !have.Has(fp) {
+			have.Insert(fp)
+			out = append(out, c)
+		}
+	}
+	if len(out) == len(a) {
+		return first
+	}
+	return pki.EncodeCertificates(out...)
 }
 
 // ensureServingCert keeps a kubernetes.io/tls secret whose certificate covers hosts and is
@@ -251,6 +277,13 @@ func (r *Reconciler) ensureServingCert(ctx context.Context, ns, name, cn string,
 			bytes.Equal(existing.Data["ca.crt"], ca.CertPEM) {
 			out.renewBy(pki.RenewalTime(kp.Cert))
 			return certHash(existing.Data[corev1.TLSCertKey]), nil
+		}
+		if name == PrincipalTLSSecretName {
+			// Agents verify the principal with the bundle of the template OCM last applied
+			// on their cluster: a certificate from a new CA waits until they have it.
+			if ok, err := r.servingSwitch(ctx, ns, existing, []*x509.Certificate{ca.Cert}, now, out); err != nil || !ok {
+				return certHash(existing.Data[corev1.TLSCertKey]), err
+			}
 		}
 	}
 	kp, err := ca.IssueServerCert(cn, dnsNames, ips, r.Config.ServerCertValidity, now)

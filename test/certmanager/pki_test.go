@@ -22,9 +22,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -166,6 +169,10 @@ func TestCertManagerPKIThroughRealControllers(t *testing.T) {
 		return first(t, s.Data[corev1.TLSCertKey]).CheckSignatureFrom(first(t, clusterRoot.Data[corev1.TLSCertKey]))
 	})
 
+	// The cluster's agent runs the template as it is now.
+	selfServing := secret(t, admin, principalTL)
+	agentApplied(t, admin, goc, "before-the-switch")
+
 	// Switch to cert-manager.
 	setIssuer(t, admin, &v1alpha1.CertManagerPKI{IssuerRef: v1alpha1.CertManagerIssuerReference{Name: "corp-ca"}})
 	var cmCA1 *corev1.Secret
@@ -184,6 +191,13 @@ func TestCertManagerPKIThroughRealControllers(t *testing.T) {
 		cmCA1 = s
 		return nil
 	})
+	// The principal keeps its self-managed serving certificate until the agent has applied the
+	// template whose bundle trusts the issuer's root.
+	waitCondition(t, admin, ns, v1alpha1.ReasonWaitingForTrustRollout, "0 of 1 available agent(s)")
+	if !bytes.Equal(secret(t, admin, principalTL).Data[corev1.TLSCertKey], selfServing.Data[corev1.TLSCertKey]) {
+		t.Fatal("the serving certificate changed before the agent trusted the issuer")
+	}
+	agentCatchesUp(t, admin, goc)
 	waitCertificatesReady(t, admin, "cert-manager")
 	root := first(t, secret(t, admin, "corp-root").Data[corev1.TLSCertKey])
 	intermediate := first(t, cmCA1.Data[corev1.TLSCertKey])
@@ -266,6 +280,8 @@ func TestCertManagerPKIThroughRealControllers(t *testing.T) {
 		}
 		return nil
 	})
+	waitCondition(t, admin, ns, v1alpha1.ReasonWaitingForTrustRollout, "0 of 1 available agent(s)")
+	agentCatchesUp(t, admin, goc)
 	waitCertificatesReady(t, admin, "self-managed again")
 	back := caSecret(t, admin)
 	for name, leaf := range map[string]*x509.Certificate{"self-managed": leafSelf, "first cert-manager CA": leafCM1, "renewed cert-manager CA": leafCM2} {
@@ -285,6 +301,66 @@ func TestCertManagerPKIThroughRealControllers(t *testing.T) {
 }
 
 // --- helpers ------------------------------------------------------------------------------
+
+// agentApplied writes the cluster's ManagedClusterAddOn status as OCM's addon manager does once
+// the agent's work is applied: Available, and the template it last applied with its spec hash.
+func agentApplied(t *testing.T, c client.Client, goc *v1alpha1.GitOpsCluster, specHash string) {
+	t.Helper()
+	ctx := context.Background()
+	mca := &addonv1alpha1.ManagedClusterAddOn{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: cluster, Name: addon.DefaultAddonName}, mca); apierrors.IsNotFound(err) {
+		mca = &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: cluster, Name: addon.DefaultAddonName}}
+		mustCreate(t, c, mca)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	spec := &addonv1alpha1.ConfigSpecHash{ConfigReferent: addonv1alpha1.ConfigReferent{Name: names.TemplateName(goc)}, SpecHash: specHash}
+	mca.Status.ConfigReferences = []addonv1alpha1.ConfigReference{{
+		ConfigGroupResource: addonv1alpha1.ConfigGroupResource{Group: addonv1alpha1.GroupName, Resource: addon.ResourceAddOnTemplates},
+		ConfigReferent:      spec.ConfigReferent, DesiredConfig: spec, LastAppliedConfig: spec.DeepCopy(),
+	}}
+	meta.SetStatusCondition(&mca.Status.Conditions, metav1.Condition{Type: addonv1alpha1.ManagedClusterAddOnConditionAvailable,
+		Status: metav1.ConditionTrue, Reason: "Test", Message: "set by the test"})
+	if err := c.Status().Update(ctx, mca); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// agentCatchesUp reports the current template applied until the principal's certificates
+// are ready (the template may be rewritten once more while cert-manager finishes).
+func agentCatchesUp(t *testing.T, c client.Client, goc *v1alpha1.GitOpsCluster) {
+	t.Helper()
+	eventually(t, "the principal switches once the agent has the new bundle", func() error {
+		agentApplied(t, c, goc, templateHash(t, c, goc))
+		g := &v1alpha1.GitOpsCluster{}
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(goc), g); err != nil {
+			return err
+		}
+		if cond := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionCertificatesReady); cond == nil || cond.Status != metav1.ConditionTrue {
+			return fmt.Errorf("condition %+v", cond)
+		}
+		return nil
+	})
+}
+
+// templateHash is OCM's spec hash of the GitOpsCluster's AddOnTemplate as stored: SHA-256 of
+// the JSON of its top-level fields but apiVersion, kind, metadata and status.
+func templateHash(t *testing.T, c client.Client, goc *v1alpha1.GitOpsCluster) string {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: addonv1alpha1.GroupName, Version: "v1alpha1", Kind: "AddOnTemplate"})
+	if err := c.Get(context.Background(), types.NamespacedName{Name: names.TemplateName(goc)}, u); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"apiVersion", "kind", "metadata", "status"} {
+		delete(u.Object, k)
+	}
+	raw, err := json.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha(raw)
+}
 
 func mustCreate(t *testing.T, c client.Client, objs ...client.Object) {
 	t.Helper()

@@ -14,7 +14,7 @@ import (
 func isAlreadyExists(err error) bool { return apierrors.IsAlreadyExists(err) }
 
 func testLogger() logr.Logger {
-	return zap.New(zap.UseDevMode(true), zap.Level(zapLevel()))
+	return logr.New(countingSink{LogSink: zap.New(zap.UseDevMode(true), zap.Level(zapLevel())).GetSink()})
 }
 
 // ctrlConfigSkipNameValidation lets tests start a second manager with the same controller name.

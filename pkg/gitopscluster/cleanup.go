@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
@@ -68,7 +69,7 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 			}
 		}
 	}
-	return patchFinalizer(ctx, r.Client, goc, controllerutil.RemoveFinalizer)
+	return finalizers.Remove(ctx, r.Client, goc, v1alpha1.Finalizer)
 }
 
 // deleteEmptyCMA deletes the ClusterManagementAddOn of that name if it is ours and lists no

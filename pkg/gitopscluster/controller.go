@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
@@ -75,7 +76,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.finalize(ctx, goc)
 	}
 	if !controllerutil.ContainsFinalizer(goc, v1alpha1.Finalizer) {
-		if err := patchFinalizer(ctx, r.Client, goc, controllerutil.AddFinalizer); err != nil {
+		if err := finalizers.Add(ctx, r.Client, goc, v1alpha1.Finalizer); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -517,15 +518,4 @@ func (r *Reconciler) namespaceManaged(ns string) bool {
 		}
 	}
 	return false
-}
-
-// patchFinalizer adds or removes the project's finalizer. A merge patch replaces the whole
-// list, so it is conditional on the version read: a finalizer another controller added since
-// then fails the patch (and the reconcile is retried) instead of being dropped.
-func patchFinalizer(ctx context.Context, c client.Client, goc *v1alpha1.GitOpsCluster, change func(client.Object, string) bool) error {
-	patch := client.MergeFromWithOptions(goc.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if !change(goc, v1alpha1.Finalizer) {
-		return nil
-	}
-	return c.Patch(ctx, goc, patch)
 }

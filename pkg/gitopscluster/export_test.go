@@ -4,18 +4,18 @@ import (
 	"context"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
 )
 
 // AddFinalizer and RemoveFinalizer are the reconciler's finalizer patches.
 func AddFinalizer(ctx context.Context, c client.Client, goc *v1alpha1.GitOpsCluster) error {
-	return patchFinalizer(ctx, c, goc, controllerutil.AddFinalizer)
+	return finalizers.Add(ctx, c, goc, v1alpha1.Finalizer)
 }
 
 func RemoveFinalizer(ctx context.Context, c client.Client, goc *v1alpha1.GitOpsCluster) error {
-	return patchFinalizer(ctx, c, goc, controllerutil.RemoveFinalizer)
+	return finalizers.Remove(ctx, c, goc, v1alpha1.Finalizer)
 }
 
 // WriteStatus is the reconciler's status write.

@@ -235,6 +235,21 @@ func principalDeployment(ns, image string) *appsv1.Deployment {
 	}
 }
 
+// principalWithGitOpsCluster creates in ns the principal Deployment and a GitOpsCluster "fleet"
+// whose Placement "p" selects no cluster, and returns the Deployment.
+func principalWithGitOpsCluster(t *testing.T, ns string, mutate ...func(*v1alpha1.GitOpsCluster)) *appsv1.Deployment {
+	t.Helper()
+	createNamespace(t, ns)
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1)
+	dep := principalDeployment(ns, "img:1")
+	if err := k8s.Create(context.Background(), dep); err != nil {
+		t.Fatal(err)
+	}
+	createGitOpsCluster(t, ns, "fleet", "p", mutate...)
+	return dep
+}
+
 func contains(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -287,14 +302,7 @@ func TestUserCAIsAdoptedNeverOverwritten(t *testing.T) {
 func TestSANChangeReissuesPrincipalCertificate(t *testing.T) {
 	ctx := context.Background()
 	ns := "san-change"
-	createNamespace(t, ns)
-	createPlacement(t, ns, "p")
-	setDecisions(t, ns, "p", 1)
-	dep := principalDeployment(ns, "img:1")
-	if err := k8s.Create(ctx, dep); err != nil {
-		t.Fatal(err)
-	}
-	createGitOpsCluster(t, ns, "fleet", "p", withAddress("old.example.com"))
+	dep := principalWithGitOpsCluster(t, ns, withAddress("old.example.com"))
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, "")
 	before := leafOf(t, waitSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
 	stampBefore := principalStamp(t, dep)
@@ -516,14 +524,7 @@ func TestDeletionLeavesNothingBehind(t *testing.T) {
 func TestRestartCanBeTurnedOff(t *testing.T) {
 	ctx := context.Background()
 	ns := "no-restart"
-	createNamespace(t, ns)
-	createPlacement(t, ns, "p")
-	setDecisions(t, ns, "p", 1)
-	dep := principalDeployment(ns, "img:1")
-	if err := k8s.Create(ctx, dep); err != nil {
-		t.Fatal(err)
-	}
-	createGitOpsCluster(t, ns, "fleet", "p", withAddress("p.example.com"), func(g *v1alpha1.GitOpsCluster) {
+	dep := principalWithGitOpsCluster(t, ns, withAddress("p.example.com"), func(g *v1alpha1.GitOpsCluster) {
 		g.Spec.ArgoCDAgentAddon.RestartPrincipalOnCertificateChange = ptr.To(false)
 	})
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, "")

@@ -19,7 +19,6 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
@@ -65,33 +64,16 @@ func startManagerWith(edit func(*manager.Options)) { startManagerOn(env.Config, 
 
 // startManagerOn starts it against cfg (a test may wrap env.Config's transport).
 func startManagerOn(cfg *rest.Config, edit func(*manager.Options)) {
-	ctx, cancel := context.WithCancel(context.Background())
 	opts := manager.DefaultOptions()
 	opts.Fleet = testConfig()
 	if edit != nil {
 		edit(&opts)
 	}
-	// The binary's cache and client options, so the tests see the cache a user runs.
-	mo := manager.ControllerOptions(k8s.Scheme(), opts)
-	mo.Metrics = metricsserver.Options{BindAddress: "0"}
-	mo.HealthProbeBindAddress = "0"
-	mo.LeaderElection = false
-	mo.Controller = ctrlConfigSkipNameValidation()
-	mgr, err := ctrl.NewManager(cfg, mo)
+	stop, err := testenv.StartManager(cfg, k8s.Scheme(), opts)
 	if err != nil {
 		panic(err)
 	}
-	if err := manager.Setup(ctx, mgr, opts); err != nil {
-		panic(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
-	stopManager = func() { cancel(); <-done }
+	stopManager = stop
 }
 
 func TestMain(m *testing.M) {

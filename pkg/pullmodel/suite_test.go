@@ -20,9 +20,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
@@ -40,33 +38,16 @@ var (
 // startManagerOn starts a manager built like the binary's (its cache, client and controller
 // options, and Setup) against e, with edit applied to the options, and returns its stop.
 func startManagerOn(e *testenv.Env, edit func(*manager.Options)) func() {
-	ctx, cancel := context.WithCancel(context.Background())
 	opts := manager.DefaultOptions()
 	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
 	if edit != nil {
 		edit(&opts)
 	}
-	mo := manager.ControllerOptions(e.Client.Scheme(), opts)
-	mo.Metrics = metricsserver.Options{BindAddress: "0"}
-	mo.HealthProbeBindAddress = "0"
-	mo.LeaderElection = false
-	// A second manager in the same process reuses the controllers' names.
-	mo.Controller = config.Controller{SkipNameValidation: ptr.To(true), GroupKindConcurrency: manager.GroupKindConcurrency(opts)}
-	mgr, err := ctrl.NewManager(e.Config, mo)
+	stop, err := testenv.StartManager(e.Config, e.Client.Scheme(), opts)
 	if err != nil {
 		panic(err)
 	}
-	if err := manager.Setup(ctx, mgr, opts); err != nil {
-		panic(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
-	return func() { cancel(); <-done }
+	return stop
 }
 
 // logs collects the manager's log lines for tests that check what it says.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -48,23 +47,7 @@ func TestArgoCDApplication(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 
-	git, err := fleet.StartGitServer(filepath.Join(s.f.Dir(), "git"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := git.Close(); err != nil {
-			t.Errorf("stopping the Git server: %v", err)
-		}
-	})
-	repo, err := git.CreateRepo("guestbook")
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := repo.Commit(fleet.GuestbookFiles(1, guestbookImg1), "guestbook: one replica")
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, first := s.gitRepo(t, "git", "guestbook", fleet.GuestbookFiles(1, guestbookImg1))
 	t.Logf("repository %s at %s", repo.URL, first)
 
 	start := time.Now()
@@ -147,23 +130,7 @@ func TestArgoCDApplicationSet(t *testing.T) {
 	s := env
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	git, err := fleet.StartGitServer(filepath.Join(s.f.Dir(), "git-hub"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := git.Close(); err != nil {
-			t.Errorf("stopping the Git server: %v", err)
-		}
-	})
-	repo, err := git.CreateRepo("guestbook")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sha, err := repo.Commit(fleet.GuestbookFiles(1, guestbookImg1), "guestbook")
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, sha := s.gitRepo(t, "git-hub", "guestbook", fleet.GuestbookFiles(1, guestbookImg1))
 
 	start := time.Now()
 	argo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ApplicationSetController: true})

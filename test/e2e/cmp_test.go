@@ -149,21 +149,9 @@ func TestCMPPluginInHubArgoCD(t *testing.T) {
 	defer cancel()
 	const cluster, workloadNS, appName = "cluster1", "cmp-argo", "cmp-argo-guestbook"
 
-	git, err := fleet.StartGitServer(filepath.Join(s.f.Dir(), "git-cmp"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = git.Close() })
-	repo, err := git.CreateRepo("guestbook-cmp")
-	if err != nil {
-		t.Fatal(err)
-	}
 	files := fleet.GuestbookFiles(1, guestbookImg1)
 	files["guestbook/namespace.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + workloadNS + "}\n"
-	sha, err := repo.Commit(files, "guestbook")
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, sha := s.gitRepo(t, "git-cmp", "guestbook-cmp", files)
 	pluginDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(pluginDir, "plugin.yaml"), []byte(cmp.PluginConfig(s.managerBin)), 0o644); err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -168,23 +167,7 @@ func TestArgoCDComponents(t *testing.T) {
 
 	// 4. Argo CD's controllers on what the addon installed sync an Application put into the
 	// agent namespace.
-	git, err := fleet.StartGitServer(filepath.Join(s.f.Dir(), "git-components"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := git.Close(); err != nil {
-			t.Errorf("stopping the Git server: %v", err)
-		}
-	})
-	repo, err := git.CreateRepo("guestbook")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sha, err := repo.Commit(fleet.GuestbookFiles(1, guestbookImg1), "guestbook")
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, sha := s.gitRepo(t, "git-components", "guestbook", fleet.GuestbookFiles(1, guestbookImg1))
 	argo, err := s.f.StartArgoCD(ctx, componentsCluster, fleet.ArgoCDOptions{
 		Namespace: agentNS, InstalledCRDs: true, InstalledRedisPassword: true,
 		ArgoCDCM: map[string]string{"timeout.reconciliation": reconciliation.String()},

@@ -29,6 +29,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 )
 
 // Derived names, computed by the project's own naming functions so that a rename there is
@@ -476,4 +477,28 @@ func (s *suite) waitHubObject(t *testing.T, what string, obj client.Object, pres
 				return false, err.Error()
 			}
 		})
+}
+
+// gitRepo serves, for the length of the test, a repository name from a loopback Git server kept
+// in dir of the fleet's folder, with files committed; it returns the repository and the commit.
+func (s *suite) gitRepo(t *testing.T, dir, name string, files map[string]string) (*fleet.GitRepo, string) {
+	t.Helper()
+	git, err := fleet.StartGitServer(filepath.Join(s.f.Dir(), dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := git.Close(); err != nil {
+			t.Errorf("stopping the Git server: %v", err)
+		}
+	})
+	repo, err := git.CreateRepo(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha, err := repo.Commit(files, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return repo, sha
 }

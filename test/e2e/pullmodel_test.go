@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -50,19 +49,7 @@ func TestPullModelApplicationSet(t *testing.T) {
 	s.labelClusters(t)
 	clusters := s.f.Clusters()
 
-	git, err := fleet.StartGitServer(filepath.Join(s.f.Dir(), "git-pull"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = git.Close() })
-	repo, err := git.CreateRepo("guestbook")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sha, err := repo.Commit(fleet.GuestbookFiles(1, guestbookImg1), "guestbook")
-	if err != nil {
-		t.Fatal(err)
-	}
+	repo, sha := s.gitRepo(t, "git-pull", "guestbook", fleet.GuestbookFiles(1, guestbookImg1))
 
 	var argos []*fleet.ArgoCD
 	t.Cleanup(func() {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 )
 
@@ -54,10 +55,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			reg.Namespace, strings.Join(r.ManagedNamespaces, ","))), 0)
 	}
 	if !controllerutil.ContainsFinalizer(reg, Finalizer) {
-		// Conditional on the version read: a merge patch replaces the whole list.
-		patch := client.MergeFromWithOptions(reg.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		controllerutil.AddFinalizer(reg, Finalizer)
-		if err := r.Client.Patch(ctx, reg, patch); err != nil {
+		if err := finalizers.Add(ctx, r.Client, reg, Finalizer); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -214,7 +212,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, reg *v1alpha1.ArgoCDCl
 		// can no longer be read or deleted by the manager and stay for a person to remove.
 		r.event(reg, corev1.EventTypeWarning, ReasonNamespaceNotManaged, "Unregister",
 			"namespace %s is no longer managed; its cluster secrets (label %s=%s) are left for you to delete", reg.Namespace, LabelRegistration, reg.Name)
-		return r.removeFinalizer(ctx, reg)
+		return finalizers.Remove(ctx, r.Client, reg, Finalizer)
 	}
 	// Past the cache: a secret created just before the deletion must not be left behind.
 	var list corev1.SecretList
@@ -228,13 +226,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, reg *v1alpha1.ArgoCDCl
 			return err
 		}
 	}
-	return r.removeFinalizer(ctx, reg)
-}
-
-func (r *Reconciler) removeFinalizer(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration) error {
-	patch := client.MergeFromWithOptions(reg.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(reg, Finalizer)
-	return r.Client.Patch(ctx, reg, patch)
+	return finalizers.Remove(ctx, r.Client, reg, Finalizer)
 }
 
 // managed reports whether the manager may write Secrets in ns.

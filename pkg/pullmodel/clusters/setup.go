@@ -51,15 +51,6 @@ func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string) er
 	}); err != nil {
 		return fmt.Errorf("indexing ArgoCDClusterRegistrations: %w", err)
 	}
-	if err := idx.IndexField(ctx, &corev1.Secret{}, IndexCluster, func(o client.Object) []string {
-		s := o.(*corev1.Secret)
-		if s.Labels[LabelRegistration] == "" || len(s.Data["name"]) == 0 {
-			return nil
-		}
-		return []string{string(s.Data["name"])}
-	}); err != nil {
-		return fmt.Errorf("indexing registration Secrets: %w", err)
-	}
 	rec := mgr.GetEventRecorder("argocd-agent-addon")
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, ManagedNamespaces: managedNamespaces}
 	if err := ctrl.NewControllerManagedBy(mgr).
@@ -82,19 +73,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string) er
 		Complete(r); err != nil {
 		return err
 	}
-	ls := &LabelSync{Client: mgr.GetClient()}
-	return ctrl.NewControllerManagedBy(mgr).
-		Named("argocdclusterregistration-labels").
-		Watches(&clusterv1.ManagedCluster{}, &handler.EnqueueRequestForObject{}, builder.WithPredicates(labelsChanged())).
-		// A copied label edited or removed on the secret by hand is put back.
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			s, ok := o.(*corev1.Secret)
-			if !ok || s.Labels[LabelRegistration] == "" || len(s.Data["name"]) == 0 {
-				return nil
-			}
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: string(s.Data["name"])}}}
-		}), builder.WithPredicates(labelsChanged())).
-		Complete(ls)
+	return clusterlabels.SetupSync(ctx, mgr, "argocdclusterregistration-labels", IndexCluster, registeredCluster)
+}
+
+// registeredCluster is the cluster a registration's Secret registers, "" for other Secrets.
+func registeredCluster(o client.Object) string {
+	s, ok := o.(*corev1.Secret)
+	if !ok || s.Labels[LabelRegistration] == "" {
+		return ""
+	}
+	return string(s.Data["name"])
 }
 
 func (r *Reconciler) forPlacement(ctx context.Context, ns, placement string) []reconcile.Request {
@@ -175,18 +163,5 @@ func createOrDelete() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc:  func(event.UpdateEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
-
-// labelsChanged passes only updates that change an object's labels or the copied-labels record.
-func labelsChanged() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return !reflect.DeepEqual(e.ObjectOld.GetLabels(), e.ObjectNew.GetLabels()) ||
-				e.ObjectOld.GetAnnotations()[clusterlabels.AnnotationCopied] != e.ObjectNew.GetAnnotations()[clusterlabels.AnnotationCopied]
-		},
 	}
 }

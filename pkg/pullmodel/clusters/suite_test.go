@@ -14,14 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
@@ -50,32 +47,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	k8s = env.Client
-	ctx, cancel := context.WithCancel(context.Background())
 	opts := manager.DefaultOptions()
 	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
-	// The binary's cache and client options, so the tests see the cache a user runs.
-	mo := manager.ControllerOptions(k8s.Scheme(), opts)
-	mo.Metrics = metricsserver.Options{BindAddress: "0"}
-	mo.HealthProbeBindAddress = "0"
-	mo.LeaderElection = false
-	mo.Controller = config.Controller{SkipNameValidation: ptr.To(true)}
-	mgr, err := ctrl.NewManager(env.Config, mo)
+	stop, err := testenv.StartManager(env.Config, k8s.Scheme(), opts)
 	if err != nil {
 		panic(err)
 	}
-	if err := manager.Setup(ctx, mgr, opts); err != nil {
-		panic(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintln(os.Stderr, "manager:", err)
-		}
-	}()
 	code := m.Run()
-	cancel()
-	<-done
+	stop()
 	_ = env.Stop()
 	os.Exit(code)
 }

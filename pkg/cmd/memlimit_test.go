@@ -47,8 +47,22 @@ func TestApplyMemoryLimit(t *testing.T) {
 	if got := applyMemoryLimit("300MiB", root); got != 0 || debug.SetMemoryLimit(-1) != before {
 		t.Errorf("with GOMEMLIMIT set, applyMemoryLimit set %d", got)
 	}
-	want := int64(float64(160<<20) * memoryLimitShare)
+	want := int64(120 << 20) // 160 MiB less the code reserve
+
 	if got := applyMemoryLimit("", root); got != want || debug.SetMemoryLimit(-1) != want {
 		t.Errorf("soft limit %d (runtime %d), want %d", got, debug.SetMemoryLimit(-1), want)
+	}
+}
+
+func TestSoftMemoryLimit(t *testing.T) {
+	for limit, want := range map[int64]int64{
+		64 << 20:  32 << 20,               // half: the reserve would leave the heap almost nothing
+		128 << 20: 88 << 20,               // the code reserve
+		256 << 20: 216 << 20,              // the code reserve
+		1 << 30:   (1 << 30) - (1<<30)/10, // a tenth
+	} {
+		if got := SoftMemoryLimit(limit); got != want {
+			t.Errorf("SoftMemoryLimit(%d MiB) = %d MiB, want %d MiB", limit>>20, got>>20, want>>20)
+		}
 	}
 }

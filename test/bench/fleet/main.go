@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/cmd"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
@@ -56,7 +57,7 @@ func main() {
 	idle := flag.Duration("idle", 2*time.Minute, "how long to watch an idle fleet for writes")
 	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
 	flag.Var(&managerArgs, "manager-arg", "an extra manager flag, e.g. --manager-arg=--signer-concurrency=32 (repeatable)")
-	flag.StringVar(&memoryLimit, "memory-limit", "", "run the manager as in a container with this memory limit (e.g. 160Mi): GOMEMLIMIT at 90% of it, as the binary sets from its cgroup")
+	flag.StringVar(&memoryLimit, "memory-limit", "", "run the manager as in a container with this memory limit (e.g. 160Mi): GOMEMLIMIT as the binary sets it from its cgroup")
 	flag.Parse()
 
 	fmt.Printf("%-8s %-14s %-12s %-8s %-18s %-16s %-14s\n", "clusters", "time-to-ready", "raw-writes", "ratio", "writes/cluster", "idle-writes", "peak-RSS")
@@ -72,6 +73,8 @@ func main() {
 		fmt.Printf("%-8d %-14s %-12s %-8.2f %-18.3f %-16s %-14s\n", n, r.ready.Round(10*time.Millisecond), r.raw.Round(10*time.Millisecond),
 			r.ready.Seconds()/r.raw.Seconds(), r.writesPerCluster,
 			fmt.Sprintf("%d in %s", r.idleWrites, *idle), fmt.Sprintf("%.1f MiB", float64(r.peakKiB)/1024))
+		fmt.Printf("         memory: peak RSS %.1f MiB; largest anonymous part %.1f MiB (the rest is the binary's file-backed pages)\n",
+			float64(r.peakKiB)/1024, float64(r.peakAnonKiB)/1024)
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
 		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes\n", r.join.Round(time.Millisecond), r.joinCalls)
 		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end); the API server's raw pace for the same CSRs: %.0f/s\n",
@@ -136,6 +139,7 @@ type result struct {
 	writesPerCluster float64
 	idleWrites       int
 	peakKiB          int
+	peakAnonKiB      int
 	byResource       map[string]int
 }
 
@@ -401,7 +405,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--memory-limit: %w", err)
 		}
-		mgr.Env = append(os.Environ(), fmt.Sprintf("GOMEMLIMIT=%d", int64(float64(q.Value())*0.9)))
+		mgr.Env = append(os.Environ(), fmt.Sprintf("GOMEMLIMIT=%d", cmd.SoftMemoryLimit(q.Value())))
 	}
 	logPath := filepath.Join(dir, "manager.log")
 	defer func() { reportManagerErrors(logPath) }()
@@ -414,8 +418,8 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		return nil, err
 	}
 	defer func() { _ = mgr.Process.Kill(); _, _ = mgr.Process.Wait() }()
-	var peak int
-	stopPeak := watchPeakRSS(mgr.Process.Pid, &peak)
+	var peak, peakAnon int
+	stopPeak := watchPeakRSS(mgr.Process.Pid, &peak, &peakAnon)
 	defer stopPeak()
 	time.Sleep(2 * time.Second) // let the manager's caches sync before the clock starts
 
@@ -484,6 +488,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		writesPerCluster: float64(testenv.TotalWrites(byResource)) / float64(n),
 		idleWrites:       testenv.TotalWrites(testenv.DiffWrites(converged, after)),
 		peakKiB:          peak,
+		peakAnonKiB:      peakAnon,
 		byResource:       byResource,
 	}, nil
 }
@@ -511,17 +516,19 @@ func rawWrites(ctx context.Context, env *testenv.Env, n int) (time.Duration, err
 	return time.Since(start), err
 }
 
-// watchPeakRSS samples the process's high-water mark of resident memory (VmHWM) until stopped.
-func watchPeakRSS(pid int, peak *int) func() {
+// watchPeakRSS samples the process's high-water mark of resident memory (VmHWM), and the
+// largest anonymous part of it seen (RssAnon: the Go runtime's memory, without the binary's
+// file-backed code pages), until stopped.
+func watchPeakRSS(pid int, peak, peakAnon *int) func() {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for {
-			if v := readVmHWM(pid); v > *peak {
-				*peak = v
-			}
+			status := procStatus(pid)
+			*peak = max(*peak, status["VmHWM"])
+			*peakAnon = max(*peakAnon, status["RssAnon"])
 			select {
 			case <-done:
 				return
@@ -532,19 +539,18 @@ func watchPeakRSS(pid int, peak *int) func() {
 	return func() { close(done); wg.Wait() }
 }
 
-func readVmHWM(pid int) int {
+// procStatus reads the KiB fields of /proc/<pid>/status.
+func procStatus(pid int) map[string]int {
+	out := map[string]int{}
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0
+		return out
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
-			f := strings.Fields(line)
-			if len(f) >= 2 {
-				v, _ := strconv.Atoi(f[1])
-				return v
-			}
+		name, rest, ok := strings.Cut(line, ":")
+		if f := strings.Fields(rest); ok && len(f) == 2 && f[1] == "kB" {
+			out[name], _ = strconv.Atoi(f[0])
 		}
 	}
-	return 0
+	return out
 }

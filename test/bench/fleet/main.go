@@ -76,7 +76,7 @@ func main() {
 		fmt.Printf("         memory: peak RSS %.1f MiB; largest anonymous part %.1f MiB (the rest is the binary's file-backed pages)\n",
 			float64(r.peakKiB)/1024, float64(r.peakAnonKiB)/1024)
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
-		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes\n", r.join.Round(time.Millisecond), r.joinCalls)
+		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes %v\n", r.join.Round(time.Millisecond), testenv.TotalWrites(r.joinCalls), r.joinCalls)
 		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end); the API server's raw pace for the same CSRs: %.0f/s\n",
 			n, r.wave.Round(10*time.Millisecond), float64(n)/r.wave.Seconds(), float64(n)/r.rawWave.Seconds())
 	}
@@ -133,7 +133,7 @@ type result struct {
 	ready            time.Duration
 	raw              time.Duration
 	join             time.Duration
-	joinCalls        int
+	joinCalls        map[string]int
 	wave             time.Duration
 	rawWave          time.Duration
 	writesPerCluster float64
@@ -144,26 +144,26 @@ type result struct {
 }
 
 // joinOne adds one cluster to the fleet's last decision page and times its cluster secret.
-func joinOne(ctx context.Context, env *testenv.Env, n int) (time.Duration, int, error) {
+func joinOne(ctx context.Context, env *testenv.Env, n int) (time.Duration, map[string]int, error) {
 	c := env.Client
 	name := fmt.Sprintf("cluster-%05d", n)
 	if err := fakehub.CreateClusters(ctx, c, []string{name}, fakehub.Options{Addon: addonName}); err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
 	before, err := testenv.APIWrites(ctx, env.Config)
 	if err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
 	start := time.Now()
 	if err := fakehub.SetDecisions(ctx, c, namespace, "all", append(fakehub.Names("cluster-", n), name)); err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
 	for {
 		if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: "cluster-" + name}, &corev1.Secret{}); err == nil {
 			break
 		}
 		if time.Since(start) > time.Minute {
-			return 0, 0, fmt.Errorf("no cluster secret for a joining cluster after a minute")
+			return 0, nil, fmt.Errorf("no cluster secret for a joining cluster after a minute")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -171,12 +171,12 @@ func joinOne(ctx context.Context, env *testenv.Env, n int) (time.Duration, int, 
 	time.Sleep(2 * time.Second)
 	after, err := testenv.APIWrites(ctx, env.Config)
 	if err != nil {
-		return 0, 0, err
+		return 0, nil, err
 	}
 	diff := testenv.DiffWrites(before, after)
 	delete(diff, "placementdecisions/status") // the benchmark's own page write
 	delete(diff, "placementdecisions")
-	return took, testenv.TotalWrites(diff), nil
+	return took, diff, nil
 }
 
 // agentClients lets the benchmark ask for certificates as each cluster's registration agent:

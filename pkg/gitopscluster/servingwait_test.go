@@ -11,12 +11,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
@@ -179,5 +181,150 @@ func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
 	eventually(t, "the principal serves a certificate of the new CA", func() error {
 		leaf := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
 		return pki.VerifyChain(leaf, []*x509.Certificate{newCA}, x509.ExtKeyUsageServerAuth, clock.Now())
+	})
+}
+
+// agedSelfManagedPKI puts in namespace ns what an earlier reconcile of this project left: a CA
+// of its own past two thirds of its life (the next reconcile rotates it) and a principal
+// serving certificate from that CA, valid servingValidity from now. Every cluster's agent is
+// Available and last applied a template carrying only that CA.
+func agedSelfManagedPKI(t *testing.T, ns string, clusters []string, servingValidity time.Duration) (oldCA, serving *pki.KeyPair, template string) {
+	t.Helper()
+	ctx := context.Background()
+	createNamespace(t, ns)
+	createManagedClusters(t, clusters...)
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, clusters...)
+	now := clock.Now()
+	oldCA, err := pki.NewCA("argocd-agent-ca", 5*365*24*time.Hour, now.Add(-4*365*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pki.NeedsRenewal(oldCA.Cert, now) {
+		t.Fatal("the aged CA does not need renewal: the test would not rotate it")
+	}
+	serving, err = oldCA.IssueServerCert("argocd-agent-principal", []string{"principal.example.com"}, nil, servingValidity, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}
+	for _, s := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gitopscluster.CASecretName, Labels: labels},
+			Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": oldCA.CertPEM, "tls.key": oldCA.KeyPEM, "ca.crt": oldCA.CertPEM}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gitopscluster.PrincipalTLSSecretName, Labels: labels},
+			Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": serving.CertPEM, "tls.key": serving.KeyPEM, "ca.crt": oldCA.CertPEM}},
+	} {
+		if err := k8s.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	template = names.TemplateName(&v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet"}})
+	for _, c := range clusters {
+		setAgentTemplate(t, c, template, "old-ca-only", true)
+	}
+	return oldCA, serving, template
+}
+
+// rotatedTemplateHash waits for the CA secret to hold a CA other than old, and for the
+// template to carry it next to old; it returns the new CA and the template's spec hash then.
+func rotatedTemplateHash(t *testing.T, ns, template string, old *x509.Certificate) (*x509.Certificate, string) {
+	t.Helper()
+	var newCA *x509.Certificate
+	var hash string
+	eventually(t, "the CA is rotated and the template carries the new CA and the old one", func() error {
+		newCA = leafOf(t, getSecret(t, ns, gitopscluster.CASecretName))
+		if newCA.Equal(old) {
+			return fmt.Errorf("the CA is not rotated yet")
+		}
+		tmpl := &addonv1alpha1.AddOnTemplate{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Name: template}, tmpl); err != nil {
+			return err
+		}
+		certs, err := pki.ParseCertificates(addon.TemplateCABundle(tmpl))
+		if err != nil {
+			return err
+		}
+		var haveNew, haveOld bool
+		for _, c := range certs {
+			haveNew = haveNew || c.Equal(newCA)
+			haveOld = haveOld || c.Equal(old)
+		}
+		if !haveNew || !haveOld {
+			return fmt.Errorf("template bundle: new CA %v, old CA %v", haveNew, haveOld)
+		}
+		hash = ocmTemplateHash(t, template)
+		return nil
+	})
+	return newCA, hash
+}
+
+// The self-managed CA is rotated (two thirds of its life passed) while an Available agent
+// still runs a template that trusts only the old CA: the principal keeps its serving
+// certificate from the old CA until that agent has applied the template carrying the new one.
+func TestServingCertificateWaitsThroughCARotation(t *testing.T) {
+	ns := "serving-wait-rotation"
+	oldCA, serving, template := agedSelfManagedPKI(t, ns, []string{"swr-1"}, 365*24*time.Hour)
+
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForTrustRollout)
+	newCA, hash := rotatedTemplateHash(t, ns, template, oldCA.Cert)
+	eventually(t, "the condition counts the agent as pending", func() error {
+		c := meta.FindStatusCondition(getGOC(t, ns, "fleet").Status.Conditions, v1alpha1.ConditionCertificatesReady)
+		if c == nil || c.Reason != v1alpha1.ReasonWaitingForTrustRollout || !strings.Contains(c.Message, "0 of 1 available agent(s)") {
+			return fmt.Errorf("%+v", c)
+		}
+		return nil
+	})
+	if s := getSecret(t, ns, gitopscluster.PrincipalTLSSecretName); string(s.Data["tls.crt"]) != string(serving.CertPEM) {
+		t.Fatal("the principal's serving certificate changed before the agent trusts the new CA")
+	}
+
+	setAgentTemplate(t, "swr-1", template, hash, true)
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
+	eventually(t, "the principal serves a certificate of the new CA", func() error {
+		leaf := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+		return pki.VerifyChain(leaf, []*x509.Certificate{newCA}, x509.ExtKeyUsageServerAuth, clock.Now())
+	})
+}
+
+// The principal does not wait past its serving certificate's expiry: an expired certificate
+// verifies for no agent, so it is replaced although an agent is still pending, and a Warning
+// event says so. This test moves the shared fake clock two hours forward.
+func TestExpiredServingCertificateIsReplacedDuringTrustRollout(t *testing.T) {
+	ctx := context.Background()
+	ns := "serving-wait-expiry"
+	_, serving, template := agedSelfManagedPKI(t, ns, []string{"swe-1"}, time.Hour)
+
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForTrustRollout)
+	if s := getSecret(t, ns, gitopscluster.PrincipalTLSSecretName); string(s.Data["tls.crt"]) != string(serving.CertPEM) {
+		t.Fatal("the principal's serving certificate changed before it expired or the agent trusts the new CA")
+	}
+
+	clock.Advance(2 * time.Hour)
+	poke(t, ns, "fleet")
+	// The condition's message names the expiry only in the reconcile that replaced the
+	// certificate (the next one rewrites it); the Warning event below stays.
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
+	newCA := leafOf(t, getSecret(t, ns, gitopscluster.CASecretName))
+	if err := pki.VerifyChain(leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName)), []*x509.Certificate{newCA}, x509.ExtKeyUsageServerAuth, clock.Now()); err != nil {
+		t.Fatalf("the principal's new serving certificate: %v", err)
+	}
+	// The agent is still pending: it never applied the template with the new CA.
+	if mca := managedClusterAddOn(t, "swe-1"); mca.Status.ConfigReferences[0].LastAppliedConfig.SpecHash == ocmTemplateHash(t, template) {
+		t.Fatal("the agent has the new template: the test does not show the expiry path")
+	}
+	eventually(t, "a Warning event on the GitOpsCluster says the certificate was replaced anyway", func() error {
+		var list eventsv1.EventList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "GitOpsCluster" && e.Regarding.Name == "fleet" && e.Type == corev1.EventTypeWarning &&
+				e.Reason == v1alpha1.ReasonWaitingForTrustRollout && strings.Contains(e.Note, "replaced anyway") {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d event(s)", len(list.Items))
 	})
 }

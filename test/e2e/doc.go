@@ -10,7 +10,9 @@
 //
 //  1. the upstream README GitOpsCluster, a Placement selecting cluster1, a principal Service:
 //     the agent lands on cluster1 through OCM, its client certificate is signed by this
-//     project's signer, and the GitOpsCluster becomes Ready;
+//     project's signer, and the GitOpsCluster becomes Ready; the spec hash OCM records for
+//     the agent's AddOnTemplate is addon.ConfigSpecHash's (the principal's trust rollout
+//     relies on it);
 //  2. the Placement grows to cluster2, then drops cluster1: agents follow, cluster1's
 //     registration goes and its certificates are blocklisted;
 //  3. an agent image change rolls out Progressive (maxConcurrency 1), one cluster after the other;

@@ -184,6 +184,50 @@ func (s *suite) scenarioInstall(t *testing.T) {
 	s.markAvailable(t, "cluster1")
 	s.waitReady(t, 1, 1)
 	t.Logf("README example to Ready on a real fleet: %s", time.Since(applied).Round(100*time.Millisecond))
+	s.checkTemplateSpecHash(t, "cluster1")
+}
+
+// checkTemplateSpecHash compares the spec hash OCM's addon manager recorded for the agent's
+// AddOnTemplate in the cluster's ManagedClusterAddOn (desired and last applied) with
+// addon.ConfigSpecHash of the template read from the hub. The principal's trust rollout
+// compares these two to decide when every agent trusts a new anchor; if the recipes differed,
+// it would wait forever (or never).
+func (s *suite) checkTemplateSpecHash(t *testing.T, cluster string) {
+	t.Helper()
+	var ref addonv1alpha1.ConfigReference
+	s.eventually(t, cluster+": ManagedClusterAddOn has applied its AddOnTemplate", time.Minute, func(ctx context.Context) (bool, string) {
+		m, err := s.mca(ctx, cluster)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, r := range m.Status.ConfigReferences {
+			if r.Resource != "addontemplates" {
+				continue
+			}
+			ref = r
+			if r.DesiredConfig == nil || r.LastAppliedConfig == nil || r.DesiredConfig.SpecHash == "" ||
+				r.LastAppliedConfig.SpecHash != r.DesiredConfig.SpecHash {
+				return false, fmt.Sprintf("addontemplates reference %+v", r)
+			}
+			return true, ""
+		}
+		return false, fmt.Sprintf("no addontemplates reference in %+v", m.Status.ConfigReferences)
+	})
+	ctx := ctxFor(t)
+	tpl := &addonv1alpha1.AddOnTemplate{}
+	if err := s.hub.Get(ctx, client.ObjectKey{Name: ref.DesiredConfig.Name}, tpl); err != nil {
+		t.Fatal(err)
+	}
+	want, err := addon.ConfigSpecHash(tpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ref.DesiredConfig.SpecHash != want || ref.LastAppliedConfig.SpecHash != want {
+		t.Errorf("%s: OCM's spec hash of AddOnTemplate %s: desired %s, last applied %s; addon.ConfigSpecHash gives %s",
+			cluster, tpl.Name, ref.DesiredConfig.SpecHash, ref.LastAppliedConfig.SpecHash, want)
+	} else {
+		t.Logf("%s: OCM's spec hash of AddOnTemplate %s (desired and last applied) is addon.ConfigSpecHash's: %s", cluster, tpl.Name, want)
+	}
 }
 
 // Scenario 2: the Placement gains cluster2, then loses cluster1.

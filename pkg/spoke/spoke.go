@@ -68,7 +68,7 @@ const (
 var clusterScoped = map[string]bool{"CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true}
 
 // Objects returns the upstream objects for a mode, in a fixed order: CRDs first, then RBAC,
-// configuration and workloads. Each call returns fresh copies.
+// configuration and workloads. Each call decodes fresh copies.
 func Objects(mode string) ([]*unstructured.Unstructured, error) {
 	if mode != addon.ModeManaged && mode != addon.ModeAutonomous {
 		return nil, fmt.Errorf("agent mode %q is invalid: must be %q or %q", mode, addon.ModeManaged, addon.ModeAutonomous)
@@ -82,15 +82,15 @@ func Objects(mode string) ([]*unstructured.Unstructured, error) {
 		if mode == addon.ModeManaged && isAppSet(o) {
 			continue
 		}
-		objs = append(objs, o.DeepCopy())
+		objs = append(objs, o)
 	}
 	return objs, nil
 }
 
-// upstreamObjects decodes the embedded manifests once: they never change in a running binary,
-// and decoding half a megabyte of JSON on every reconcile was most of an idle reconcile's cost.
-// Callers copy before they change anything.
-var upstreamObjects = sync.OnceValues(func() ([]*unstructured.Unstructured, error) {
+// upstreamObjects decodes the embedded manifests. Their decoded form is several times their
+// size, so it is not kept: what callers derive from them (the images, the rendered manifests)
+// is kept instead.
+func upstreamObjects() ([]*unstructured.Unstructured, error) {
 	paths, err := fs.Glob(upstreamFS, "upstream/*.json")
 	if err != nil {
 		return nil, err
@@ -109,7 +109,7 @@ var upstreamObjects = sync.OnceValues(func() ([]*unstructured.Unstructured, erro
 	}
 	sort.SliceStable(objs, func(i, j int) bool { return kindOrder(objs[i].GetKind()) < kindOrder(objs[j].GetKind()) })
 	return objs, nil
-})
+}
 
 func isAppSet(o *unstructured.Unstructured) bool {
 	if o.GetKind() == "CustomResourceDefinition" {
@@ -128,7 +128,7 @@ func kindOrder(kind string) int {
 	return 100
 }
 
-// UpstreamImages reads the images the embedded manifests run.
+// UpstreamImages reads the images the embedded manifests run, once.
 func UpstreamImages() (Images, error) { return upstreamImages() }
 
 var upstreamImages = sync.OnceValues(func() (Images, error) {

@@ -117,7 +117,8 @@ spec:
 		if err := c.Get(ctx, types.NamespacedName{Namespace: "validation", Name: "defaults"}, got); err != nil {
 			t.Fatal(err)
 		}
-		if got.Spec.ArgoCDAgentAddon.Mode != v1alpha1.AgentModeManaged || got.Spec.PlacementRef.Kind != v1alpha1.PlacementKind {
+		if got.Spec.ArgoCDAgentAddon.Mode != v1alpha1.AgentModeManaged || got.Spec.PlacementRef.Kind != v1alpha1.PlacementKind ||
+			got.Spec.ArgoCDAgentAddon.ApplicationMapping != v1alpha1.ApplicationMappingNamespace {
 			t.Errorf("defaults not applied: %+v", got.Spec)
 		}
 	})
@@ -148,6 +149,18 @@ spec:
 spec:
   placementRef: {kind: Placement, name: p}
   argoCDAgentAddon: {certManager: {issuerRef: {name: corp-ca, kind: ClusterIssuer}}}`,
+		"destination-based application mapping in managed mode": `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {mode: managed, applicationMapping: Destination}`,
+		"destination-based application mapping, mode left to its default": `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {applicationMapping: Destination}`,
+		"namespace application mapping in autonomous mode": `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {mode: autonomous, applicationMapping: Namespace}`,
 		"an external issuer of another group": `
 spec:
   placementRef: {kind: Placement, name: p}
@@ -170,6 +183,14 @@ spec:
 spec:
   placementRef: {kind: Placement, name: p}
   argoCDAgentAddon: {mode: pull}`, []string{"spec.argoCDAgentAddon.mode", `Unsupported value: "pull"`, `"managed"`, `"autonomous"`}},
+		{"destination-based application mapping in autonomous mode", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {mode: autonomous, applicationMapping: Destination}`, []string{"spec.argoCDAgentAddon", "applicationMapping Destination needs mode managed"}},
+		{"unknown application mapping", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {applicationMapping: destination}`, []string{"spec.argoCDAgentAddon.applicationMapping", `Unsupported value: "destination"`, `"Namespace"`, `"Destination"`}},
 		{"port 0", `
 spec:
   placementRef: {kind: Placement, name: p}

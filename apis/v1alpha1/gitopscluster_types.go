@@ -31,6 +31,21 @@ const (
 	ArgoCDComponentsExisting ArgoCDComponents = "Existing"
 )
 
+// ApplicationMapping says how argocd-agent's principal picks the agent an Application goes to.
+// +kubebuilder:validation:Enum=Namespace;Destination
+type ApplicationMapping string
+
+const (
+	// ApplicationMappingNamespace routes an Application to the agent named like its hub
+	// namespace (argocd-agent's default).
+	ApplicationMappingNamespace ApplicationMapping = "Namespace"
+	// ApplicationMappingDestination routes an Application to the agent named in its
+	// spec.destination.name, whatever its hub namespace (argocd-agent's destination-based
+	// mapping), so Applications of one hub namespace, such as an ApplicationSet's, can go to
+	// many agents.
+	ApplicationMappingDestination ApplicationMapping = "Destination"
+)
+
 // LabelArgoCDComponents on a ManagedCluster set to "Existing" keeps the addon from installing
 // the Argo CD components on that cluster, whatever its GitOpsCluster says.
 const LabelArgoCDComponents = "argocd-agent-addon.open-cluster-management.io/argocd-components"
@@ -60,6 +75,7 @@ type PlacementReference struct {
 // ArgoCDAgentAddonSpec configures the argocd-agent deployed to every selected cluster.
 // The principal namespace cannot change: the cluster secrets and certificate records live
 // there, and moving would strand them. Delete and re-create the GitOpsCluster to move.
+// +kubebuilder:validation:XValidation:rule="!has(self.applicationMapping) || self.applicationMapping != 'Destination' || !has(self.mode) || self.mode == 'managed'",message="applicationMapping Destination needs mode managed: argocd-agent refuses destination-based mapping for autonomous agents"
 // +kubebuilder:validation:XValidation:rule="has(self.principalNamespace) == has(oldSelf.principalNamespace) && (!has(self.principalNamespace) || self.principalNamespace == oldSelf.principalNamespace)",message="principalNamespace is immutable; delete and re-create the GitOpsCluster to use another principal"
 type ArgoCDAgentAddonSpec struct {
 	// Mode is the argocd-agent mode: managed (the hub is the source of truth) or autonomous
@@ -111,6 +127,15 @@ type ArgoCDAgentAddonSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == 'Install' || self == 'Existing'",message="argoCDComponents must be Install (the addon installs Argo CD beside the agent) or Existing (the cluster's own Argo CD is used)"
 	// +optional
 	ArgoCDComponents ArgoCDComponents `json:"argoCDComponents,omitempty"`
+
+	// ApplicationMapping says how the principal routes Applications to agents: Namespace (the
+	// default) by the hub namespace named after the cluster, Destination by
+	// spec.destination.name (managed mode only). Destination turns on the agents'
+	// --destination-based-mapping; the principal needs the same flag, which the manager cannot
+	// check, and every GitOpsCluster of that principal must then say Destination.
+	// +kubebuilder:default=Namespace
+	// +optional
+	ApplicationMapping ApplicationMapping `json:"applicationMapping,omitempty"`
 
 	// RolloutStrategy governs how a change of the agents' configuration rolls across the
 	// selected clusters (All by default; Progressive and ProgressivePerGroup pass through to OCM).

@@ -40,6 +40,9 @@ type TemplateInput struct {
 	Subject *addonv1alpha1.Subject
 	// ImagePullSecrets are added to the agent pod; the Secrets must exist in the agent namespace.
 	ImagePullSecrets []string
+	// DestinationBasedMapping runs the agent with --destination-based-mapping (managed mode
+	// only), for a principal that routes Applications by spec.destination.name.
+	DestinationBasedMapping bool
 }
 
 // UnreadableSigningCAName is the signingCA the template names: a Secret of that name cannot
@@ -65,9 +68,9 @@ func BuildAddOnTemplate(in TemplateInput) (*addonv1alpha1.AddOnTemplate, error) 
 		caSecret(in.CABundlePEM),
 		role(in.Mode),
 		roleBinding(),
-		clusterRole(in.AddonName, in.Mode),
+		clusterRole(in.AddonName, in.Mode, in.DestinationBasedMapping),
 		clusterRoleBinding(in.AddonName),
-		deployment(in.SignerName, in.ImagePullSecrets),
+		deployment(in.SignerName, in.ImagePullSecrets, in.DestinationBasedMapping),
 	}
 	manifests := make([]workv1.Manifest, 0, len(objs))
 	for _, obj := range objs {
@@ -132,6 +135,10 @@ func validateTemplateInput(in TemplateInput) error {
 	}
 	if err := validateMode(in.Mode); err != nil {
 		return err
+	}
+	// argocd-agent v0.9.0's NewAgent refuses to start with both.
+	if in.DestinationBasedMapping && in.Mode == ModeAutonomous {
+		return fmt.Errorf("destination-based mapping needs managed mode")
 	}
 	for _, name := range in.ImagePullSecrets {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
@@ -313,20 +320,31 @@ func roleBinding() *rbacv1.RoleBinding {
 //     by GETting each Application the principal holds for it, addressed in the hub namespace
 //     named after the agent (internal/resync), which need not exist on the spoke. Without it
 //     an Application deleted on the spoke while disconnected is never restored.
+//   - applications: list+watch, cluster-wide, with destination-based mapping: the agent's
+//     application informer then watches every namespace and populateSourceCache lists them
+//     all (agent/agent.go). Its writes stay in its own namespace: an Application from the
+//     principal's namespace is stored in the agent's (getTargetNamespaceForApp), and one from
+//     any other namespace is refused unless --allowed-namespaces names it, which this addon
+//     does not set.
 //   - every resource: get, and events: list. The resource proxy answers the hub Argo CD's
 //     requests for live objects with a dynamic GET of the named object (it refuses objects
 //     Argo CD does not manage) and lists nothing but events.
 //
 // Not granted, although argocd-agent's own install manifests do: namespace create and
-// cluster-wide application writes (destination-based mapping with --create-namespace, which
-// this addon does not enable), and writes through the resource proxy (hub UI actions such as
-// deleting a live object): the spoke's application-controller owns those objects.
-func clusterRole(addonName, mode string) *rbacv1.ClusterRole {
+// cluster-wide application writes (destination-based mapping with --create-namespace or
+// --allowed-namespaces, which this addon does not set), and writes through the resource proxy
+// (hub UI actions such as deleting a live object): the spoke's application-controller owns
+// those objects.
+func clusterRole(addonName, mode string, destinationBasedMapping bool) *rbacv1.ClusterRole {
 	rules := []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"list", "watch"}},
 	}
 	if mode != ModeAutonomous {
-		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"}, Verbs: []string{"get"}})
+		verbs := []string{"get"}
+		if destinationBasedMapping {
+			verbs = []string{"get", "list", "watch"}
+		}
+		rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"}, Verbs: verbs})
 	}
 	rules = append(rules,
 		rbacv1.PolicyRule{APIGroups: []string{"*"}, Resources: []string{"*"}, Verbs: []string{"get"}},
@@ -355,9 +373,9 @@ func agentSubject() rbacv1.Subject {
 // agentArgs configures argocd-agent v0.9.0 by flags (cmd/argocd-agent/agent.go).
 // The client cert comes from the files OCM mounts for the CustomSigner
 // registration; the root CA from the argocd-agent-ca secret.
-func agentArgs(signerName string) []string {
+func agentArgs(signerName string, destinationBasedMapping bool) []string {
 	dir := ClientCertMountDir(signerName)
-	return []string{
+	args := []string{
 		"agent",
 		"--agent-mode=" + tag(VarMode),
 		"--server-address=" + tag(VarServerAddress),
@@ -372,6 +390,10 @@ func agentArgs(signerName string) []string {
 		fmt.Sprintf("--healthz-port=%d", HealthzPort),
 		fmt.Sprintf("--metrics-port=%d", MetricsPort),
 	}
+	if destinationBasedMapping {
+		args = append(args, "--destination-based-mapping=true")
+	}
+	return args
 }
 
 func reloaderArgs(signerName string) []string {
@@ -412,7 +434,7 @@ func resources(cpuReq, memReq, cpuLim, memLim string) corev1.ResourceRequirement
 //
 // The client-certificate volume is deliberately absent: OCM adds it, and the
 // mount at ClientCertMountDir, to every container of the Deployment.
-func deployment(signerName string, pullSecrets []string) *appsv1.Deployment {
+func deployment(signerName string, pullSecrets []string, destinationBasedMapping bool) *appsv1.Deployment {
 	selector := map[string]string{LabelName: AgentName, LabelPartOf: partOfValue}
 	podLabels := spokeLabels()
 	podLabels[LabelComponent] = "agent"
@@ -421,7 +443,7 @@ func deployment(signerName string, pullSecrets []string) *appsv1.Deployment {
 		Name:            AgentContainerName,
 		Image:           tag(VarAgentImage),
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Args:            agentArgs(signerName),
+		Args:            agentArgs(signerName, destinationBasedMapping),
 		Env: []corev1.EnvVar{{
 			Name: "REDIS_PASSWORD",
 			ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{

@@ -3,6 +3,7 @@ package addon
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -580,6 +581,9 @@ func TestBuildAddOnTemplateRejectsBadInput(t *testing.T) {
 		"unknown mode":       func(in *TemplateInput) { in.Mode = "hybrid" },
 		"empty mode":         func(in *TemplateInput) { in.Mode = "" },
 		"subject empty user": func(in *TemplateInput) { in.Subject = &addonv1alpha1.Subject{Groups: []string{"g"}} },
+		"destination mapping in autonomous mode": func(in *TemplateInput) {
+			in.Mode, in.DestinationBasedMapping = ModeAutonomous, true
+		},
 		"secret name too long": func(in *TemplateInput) {
 			in.SignerName = "example.com/" + strings.Repeat("a", 250)
 		},
@@ -644,5 +648,56 @@ func TestImagePullSecretsReachTheAgentPod(t *testing.T) {
 	r = renderTemplate(t, mustTemplate(t, in), mustADC(t, validADCInput()))
 	if got := r.deployment.Spec.Template.Spec.ImagePullSecrets; len(got) != 0 {
 		t.Errorf("no pull secrets configured, pod has %v", got)
+	}
+}
+
+// TestDestinationBasedMappingOnlyWhenAsked: the agent's flag and the cluster-wide list and
+// watch of Applications its informer then needs come with DestinationBasedMapping and not
+// without; nothing else changes, and the agent still writes only in its own namespace.
+func TestDestinationBasedMappingOnlyWhenAsked(t *testing.T) {
+	const flag = "--destination-based-mapping=true"
+	render := func(dbm bool) renderedTemplate {
+		in := validTemplateInput(t)
+		in.DestinationBasedMapping = dbm
+		return renderTemplate(t, mustTemplate(t, in), mustADC(t, validADCInput()))
+	}
+	agentArgs := func(r renderedTemplate) []string {
+		for _, c := range r.deployment.Spec.Template.Spec.Containers {
+			if c.Name == AgentContainerName {
+				return c.Args
+			}
+		}
+		t.Fatal("no agent container")
+		return nil
+	}
+	off, on := render(false), render(true)
+
+	if args := agentArgs(off); slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "destination-based-mapping") }) {
+		t.Errorf("namespace mapping: agent args %v name destination-based mapping", args)
+	}
+	if args := agentArgs(on); !slices.Contains(args, flag) {
+		t.Errorf("destination mapping: agent args %v lack %s", args, flag)
+	}
+	for _, a := range agentArgs(on) {
+		if strings.HasPrefix(a, "--create-namespace") || strings.HasPrefix(a, "--allowed-namespaces") {
+			t.Errorf("destination mapping: agent arg %s lets the agent write outside its namespace", a)
+		}
+	}
+
+	if got := verbsFor(off.clusterRole.Rules, "argoproj.io", "applications"); !slices.Equal(got, []string{"get"}) {
+		t.Errorf("namespace mapping: cluster-wide applications verbs %v, want [get]", got)
+	}
+	if got := verbsFor(on.clusterRole.Rules, "argoproj.io", "applications"); !slices.Equal(got, []string{"get", "list", "watch"}) {
+		t.Errorf("destination mapping: cluster-wide applications verbs %v, want [get list watch]", got)
+	}
+	if !reflect.DeepEqual(off.role.Rules, on.role.Rules) {
+		t.Errorf("destination mapping changed the namespaced Role: %+v, want %+v", on.role.Rules, off.role.Rules)
+	}
+	for _, rule := range on.clusterRole.Rules {
+		for _, v := range rule.Verbs {
+			if v != "get" && v != "list" && v != "watch" {
+				t.Errorf("destination mapping: cluster role rule %+v writes cluster-wide", rule)
+			}
+		}
 	}
 }

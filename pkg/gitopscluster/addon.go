@@ -138,6 +138,7 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		AddonName: r.Config.AddonName, TemplateName: names.TemplateName(goc), SignerName: r.Config.SignerName,
 		SigningCANamespace: principalNS,
 		CABundlePEM:        hub.Bundle, Mode: mode, ImagePullSecrets: r.Config.SpokeImagePullSecrets,
+		DestinationBasedMapping: goc.Spec.ArgoCDAgentAddon.ApplicationMapping == v1alpha1.ApplicationMappingDestination,
 	})
 	if err != nil {
 		return addOnNames{}, fmt.Errorf("building AddOnTemplate: %w", err)

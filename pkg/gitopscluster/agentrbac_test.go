@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,10 +72,31 @@ var agentCalls = map[v1alpha1.AgentMode][]agentCall{
 	},
 }
 
+// destinationMappingCalls are what the agent calls beyond managed mode's with
+// --destination-based-mapping (agent/agent.go, agent/inbound.go of v0.9.0).
+var destinationMappingCalls = []agentCall{
+	{"application informer over every namespace", "list", "argoproj.io", "applications", "", ""},
+	{"application informer over every namespace", "watch", "argoproj.io", "applications", "", ""},
+	{"populateSourceCache lists every namespace", "list", "argoproj.io", "applications", "", ""},
+	{"resync of an Application from another hub namespace", "get", "argoproj.io", "applications", "team-a", "guestbook"},
+}
+
+// destinationMappingMustNot: with destination-based mapping the agent still writes only in its
+// own namespace (Applications of the principal's namespace are stored there; other namespaces
+// need --allowed-namespaces, and namespace creation --create-namespace, neither set).
+var destinationMappingMustNot = []agentCall{
+	{"namespace creation (--create-namespace)", "create", "", "namespaces", "", ""},
+	{"applications in other namespaces (--allowed-namespaces)", "create", "argoproj.io", "applications", "team-a", ""},
+	{"applications in other namespaces (--allowed-namespaces)", "update", "argoproj.io", "applications", "team-a", "guestbook"},
+	{"applications in other namespaces (--allowed-namespaces)", "delete", "argoproj.io", "applications", "team-a", "guestbook"},
+}
+
 // agentMustNot lists calls the agent never needs; the template must not grant them.
 var agentMustNot = map[v1alpha1.AgentMode][]agentCall{
 	v1alpha1.AgentModeManaged: {
 		{"namespace creation (destination-based mapping only)", "create", "", "namespaces", "", ""},
+		{"applications of every namespace (destination-based mapping only)", "list", "argoproj.io", "applications", "", ""},
+		{"applications of every namespace (destination-based mapping only)", "watch", "argoproj.io", "applications", "", ""},
 		{"secrets of other namespaces", "list", "", "secrets", "kube-system", ""},
 		{"applications outside its namespace", "create", "argoproj.io", "applications", "cluster1", ""},
 		{"writes through the resource proxy", "delete", "apps", "deployments", "guestbook", "guestbook-ui"},
@@ -89,19 +111,33 @@ var agentMustNot = map[v1alpha1.AgentMode][]agentCall{
 }
 
 // TestAgentRBACCoversWhatArgoCDAgentCalls applies the RBAC of the AddOnTemplate the manager
-// wrote, for each mode, to the API server and asks it (SubjectAccessReview) whether the agent's
-// service account may make each call argocd-agent's agent makes, and none it does not need.
+// wrote, for each mode and application mapping, to the API server and asks it
+// (SubjectAccessReview) whether the agent's service account may make each call argocd-agent's
+// agent makes, and none it does not need.
 func TestAgentRBACCoversWhatArgoCDAgentCalls(t *testing.T) {
 	ctx := context.Background()
-	for _, mode := range []v1alpha1.AgentMode{v1alpha1.AgentModeManaged, v1alpha1.AgentModeAutonomous} {
-		t.Run(string(mode), func(t *testing.T) {
-			ns := "agent-rbac-" + string(mode)
+	cases := []struct {
+		name    string
+		mode    v1alpha1.AgentMode
+		mapping v1alpha1.ApplicationMapping
+		calls   []agentCall
+		mustNot []agentCall
+	}{
+		{"managed", v1alpha1.AgentModeManaged, "", agentCalls[v1alpha1.AgentModeManaged], agentMustNot[v1alpha1.AgentModeManaged]},
+		{"autonomous", v1alpha1.AgentModeAutonomous, "", agentCalls[v1alpha1.AgentModeAutonomous], agentMustNot[v1alpha1.AgentModeAutonomous]},
+		{"managed-destination", v1alpha1.AgentModeManaged, v1alpha1.ApplicationMappingDestination,
+			append(slices.Clone(agentCalls[v1alpha1.AgentModeManaged]), destinationMappingCalls...), destinationMappingMustNot},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := "agent-rbac-" + tc.name
 			createNamespace(t, ns)
 			createManagedClusters(t, "cluster1")
 			createPlacement(t, ns, "p")
 			setDecisions(t, ns, "p", 0, "cluster1")
 			createGitOpsCluster(t, ns, "g", "p", withAddress("principal.example.com"), func(g *v1alpha1.GitOpsCluster) {
-				g.Spec.ArgoCDAgentAddon.Mode = mode
+				g.Spec.ArgoCDAgentAddon.Mode = tc.mode
+				g.Spec.ArgoCDAgentAddon.ApplicationMapping = tc.mapping
 			})
 			var tpl addonv1alpha1.AddOnTemplate
 			eventually(t, "the AddOnTemplate", func() error {
@@ -114,9 +150,9 @@ func TestAgentRBACCoversWhatArgoCDAgentCalls(t *testing.T) {
 
 			// Apply the template's RBAC like OCM's work agent would, in a namespace of this
 			// mode (OCM moves namespaced objects and binding subjects to the install namespace).
-			spokeNS := "spoke-" + string(mode)
+			spokeNS := "spoke-" + tc.name
 			createNamespace(t, spokeNS)
-			suffix := "-" + string(mode)
+			suffix := "-" + tc.name
 			applied := 0
 			for _, m := range tpl.Spec.AgentSpec.Workload.Manifests {
 				u := &unstructured.Unstructured{}
@@ -172,11 +208,11 @@ func TestAgentRBACCoversWhatArgoCDAgentCalls(t *testing.T) {
 				}
 				return nil
 			}
-			for _, c := range agentCalls[mode] {
+			for _, c := range tc.calls {
 				// RBAC objects take a moment to reach the authorizer's cache.
 				eventually(t, c.what, func() error { return check(c, true) })
 			}
-			for _, c := range agentMustNot[mode] {
+			for _, c := range tc.mustNot {
 				if err := check(c, false); err != nil {
 					t.Error(err)
 				}

@@ -480,22 +480,23 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		vals map[string]any
 		want string
 	}{
-		"replicas as a string":    {map[string]any{"replicas": "two"}, "replicas"},
-		"zero replicas":           {map[string]any{"replicas": 0}, "replicas"},
-		"unknown log level":       {map[string]any{"logLevel": "verbose"}, "logLevel"},
-		"unknown mode":            {map[string]any{"defaults": map[string]any{"gitOpsCluster": map[string]any{"mode": "pull"}}}, "mode"},
-		"unknown top-level value": {map[string]any{"replica": 2}, "replica"},
-		"bad pull policy":         {map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}, "pullPolicy"},
-		"bad namespace":           {map[string]any{"managedNamespaces": []any{"Not_A_Label"}}, "managedNamespaces"},
-		"bad duration":            {map[string]any{"signer": map[string]any{"certificateValidity": "a week"}}, "certificateValidity"},
-		"bad service type":        {map[string]any{"principal": map[string]any{"service": map[string]any{"type": "Ingress"}}}, "type"},
-		"no allowed namespaces":   {map[string]any{"principal": map[string]any{"allowedNamespaces": []any{}}}, "allowedNamespaces"},
-		"reader of unknown kind":  {map[string]any{"metrics": map[string]any{"readerSubjects": []any{map[string]any{"kind": "Pod", "name": "p"}}}}, "kind"},
-		"reader SA, no namespace": {map[string]any{"metrics": map[string]any{"readerSubjects": []any{map[string]any{"kind": "ServiceAccount", "name": "prometheus"}}}}, "namespace"},
-		"zero signer workers":     {map[string]any{"concurrency": map[string]any{"signer": 0}}, "signer"},
-		"pprof port as a string":  {map[string]any{"pprof": map[string]any{"port": "6060"}}, "port"},
-		"bad lease duration":      {map[string]any{"leaderElectionTiming": map[string]any{"leaseDuration": "15"}}, "leaseDuration"},
-		"secure as a string":      {map[string]any{"metrics": map[string]any{"secure": "yes"}}, "secure"},
+		"replicas as a string":            {map[string]any{"replicas": "two"}, "replicas"},
+		"zero replicas":                   {map[string]any{"replicas": 0}, "replicas"},
+		"unknown log level":               {map[string]any{"logLevel": "verbose"}, "logLevel"},
+		"unknown mode":                    {map[string]any{"defaults": map[string]any{"gitOpsCluster": map[string]any{"mode": "pull"}}}, "mode"},
+		"unknown top-level value":         {map[string]any{"replica": 2}, "replica"},
+		"bad pull policy":                 {map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}, "pullPolicy"},
+		"bad namespace":                   {map[string]any{"managedNamespaces": []any{"Not_A_Label"}}, "managedNamespaces"},
+		"bad duration":                    {map[string]any{"signer": map[string]any{"certificateValidity": "a week"}}, "certificateValidity"},
+		"bad service type":                {map[string]any{"principal": map[string]any{"service": map[string]any{"type": "Ingress"}}}, "type"},
+		"no allowed namespaces":           {map[string]any{"principal": map[string]any{"allowedNamespaces": []any{}}}, "allowedNamespaces"},
+		"reader of unknown kind":          {map[string]any{"metrics": map[string]any{"readerSubjects": []any{map[string]any{"kind": "Pod", "name": "p"}}}}, "kind"},
+		"reader SA, no namespace":         {map[string]any{"metrics": map[string]any{"readerSubjects": []any{map[string]any{"kind": "ServiceAccount", "name": "prometheus"}}}}, "namespace"},
+		"zero signer workers":             {map[string]any{"concurrency": map[string]any{"signer": 0}}, "signer"},
+		"pprof port as a string":          {map[string]any{"pprof": map[string]any{"port": "6060"}}, "port"},
+		"bad lease duration":              {map[string]any{"leaderElectionTiming": map[string]any{"leaseDuration": "15"}}, "leaseDuration"},
+		"secure as a string":              {map[string]any{"metrics": map[string]any{"secure": "yes"}}, "secure"},
+		"destination mapping as a string": {map[string]any{"principal": map[string]any{"destinationBasedMapping": "true"}}, "destinationBasedMapping"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := render(t, tc.vals)
@@ -843,6 +844,62 @@ func principalArgs(t *testing.T, p *unstructured.Unstructured) []string {
 		out = append(out, a.(string))
 	}
 	return out
+}
+
+// The chart's principal routes Applications by spec.destination.name only when
+// principal.destinationBasedMapping is set, and the chart's own managed GitOpsCluster then asks
+// for the same mapping on its agents (argocd-agent needs the flag on both ends).
+func TestRenderPrincipalDestinationBasedMapping(t *testing.T) {
+	const flag = "--destination-based-mapping=true"
+	for _, tc := range []struct {
+		name        string
+		dbm         bool
+		mode        string
+		wantMapping string
+	}{
+		{"off", false, "managed", ""},
+		{"on, managed", true, "managed", "Destination"},
+		{"on, autonomous", true, "autonomous", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs, err := render(t, map[string]any{
+				"principal": map[string]any{"install": true, "destinationBasedMapping": tc.dbm},
+				"defaults":  map[string]any{"create": true, "gitOpsCluster": map[string]any{"mode": tc.mode}},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := find(objs, "Deployment", "argocd-agent-principal")
+			if p == nil {
+				t.Fatal("no principal Deployment")
+			}
+			args := principalArgs(t, p)
+			mentions := slices.ContainsFunc(args, func(a string) bool { return strings.Contains(a, "destination-based-mapping") })
+			if tc.dbm && !slices.Contains(args, flag) {
+				t.Errorf("principal args %v lack %s", args, flag)
+			}
+			if !tc.dbm && mentions {
+				t.Errorf("principal args %v name destination-based mapping without the value", args)
+			}
+			goc := find(objs, "GitOpsCluster", "")
+			got, _, _ := unstructured.NestedString(goc.Object, "spec", "argoCDAgentAddon", "applicationMapping")
+			if got != tc.wantMapping {
+				t.Errorf("default GitOpsCluster applicationMapping = %q, want %q", got, tc.wantMapping)
+			}
+		})
+	}
+	// Without the chart's principal the value names no principal of ours: the GitOpsCluster
+	// keeps namespace mapping.
+	objs, err := render(t, map[string]any{
+		"principal": map[string]any{"destinationBasedMapping": true},
+		"defaults":  map[string]any{"create": true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := unstructured.NestedString(find(objs, "GitOpsCluster", "").Object, "spec", "argoCDAgentAddon", "applicationMapping"); got != "" {
+		t.Errorf("without principal.install, default GitOpsCluster applicationMapping = %q", got)
+	}
 }
 
 // cert-manager's kinds appear in the manager's RBAC only when certManager.enabled is set:

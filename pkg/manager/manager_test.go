@@ -48,7 +48,7 @@ func TestControllerOptionsDefaults(t *testing.T) {
 
 	// The builder looks the concurrency up under the GroupKind the scheme gives the object
 	// passed to For(); a key in another form would be ignored without an error.
-	for obj, want := range map[client.Object]int{&v1alpha1.GitOpsCluster{}: 1, &certificatesv1.CertificateSigningRequest{}: 16} {
+	for obj, want := range map[client.Object]int{&v1alpha1.GitOpsCluster{}: 1, &certificatesv1.CertificateSigningRequest{}: 64} {
 		gvk, err := apiutil.GVKForObject(obj, scheme)
 		if err != nil {
 			t.Fatal(err)

@@ -20,7 +20,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	pkgcm "github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -41,17 +40,7 @@ func TestIssuerGivingNoCAKeepsThePrincipalCertificate(t *testing.T) {
 	defer cancel()
 	admin := env.Client
 
-	opts := manager.DefaultOptions()
-	opts.MetricsAddr, opts.HealthProbeAddr = "0", "0"
-	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- manager.Run(ctx, env.Config, opts) }()
-	defer func() {
-		cancel()
-		if err := <-mgrDone; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	defer startManager(t, env.Config)()
 
 	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet"},
 		Spec: v1alpha1.GitOpsClusterSpec{PlacementRef: v1alpha1.PlacementReference{Kind: "Placement", Name: "placement"},

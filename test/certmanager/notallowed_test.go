@@ -1,7 +1,6 @@
 package certmanager_test
 
 import (
-	"context"
 	"testing"
 
 	"go.uber.org/zap/zapcore"
@@ -15,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -25,8 +23,6 @@ import (
 func TestCertManagerNotAllowedIsACondition(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.ErrorLevel)))
 	env := testenv.StartForTest(t, testenv.Options{WithCertManager: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	admin := env.Client
 
 	// Every API group the hub serves but cert-manager's.
@@ -59,17 +55,7 @@ func TestCertManagerNotAllowedIsACondition(t *testing.T) {
 
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	opts := manager.DefaultOptions()
-	opts.MetricsAddr, opts.HealthProbeAddr = "0", "0"
-	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- manager.Run(ctx, cfg, opts) }()
-	defer func() {
-		cancel()
-		if err := <-mgrDone; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	defer startManager(t, cfg)()
 
 	waitCondition(t, admin, ns, v1alpha1.ReasonCertManagerNotAllowed, "certManager.enabled=true")
 }

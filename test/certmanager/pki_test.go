@@ -75,16 +75,10 @@ func TestCertManagerPKIThroughRealControllers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := manager.DefaultOptions()
-	opts.MetricsAddr, opts.HealthProbeAddr = "0", "0"
-	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
-	mgrDone := make(chan error, 1)
-	go func() { mgrDone <- manager.Run(ctx, env.Config, opts) }()
+	stopManager := startManager(t, env.Config)
 	defer func() {
+		stopManager()
 		cancel()
-		if err := <-mgrDone; err != nil {
-			t.Errorf("manager: %v", err)
-		}
 		waitCM()
 	}()
 
@@ -360,6 +354,23 @@ func templateHash(t *testing.T, c client.Client, goc *v1alpha1.GitOpsCluster) st
 		t.Fatal(err)
 	}
 	return sha(raw)
+}
+
+// startManager starts a manager built like the binary's, as every test of this package
+// does in one process (so through testenv, which lets controller names repeat).
+func startManager(t *testing.T, cfg *rest.Config) (stop func()) {
+	t.Helper()
+	opts := manager.DefaultOptions()
+	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err = testenv.StartManager(cfg, scheme, opts)
+	if err != nil {
+		t.Fatalf("manager: %v", err)
+	}
+	return stop
 }
 
 func mustCreate(t *testing.T, c client.Client, objs ...client.Object) {

@@ -230,6 +230,8 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 	if problem != nil {
 		out.Problem = problem
 		out.renewBy(now.Add(certManagerRecheck))
+	} else if r.Config.CertManagerRecheck > 0 {
+		out.renewBy(now.Add(r.Config.CertManagerRecheck))
 	}
 	return out, nil
 }

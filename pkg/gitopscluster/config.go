@@ -46,6 +46,11 @@ type Config struct {
 	// MaxRevocationPercent is the circuit breaker: a pass that would revoke more than this
 	// share of a GitOpsCluster's agents waits for a person's approval. 0 or 100 disables it.
 	MaxRevocationPercent int
+	// CertManagerRecheck is how often a principal whose PKI cert-manager keeps is looked at
+	// while all is well. The manager watches no cert-manager kind (cert-manager may not be
+	// installed), so a Certificate that turns not Ready while its Secret stays the same is
+	// seen at the next look.
+	CertManagerRecheck time.Duration
 	// ManagedNamespaces limits the principal namespaces whose Secrets and Deployments the
 	// manager reads and writes; empty means all.
 	ManagedNamespaces []string
@@ -73,6 +78,7 @@ func DefaultConfig() Config {
 		ServerCertValidity:       365 * 24 * time.Hour,
 		ClusterSecretValidity:    MaxClusterSecretValidity,
 		DepartureSettle:          30 * time.Second,
+		CertManagerRecheck:       5 * time.Minute,
 		WriteConcurrency:         16,
 		MaxRevocationPercent:     50,
 		Now:                      time.Now,

@@ -83,29 +83,7 @@ func TestIssuerGivingNoCAKeepsThePrincipalCertificate(t *testing.T) {
 		gitopscluster.ResourceProxySecretName: {"tls.crt": proxy.CertPEM, "tls.key": proxy.KeyPEM, "ca.crt": agentsCA.CertPEM},
 	}
 	for name, data := range issued {
-		c := &cmapi.Certificate{}
-		eventually(t, "the manager creates Certificate "+name, func() error {
-			return admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c)
-		})
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Spec.SecretName, Labels: c.Spec.SecretTemplate.Labels}}
-		if err := admin.Get(ctx, client.ObjectKeyFromObject(s), s); apierrors.IsNotFound(err) {
-			s.Type, s.Data = corev1.SecretTypeTLS, data
-			if err := admin.Create(ctx, s); err != nil {
-				t.Fatal(err)
-			}
-		} else if err != nil {
-			t.Fatal(err)
-		} else {
-			s.Data = data
-			if err := admin.Update(ctx, s); err != nil {
-				t.Fatal(err)
-			}
-		}
-		c.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: cmmeta.ConditionTrue,
-			Reason: "Ready", Message: "written by the test", ObservedGeneration: c.Generation}}
-		if err := admin.Status().Update(ctx, c); err != nil {
-			t.Fatal(err)
-		}
+		issueByHand(t, admin, name, data)
 	}
 
 	waitCondition(t, admin, ns, v1alpha1.ReasonIssuerNoCAAnchor, "no ca.crt")
@@ -117,5 +95,41 @@ func TestIssuerGivingNoCAKeepsThePrincipalCertificate(t *testing.T) {
 	if string(now2.Data["tls.crt"]) != string(served.Data["tls.crt"]) || string(now2.Data["tls.key"]) != string(served.Data["tls.key"]) ||
 		string(now2.Data["ca.crt"]) != string(served.Data["ca.crt"]) {
 		t.Error("the principal's serving secret changed: it took a certificate agents cannot verify")
+	}
+}
+
+// issueByHand does what cert-manager's controllers would for an issuer that gave data:
+// writes the Certificate's Secret and marks it Ready for its generation.
+func issueByHand(t *testing.T, admin client.Client, name string, data map[string][]byte) {
+	t.Helper()
+	ctx := context.Background()
+	c := &cmapi.Certificate{}
+	eventually(t, "the manager creates Certificate "+name, func() error {
+		return admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c)
+	})
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Spec.SecretName, Labels: c.Spec.SecretTemplate.Labels}}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(s), s); apierrors.IsNotFound(err) {
+		s.Type, s.Data = corev1.SecretTypeTLS, data
+		if err := admin.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	} else {
+		s.Data = data
+		if err := admin.Update(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setReady(t, admin, c, cmmeta.ConditionTrue, "Ready", "written by the test")
+}
+
+// setReady writes the Certificate's Ready condition, as cert-manager's readiness controller.
+func setReady(t *testing.T, admin client.Client, c *cmapi.Certificate, status cmmeta.ConditionStatus, reason, message string) {
+	t.Helper()
+	c.Status.Conditions = []cmapi.CertificateCondition{{Type: cmapi.CertificateConditionReady, Status: status,
+		Reason: reason, Message: message, ObservedGeneration: c.Generation}}
+	if err := admin.Status().Update(context.Background(), c); err != nil {
+		t.Fatal(err)
 	}
 }

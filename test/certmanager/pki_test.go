@@ -358,10 +358,13 @@ func templateHash(t *testing.T, c client.Client, goc *v1alpha1.GitOpsCluster) st
 
 // startManager starts a manager built like the binary's, as every test of this package
 // does in one process (so through testenv, which lets controller names repeat).
-func startManager(t *testing.T, cfg *rest.Config) (stop func()) {
+func startManager(t *testing.T, cfg *rest.Config, tweaks ...func(*manager.Options)) (stop func()) {
 	t.Helper()
 	opts := manager.DefaultOptions()
 	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
+	for _, tweak := range tweaks {
+		tweak(&opts)
+	}
 	scheme, err := manager.NewScheme()
 	if err != nil {
 		t.Fatal(err)

@@ -53,8 +53,9 @@ const (
 	ReasonPKIConflict              = "PKIConflict"
 	ReasonCertManagerNotAllowed    = "CertManagerNotAllowed"
 	ReasonIssuerNoCAAnchor         = "IssuerGivesNoCA"
-	// ReasonWaitingForTrustRollout: the principal keeps its serving certificate until the
-	// agents have applied the trust bundle that verifies the new one.
+	// ReasonWaitingForTrustRollout (CertificatesReady True): the principal keeps its valid
+	// serving certificate until the agents have applied the trust bundle that verifies the new
+	// one.
 	ReasonWaitingForTrustRollout = "WaitingForTrustRollout"
 )
 

@@ -132,7 +132,7 @@ type ArgoCDAgentAddonSpec struct {
 	// default) by the hub namespace named after the cluster, Destination by
 	// spec.destination.name (managed mode only). Destination turns on the agents'
 	// --destination-based-mapping; the principal needs the same flag, which the manager cannot
-	// check, and every GitOpsCluster of that principal must then say Destination.
+	// check, and every managed GitOpsCluster of that principal must then say Destination.
 	// +kubebuilder:default=Namespace
 	// +optional
 	ApplicationMapping ApplicationMapping `json:"applicationMapping,omitempty"`

@@ -241,7 +241,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionCertificatesReady); c == nil || c.Reason != v1alpha1.ReasonWaitingForTrustRollout {
 			r.event(goc, corev1.EventTypeNormal, v1alpha1.ReasonWaitingForTrustRollout, "IssueCertificates", hub.Waiting)
 		}
-		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonWaitingForTrustRollout, hub.Waiting)
+		// Every certificate in use is valid and every agent still connects: the fleet stays
+		// Ready while the new anchor rolls out, so routine rotations raise no alert.
+		setCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonWaitingForTrustRollout, hub.Waiting)
 	} else {
 		msg := fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s (%s); %d agent cluster secret(s)", principalNS, setting, obs.owned.Len())
 		if hub.Notice != "" {

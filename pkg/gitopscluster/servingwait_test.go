@@ -78,7 +78,9 @@ func setAgentTemplate(t *testing.T, cluster, template, specHash string, availabl
 // Going back from cert-manager to the self-managed CA: the principal keeps the serving
 // certificate cert-manager's issuer signed until every available agent has applied the
 // template whose bundle trusts the new CA; then it gets one from the new CA. An agent whose
-// addon is not Available does not hold the switch.
+// addon is not Available does not hold the switch, nor does a template no available agent
+// runs (that of a GitOpsCluster stopped by a conflict of its own). The wait is no fault:
+// CertificatesReady stays True and does not hold Ready.
 func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
 	ctx := context.Background()
 	ns := "serving-wait"
@@ -122,7 +124,7 @@ func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
 	}
 
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
-	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForTrustRollout)
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonWaitingForTrustRollout)
 	newCA := leafOf(t, getSecret(t, ns, gitopscluster.CASecretName))
 	if newCA.Equal(cmCA.Cert) {
 		t.Fatal("the CA secret still holds cert-manager's CA")
@@ -168,6 +170,19 @@ func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
 	}
 	waitMessage("0 of 3 available agent(s)")
 	unchanged("no agent has the new bundle")
+	if c := meta.FindStatusCondition(getGOC(t, ns, "fleet").Status.Conditions, v1alpha1.ConditionReady); c != nil && strings.Contains(c.Message, v1alpha1.ConditionCertificatesReady) {
+		t.Errorf("the trust rollout holds Ready: %s", c.Message)
+	}
+
+	// A younger GitOpsCluster of the same principal that asks for another PKI stops at
+	// PKIConflict and never rewrites the template it had; no agent runs that template.
+	leftover := &addonv1alpha1.AddOnTemplate{ObjectMeta: metav1.ObjectMeta{Name: names.TemplateName(&v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "conflicting"}})},
+		Spec: addonv1alpha1.AddOnTemplateSpec{AddonName: "argocd-agent-addon"}}
+	if err := k8s.Create(ctx, leftover); err != nil {
+		t.Fatal(err)
+	}
+	createGitOpsCluster(t, ns, "conflicting", "p", withAddress("principal.example.com"), withIssuer("corp-ca"))
+	conditionIs(t, ns, "conflicting", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonPKIConflict)
 
 	// An agent that is not available does not count.
 	setAgentTemplate(t, "sw-3", template, "before", false)
@@ -266,7 +281,7 @@ func TestServingCertificateWaitsThroughCARotation(t *testing.T) {
 	oldCA, serving, template := agedSelfManagedPKI(t, ns, []string{"swr-1"}, 365*24*time.Hour)
 
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
-	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForTrustRollout)
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonWaitingForTrustRollout)
 	newCA, hash := rotatedTemplateHash(t, ns, template, oldCA.Cert)
 	eventually(t, "the condition counts the agent as pending", func() error {
 		c := meta.FindStatusCondition(getGOC(t, ns, "fleet").Status.Conditions, v1alpha1.ConditionCertificatesReady)
@@ -296,7 +311,7 @@ func TestExpiredServingCertificateIsReplacedDuringTrustRollout(t *testing.T) {
 	_, serving, template := agedSelfManagedPKI(t, ns, []string{"swe-1"}, time.Hour)
 
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
-	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonWaitingForTrustRollout)
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonWaitingForTrustRollout)
 	if s := getSecret(t, ns, gitopscluster.PrincipalTLSSecretName); string(s.Data["tls.crt"]) != string(serving.CertPEM) {
 		t.Fatal("the principal's serving certificate changed before it expired or the agent trusts the new CA")
 	}

@@ -31,10 +31,12 @@ type trustRollout struct {
 	// whose bundle holds the anchors.
 	counted, pending int
 	// staleTemplates are AddOnTemplates of the principal not yet written with the anchors.
+	// They hold the switch only through the agents that applied them: a template no
+	// Available agent runs (its GitOpsCluster stopped before writing it, say) cuts nobody.
 	staleTemplates []string
 }
 
-func (t trustRollout) done() bool { return t.pending == 0 && len(t.staleTemplates) == 0 }
+func (t trustRollout) done() bool { return t.pending == 0 }
 
 func (t trustRollout) String() string {
 	msg := fmt.Sprintf("%d of %d available agent(s) have applied the trust bundle that verifies it", t.counted-t.pending, t.counted)
@@ -76,6 +78,7 @@ func (r *Reconciler) agentsTrust(ctx context.Context, ns string, anchors []*x509
 			continue
 		}
 		if !bundleHolds(addon.TemplateCABundle(tmpl), anchors) {
+			// Agents that applied it are pending.
 			out.staleTemplates = append(out.staleTemplates, tmpl.Name)
 			continue
 		}

@@ -130,6 +130,9 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("leader election needs lease duration > renew deadline > retry period > 0, got %s, %s, %s",
 			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
 	}
+	if o.Fleet.CertManagerRecheck < 0 {
+		errs = append(errs, fmt.Errorf("--cert-manager-recheck must not be negative, got %s", o.Fleet.CertManagerRecheck))
+	}
 	if r := o.Fleet.SpokeImageRegistry; r != "" && !spokeRegistryPattern.MatchString(r) {
 		errs = append(errs, fmt.Errorf("--spoke-image-registry %q is not a registry host[:port][/path]", r))
 	}

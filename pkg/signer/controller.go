@@ -157,6 +157,15 @@ type Reconciler struct {
 	Config    Config
 
 	finished finishedSet
+	// fresh shares the confirmation reads of concurrent requests (see freshReader).
+	freshOnce sync.Once
+	fresh     *freshReader
+}
+
+// freshAPIReader is APIReader behind a freshReader.
+func (r *Reconciler) freshAPIReader() *freshReader {
+	r.freshOnce.Do(func() { r.fresh = newFreshReader(r.APIReader) })
+	return r.fresh
 }
 
 // SetupWithManager registers the controller. fleet.SetupIndexes must have been called.
@@ -360,8 +369,9 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 	}
 	owner := selectors[0]
 	d.owner = owner
-	// The cache decides here; the live confirmation comes after the certificate is recorded,
-	// where it also closes the race with a revocation (see issue).
+	// The cache decides here; the live confirmation comes after the certificate is recorded
+	// (stillEntitled), where it also closes the race with a revocation that listed the
+	// ledger before this record.
 	if slices.Contains(owner.Spec.RevokedClusters, cluster) {
 		return rejected(d, reject(ReasonRevoked, "GitOpsCluster %s/%s lists cluster %q in spec.revokedClusters; remove it there to let its agent connect again",
 			owner.Namespace, owner.Name, cluster))
@@ -412,8 +422,10 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 // names for the cluster, not every page: a renewal wave costs O(1) reads per request, not
 // O(fleet).
 func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v1alpha1.GitOpsCluster) (*Rejection, error) {
+	// Both reads must have started after the record; concurrent requests share them.
+	fresh := r.freshAPIReader()
 	live := &v1alpha1.GitOpsCluster{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}, live); err != nil {
+	if err := fresh.Get(ctx, types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}, live); err != nil {
 		if apierrors.IsNotFound(err) {
 			return reject(ReasonNotSelected, "GitOpsCluster %s/%s no longer exists", owner.Namespace, owner.Name), nil
 		}
@@ -426,7 +438,7 @@ func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v
 		return reject(ReasonRevoked, "GitOpsCluster %s/%s lists cluster %q in spec.revokedClusters; remove it there to let its agent connect again",
 			owner.Namespace, owner.Name, cluster), nil
 	}
-	selected, err := fleet.SelectsLive(ctx, r.Client, r.APIReader, live.Namespace, live.Spec.PlacementRef.Name, cluster)
+	selected, err := fleet.SelectsLive(ctx, r.Client, fresh, live.Namespace, live.Spec.PlacementRef.Name, cluster)
 	if err != nil {
 		return nil, err
 	}

@@ -187,7 +187,7 @@ func TestCertManagerPKIThroughRealControllers(t *testing.T) {
 	})
 	// The principal keeps its self-managed serving certificate until the agent has applied the
 	// template whose bundle trusts the issuer's root.
-	waitCondition(t, admin, ns, v1alpha1.ReasonWaitingForTrustRollout, "0 of 1 available agent(s)")
+	waitConditionStatus(t, admin, ns, metav1.ConditionTrue, v1alpha1.ReasonWaitingForTrustRollout, "0 of 1 available agent(s)")
 	if !bytes.Equal(secret(t, admin, principalTL).Data[corev1.TLSCertKey], selfServing.Data[corev1.TLSCertKey]) {
 		t.Fatal("the serving certificate changed before the agent trusted the issuer")
 	}
@@ -274,7 +274,7 @@ func TestCertManagerPKIThroughRealControllers(t *testing.T) {
 		}
 		return nil
 	})
-	waitCondition(t, admin, ns, v1alpha1.ReasonWaitingForTrustRollout, "0 of 1 available agent(s)")
+	waitConditionStatus(t, admin, ns, metav1.ConditionTrue, v1alpha1.ReasonWaitingForTrustRollout, "0 of 1 available agent(s)")
 	agentCatchesUp(t, admin, goc)
 	waitCertificatesReady(t, admin, "self-managed again")
 	back := caSecret(t, admin)
@@ -433,19 +433,28 @@ func setIssuer(t *testing.T, c client.Client, cm *v1alpha1.CertManagerPKI) {
 // namespace n, its message containing text.
 func waitCondition(t *testing.T, c client.Client, n, reason, text string) {
 	t.Helper()
+	waitConditionStatus(t, c, n, metav1.ConditionFalse, reason, text)
+}
+
+// waitConditionStatus waits for CertificatesReady with status and reason on the GitOpsCluster
+// "fleet" of namespace n, its message containing text.
+func waitConditionStatus(t *testing.T, c client.Client, n string, status metav1.ConditionStatus, reason, text string) {
+	t.Helper()
 	eventually(t, "CertificatesReady "+reason+" in "+n, func() error {
 		g := &v1alpha1.GitOpsCluster{}
 		if err := c.Get(context.Background(), types.NamespacedName{Namespace: n, Name: "fleet"}, g); err != nil {
 			return err
 		}
 		cond := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionCertificatesReady)
-		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != reason || !strings.Contains(cond.Message, text) {
+		if cond == nil || cond.Status != status || cond.Reason != reason || !strings.Contains(cond.Message, text) {
 			return fmt.Errorf("condition %+v", cond)
 		}
 		return nil
 	})
 }
 
+// waitCertificatesReady waits until the GitOpsCluster "fleet" has observed its spec and its
+// certificates are issued and served (not still waiting for a trust rollout).
 func waitCertificatesReady(t *testing.T, c client.Client, what string) {
 	t.Helper()
 	eventually(t, "CertificatesReady ("+what+")", func() error {
@@ -454,7 +463,7 @@ func waitCertificatesReady(t *testing.T, c client.Client, what string) {
 			return err
 		}
 		cond := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionCertificatesReady)
-		if g.Status.ObservedGeneration != g.Generation || cond == nil || cond.Status != metav1.ConditionTrue {
+		if g.Status.ObservedGeneration != g.Generation || cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != v1alpha1.ReasonCertificatesIssued {
 			return fmt.Errorf("generation %d observed %d, condition %+v", g.Generation, g.Status.ObservedGeneration, cond)
 		}
 		return nil

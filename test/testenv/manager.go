@@ -19,6 +19,9 @@ import (
 // cannot have is changed: no serving ports, no leader election, and controller names may repeat
 // (a test may start a second manager in the process). It returns the manager's stop.
 func StartManager(cfg *rest.Config, scheme *runtime.Scheme, opts manager.Options) (stop func(), err error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	mo := manager.ControllerOptions(scheme, opts)
 	mo.Metrics = metricsserver.Options{BindAddress: "0"}

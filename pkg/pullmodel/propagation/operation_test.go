@@ -44,7 +44,7 @@ func withFeedback(w *workv1.ManifestWork, fb map[string]string) *workv1.Manifest
 
 // TestSameOperationAcrossDecoders: the request read from the API server and the same request
 // decoded from the ManifestWork's payload are the same (RollingSync's retry.limit is an int64
-// on one side and a float64 on the other); they were not, so a RollingSync request was never
+// on one side and a float64 on the other). Otherwise a RollingSync request would never be
 // cleared on the hub and never asked for again.
 func TestSameOperationAcrossDecoders(t *testing.T) {
 	app := appFromServer(t, "")

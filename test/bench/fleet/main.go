@@ -260,7 +260,8 @@ func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string) (time.Dur
 	if err != nil {
 		return 0, err
 	}
-	return took, admin.CertificatesV1().CertificateSigningRequests().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	return took, admin.CertificatesV1().CertificateSigningRequests().DeleteCollection(ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{FieldSelector: "spec.signerName=" + rawSigner})
 }
 
 // renewalWave makes every cluster's registration agent ask for a new certificate at once, as
@@ -420,7 +421,12 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	defer func() { _ = mgr.Process.Kill(); _, _ = mgr.Process.Wait() }()
 	var peak, peakAnon int
 	stopPeak := watchPeakRSS(mgr.Process.Pid, &peak, &peakAnon)
-	defer stopPeak()
+	peakStopped := false
+	defer func() {
+		if !peakStopped {
+			stopPeak()
+		}
+	}()
 	time.Sleep(2 * time.Second) // let the manager's caches sync before the clock starts
 
 	before, err := testenv.APIWrites(ctx, env.Config)
@@ -472,6 +478,9 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The sampler's last readings (the wave's peak) are in before they are read.
+	stopPeak()
+	peakStopped = true
 	byResource := testenv.DiffWrites(before, converged)
 	// The benchmark's own GitOpsCluster create is not the manager's.
 	byResource["gitopsclusters"]--

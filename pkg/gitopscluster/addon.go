@@ -466,3 +466,42 @@ func addConfigsInUse(ctx context.Context, reader client.Reader, goc *v1alpha1.Gi
 	}
 	return nil
 }
+
+// applicationMappingConflict says why goc's applicationMapping cannot hold, or "". A
+// principal routes every managed-mode Application one way (its --destination-based-mapping),
+// so all managed GitOpsClusters of one principal namespace must ask for the same mapping; the
+// oldest decides, as for the PKI. The agents are configured all the same (a CA rotation must
+// still reach them); the condition says that the principal routes one of the two wrongly.
+func (r *Reconciler) applicationMappingConflict(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (string, error) {
+	if !managedMode(goc) {
+		return "", nil
+	}
+	var list v1alpha1.GitOpsClusterList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return "", err
+	}
+	decider := goc
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.DeletionTimestamp.IsZero() && managedMode(o) && names.PrincipalNamespace(o) == principalNS && olderThan(o, decider) {
+			decider = o
+		}
+	}
+	if mine, theirs := applicationMapping(goc), applicationMapping(decider); mine != theirs {
+		return fmt.Sprintf("applicationMapping is %s, but the older managed GitOpsCluster %s/%s of the principal in namespace %s asks for %s, and the principal routes all its Applications one way: give every managed GitOpsCluster of that principal the same applicationMapping (and the principal the matching --destination-based-mapping)",
+			mine, decider.Namespace, decider.Name, principalNS, theirs), nil
+	}
+	return "", nil
+}
+
+func managedMode(goc *v1alpha1.GitOpsCluster) bool {
+	m := goc.Spec.ArgoCDAgentAddon.Mode
+	return m == "" || m == v1alpha1.AgentModeManaged
+}
+
+func applicationMapping(goc *v1alpha1.GitOpsCluster) v1alpha1.ApplicationMapping {
+	if m := goc.Spec.ArgoCDAgentAddon.ApplicationMapping; m != "" {
+		return m
+	}
+	return v1alpha1.ApplicationMappingNamespace
+}

@@ -292,9 +292,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 			configRollout = waiting
 		}
+		mappingConflict, err := r.applicationMappingConflict(ctx, goc, principalNS)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
 		if len(obs.conflict) > 0 {
 			setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonClusterConflict,
 				"clusters selected by more than one GitOpsCluster (one ManagedClusterAddOn can carry only one configuration): "+summarize(obs.conflict))
+		} else if mappingConflict != "" {
+			if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionAddOnConfigured); c == nil || c.Reason != v1alpha1.ReasonApplicationMappingConflict {
+				r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonApplicationMappingConflict, "ApplyAddOn", mappingConflict)
+			}
+			setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonApplicationMappingConflict, mappingConflict)
 		} else {
 			setCond(v1alpha1.ConditionAddOnConfigured, true, v1alpha1.ReasonAddOnApplied,
 				fmt.Sprintf("ClusterManagementAddOn %s lists Placement %s/%s with AddOnTemplate %s", r.Config.AddonName, goc.Namespace, goc.Spec.PlacementRef.Name, name))

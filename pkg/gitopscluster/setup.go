@@ -65,6 +65,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(r.named(r.Config.AddonName), predicate.Or(availabilityChanged(), configReferencesChanged()))).
 		// A GitOpsCluster going away may hand its clusters to a younger one.
 		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(goingAway())).
+		// The oldest GitOpsCluster of a principal decides what its others must agree with
+		// (PKI, applicationMapping): a spec change of one wakes the others.
+		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(r.forSamePrincipal), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&addonv1alpha1.AddOnTemplate{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
 		Watches(&addonv1alpha1.AddOnDeploymentConfig{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
 		Complete(r)
@@ -120,14 +123,34 @@ func (r *Reconciler) forAll(ctx context.Context, _ client.Object) []reconcile.Re
 }
 
 func (r *Reconciler) forPrincipalNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.ofPrincipal(ctx, o.GetNamespace())
+}
+
+// ofPrincipal lists the GitOpsClusters whose principal lives in namespace ns.
+func (r *Reconciler) ofPrincipal(ctx context.Context, ns string) []reconcile.Request {
 	var list v1alpha1.GitOpsClusterList
 	if err := r.Client.List(ctx, &list); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
 	for i := range list.Items {
-		if names.PrincipalNamespace(&list.Items[i]) == o.GetNamespace() {
+		if names.PrincipalNamespace(&list.Items[i]) == ns {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
+		}
+	}
+	return out
+}
+
+// forSamePrincipal maps a GitOpsCluster to the others of its principal namespace.
+func (r *Reconciler) forSamePrincipal(ctx context.Context, o client.Object) []reconcile.Request {
+	goc, ok := o.(*v1alpha1.GitOpsCluster)
+	if !ok {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, req := range r.ofPrincipal(ctx, names.PrincipalNamespace(goc)) {
+		if req.Namespace != goc.Namespace || req.Name != goc.Name {
+			out = append(out, req)
 		}
 	}
 	return out

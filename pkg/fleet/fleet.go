@@ -57,8 +57,9 @@ const PlacementLabel = clusterv1beta1.PlacementLabel
 // SelectedClustersAndPages is SelectedClusters that also returns how many PlacementDecision
 // objects (pages) the Placement has: none means it was never scheduled, not "selects nothing".
 func SelectedClustersAndPages(ctx context.Context, r client.Reader, namespace, placement string) (sets.Set[string], int, error) {
+	// Read only: from the cache, its own objects rather than copies of every page.
 	var list clusterv1beta1.PlacementDecisionList
-	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{PlacementLabel: placement}); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{PlacementLabel: placement}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, 0, fmt.Errorf("listing PlacementDecisions of %s/%s: %w", namespace, placement, err)
 	}
 	out := sets.New[string]()
@@ -76,19 +77,8 @@ func SelectedClustersAndPages(ctx context.Context, r client.Reader, namespace, p
 // Placement namespace/name. A read error is returned as is: callers must never take it for an
 // empty selection.
 func SelectedClusters(ctx context.Context, r client.Reader, namespace, placement string) (sets.Set[string], error) {
-	var list clusterv1beta1.PlacementDecisionList
-	if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{PlacementLabel: placement}); err != nil {
-		return nil, fmt.Errorf("listing PlacementDecisions of %s/%s: %w", namespace, placement, err)
-	}
-	out := sets.New[string]()
-	for i := range list.Items {
-		for _, d := range list.Items[i].Status.Decisions {
-			if d.ClusterName != "" {
-				out.Insert(d.ClusterName)
-			}
-		}
-	}
-	return out, nil
+	out, _, err := SelectedClustersAndPages(ctx, r, namespace, placement)
+	return out, err
 }
 
 // SelectsLive reports, from the API server, whether the Placement namespace/name selects
@@ -98,7 +88,7 @@ func SelectedClusters(ctx context.Context, r client.Reader, namespace, placement
 // the Placement's pages read live.
 func SelectsLive(ctx context.Context, cache, live client.Reader, namespace, placement, cluster string) (bool, error) {
 	var cached clusterv1beta1.PlacementDecisionList
-	if err := cache.List(ctx, &cached, client.InNamespace(namespace), client.MatchingFields{IndexDecisionClusters: cluster}); err != nil {
+	if err := cache.List(ctx, &cached, client.InNamespace(namespace), client.MatchingFields{IndexDecisionClusters: cluster}, client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("listing PlacementDecisions of cluster %s: %w", cluster, err)
 	}
 	for i := range cached.Items {
@@ -182,8 +172,10 @@ func Less(a, b *v1alpha1.GitOpsCluster) bool {
 // precedence order (the owner first). It reads through the field indexes, so it costs the
 // number of decisions naming the cluster, not the fleet size.
 func SelectorsOf(ctx context.Context, r client.Reader, cluster string) ([]*v1alpha1.GitOpsCluster, error) {
+	// Only the labels are read: the cache's own objects, not copies of every decision page
+	// (this runs for every ManagedCluster and ManagedClusterAddOn event of a fleet).
 	var pds clusterv1beta1.PlacementDecisionList
-	if err := r.List(ctx, &pds, client.MatchingFields{IndexDecisionClusters: cluster}); err != nil {
+	if err := r.List(ctx, &pds, client.MatchingFields{IndexDecisionClusters: cluster}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing PlacementDecisions for cluster %s: %w", cluster, err)
 	}
 	placements := sets.New[string]()

@@ -59,6 +59,9 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 		live    *corev1.Secret
 	}
 	var writes []write
+	// The principal namespace's cached Secrets by name, listed once when first needed: a new
+	// fleet misses every cluster, and one cache read per cluster costs more than one list.
+	var inNamespace map[string]*corev1.Secret
 	for _, cluster := range sets.List(obs.owned) {
 		if revoked.Has(cluster) {
 			continue
@@ -66,14 +69,18 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 		s := byCluster[cluster]
 		if s == nil {
 			// The secret may exist without our owner labels (made by hand or by another
-			// GitOpsCluster that owned the cluster before); fetch it by name.
-			s = &corev1.Secret{}
-			if err := r.Client.Get(ctx, client.ObjectKey{Namespace: principalNS, Name: ClusterSecretName(cluster)}, s); err != nil {
-				if !apierrors.IsNotFound(err) {
+			// GitOpsCluster that owned the cluster before); look it up by name.
+			if inNamespace == nil {
+				var list corev1.SecretList
+				if err := r.Client.List(ctx, &list, client.InNamespace(principalNS), client.UnsafeDisableDeepCopy); err != nil {
 					return time.Time{}, err
 				}
-				s = nil
+				inNamespace = make(map[string]*corev1.Secret, len(list.Items))
+				for i := range list.Items {
+					inNamespace[list.Items[i].Name] = &list.Items[i]
+				}
 			}
+			s = inNamespace[ClusterSecretName(cluster)]
 		}
 		if renewAt, ok := r.clusterSecretCurrent(s, goc, principalNS, cluster, hub, now); ok {
 			if next.IsZero() || renewAt.Before(next) {

@@ -153,6 +153,7 @@ func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOp
 			return time.Time{}, false, fmt.Errorf("recording the replaced resource-proxy certificate of %s: %w", cluster, err)
 		}
 	}
+	written := desired
 	if live == nil {
 		err = r.Client.Create(ctx, desired)
 		if apierrors.IsAlreadyExists(err) {
@@ -160,20 +161,24 @@ func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOp
 			// project's labels): take it over, as with one found by name.
 			live = &corev1.Secret{}
 			if err = r.apiReader().Get(ctx, client.ObjectKeyFromObject(desired), live); err == nil {
-				s := live.DeepCopy()
-				s.Labels, s.Annotations, s.Data, s.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type
-				err = r.Client.Update(ctx, s)
+				written = live.DeepCopy()
+				written.Labels, written.Annotations, written.Data, written.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type
+				err = r.Client.Update(ctx, written)
 			}
 		}
 	} else {
-		s := live.DeepCopy()
-		s.Labels, s.Annotations, s.Data, s.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type
-		err = r.Client.Update(ctx, s)
+		written = live.DeepCopy()
+		written.Labels, written.Annotations, written.Data, written.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type
+		err = r.Client.Update(ctx, written)
 	}
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("writing cluster secret for %s: %w", cluster, err)
 	}
-	return pki.RenewalTime(cert), live == nil, nil
+	renewAt := pki.RenewalTime(cert)
+	// What was just written holds a certificate this CA issued for this cluster: the next
+	// pass, which sees it in the cache at this version, need not parse and verify it again.
+	r.rememberVerdict(written, hub.Bundle, renewAt)
+	return renewAt, live == nil, nil
 }
 
 // clusterSecretCurrent reports whether s is already what we would write, and when it must be
@@ -202,8 +207,17 @@ func (r *Reconciler) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOps
 		return time.Time{}, false
 	}
 	renewAt := pki.RenewalTime(kp.Cert)
-	r.secretVerdicts.Store(key, secretVerdict{uid: s.UID, resourceVersion: s.ResourceVersion, bundle: bundle, renewAt: renewAt})
+	r.rememberVerdict(s, hub.Bundle, renewAt)
 	return renewAt, now.Before(renewAt)
+}
+
+// rememberVerdict records that cluster secret s, at its current version, holds a certificate
+// that verifies against bundle's CA and is renewed at renewAt.
+func (r *Reconciler) rememberVerdict(s *corev1.Secret, bundle []byte, renewAt time.Time) {
+	if s.UID == "" || s.ResourceVersion == "" {
+		return
+	}
+	r.secretVerdicts.Store(s.Namespace+"/"+s.Name, secretVerdict{uid: s.UID, resourceVersion: s.ResourceVersion, bundle: sha256.Sum256(bundle), renewAt: renewAt})
 }
 
 // ClusterSecretCertificate returns the resource-proxy client certificate of a cluster secret,

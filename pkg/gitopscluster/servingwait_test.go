@@ -175,14 +175,15 @@ func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
 	}
 
 	// A younger GitOpsCluster of the same principal that asks for another PKI stops at
-	// PKIConflict and never rewrites the template it had; no agent runs that template.
-	leftover := &addonv1alpha1.AddOnTemplate{ObjectMeta: metav1.ObjectMeta{Name: names.TemplateName(&v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "conflicting"}})},
+	// PKIConflict and never rewrites the template it had; no agent runs that template. (Its
+	// name also sorts after "fleet", which decides the age of two created in one second.)
+	leftover := &addonv1alpha1.AddOnTemplate{ObjectMeta: metav1.ObjectMeta{Name: names.TemplateName(&v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "younger"}})},
 		Spec: addonv1alpha1.AddOnTemplateSpec{AddonName: "argocd-agent-addon"}}
 	if err := k8s.Create(ctx, leftover); err != nil {
 		t.Fatal(err)
 	}
-	createGitOpsCluster(t, ns, "conflicting", "p", withAddress("principal.example.com"), withIssuer("corp-ca"))
-	conditionIs(t, ns, "conflicting", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonPKIConflict)
+	createGitOpsCluster(t, ns, "younger", "p", withAddress("principal.example.com"), withIssuer("corp-ca"))
+	conditionIs(t, ns, "younger", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonPKIConflict)
 
 	// An agent that is not available does not count.
 	setAgentTemplate(t, "sw-3", template, "before", false)

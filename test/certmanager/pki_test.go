@@ -18,7 +18,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -557,12 +556,9 @@ func verifyClient(t *testing.T, what string, leaf *x509.Certificate, bundle []by
 
 func grantCSRCreate(t *testing.T, c client.Client) {
 	t.Helper()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-csr-create"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-csr-create"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "Group", Name: "system:open-cluster-management:" + cluster}}}
-	mustCreate(t, c, role, binding)
+	if err := testenv.GrantCSRCreate(context.Background(), c, cluster); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // signAgentCSR asks for an agent certificate as the cluster's registration agent does and

@@ -822,16 +822,8 @@ func otherSignerCSR(t *testing.T, cs kubernetes.Interface) *certificatesv1.Certi
 
 func grantCSRCreate(t *testing.T, admin client.Client, cluster string) {
 	t.Helper()
-	ctx := context.Background()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-csr-create"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-csr-create"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "Group", Name: "system:open-cluster-management:" + cluster}}}
-	for _, o := range []client.Object{role, binding} {
-		if err := admin.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+	if err := testenv.GrantCSRCreate(context.Background(), admin, cluster); err != nil {
+		t.Fatal(err)
 	}
 }
 

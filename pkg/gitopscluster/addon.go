@@ -476,16 +476,9 @@ func (r *Reconciler) applicationMappingConflict(ctx context.Context, goc *v1alph
 	if !managedMode(goc) {
 		return "", nil
 	}
-	var list v1alpha1.GitOpsClusterList
-	if err := r.Client.List(ctx, &list); err != nil {
+	decider, err := r.principalElder(ctx, goc, principalNS, managedMode)
+	if err != nil {
 		return "", err
-	}
-	decider := goc
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.DeletionTimestamp.IsZero() && managedMode(o) && names.PrincipalNamespace(o) == principalNS && olderThan(o, decider) {
-			decider = o
-		}
 	}
 	if mine, theirs := applicationMapping(goc), applicationMapping(decider); mine != theirs {
 		return fmt.Sprintf("applicationMapping is %s, but the older managed GitOpsCluster %s/%s of the principal in namespace %s asks for %s, and the principal routes all its Applications one way: give every managed GitOpsCluster of that principal the same applicationMapping (and the principal the matching --destination-based-mapping)",

@@ -72,21 +72,29 @@ func (s pkiSetting) String() string {
 // principal namespace, so one GitOpsCluster decides; a younger one that asks for something
 // else is told so (PKIConflict) instead of fighting over the secrets.
 func (r *Reconciler) principalPKISetting(ctx context.Context, goc *v1alpha1.GitOpsCluster, ns string) (pkiSetting, *v1alpha1.GitOpsCluster, error) {
-	var list v1alpha1.GitOpsClusterList
-	if err := r.Client.List(ctx, &list); err != nil {
+	decider, err := r.principalElder(ctx, goc, ns, func(*v1alpha1.GitOpsCluster) bool { return true })
+	if err != nil {
 		return pkiSetting{}, nil, err
 	}
-	decider := goc
+	return settingOf(decider), decider, nil
+}
+
+// principalElder returns the oldest live GitOpsCluster of principal namespace ns among goc and
+// those that count, by creation, then namespace/name: the one whose setting the principal's
+// others must agree with.
+func (r *Reconciler) principalElder(ctx context.Context, goc *v1alpha1.GitOpsCluster, ns string, counts func(*v1alpha1.GitOpsCluster) bool) (*v1alpha1.GitOpsCluster, error) {
+	var list v1alpha1.GitOpsClusterList
+	if err := r.Client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	elder := goc
 	for i := range list.Items {
 		o := &list.Items[i]
-		if !o.DeletionTimestamp.IsZero() || names.PrincipalNamespace(o) != ns {
-			continue
-		}
-		if olderThan(o, decider) {
-			decider = o
+		if o.DeletionTimestamp.IsZero() && names.PrincipalNamespace(o) == ns && counts(o) && olderThan(o, elder) {
+			elder = o
 		}
 	}
-	return settingOf(decider), decider, nil
+	return elder, nil
 }
 
 func olderThan(a, b *v1alpha1.GitOpsCluster) bool {

@@ -36,8 +36,6 @@ func TestIssuerGivingNoCAKeepsThePrincipalCertificate(t *testing.T) {
 	}
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.ErrorLevel)))
 	env := testenv.StartForTest(t, testenv.Options{WithCertManager: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	admin := env.Client
 
 	defer startManager(t, env.Config)()
@@ -53,14 +51,9 @@ func TestIssuerGivingNoCAKeepsThePrincipalCertificate(t *testing.T) {
 	waitCertificatesReady(t, admin, "self-managed")
 	served := secret(t, admin, principalTL)
 
-	if err := admin.Get(ctx, client.ObjectKeyFromObject(goc), goc); err != nil {
-		t.Fatal(err)
-	}
-	goc.Spec.ArgoCDAgentAddon.CertManager = &v1alpha1.CertManagerPKI{IssuerRef: v1alpha1.CertManagerIssuerReference{
-		Group: "issuers.example.com", Kind: "CorpIssuer", Name: "corp"}}
-	if err := admin.Update(ctx, goc); err != nil {
-		t.Fatal(err)
-	}
+	// The manager writes the GitOpsCluster too: setIssuer reads it again on a conflict.
+	setIssuer(t, admin, &v1alpha1.CertManagerPKI{IssuerRef: v1alpha1.CertManagerIssuerReference{
+		Group: "issuers.example.com", Kind: "CorpIssuer", Name: "corp"}})
 
 	// The issuer's CA for the agents, which signs the serving certificates too.
 	now := time.Now()

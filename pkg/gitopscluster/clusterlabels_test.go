@@ -83,8 +83,7 @@ func TestAgentClusterSecretsCarryManagedClusterLabels(t *testing.T) {
 
 	// A label change is one write, to that cluster's secret; the certificate is not re-issued.
 	before := agentSecret(t, ns, "al-1")
-	time.Sleep(2 * time.Second) // let the registration's own reconciles settle
-	writesBefore, err := testenv.APIWrites(context.Background(), env.Config)
+	writesBefore, err := testenv.QuietWrites(context.Background(), env.Config, 2*time.Second, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +91,7 @@ func TestAgentClusterSecretsCarryManagedClusterLabels(t *testing.T) {
 	eventually(t, "al-1 relabelled", func() error {
 		return labelsAre(agentSecret(t, ns, "al-1"), merge(own, map[string]string{"env": "staging"}), "region")
 	})
-	time.Sleep(2 * time.Second) // let any reconcile the write triggered run
-	writesAfter, err := testenv.APIWrites(context.Background(), env.Config)
+	writesAfter, err := testenv.QuietWrites(context.Background(), env.Config, 2*time.Second, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

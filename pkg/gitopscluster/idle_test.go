@@ -59,7 +59,9 @@ func TestIdleResyncWritesNothing(t *testing.T) {
 	}
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady)
 	waitClusterSecrets(t, ns, "cluster-id-1", "cluster-id-2", "cluster-id-3")
-	time.Sleep(2 * time.Second) // let in-flight reconciles of earlier tests finish
+	if _, err := testenv.QuietWrites(ctx, env.Config, 2*time.Second, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 
 	var gocs v1alpha1.GitOpsClusterList
 	if err := k8s.List(ctx, &gocs); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -52,6 +53,32 @@ func APIWrites(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
 		out[key] += int(v)
 	}
 	return out, sc.Err()
+}
+
+// QuietWrites waits until the API server has seen no write for quiet, and returns the counts at
+// that point, so that a test counting the writes of one change does not also count the tail
+// of the work before it. It gives up after limit: something that keeps writing is a finding.
+func QuietWrites(ctx context.Context, cfg *rest.Config, quiet, limit time.Duration) (map[string]int, error) {
+	last, err := APIWrites(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	var lastChange map[string]int
+	since, giveUp := time.Now(), time.Now().Add(limit)
+	for time.Since(since) < quiet {
+		if time.Now().After(giveUp) {
+			return nil, fmt.Errorf("the API server still saw writes after %s, the latest %v", limit, lastChange)
+		}
+		time.Sleep(200 * time.Millisecond)
+		now, err := APIWrites(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		if d := DiffWrites(last, now); len(d) > 0 {
+			last, lastChange, since = now, d, time.Now()
+		}
+	}
+	return last, nil
 }
 
 // TotalWrites sums a map returned by APIWrites.

@@ -78,8 +78,7 @@ func TestRegistrationWritesClusterSecretsWithManagedClusterLabels(t *testing.T) 
 
 	// Idle: nothing is written.
 	ctx := context.Background()
-	time.Sleep(time.Second)
-	w0, err := testenv.APIWrites(ctx, env.Config)
+	w0, err := testenv.QuietWrites(ctx, env.Config, time.Second, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,8 +94,7 @@ func TestRegistrationWritesClusterSecretsWithManagedClusterLabels(t *testing.T) 
 	// A label change on one ManagedCluster rewrites that cluster's secret only: one write.
 	setClusterLabels(t, "reg1-a", map[string]string{"env": "staging", "argocd.argoproj.io/secret-type": "spoof"})
 	eventually(t, "reg1-a relabelled", secretHas(ns, "reg1-a-cluster-secret", map[string]string{"env": "staging", "argocd.argoproj.io/secret-type": "cluster"}, "cloud"))
-	time.Sleep(2 * time.Second)
-	w2, err := testenv.APIWrites(ctx, env.Config)
+	w2, err := testenv.QuietWrites(ctx, env.Config, 2*time.Second, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 )
@@ -25,14 +26,15 @@ func (r *Reconciler) observeAgents(ctx context.Context, obs *observation, status
 	}
 	available := int32(0)
 	var unavailable []v1alpha1.ClusterAgentState
+	// Read-only, so the cached objects are not copied: a pass reads one per selected cluster.
+	mca := &addonv1alpha1.ManagedClusterAddOn{}
 	for _, cluster := range sets.List(obs.selected) {
 		if why, bad := obs.invalid[cluster]; bad {
 			unavailable = append(unavailable, v1alpha1.ClusterAgentState{Name: cluster, Reason: "InvalidAgentName",
 				Message: "cluster name is not a valid argocd-agent agent name: " + why})
 			continue
 		}
-		mca := &addonv1alpha1.ManagedClusterAddOn{}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.Config.AddonName}, mca)
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.Config.AddonName}, mca, client.UnsafeDisableDeepCopy)
 		if apierrors.IsNotFound(err) {
 			unavailable = append(unavailable, v1alpha1.ClusterAgentState{Name: cluster, Reason: "AddOnNotInstalled",
 				Message: "OCM has not created the ManagedClusterAddOn yet"})

@@ -40,9 +40,10 @@ func (r *Reconciler) agentsOnOtherVersion(ctx context.Context, goc *v1alpha1.Git
 		}
 	}
 	n := int32(0)
+	// Read-only, so the cached objects are not copied: a pass reads one per selected cluster.
+	mca := &addonv1alpha1.ManagedClusterAddOn{}
 	for _, cluster := range clusters {
-		mca := &addonv1alpha1.ManagedClusterAddOn{}
-		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.Config.AddonName}, mca); err != nil {
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.Config.AddonName}, mca, client.UnsafeDisableDeepCopy); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}

@@ -7,6 +7,7 @@ package fakehub
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"strings"
 	"sync"
 
@@ -83,18 +84,23 @@ func createCluster(ctx context.Context, c client.Client, name string, opts Optio
 }
 
 // SetDecisions writes the Placement's decisions as OCM does: sorted pages of 100, named
-// <placement>-decision-<i>, one write per page, and deletes pages no longer needed.
+// <placement>-decision-<i>. Like OCM's placement controller, which compares with its lister's
+// copy, it writes only the pages whose decisions change, and deletes pages no longer needed.
 func SetDecisions(ctx context.Context, c client.Client, namespace, placement string, clusters []string) error {
-	pages := (len(clusters) + DecisionsPerPage - 1) / DecisionsPerPage
-	for page := 0; page < pages; page++ {
-		end := min((page+1)*DecisionsPerPage, len(clusters))
-		if err := writePage(ctx, c, namespace, placement, page, clusters[page*DecisionsPerPage:end]); err != nil {
-			return err
-		}
-	}
 	var list clusterv1beta1.PlacementDecisionList
 	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{clusterv1beta1.PlacementLabel: placement}); err != nil {
 		return err
+	}
+	existing := map[string]*clusterv1beta1.PlacementDecision{}
+	for i := range list.Items {
+		existing[list.Items[i].Name] = &list.Items[i]
+	}
+	pages := (len(clusters) + DecisionsPerPage - 1) / DecisionsPerPage
+	for page := 0; page < pages; page++ {
+		end := min((page+1)*DecisionsPerPage, len(clusters))
+		if err := writePage(ctx, c, namespace, placement, page, clusters[page*DecisionsPerPage:end], existing); err != nil {
+			return err
+		}
 	}
 	for i := range list.Items {
 		var idx int
@@ -107,23 +113,24 @@ func SetDecisions(ctx context.Context, c client.Client, namespace, placement str
 	return nil
 }
 
-func writePage(ctx context.Context, c client.Client, namespace, placement string, page int, clusters []string) error {
-	pd := &clusterv1beta1.PlacementDecision{}
-	key := client.ObjectKey{Namespace: namespace, Name: fmt.Sprintf("%s-decision-%d", placement, page)}
-	if err := c.Get(ctx, key, pd); err != nil {
-		if client.IgnoreNotFound(err) != nil {
-			return err
-		}
-		pd = &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: key.Name,
+func writePage(ctx context.Context, c client.Client, namespace, placement string, page int, clusters []string, existing map[string]*clusterv1beta1.PlacementDecision) error {
+	name := fmt.Sprintf("%s-decision-%d", placement, page)
+	decisions := make([]clusterv1beta1.ClusterDecision, 0, len(clusters))
+	for _, cluster := range clusters {
+		decisions = append(decisions, clusterv1beta1.ClusterDecision{ClusterName: cluster, Reason: "fakehub"})
+	}
+	pd, found := existing[name]
+	if found && equality.Semantic.DeepEqual(pd.Status.Decisions, decisions) {
+		return nil
+	}
+	if !found {
+		pd = &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
 			Labels: map[string]string{clusterv1beta1.PlacementLabel: placement, clusterv1beta1.DecisionGroupIndexLabel: "0"}}}
 		if err := c.Create(ctx, pd); err != nil {
 			return err
 		}
 	}
-	pd.Status.Decisions = make([]clusterv1beta1.ClusterDecision, 0, len(clusters))
-	for _, name := range clusters {
-		pd.Status.Decisions = append(pd.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: name, Reason: "fakehub"})
-	}
+	pd.Status.Decisions = decisions
 	return c.Status().Update(ctx, pd)
 }
 

@@ -48,6 +48,7 @@ type Reconciler struct {
 	exclusive  exclusiveCache
 	// secretVerdicts caches clusterSecretCurrent's certificate checks (secretVerdict).
 	secretVerdicts sync.Map
+	statusWrites   ownStatusWrites
 }
 
 // observation is what a reconcile learned about the world before writing anything.
@@ -72,7 +73,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, goc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if r.statusWrites.stale(goc.UID, goc.ResourceVersion) {
+		// The cache has not yet seen this manager's last status write; its watch event brings
+		// the object back. The requeue only guards against that event being lost.
+		return ctrl.Result{RequeueAfter: staleReadRetry}, nil
+	}
 	if !goc.DeletionTimestamp.IsZero() {
+		r.statusWrites.forget(goc.UID)
 		return ctrl.Result{}, r.finalize(ctx, goc)
 	}
 	if !controllerutil.ContainsFinalizer(goc, v1alpha1.Finalizer) {
@@ -500,7 +507,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, goc *v1alpha1.GitOpsCluste
 	// A merge patch carries only what differs from the copy read, so a field emptied since is
 	// not cleared when that copy is older than the server's (a cache that has not seen the
 	// last write): the patch is conditional on the version read, and a stale read retries.
-	return r.Client.Status().Patch(ctx, updated, client.MergeFromWithOptions(goc, client.MergeFromWithOptimisticLock{}))
+	if err := r.Client.Status().Patch(ctx, updated, client.MergeFromWithOptions(goc, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	r.statusWrites.wrote(goc.UID, goc.ResourceVersion, updated.ResourceVersion)
+	return nil
 }
 
 func (r *Reconciler) event(goc *v1alpha1.GitOpsCluster, eventType, reason, action, note string, args ...any) {

@@ -21,6 +21,19 @@ var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "APPL
 // left out: the API server renews its own identity lease on a timer. SubjectAccessReviews are
 // left out too: they are questions, posted but never stored.
 func APIWrites(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
+	return apiRequests(ctx, cfg, writeVerbs)
+}
+
+// readVerbs are the request verbs of apiserver_request_total that read stored state once
+// (watches are long-lived and counted when opened, so they are left out).
+var readVerbs = map[string]bool{"GET": true, "LIST": true}
+
+// APIReads is APIWrites for reads: GET and LIST requests per resource.
+func APIReads(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
+	return apiRequests(ctx, cfg, readVerbs)
+}
+
+func apiRequests(ctx context.Context, cfg *rest.Config, verbs map[string]bool) (map[string]int, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -39,7 +52,7 @@ func APIWrites(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
 		}
 		end := strings.LastIndex(line, "}")
 		labels := parseLabels(line[len("apiserver_request_total{"):end])
-		if !writeVerbs[labels["verb"]] || labels["resource"] == "leases" || labels["resource"] == "subjectaccessreviews" {
+		if !verbs[labels["verb"]] || labels["resource"] == "leases" || labels["resource"] == "subjectaccessreviews" {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)

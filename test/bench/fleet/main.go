@@ -79,6 +79,7 @@ func main() {
 		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes %v\n", r.join.Round(time.Millisecond), testenv.TotalWrites(r.joinCalls), r.joinCalls)
 		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end); the API server's raw pace for the same CSRs: %.0f/s\n",
 			n, r.wave.Round(10*time.Millisecond), float64(n)/r.wave.Seconds(), float64(n)/r.rawWave.Seconds())
+		fmt.Printf("         reads during the wave: %.2f per CSR %v\n", float64(testenv.TotalWrites(r.waveReads))/float64(n), r.waveReads)
 	}
 }
 
@@ -135,6 +136,7 @@ type result struct {
 	join             time.Duration
 	joinCalls        map[string]int
 	wave             time.Duration
+	waveReads        map[string]int // GET and LIST requests during the wave, the benchmark's own included
 	rawWave          time.Duration
 	writesPerCluster float64
 	idleWrites       int
@@ -557,7 +559,15 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "N=%d: renewal wave of %d CSRs...\n", n, n)
+	readsBefore, err := testenv.APIReads(ctx, env.Config)
+	if err != nil {
+		return nil, err
+	}
 	wave, err := renewalWave(ctx, env, clusters)
+	if err != nil {
+		return nil, err
+	}
+	readsAfter, err := testenv.APIReads(ctx, env.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -576,6 +586,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		join:             join,
 		joinCalls:        joinCalls,
 		wave:             wave,
+		waveReads:        testenv.DiffWrites(readsBefore, readsAfter),
 		rawWave:          rawWave,
 		writesPerCluster: float64(testenv.TotalWrites(byResource)) / float64(n),
 		idleWrites:       testenv.TotalWrites(testenv.DiffWrites(converged, after)),

@@ -74,9 +74,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if r.statusWrites.stale(goc.UID, goc.ResourceVersion) {
-		// The cache has not yet seen this manager's last status write; its watch event brings
-		// the object back. The requeue only guards against that event being lost.
-		return ctrl.Result{RequeueAfter: staleReadRetry}, nil
+		// The cache has not yet seen this manager's last status write: a pass woken by that
+		// write's own side effects starts within milliseconds of it. Computed against the
+		// older status, its status write would be refused (and retried with backoff).
+		fresh, err := r.awaitOwnStatusWrite(ctx, req.NamespacedName, goc)
+		if err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		goc = fresh
 	}
 	if !goc.DeletionTimestamp.IsZero() {
 		r.statusWrites.forget(goc.UID)

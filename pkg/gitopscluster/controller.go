@@ -29,6 +29,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownwrites"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
 )
 
@@ -48,7 +49,7 @@ type Reconciler struct {
 	exclusive  exclusiveCache
 	// secretVerdicts caches clusterSecretCurrent's certificate checks (secretVerdict).
 	secretVerdicts sync.Map
-	statusWrites   ownStatusWrites
+	statusWrites   ownwrites.Tracker
 }
 
 // observation is what a reconcile learned about the world before writing anything.
@@ -73,18 +74,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, goc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.statusWrites.stale(goc.UID, goc.ResourceVersion) {
-		// The cache has not yet seen this manager's last status write: a pass woken by that
-		// write's own side effects starts within milliseconds of it. Computed against the
-		// older status, its status write would be refused (and retried with backoff).
-		fresh, err := r.awaitOwnStatusWrite(ctx, req.NamespacedName, goc)
-		if err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		goc = fresh
+	// A pass woken by this manager's own status write works from the written status.
+	if err := r.statusWrites.Fresh(ctx, r.Client, goc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !goc.DeletionTimestamp.IsZero() {
-		r.statusWrites.forget(goc.UID)
+		r.statusWrites.Forget(goc.UID)
 		return ctrl.Result{}, r.finalize(ctx, goc)
 	}
 	if !controllerutil.ContainsFinalizer(goc, v1alpha1.Finalizer) {
@@ -515,7 +510,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, goc *v1alpha1.GitOpsCluste
 	if err := r.Client.Status().Patch(ctx, updated, client.MergeFromWithOptions(goc, client.MergeFromWithOptimisticLock{})); err != nil {
 		return err
 	}
-	r.statusWrites.wrote(goc.UID, goc.ResourceVersion, updated.ResourceVersion)
+	r.statusWrites.Wrote(goc.UID, goc.ResourceVersion, updated.ResourceVersion)
 	return nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownwrites"
 )
 
 // Reconciler keeps the cluster secrets of ArgoCDClusterRegistrations.
@@ -36,6 +37,8 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	// ManagedNamespaces are the namespaces whose Secrets the manager may write; empty means all.
 	ManagedNamespaces []string
+
+	statusWrites ownwrites.Tracker
 }
 
 // Reconcile brings one registration's cluster secrets in line with its Placement.
@@ -44,7 +47,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, reg); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	// A pass woken by this manager's own status write works from the written status.
+	if err := r.statusWrites.Fresh(ctx, r.Client, reg); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
 	if !reg.DeletionTimestamp.IsZero() {
+		r.statusWrites.Forget(reg.UID)
 		return ctrl.Result{}, r.reconcileDelete(ctx, reg)
 	}
 	if !r.managed(reg.Namespace) {
@@ -268,10 +276,15 @@ func (r *Reconciler) setStatus(ctx context.Context, reg *v1alpha1.ArgoCDClusterR
 		r.event(reg, corev1.EventTypeWarning, cond.Reason, "Register", "%s", cond.Message)
 	}
 	patch := client.MergeFrom(reg.DeepCopy())
+	before := reg.ResourceVersion
 	meta.SetStatusCondition(&reg.Status.Conditions, cond)
 	reg.Status.RegisteredClusters = count
 	reg.Status.ObservedGeneration = reg.Generation
-	return r.Client.Status().Patch(ctx, reg, patch)
+	if err := r.Client.Status().Patch(ctx, reg, patch); err != nil {
+		return err
+	}
+	r.statusWrites.Wrote(reg.UID, before, reg.ResourceVersion)
+	return nil
 }
 
 func (r *Reconciler) event(reg *v1alpha1.ArgoCDClusterRegistration, eventType, reason, action, format string, args ...any) {

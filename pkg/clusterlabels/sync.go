@@ -70,9 +70,11 @@ func (s *Sync) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		if !changed {
 			continue
 		}
+		// A patch of the metadata alone: the cached copy may not hold the secret's whole data
+		// (the manager's cache keeps agent cluster secrets in a compact form).
 		u := live.DeepCopy()
 		u.Labels, u.Annotations = labels, annotations
-		if err := s.Client.Update(ctx, u); err != nil && !apierrors.IsNotFound(err) {
+		if err := s.Client.Patch(ctx, u, client.MergeFromWithOptions(live, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("updating labels of %s/%s: %w", u.Namespace, u.Name, err))
 		}
 	}

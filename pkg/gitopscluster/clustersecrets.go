@@ -3,7 +3,6 @@ package gitopscluster
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -62,6 +60,7 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 	// The principal namespace's cached Secrets by name, listed once when first needed: a new
 	// fleet misses every cluster, and one cache read per cluster costs more than one list.
 	var inNamespace map[string]*corev1.Secret
+	caFingerprint := pki.Fingerprint(hub.CA.Cert)
 	for _, cluster := range sets.List(obs.owned) {
 		if revoked.Has(cluster) {
 			continue
@@ -82,7 +81,7 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 			}
 			s = inNamespace[ClusterSecretName(cluster)]
 		}
-		if renewAt, ok := r.clusterSecretCurrent(s, goc, principalNS, cluster, hub, now); ok {
+		if renewAt, ok := r.clusterSecretCurrent(s, goc, principalNS, cluster, hub, caFingerprint, now); ok {
 			if next.IsZero() || renewAt.Before(next) {
 				next = renewAt
 			}
@@ -148,12 +147,11 @@ func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOp
 	// The current certificate is revoked from the secret itself; the one it replaces is
 	// recorded first, since it stays valid until it expires. A new cluster thus costs one
 	// write, a renewal two.
-	if old := ClusterSecretCertificate(live); old != nil && old.NotAfter.After(now) {
-		if err := store.Record(ctx, cluster, owner, old, 0, now); err != nil {
+	if old, _ := agentSecretContents(live); old.Fingerprint != "" && old.NotAfter.After(now) {
+		if err := store.RecordFingerprint(ctx, cluster, owner, old.Fingerprint, old.NotAfter, 0, now); err != nil {
 			return time.Time{}, false, fmt.Errorf("recording the replaced resource-proxy certificate of %s: %w", cluster, err)
 		}
 	}
-	written := desired
 	if live == nil {
 		err = r.Client.Create(ctx, desired)
 		if apierrors.IsAlreadyExists(err) {
@@ -161,67 +159,44 @@ func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOp
 			// project's labels): take it over, as with one found by name.
 			live = &corev1.Secret{}
 			if err = r.apiReader().Get(ctx, client.ObjectKeyFromObject(desired), live); err == nil {
-				written = live.DeepCopy()
-				written.Labels, written.Annotations, written.Data, written.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type
-				err = r.Client.Update(ctx, written)
+				err = r.replaceClusterSecret(ctx, live, desired)
 			}
 		}
 	} else {
-		written = live.DeepCopy()
-		written.Labels, written.Annotations, written.Data, written.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type
-		err = r.Client.Update(ctx, written)
+		err = r.replaceClusterSecret(ctx, live, desired)
 	}
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("writing cluster secret for %s: %w", cluster, err)
 	}
-	renewAt := pki.RenewalTime(cert)
-	// What was just written holds a certificate this CA issued for this cluster: the next
-	// pass, which sees it in the cache at this version, need not parse and verify it again.
-	r.rememberVerdict(written, hub.Bundle, renewAt)
-	return renewAt, live == nil, nil
+	return pki.RenewalTime(cert), live == nil, nil
+}
+
+// replaceClusterSecret updates live to desired's labels, annotations, type and whole data. live
+// may be the cache's compact form: none of its data survives.
+func (r *Reconciler) replaceClusterSecret(ctx context.Context, live, desired *corev1.Secret) error {
+	written := live.DeepCopy()
+	written.Labels, written.Annotations, written.Data, written.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type
+	return r.Client.Update(ctx, written)
 }
 
 // clusterSecretCurrent reports whether s is already what we would write, and when it must be
-// renewed.
-func (r *Reconciler) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *hubPKI, now time.Time) (time.Time, bool) {
+// renewed. s may be the cache's compact form (CompactAgentClusterSecret): the certificate was
+// parsed and checked when the secret entered the cache, not on every pass.
+func (r *Reconciler) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *hubPKI, caFingerprint string, now time.Time) (time.Time, bool) {
 	if s == nil || !labelsContain(s.Labels, clusterSecretLabels(goc, cluster)) || s.Annotations[AnnotationSkipReconcile] != "true" ||
 		string(s.Data["name"]) != cluster || string(s.Data["server"]) != r.resourceProxyServer(principalNS, cluster) {
 		return time.Time{}, false
 	}
-	// Parsing and verifying a certificate on every pass for every cluster is most of a
-	// reconcile's cost at fleet scale; the verdict holds until the secret or the CA changes.
-	key := s.Namespace + "/" + s.Name
-	bundle := sha256.Sum256(hub.Bundle)
-	if v, ok := r.secretVerdicts.Load(key); ok {
-		if v := v.(secretVerdict); v.uid == s.UID && v.resourceVersion == s.ResourceVersion && v.bundle == bundle {
-			return v.renewAt, now.Before(v.renewAt)
-		}
-	}
-	var cfg clusterConfig
-	if err := json.Unmarshal(s.Data["config"], &cfg); err != nil || !bytes.Equal(cfg.TLSClientConfig.CAData, hub.Bundle) {
+	cert, bundle := agentSecretContents(s)
+	if !bytes.Equal(bundle, hub.Bundle) || cert.CommonName != cluster || !cert.usable(caFingerprint, now) {
 		return time.Time{}, false
 	}
-	kp, err := pki.ParseKeyPair(cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData)
-	if err != nil || kp.Cert.Subject.CommonName != cluster ||
-		pki.VerifyChain(kp.Cert, []*x509.Certificate{hub.CA.Cert}, x509.ExtKeyUsageClientAuth, now) != nil {
-		return time.Time{}, false
-	}
-	renewAt := pki.RenewalTime(kp.Cert)
-	r.rememberVerdict(s, hub.Bundle, renewAt)
+	renewAt := cert.renewalTime()
 	return renewAt, now.Before(renewAt)
 }
 
-// rememberVerdict records that cluster secret s, at its current version, holds a certificate
-// that verifies against bundle's CA and is renewed at renewAt.
-func (r *Reconciler) rememberVerdict(s *corev1.Secret, bundle []byte, renewAt time.Time) {
-	if s.UID == "" || s.ResourceVersion == "" {
-		return
-	}
-	r.secretVerdicts.Store(s.Namespace+"/"+s.Name, secretVerdict{uid: s.UID, resourceVersion: s.ResourceVersion, bundle: sha256.Sum256(bundle), renewAt: renewAt})
-}
-
-// ClusterSecretCertificate returns the resource-proxy client certificate of a cluster secret,
-// or nil.
+// ClusterSecretCertificate returns the resource-proxy client certificate of a cluster secret
+// as the API server serves it, or nil.
 func ClusterSecretCertificate(s *corev1.Secret) *x509.Certificate {
 	if s == nil {
 		return nil
@@ -235,14 +210,6 @@ func ClusterSecretCertificate(s *corev1.Secret) *x509.Certificate {
 		return nil
 	}
 	return certs[0]
-}
-
-// secretVerdict remembers that a cluster secret's certificate was verified against a CA bundle.
-type secretVerdict struct {
-	uid             types.UID
-	resourceVersion string
-	bundle          [sha256.Size]byte
-	renewAt         time.Time
 }
 
 func clusterSecretLabels(goc *v1alpha1.GitOpsCluster, cluster string) map[string]string {

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,11 +44,9 @@ type Reconciler struct {
 	// makes it when nil.
 	ComponentsAddOns cache.Cache
 
-	departures departures
-	exclusive  exclusiveCache
-	// secretVerdicts caches clusterSecretCurrent's certificate checks (secretVerdict).
-	secretVerdicts sync.Map
-	statusWrites   ownwrites.Tracker
+	departures   departures
+	exclusive    exclusiveCache
+	statusWrites ownwrites.Tracker
 }
 
 // observation is what a reconcile learned about the world before writing anything.

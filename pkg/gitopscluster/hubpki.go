@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net"
 	"sort"
@@ -208,12 +207,12 @@ func (r *Reconciler) trustedByClusterSecrets(ctx context.Context, ns string) ([]
 	seenBundles := sets.New[string]()
 	var out []*x509.Certificate
 	for i := range secrets.Items {
-		var cfg clusterConfig
-		if err := json.Unmarshal(secrets.Items[i].Data["config"], &cfg); err != nil || seenBundles.Has(string(cfg.TLSClientConfig.CAData)) {
+		_, bundle := agentSecretContents(&secrets.Items[i])
+		if len(bundle) == 0 || seenBundles.Has(string(bundle)) {
 			continue
 		}
-		seenBundles.Insert(string(cfg.TLSClientConfig.CAData))
-		if certs, err := pki.ParseCertificates(cfg.TLSClientConfig.CAData); err == nil {
+		seenBundles.Insert(string(bundle))
+		if certs, err := pki.ParseCertificates(bundle); err == nil {
 			out = append(out, certs...)
 		}
 	}

@@ -22,7 +22,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
 
@@ -363,8 +362,8 @@ func (r *Reconciler) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster
 // argocd-agent disconnects an agent whose cluster secret goes, and the blocklist keeps it out.
 func (r *Reconciler) revokeCluster(ctx context.Context, store ledger.Store, rec agentRecords, cluster string, cause ledger.Cause, now time.Time) (int, error) {
 	extra := ledger.Entries{}
-	if cert := ClusterSecretCertificate(rec.secrets[cluster]); cert != nil {
-		extra[pki.Fingerprint(cert)] = cert.NotAfter
+	if cert, _ := agentSecretContents(rec.secrets[cluster]); cert.Fingerprint != "" {
+		extra[cert.Fingerprint] = cert.NotAfter
 	}
 	n, err := store.Revoke(ctx, cluster, cause, extra, now)
 	if err != nil {

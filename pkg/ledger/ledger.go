@@ -118,8 +118,12 @@ type Entries map[string]time.Time
 // maxUnexpired > 0 it refuses (ErrTooManyCertificates) a new fingerprint when the ledger
 // already holds that many unexpired ones.
 func (s Store) Record(ctx context.Context, cluster string, owner Owner, cert *x509.Certificate, maxUnexpired int, now time.Time) error {
-	fp := pki.Fingerprint(cert)
-	notAfter := cert.NotAfter.UTC().Format(time.RFC3339)
+	return s.RecordFingerprint(ctx, cluster, owner, pki.Fingerprint(cert), cert.NotAfter, maxUnexpired, now)
+}
+
+// RecordFingerprint is Record for a certificate known by its fingerprint and expiry.
+func (s Store) RecordFingerprint(ctx context.Context, cluster string, owner Owner, fp string, expiry time.Time, maxUnexpired int, now time.Time) error {
+	notAfter := expiry.UTC().Format(time.RFC3339)
 	key := types.NamespacedName{Namespace: s.Namespace, Name: LedgerName(cluster)}
 	// The first attempt reads the cache, when there is one: the write is conditional on the
 	// version read, so a stale read only costs a retry, read live. A renewal then costs one

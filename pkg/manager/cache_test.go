@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"slices"
 	"testing"
@@ -21,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
@@ -60,6 +63,10 @@ func TestCacheHoldsOnlyWhatTheControllersRead(t *testing.T) {
 	if err := c.Status().Update(ctx, mc); err != nil {
 		t.Fatal(err)
 	}
+
+	// An agent cluster secret with its client certificate, key and CA bundle.
+	agentSecret, agentCert := agentClusterSecret(t, "argocd", "cluster-a")
+	mustCreate(t, c, agentSecret)
 
 	// CSRs: this signer's only; a finished one without its request and certificate.
 	pending := agentCSR(ctx, t, c, opts.Fleet.SignerName, false)
@@ -106,6 +113,25 @@ func TestCacheHoldsOnlyWhatTheControllersRead(t *testing.T) {
 			if cached(&corev1.Secret{}, "elsewhere", "helm-release") {
 				t.Error("an unrelated Secret outside the managed namespaces is cached")
 			}
+			// An agent cluster secret: its name and server, and which certificate it holds, but
+			// no private key, certificate or bundle copy of its own.
+			compact := &corev1.Secret{}
+			if err := cc.Get(ctx, types.NamespacedName{Namespace: "argocd", Name: agentSecret.Name}, compact); err != nil {
+				t.Fatal(err)
+			}
+			if string(compact.Data["name"]) != "cluster-a" || len(compact.Data["server"]) == 0 {
+				t.Errorf("cached agent cluster secret lost its name or server: %v", compact.Data)
+			}
+			if _, ok := compact.Data["config"]; ok {
+				t.Error("cached agent cluster secret keeps its config with the private key")
+			}
+			if !bytes.Contains(compact.Data["#certificate"], []byte(pki.Fingerprint(agentCert))) {
+				t.Errorf("cached agent cluster secret does not name its certificate: %q", compact.Data["#certificate"])
+			}
+			// A write from the compact copy is refused instead of wiping the credentials.
+			if err := c.Update(ctx, compact); !apierrors.IsInvalid(err) {
+				t.Errorf("update from the cache's compact copy: got %v, want Invalid", err)
+			}
 			// Deployments and Services: the principal's only.
 			if !cached(&appsv1.Deployment{}, "argocd", opts.Fleet.PrincipalDeploymentName) || !cached(&corev1.Service{}, "argocd", opts.Fleet.PrincipalServiceName) {
 				t.Error("the principal's Deployment or Service is not cached")
@@ -148,6 +174,30 @@ func TestCacheHoldsOnlyWhatTheControllersRead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// agentClusterSecret builds the Argo CD cluster secret of cluster's agent as the GitOpsCluster
+// reconciler writes it, and returns its client certificate.
+func agentClusterSecret(t *testing.T, ns, cluster string) (*corev1.Secret, *x509.Certificate) {
+	t.Helper()
+	ca, err := pki.NewCA("hub", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := ca.IssueClientCert(pkix.Name{CommonName: cluster}, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	config, err := json.Marshal(map[string]any{"tlsClientConfig": map[string][]byte{"certData": kp.CertPEM, "keyData": kp.KeyPEM, "caData": ca.CertPEM}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gitopscluster.ClusterSecretName(cluster), Labels: map[string]string{
+			v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, gitopscluster.LabelSecretType: "cluster", gitopscluster.LabelAgentName: cluster,
+		}},
+		Data: map[string][]byte{"name": []byte(cluster), "server": []byte("https://resource-proxy:9090?agentName=" + cluster), "config": config},
+	}, kp.Cert
 }
 
 // agentCSR creates an agent's CSR for signerName, approved and issued when issued is set.

@@ -280,12 +280,22 @@ func CacheOptions(opts Options) cache.Options {
 	}
 	// Set once each: the map is keyed by pointer, so a second &corev1.ConfigMap{} would be
 	// another entry for the same kind, and controller-runtime would keep either one at random.
+	secrets.Transform = TrimSecret
 	byObject[&corev1.Secret{}] = secrets
 	byObject[&appsv1.Deployment{}] = deployments
 	byObject[&corev1.Service{}] = services
 	byObject[&corev1.ConfigMap{}] = ours
 	// Managed fields are most of a cached object's size and nothing else here reads them.
 	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
+}
+
+// TrimSecret drops managed fields and keeps agent cluster secrets in their compact form
+// (gitopscluster.CompactAgentClusterSecret): the certificate's identity, not its key material.
+func TrimSecret(o any) (any, error) {
+	if s, ok := o.(*corev1.Secret); ok {
+		s.ManagedFields = nil
+	}
+	return gitopscluster.CompactAgentClusterSecret(o)
 }
 
 // TrimManagedCluster keeps of a ManagedCluster what the controllers read: its metadata (labels

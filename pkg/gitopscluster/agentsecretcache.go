@@ -1,0 +1,165 @@
+package gitopscluster
+
+import (
+	"crypto/x509"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+)
+
+// The manager caches the agent cluster secret of every cluster it serves. At 5,000 clusters
+// their certificates, private keys and CA bundles were the largest part of its heap, and the
+// reconciler only ever needs to know which certificate a secret holds and which bundle it
+// trusts. So the cache keeps a compact form of each agent cluster secret: "name" and "server"
+// as written and, in place of "config", the certificate's identity (agentCertificate) and the
+// CA bundle, one copy shared by every secret that carries the same bundle.
+//
+// The compact form's data keys are not valid Secret data keys. They can never come from the
+// API server, so finding one proves the object came through CompactAgentClusterSecret, and an
+// update sent from a cached copy by mistake is refused by the API server instead of wiping
+// the secret's credentials.
+const (
+	compactCertificateKey = "#certificate"
+	compactBundleKey      = "#ca-bundle"
+)
+
+// agentCertificate is what the reconciler decides a cluster secret's fate with.
+type agentCertificate struct {
+	// Fingerprint is pki.Fingerprint of the client certificate; empty when the config holds no
+	// usable certificate and key pair.
+	Fingerprint string    `json:"fingerprint,omitempty"`
+	CommonName  string    `json:"commonName,omitempty"`
+	NotBefore   time.Time `json:"notBefore,omitzero"`
+	NotAfter    time.Time `json:"notAfter,omitzero"`
+	// Issuer is the fingerprint of the CA certificate of the secret's own bundle whose key
+	// signed the client certificate; empty when none did.
+	Issuer string `json:"issuer,omitempty"`
+	// ClientAuth: the certificate may authenticate a TLS client.
+	ClientAuth bool `json:"clientAuth,omitempty"`
+}
+
+// usable reports whether the certificate verifies against ca (a CA certificate of the bundle)
+// for client authentication at now: signed by ca, within its lifetime.
+func (c agentCertificate) usable(caFingerprint string, now time.Time) bool {
+	return c.Fingerprint != "" && c.ClientAuth && c.Issuer != "" && c.Issuer == caFingerprint &&
+		!now.Before(c.NotBefore) && now.Before(c.NotAfter)
+}
+
+// renewalTime is pki.RenewalTime of the certificate.
+func (c agentCertificate) renewalTime() time.Time {
+	lifetime := c.NotAfter.Sub(c.NotBefore)
+	if lifetime <= 0 {
+		return c.NotBefore
+	}
+	return c.NotBefore.Add(lifetime / 3 * 2)
+}
+
+// isAgentClusterSecret: one of the cluster secrets this package writes for agents (the pull
+// model's cluster secrets carry no credentials and no agent name).
+func isAgentClusterSecret(s *corev1.Secret) bool {
+	return s.Labels[LabelSecretType] == "cluster" && s.Labels[LabelAgentName] != ""
+}
+
+// CompactAgentClusterSecret is the manager cache's transform for Secrets: it replaces the
+// config of an agent cluster secret with its compact form and leaves every other Secret as
+// it is.
+func CompactAgentClusterSecret(o any) (any, error) {
+	s, ok := o.(*corev1.Secret)
+	if !ok || !isAgentClusterSecret(s) {
+		return o, nil
+	}
+	config, ok := s.Data["config"]
+	if !ok {
+		return o, nil
+	}
+	cert, bundle := inspectAgentConfig(config)
+	summary, err := json.Marshal(cert)
+	if err != nil {
+		return nil, err
+	}
+	delete(s.Data, "config")
+	s.Data[compactCertificateKey] = summary
+	s.Data[compactBundleKey] = bundles.intern(bundle)
+	return s, nil
+}
+
+// agentSecretContents returns the certificate identity and CA bundle of an agent cluster
+// secret, whether it is in the compact form of the cache or as the API server serves it.
+func agentSecretContents(s *corev1.Secret) (agentCertificate, []byte) {
+	if s == nil {
+		return agentCertificate{}, nil
+	}
+	if config, ok := s.Data["config"]; ok {
+		return inspectAgentConfig(config)
+	}
+	var cert agentCertificate
+	if raw, ok := s.Data[compactCertificateKey]; !ok || json.Unmarshal(raw, &cert) != nil {
+		return agentCertificate{}, nil
+	}
+	return cert, s.Data[compactBundleKey]
+}
+
+// inspectAgentConfig reads a cluster secret's config: the identity of its client
+// certificate (zero unless the certificate and key parse and belong together) and its CA
+// bundle as written.
+func inspectAgentConfig(config []byte) (agentCertificate, []byte) {
+	var cfg clusterConfig
+	if err := json.Unmarshal(config, &cfg); err != nil {
+		return agentCertificate{}, nil
+	}
+	bundle := cfg.TLSClientConfig.CAData
+	kp, err := pki.ParseKeyPair(cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData)
+	if err != nil {
+		return agentCertificate{}, bundle
+	}
+	leaf := kp.Cert
+	out := agentCertificate{
+		Fingerprint: pki.Fingerprint(leaf),
+		CommonName:  leaf.Subject.CommonName,
+		NotBefore:   leaf.NotBefore.UTC(),
+		NotAfter:    leaf.NotAfter.UTC(),
+		ClientAuth:  slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) || slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageAny),
+	}
+	cas, _ := pki.ParseCertificates(bundle)
+	for _, ca := range cas {
+		if ca.IsCA && leaf.CheckSignatureFrom(ca) == nil {
+			out.Issuer = pki.Fingerprint(ca)
+			break
+		}
+	}
+	return out, bundle
+}
+
+// bundleInterner hands out one shared copy of each CA bundle: every agent cluster secret of a
+// principal carries the same one. The table is small (a principal has one bundle, two during
+// a rotation); past maxBundles it starts over, which only costs sharing.
+type bundleInterner struct {
+	mu    sync.Mutex
+	table map[string][]byte
+}
+
+const maxBundles = 256
+
+var bundles bundleInterner
+
+func (b *bundleInterner) intern(bundle []byte) []byte {
+	if len(bundle) == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if shared, ok := b.table[string(bundle)]; ok {
+		return shared
+	}
+	if b.table == nil || len(b.table) >= maxBundles {
+		b.table = map[string][]byte{}
+	}
+	shared := slices.Clone(bundle)
+	b.table[string(shared)] = shared
+	return shared
+}

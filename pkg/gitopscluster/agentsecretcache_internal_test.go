@@ -1,0 +1,109 @@
+package gitopscluster
+
+import (
+	"crypto/x509/pkix"
+	"encoding/json"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+)
+
+func agentSecretFor(t *testing.T, cluster string, certPEM, keyPEM, bundle []byte) *corev1.Secret {
+	t.Helper()
+	config, err := json.Marshal(clusterConfig{TLSClientConfig: tlsClientConfig{CertData: certPEM, KeyData: keyPEM, CAData: bundle}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: ClusterSecretName(cluster),
+			Labels: map[string]string{LabelSecretType: "cluster", LabelAgentName: cluster}},
+		Data: map[string][]byte{"name": []byte(cluster), "server": []byte("https://proxy"), "config": config},
+	}
+}
+
+func compacted(t *testing.T, s *corev1.Secret) *corev1.Secret {
+	t.Helper()
+	out, err := CompactAgentClusterSecret(s.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(*corev1.Secret)
+}
+
+func TestCompactAgentClusterSecret(t *testing.T) {
+	now := time.Now()
+	ca, err := pki.NewCA("hub", 24*time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := pki.NewCA("other", 24*time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := ca.IssueClientCert(pkix.Name{CommonName: "c1"}, time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := other.IssueClientCert(pkix.Name{CommonName: "c1"}, time.Hour, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle := pki.EncodeCertificates(ca.Cert, other.Cert)
+	caFP := pki.Fingerprint(ca.Cert)
+
+	t.Run("the compact form reads as the secret does", func(t *testing.T) {
+		full := agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, bundle)
+		small := compacted(t, full)
+		if _, ok := small.Data["config"]; ok {
+			t.Fatal("the compact form keeps the config")
+		}
+		fromFull, fullBundle := agentSecretContents(full)
+		fromSmall, smallBundle := agentSecretContents(small)
+		if fromFull != fromSmall || string(fullBundle) != string(smallBundle) {
+			t.Fatalf("full %+v, compact %+v", fromFull, fromSmall)
+		}
+		if fromSmall.Fingerprint != pki.Fingerprint(kp.Cert) || fromSmall.CommonName != "c1" || fromSmall.Issuer != caFP || !fromSmall.ClientAuth {
+			t.Fatalf("compact form %+v does not describe the certificate", fromSmall)
+		}
+		if !fromSmall.usable(caFP, now) || fromSmall.usable(caFP, kp.Cert.NotAfter) || fromSmall.usable(pki.Fingerprint(other.Cert), now) {
+			t.Error("usable() does not follow the signer and the lifetime")
+		}
+		if got, want := fromSmall.renewalTime(), pki.RenewalTime(kp.Cert); !got.Equal(want) {
+			t.Errorf("renewal time %s, want %s", got, want)
+		}
+	})
+
+	t.Run("a key that does not match its certificate leaves no identity", func(t *testing.T) {
+		got, _ := agentSecretContents(compacted(t, agentSecretFor(t, "c1", kp.CertPEM, foreign.KeyPEM, bundle)))
+		if got.Fingerprint != "" || got.usable(caFP, now) {
+			t.Errorf("mismatched pair reads as %+v", got)
+		}
+	})
+
+	t.Run("a certificate no CA of the bundle signed has no issuer", func(t *testing.T) {
+		got, _ := agentSecretContents(compacted(t, agentSecretFor(t, "c1", foreign.CertPEM, foreign.KeyPEM, ca.CertPEM)))
+		if got.Fingerprint == "" || got.Issuer != "" {
+			t.Errorf("foreign certificate reads as %+v", got)
+		}
+	})
+
+	t.Run("secrets with the same bundle share one copy", func(t *testing.T) {
+		a := compacted(t, agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, bundle))
+		b := compacted(t, agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, []byte(string(bundle))))
+		if &a.Data[compactBundleKey][0] != &b.Data[compactBundleKey][0] {
+			t.Error("each compact secret holds its own copy of the bundle")
+		}
+	})
+
+	t.Run("other secrets are left as they are", func(t *testing.T) {
+		pull := agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, bundle)
+		delete(pull.Labels, LabelAgentName)
+		if got := compacted(t, pull); string(got.Data["config"]) != string(pull.Data["config"]) || len(got.Data) != 3 {
+			t.Errorf("a cluster secret without an agent name was changed: %v", got.Data)
+		}
+	})
+}

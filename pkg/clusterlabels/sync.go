@@ -24,20 +24,37 @@ import (
 // name.
 type Sync struct {
 	Client client.Client
-	// Index is a field index of Secrets by the name of the ManagedCluster they were written for.
-	Index string
+	Lookup Lookup
+	// ClusterOf returns the ManagedCluster a Secret was written for ("" for none).
+	ClusterOf func(client.Object) string
 }
 
-// SetupSync registers the index and a Sync controller named name. clusterOf returns the
-// ManagedCluster a Secret was written for, "" for Secrets that are not to follow any.
-func SetupSync(ctx context.Context, mgr ctrl.Manager, name, index string, clusterOf func(client.Object) string) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Secret{}, index, func(o client.Object) []string {
-		if c := clusterOf(o); c != "" {
-			return []string{c}
+// Lookup says how Sync finds a cluster's secrets in the cache.
+type Lookup struct {
+	// Index, when set, is a field index of Secrets by the ManagedCluster they were written for,
+	// registered by SetupSync; for secrets whose labels cannot always name the cluster.
+	Index string
+	// Label, used when Index is empty, is a label whose value is the ManagedCluster's name.
+	// It needs no index: an index holds two entries per secret, which at thousands of
+	// clusters weighs more than a scan of the cached secrets on a cluster's label change.
+	Label string
+}
+
+// SetupSync registers the index (when lookup names one) and a Sync controller named name.
+// clusterOf returns the ManagedCluster a Secret was written for, "" for Secrets that are not to
+// follow any.
+func SetupSync(ctx context.Context, mgr ctrl.Manager, name string, lookup Lookup, clusterOf func(client.Object) string) error {
+	if lookup.Index != "" {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Secret{}, lookup.Index, func(o client.Object) []string {
+			if c := clusterOf(o); c != "" {
+				return []string{c}
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("indexing cluster secrets for %s: %w", name, err)
 		}
-		return nil
-	}); err != nil {
-		return fmt.Errorf("indexing cluster secrets for %s: %w", name, err)
+	} else if lookup.Label == "" {
+		return fmt.Errorf("cluster label sync %s: neither an index nor a label finds the secrets", name)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(name).
@@ -49,7 +66,7 @@ func SetupSync(ctx context.Context, mgr ctrl.Manager, name, index string, cluste
 			}
 			return nil
 		}), builder.WithPredicates(labelsChanged())).
-		Complete(&Sync{Client: mgr.GetClient(), Index: index})
+		Complete(&Sync{Client: mgr.GetClient(), Lookup: lookup, ClusterOf: clusterOf})
 }
 
 // Reconcile copies the cluster's current labels onto its secrets.
@@ -60,12 +77,19 @@ func (s *Sync) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, er
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	var list corev1.SecretList
-	if err := s.Client.List(ctx, &list, client.UnsafeDisableDeepCopy, client.MatchingFields{s.Index: mc.Name}); err != nil {
+	match := client.ListOption(client.MatchingLabels{s.Lookup.Label: mc.Name})
+	if s.Lookup.Index != "" {
+		match = client.MatchingFields{s.Lookup.Index: mc.Name}
+	}
+	if err := s.Client.List(ctx, &list, client.UnsafeDisableDeepCopy, match); err != nil {
 		return ctrl.Result{}, err
 	}
 	var errs []error
 	for i := range list.Items {
 		live := &list.Items[i]
+		if s.ClusterOf(live) != mc.Name {
+			continue
+		}
 		labels, annotations, changed := Apply(live.Labels, live.Annotations, mc.Labels)
 		if !changed {
 			continue

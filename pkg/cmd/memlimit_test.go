@@ -66,3 +66,15 @@ func TestSoftMemoryLimit(t *testing.T) {
 		}
 	}
 }
+
+func TestApplyGCPercent(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	// GOGC set by the user wins: nothing is changed.
+	if got := applyGCPercent("200"); got != 0 || debug.SetGCPercent(100) != 100 {
+		t.Errorf("with GOGC set, applyGCPercent set %d", got)
+	}
+	if got := applyGCPercent(""); got != DefaultGCPercent || debug.SetGCPercent(100) != DefaultGCPercent {
+		t.Errorf("applyGCPercent set %d, want %d", got, DefaultGCPercent)
+	}
+}

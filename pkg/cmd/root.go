@@ -86,6 +86,9 @@ func newManagerCommand() *cobra.Command {
 			if soft := applyMemoryLimit(os.Getenv("GOMEMLIMIT"), "/sys/fs/cgroup"); soft > 0 {
 				ctrl.Log.WithName("manager").Info("soft memory limit set from the container's limit", "bytes", soft)
 			}
+			if pct := applyGCPercent(os.Getenv("GOGC")); pct > 0 {
+				ctrl.Log.WithName("manager").V(1).Info("garbage collection target set (GOGC unset)", "percent", pct)
+			}
 			cfg, err := restConfig(kubeconfig)
 			if err != nil {
 				return err

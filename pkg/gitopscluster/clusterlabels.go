@@ -14,10 +14,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
 )
 
-// IndexAgentSecretCluster indexes the project's agent cluster secrets by their agent (cluster)
-// name, so a ManagedCluster's label change finds its secret without a pass over the fleet.
-const IndexAgentSecretCluster = "argocd-agent-addon.agentSecretCluster"
-
 // withClusterLabels adds the ManagedCluster's labels to a cluster secret about to be written, so
 // that ApplicationSet cluster generators on the hub can fan out to agents by them. The
 // ManagedCluster is read from the cache; a cluster not (yet) known gets none.
@@ -34,7 +30,7 @@ func (r *Reconciler) withClusterLabels(ctx context.Context, s *corev1.Secret, cl
 // one write per changed cluster, apart from the GitOpsCluster reconcile (which rewrites a secret
 // only to renew it).
 func SetupClusterLabelSync(ctx context.Context, mgr ctrl.Manager) error {
-	return clusterlabels.SetupSync(ctx, mgr, "agent-cluster-labels", IndexAgentSecretCluster, func(o client.Object) string {
+	return clusterlabels.SetupSync(ctx, mgr, "agent-cluster-labels", clusterlabels.Lookup{Label: LabelAgentName}, func(o client.Object) string {
 		l := o.GetLabels()
 		if l[LabelSecretType] != "cluster" || l[v1alpha1.LabelOwnerName] == "" {
 			return ""

@@ -168,9 +168,13 @@ func TestCacheHoldsOnlyWhatTheControllersRead(t *testing.T) {
 			if !signer.IsFinal(done) {
 				t.Error("an issued CSR no longer reads as issued in the cache")
 			}
-			if len(done.Spec.Request) != 0 || len(done.Spec.Groups) != 0 || len(done.Status.Certificate) > 1 {
-				t.Errorf("an issued CSR keeps what nothing reads: request %d bytes, %d groups, certificate %d bytes",
-					len(done.Spec.Request), len(done.Spec.Groups), len(done.Status.Certificate))
+			if len(done.Spec.Request) != 0 || len(done.Spec.Groups) != 0 || len(done.Status.Certificate) > 1 || done.Spec.Username != "" ||
+				len(done.Spec.Usages) != 0 || done.Status.Conditions[0].Message != "" {
+				t.Errorf("an issued CSR keeps what nothing reads: request %d bytes, %d groups, certificate %d bytes, username %q, usages %v, condition message %q",
+					len(done.Spec.Request), len(done.Spec.Groups), len(done.Status.Certificate), done.Spec.Username, done.Spec.Usages, done.Status.Conditions[0].Message)
+			}
+			if done.Spec.SignerName != issued.Spec.SignerName || done.Labels[signer.ClusterNameLabel] != "cluster-a" || done.Status.Conditions[0].Reason != "Test" {
+				t.Errorf("an issued CSR lost what is read of it: signer %q, labels %v, conditions %v", done.Spec.SignerName, done.Labels, done.Status.Conditions)
 			}
 		})
 	}
@@ -212,7 +216,7 @@ func agentCSR(ctx context.Context, t *testing.T, c client.Client, signerName str
 	if !issued {
 		return csr
 	}
-	csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Test"}}
+	csr.Status.Conditions = []certificatesv1.CertificateSigningRequestCondition{{Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Test", Message: "approved by the test"}}
 	if err := c.SubResource("approval").Update(ctx, csr); err != nil {
 		t.Fatal(err)
 	}

@@ -314,11 +314,12 @@ func TrimManagedCluster(o any) (any, error) {
 }
 
 // TrimCertificateSigningRequest drops from a CSR the signer is done with (issued, denied or
-// failed) what only an open request needs: the request, the requester's groups and extra, and
-// the issued certificate, which is kept as a one-byte stand-in so that the CSR still reads as
-// issued. After a renewal wave the cache holds one finished CSR per cluster until
-// kube-controller-manager's cleaner deletes it an hour later, and those fields were most of
-// their size. Objects from this cache are never written back once final.
+// failed) what only an open request needs: the request, the requester and its groups, extra
+// and usages, the annotations, the conditions' messages, and the issued certificate, which is
+// kept as a one-byte stand-in so that the CSR still reads as issued. What is read of a final
+// CSR stays: its name, labels, signer and the conditions' types, statuses and reasons. After a
+// renewal wave the cache holds one finished CSR per cluster until kube-controller-manager's
+// cleaner deletes it an hour later. Objects from this cache are never written back once final.
 func TrimCertificateSigningRequest(o any) (any, error) {
 	csr, ok := o.(*certificatesv1.CertificateSigningRequest)
 	if !ok {
@@ -328,7 +329,12 @@ func TrimCertificateSigningRequest(o any) (any, error) {
 	if !signer.IsFinal(csr) {
 		return csr, nil
 	}
-	csr.Spec.Request, csr.Spec.Groups, csr.Spec.Extra = nil, nil, nil
+	csr.Annotations = nil
+	signerName := csr.Spec.SignerName
+	csr.Spec = certificatesv1.CertificateSigningRequestSpec{SignerName: signerName}
+	for i := range csr.Status.Conditions {
+		csr.Status.Conditions[i].Message = ""
+	}
 	if len(csr.Status.Certificate) > 0 {
 		csr.Status.Certificate = issuedStandIn
 	}

@@ -136,11 +136,16 @@ func writePage(ctx context.Context, c client.Client, namespace, placement string
 
 // Parallel runs fn over items with 16 workers and returns the first error.
 func Parallel(items []string, fn func(string) error) error {
+	return ParallelN(16, items, fn)
+}
+
+// ParallelN is Parallel with n workers.
+func ParallelN(n int, items []string, fn func(string) error) error {
 	work := make(chan string)
 	var wg sync.WaitGroup
 	var once sync.Once
 	var first error
-	for range 16 {
+	for range max(1, n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -73,7 +73,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string) er
 		Complete(r); err != nil {
 		return err
 	}
-	return clusterlabels.SetupSync(ctx, mgr, "argocdclusterregistration-labels", IndexCluster, registeredCluster)
+	return clusterlabels.SetupSync(ctx, mgr, "argocdclusterregistration-labels", clusterlabels.Lookup{Index: IndexCluster}, registeredCluster)
 }
 
 // registeredCluster is the cluster a registration's Secret registers, "" for other Secrets.

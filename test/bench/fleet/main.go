@@ -57,6 +57,7 @@ func main() {
 	idle := flag.Duration("idle", 2*time.Minute, "how long to watch an idle fleet for writes")
 	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
 	flag.Var(&managerArgs, "manager-arg", "an extra manager flag, e.g. --manager-arg=--signer-concurrency=32 (repeatable)")
+	flag.IntVar(&agentsInFlight, "agents-in-flight", agentsInFlight, "how many agents create their CSRs at the same time in the renewal wave and in its raw pace")
 	flag.StringVar(&memoryLimit, "memory-limit", "", "run the manager as in a container with this memory limit (e.g. 160Mi): GOMEMLIMIT as the binary sets it from its cgroup")
 	flag.Parse()
 
@@ -77,14 +78,17 @@ func main() {
 			float64(r.peakKiB)/1024, float64(r.peakAnonKiB)/1024)
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
 		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes %v\n", r.join.Round(time.Millisecond), testenv.TotalWrites(r.joinCalls), r.joinCalls)
-		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end); the API server's raw pace for the same CSRs: %.0f/s\n",
-			n, r.wave.Round(10*time.Millisecond), float64(n)/r.wave.Seconds(), float64(n)/r.rawWave.Seconds())
+		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end; the last created after %s, %d agents at a time); the API server's raw pace for the same CSRs: %.0f/s\n",
+			n, r.wave.Round(10*time.Millisecond), float64(n)/r.wave.Seconds(), r.waveCreated.Round(10*time.Millisecond), agentsInFlight, float64(n)/r.rawWave.Seconds())
 		fmt.Printf("         reads during the wave: %.2f per CSR %v\n", float64(testenv.TotalWrites(r.waveReads))/float64(n), r.waveReads)
 	}
 }
 
 // managerArgs are extra flags for the manager under test.
 var managerArgs stringList
+
+// agentsInFlight is how many agents create their CSRs at the same time.
+var agentsInFlight = 16
 
 // memoryLimit is the container memory limit the manager runs as if under ("" for none).
 var memoryLimit string
@@ -136,6 +140,7 @@ type result struct {
 	join             time.Duration
 	joinCalls        map[string]int
 	wave             time.Duration
+	waveCreated      time.Duration // until the agents' last CSR was created
 	waveReads        map[string]int // GET and LIST requests during the wave, the benchmark's own included
 	rawWave          time.Duration
 	writesPerCluster float64
@@ -312,7 +317,7 @@ func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string) (time.Dur
 	}
 	const rawSigner = "bench.argocd-agent-addon.io/raw"
 	start := time.Now()
-	err = fakehub.Parallel(clusters, func(cluster string) error {
+	err = fakehub.ParallelN(agentsInFlight, clusters, func(cluster string) error {
 		cs, err := newAgent(cluster)
 		if err != nil {
 			return err
@@ -351,32 +356,32 @@ func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string) (time.Dur
 
 // renewalWave makes every cluster's registration agent ask for a new certificate at once, as
 // each cluster's own identity, and times until all are signed.
-func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (time.Duration, error) {
+func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (took, createdIn time.Duration, err error) {
 	newAgent, err := agentClients(ctx, env)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// Watch rather than poll: listing thousands of CSRs with their certificates every few
 	// hundred milliseconds would load the API server more than the signer does.
 	admin, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// From now on only: CSRs of earlier phases do not count.
 	now, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{Limit: 1})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	timeout := int64((30 * time.Minute).Seconds())
 	w, err := admin.CertificatesV1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{TimeoutSeconds: &timeout, ResourceVersion: now.ResourceVersion})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer func() { w.Stop() }()
 	start := time.Now()
 	created := make(chan error, 1)
 	go func() {
-		created <- fakehub.Parallel(clusters, func(cluster string) error {
+		created <- fakehub.ParallelN(agentsInFlight, clusters, func(cluster string) error {
 			cs, err := newAgent(cluster)
 			if err != nil {
 				return err
@@ -395,8 +400,9 @@ func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (time
 		select {
 		case err := <-created:
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
+			createdIn = time.Since(start)
 			created = nil
 		case ev, ok := <-w.ResultChan():
 			if !ok {
@@ -404,7 +410,7 @@ func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (time
 				// and watch again from there.
 				list, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 				if err != nil {
-					return 0, err
+					return 0, 0, err
 				}
 				for i := range list.Items {
 					if len(list.Items[i].Status.Certificate) > 0 {
@@ -413,7 +419,7 @@ func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (time
 				}
 				if w, err = admin.CertificatesV1().CertificateSigningRequests().Watch(ctx,
 					metav1.ListOptions{TimeoutSeconds: &timeout, ResourceVersion: list.ResourceVersion}); err != nil {
-					return 0, err
+					return 0, 0, err
 				}
 				continue
 			}
@@ -423,17 +429,17 @@ func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (time
 			}
 			for _, cond := range csr.Status.Conditions {
 				if cond.Type == certificatesv1.CertificateFailed {
-					return 0, fmt.Errorf("CSR %s of the wave was refused: %s", csr.Name, cond.Message)
+					return 0, 0, fmt.Errorf("CSR %s of the wave was refused: %s", csr.Name, cond.Message)
 				}
 			}
 			if len(csr.Status.Certificate) > 0 {
 				signed[csr.Name] = true
 			}
 		case <-deadline:
-			return 0, fmt.Errorf("%d of %d CSRs signed after 20 minutes", len(signed), len(clusters))
+			return 0, 0, fmt.Errorf("%d of %d CSRs signed after 20 minutes", len(signed), len(clusters))
 		}
 	}
-	return time.Since(start), nil
+	return time.Since(start), createdIn, nil
 }
 
 func fail(err error) {
@@ -563,7 +569,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	wave, err := renewalWave(ctx, env, clusters)
+	wave, waveCreated, err := renewalWave(ctx, env, clusters)
 	if err != nil {
 		return nil, err
 	}
@@ -586,6 +592,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		join:             join,
 		joinCalls:        joinCalls,
 		wave:             wave,
+		waveCreated:      waveCreated,
 		waveReads:        testenv.DiffWrites(readsBefore, readsAfter),
 		rawWave:          rawWave,
 		writesPerCluster: float64(testenv.TotalWrites(byResource)) / float64(n),

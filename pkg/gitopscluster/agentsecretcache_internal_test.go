@@ -107,3 +107,28 @@ func TestCompactAgentClusterSecret(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkCompactAgentClusterSecret is the cache's cost per agent cluster secret event.
+func BenchmarkCompactAgentClusterSecret(b *testing.B) {
+	now := time.Now()
+	ca, err := pki.NewCA("hub", 24*time.Hour, now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kp, err := ca.IssueClientCert(pkix.Name{CommonName: "c1"}, time.Hour, now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	config, err := json.Marshal(clusterConfig{TLSClientConfig: tlsClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: ca.CertPEM}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	labels := map[string]string{LabelSecretType: "cluster", LabelAgentName: "c1"}
+	b.ReportAllocs()
+	for b.Loop() {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Data: map[string][]byte{"name": []byte("c1"), "config": config}}
+		if _, err := CompactAgentClusterSecret(s); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -140,7 +140,7 @@ type result struct {
 	join             time.Duration
 	joinCalls        map[string]int
 	wave             time.Duration
-	waveCreated      time.Duration // until the agents' last CSR was created
+	waveCreated      time.Duration  // until the agents' last CSR was created
 	waveReads        map[string]int // GET and LIST requests during the wave, the benchmark's own included
 	rawWave          time.Duration
 	writesPerCluster float64

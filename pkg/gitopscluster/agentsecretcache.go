@@ -30,12 +30,15 @@ const (
 
 // agentCertificate is what the reconciler decides a cluster secret's fate with.
 type agentCertificate struct {
-	// Fingerprint is pki.Fingerprint of the client certificate; empty when the config holds no
-	// usable certificate and key pair.
-	Fingerprint string    `json:"fingerprint,omitempty"`
-	CommonName  string    `json:"commonName,omitempty"`
-	NotBefore   time.Time `json:"notBefore,omitzero"`
-	NotAfter    time.Time `json:"notAfter,omitzero"`
+	// Fingerprint is pki.Fingerprint of the client certificate; empty when the config holds
+	// none that parses. It is kept even when the key does not match, so that a certificate
+	// that exists is still recorded and revoked.
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// KeyMatches: the config's private key belongs to the certificate.
+	KeyMatches bool      `json:"keyMatches,omitempty"`
+	CommonName string    `json:"commonName,omitempty"`
+	NotBefore  time.Time `json:"notBefore,omitzero"`
+	NotAfter   time.Time `json:"notAfter,omitzero"`
 	// Issuer is the fingerprint of the CA certificate of the secret's own bundle whose key
 	// signed the client certificate; empty when none did.
 	Issuer string `json:"issuer,omitempty"`
@@ -43,10 +46,12 @@ type agentCertificate struct {
 	ClientAuth bool `json:"clientAuth,omitempty"`
 }
 
-// usable reports whether the certificate verifies against ca (a CA certificate of the bundle)
-// for client authentication at now: signed by ca, within its lifetime.
+// usable reports whether the secret's key pair can authenticate as a client of the CA whose
+// fingerprint is given, at now: the key matches, the CA signed the certificate, and it is
+// within its lifetime. The hub CA is always in the bundle the reconciler writes, first, so a
+// certificate it signed names it as Issuer.
 func (c agentCertificate) usable(caFingerprint string, now time.Time) bool {
-	return c.Fingerprint != "" && c.ClientAuth && c.Issuer != "" && c.Issuer == caFingerprint &&
+	return c.Fingerprint != "" && c.KeyMatches && c.ClientAuth && c.Issuer != "" && c.Issuer == caFingerprint &&
 		!now.Before(c.NotBefore) && now.Before(c.NotAfter)
 }
 
@@ -105,25 +110,28 @@ func agentSecretContents(s *corev1.Secret) (agentCertificate, []byte) {
 }
 
 // inspectAgentConfig reads a cluster secret's config: the identity of its client
-// certificate (zero unless the certificate and key parse and belong together) and its CA
-// bundle as written.
+// certificate (zero when none parses) and its CA bundle as written.
 func inspectAgentConfig(config []byte) (agentCertificate, []byte) {
 	var cfg clusterConfig
 	if err := json.Unmarshal(config, &cfg); err != nil {
 		return agentCertificate{}, nil
 	}
 	bundle := cfg.TLSClientConfig.CAData
-	kp, err := pki.ParseKeyPair(cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData)
-	if err != nil {
+	certs, err := pki.ParseCertificates(cfg.TLSClientConfig.CertData)
+	if err != nil || len(certs) == 0 {
 		return agentCertificate{}, bundle
 	}
-	leaf := kp.Cert
+	leaf := certs[0]
+	_, keyErr := pki.ParseKeyPair(cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData)
+	// As x509 verification does, a certificate without extended key usages may serve any.
+	eku := leaf.ExtKeyUsage
 	out := agentCertificate{
 		Fingerprint: pki.Fingerprint(leaf),
+		KeyMatches:  keyErr == nil,
 		CommonName:  leaf.Subject.CommonName,
 		NotBefore:   leaf.NotBefore.UTC(),
 		NotAfter:    leaf.NotAfter.UTC(),
-		ClientAuth:  slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) || slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageAny),
+		ClientAuth:  len(eku) == 0 || slices.Contains(eku, x509.ExtKeyUsageClientAuth) || slices.Contains(eku, x509.ExtKeyUsageAny),
 	}
 	cas, _ := pki.ParseCertificates(bundle)
 	for _, ca := range cas {

@@ -57,11 +57,7 @@ func (c agentCertificate) usable(caFingerprint string, now time.Time) bool {
 
 // renewalTime is pki.RenewalTime of the certificate.
 func (c agentCertificate) renewalTime() time.Time {
-	lifetime := c.NotAfter.Sub(c.NotBefore)
-	if lifetime <= 0 {
-		return c.NotBefore
-	}
-	return c.NotBefore.Add(lifetime / 3 * 2)
+	return pki.RenewalTimeOf(c.NotBefore, c.NotAfter)
 }
 
 // isAgentClusterSecret: one of the cluster secrets this package writes for agents (the pull
@@ -122,12 +118,12 @@ func inspectAgentConfig(config []byte) (agentCertificate, []byte) {
 		return agentCertificate{}, bundle
 	}
 	leaf := certs[0]
-	_, keyErr := pki.ParseKeyPair(cfg.TLSClientConfig.CertData, cfg.TLSClientConfig.KeyData)
+	key, keyErr := pki.ParsePrivateKey(cfg.TLSClientConfig.KeyData)
 	// As x509 verification does, a certificate without extended key usages may serve any.
 	eku := leaf.ExtKeyUsage
 	out := agentCertificate{
 		Fingerprint: pki.Fingerprint(leaf),
-		KeyMatches:  keyErr == nil,
+		KeyMatches:  keyErr == nil && pki.KeyMatches(leaf, key),
 		CommonName:  leaf.Subject.CommonName,
 		NotBefore:   leaf.NotBefore.UTC(),
 		NotAfter:    leaf.NotAfter.UTC(),

@@ -25,6 +25,20 @@ func agentSecretFor(t *testing.T, cluster string, certPEM, keyPEM, bundle []byte
 	}
 }
 
+// caAndClient makes a CA and a client certificate for cluster c1 it signed.
+func caAndClient(tb testing.TB, name string, now time.Time) (*pki.KeyPair, *pki.KeyPair) {
+	tb.Helper()
+	ca, err := pki.NewCA(name, 24*time.Hour, now)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kp, err := ca.IssueClientCert(pkix.Name{CommonName: "c1"}, time.Hour, now)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ca, kp
+}
+
 func compacted(t *testing.T, s *corev1.Secret) *corev1.Secret {
 	t.Helper()
 	out, err := CompactAgentClusterSecret(s.DeepCopy())
@@ -36,22 +50,8 @@ func compacted(t *testing.T, s *corev1.Secret) *corev1.Secret {
 
 func TestCompactAgentClusterSecret(t *testing.T) {
 	now := time.Now()
-	ca, err := pki.NewCA("hub", 24*time.Hour, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := pki.NewCA("other", 24*time.Hour, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := ca.IssueClientCert(pkix.Name{CommonName: "c1"}, time.Hour, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	foreign, err := other.IssueClientCert(pkix.Name{CommonName: "c1"}, time.Hour, now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, kp := caAndClient(t, "hub", now)
+	other, foreign := caAndClient(t, "other", now)
 	bundle := pki.EncodeCertificates(ca.Cert, other.Cert)
 	caFP := pki.Fingerprint(ca.Cert)
 
@@ -114,15 +114,7 @@ func TestCompactAgentClusterSecret(t *testing.T) {
 
 // BenchmarkCompactAgentClusterSecret is the cache's cost per agent cluster secret event.
 func BenchmarkCompactAgentClusterSecret(b *testing.B) {
-	now := time.Now()
-	ca, err := pki.NewCA("hub", 24*time.Hour, now)
-	if err != nil {
-		b.Fatal(err)
-	}
-	kp, err := ca.IssueClientCert(pkix.Name{CommonName: "c1"}, time.Hour, now)
-	if err != nil {
-		b.Fatal(err)
-	}
+	ca, kp := caAndClient(b, "hub", time.Now())
 	config, err := json.Marshal(clusterConfig{TLSClientConfig: tlsClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: ca.CertPEM}})
 	if err != nil {
 		b.Fatal(err)

@@ -20,11 +20,16 @@ import (
 // RenewalTime is when a certificate should be replaced: after two thirds of its lifetime, which
 // leaves a third for retries and for agents to pick up the new one. Reconcilers requeue at it.
 func RenewalTime(cert *x509.Certificate) time.Time {
-	lifetime := cert.NotAfter.Sub(cert.NotBefore)
+	return RenewalTimeOf(cert.NotBefore, cert.NotAfter)
+}
+
+// RenewalTimeOf is RenewalTime of a certificate valid from notBefore to notAfter.
+func RenewalTimeOf(notBefore, notAfter time.Time) time.Time {
+	lifetime := notAfter.Sub(notBefore)
 	if lifetime <= 0 {
-		return cert.NotBefore
+		return notBefore
 	}
-	return cert.NotBefore.Add(lifetime / 3 * 2)
+	return notBefore.Add(lifetime / 3 * 2)
 }
 
 // NeedsRenewal reports whether cert is at or past its RenewalTime. A nil certificate needs

@@ -122,6 +122,11 @@ func subjectKeyID(pub crypto.PublicKey) ([]byte, error) {
 	return sum[:20], nil
 }
 
+// KeyMatches reports whether key is the private key of cert, as ParseKeyPair checks.
+func KeyMatches(cert *x509.Certificate, key crypto.Signer) bool {
+	return publicKeysEqual(cert.PublicKey, key.Public())
+}
+
 // publicKeysEqual reports whether two public keys are the same key. All key types of the
 // standard library implement Equal; anything else is treated as different.
 func publicKeysEqual(a, b crypto.PublicKey) bool {

@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -140,6 +142,11 @@ func newManagerCommand() *cobra.Command {
 	fs.DurationVar(&opts.Signer.MaxCSRAge, "max-csr-age", opts.Signer.MaxCSRAge, "The signer refuses agent CertificateSigningRequests created longer ago than this; 0 disables the check.")
 	fs.BoolVar(&opts.PullModel.Enabled, "pull-model", opts.PullModel.Enabled, "Run the basic pull model (hub Applications labelled for a managed cluster delivered as ManifestWorks, status fed back) when the hub serves Argo CD's Application API.")
 	fs.IntVar(&opts.PullModel.Concurrency, "pull-model-concurrency", opts.PullModel.Concurrency, "How many Applications the pull model's propagation and status controllers each reconcile at the same time.")
+	pm := &opts.PullModel.Policy
+	fs.StringVar(&pm.ArgoCDNamespace, "pull-model-argocd-namespace", pm.ArgoCDNamespace, "The hub Argo CD namespace: the AppProjects that decide what a pull-model Application may deploy are read there.")
+	fs.StringSliceVar(&pm.SourceNamespaces, "pull-model-namespaces", pm.SourceNamespaces, "Hub namespaces whose Applications the pull model may deliver (comma-separated); empty means the hub Argo CD namespace only. Each also needs a ManagedClusterSetBinding for the clusters it may reach.")
+	fs.StringVar(&pm.SpokeNamespace, "pull-model-spoke-namespace", pm.SpokeNamespace, "The Argo CD namespace on the managed clusters: every delivered Application lands there.")
+	fs.Var(namespacedNameValue{&opts.PullModel.SealSecret}, "pull-model-seal-secret", "<namespace>/<name> of the Secret holding the key that marks the pull model's ManifestWorks as its own (created when missing).")
 	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
 	zapOpts.BindFlags(logFlags)
 	fs.AddGoFlagSet(logFlags)
@@ -156,3 +163,24 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	}
 	return ctrl.GetConfig()
 }
+
+// namespacedNameValue is a <namespace>/<name> flag.
+type namespacedNameValue struct{ v *types.NamespacedName }
+
+func (n namespacedNameValue) String() string {
+	if n.v == nil {
+		return ""
+	}
+	return n.v.String()
+}
+
+func (n namespacedNameValue) Set(s string) error {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("want <namespace>/<name>, got %q", s)
+	}
+	*n.v = types.NamespacedName{Namespace: ns, Name: name}
+	return nil
+}
+
+func (namespacedNameValue) Type() string { return "namespace/name" }

@@ -118,8 +118,8 @@ func (o Options) Validate() error {
 	if o.GitOpsClusterConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--gitopscluster-concurrency must be at least 1, got %d", o.GitOpsClusterConcurrency))
 	}
-	if o.PullModel.Concurrency < 1 {
-		errs = append(errs, fmt.Errorf("--pull-model-concurrency must be at least 1, got %d", o.PullModel.Concurrency))
+	if err := o.PullModel.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.SignerConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--signer-concurrency must be at least 1, got %d", o.SignerConcurrency))

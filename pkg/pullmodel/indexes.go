@@ -3,6 +3,7 @@ package pullmodel
 import (
 	"context"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,6 +19,8 @@ const (
 	IndexWorkByApplicationSet = "pullmodel.work.applicationset"
 	// IndexAppByCluster indexes marked Applications by their target cluster.
 	IndexAppByCluster = "pullmodel.app.cluster"
+	// IndexAppByProject indexes marked Applications by the AppProject they name.
+	IndexAppByProject = "pullmodel.app.project"
 )
 
 // ForWork maps a ManifestWork event to a reconcile of its hub Application.
@@ -47,10 +50,23 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	}); err != nil {
 		return err
 	}
-	return idx.IndexField(ctx, NewApplication(), IndexAppByCluster, func(o client.Object) []string {
+	if err := idx.IndexField(ctx, NewApplication(), IndexAppByCluster, func(o client.Object) []string {
 		if c := TargetCluster(o); c != "" {
 			return []string{c}
 		}
 		return nil
+	}); err != nil {
+		return err
+	}
+	return idx.IndexField(ctx, NewApplication(), IndexAppByProject, func(o client.Object) []string {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return nil
+		}
+		p, _, _ := unstructured.NestedString(u.Object, "spec", "project")
+		if p == "" {
+			p = "default"
+		}
+		return []string{p}
 	})
 }

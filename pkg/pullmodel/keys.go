@@ -68,6 +68,7 @@ var (
 	ArgoGroupVersion  = schema.GroupVersion{Group: "argoproj.io", Version: "v1alpha1"}
 	ApplicationGVK    = ArgoGroupVersion.WithKind("Application")
 	ApplicationSetGVK = ArgoGroupVersion.WithKind("ApplicationSet")
+	AppProjectGVK     = ArgoGroupVersion.WithKind("AppProject")
 )
 
 // NewApplication returns an empty unstructured Application.

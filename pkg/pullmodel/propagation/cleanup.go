@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
 )
 
 // sweeper is the safety net behind the event-driven cleanup: every SweepInterval it checks,
@@ -41,13 +42,13 @@ func (s *sweeper) Start(ctx context.Context) error {
 // Sweep deletes every pull-model ManifestWork that no marked hub Application wants, and
 // returns how many it deleted.
 func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
-	return Sweep(ctx, r.Cache, r.Client, r.Client)
+	return Sweep(ctx, r.Sealer, r.Cache, r.Client, r.Client)
 }
 
-// Sweep deletes, through w, every pull-model ManifestWork read from r that no marked hub
+// Sweep deletes, through w, every ManifestWork sealed by s and read from r that no marked hub
 // Application in r wants, confirmed by a read from live (the API server), and returns how many
-// it deleted.
-func Sweep(ctx context.Context, r, live client.Reader, w client.Writer) (int, error) {
+// it deleted. A ManifestWork without a valid seal is never deleted, whatever its labels say.
+func Sweep(ctx context.Context, s *seal.Sealer, r, live client.Reader, w client.Writer) (int, error) {
 	list := &workv1.ManifestWorkList{}
 	if err := r.List(ctx, list, client.HasLabels{pullmodel.LabelPull}); err != nil {
 		return 0, err
@@ -55,7 +56,7 @@ func Sweep(ctx context.Context, r, live client.Reader, w client.Writer) (int, er
 	n := 0
 	for i := range list.Items {
 		work := &list.Items[i]
-		if work.DeletionTimestamp != nil || wanted(ctx, r, work) || wanted(ctx, live, work) {
+		if work.DeletionTimestamp != nil || !Owned(s, work) || wanted(ctx, r, work) || wanted(ctx, live, work) {
 			continue
 		}
 		if err := w.Delete(ctx, work, client.Preconditions{UID: &work.UID}); client.IgnoreNotFound(err) != nil {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
 )
 
 // Reconciler keeps one ManifestWork per marked hub Application, keyed by the Application.
@@ -46,6 +48,11 @@ type Reconciler struct {
 	SweepInterval time.Duration
 	// Now is the clock of condition times.
 	Now func() time.Time
+	// Policy is what the hub operator allows the pull model to deliver.
+	Policy Policy
+	// Sealer seals the ManifestWorks this controller writes; only a sealed ManifestWork is
+	// ever deleted (see package seal).
+	Sealer *seal.Sealer
 }
 
 // SetupWithManager registers the controller and its periodic orphan sweep.
@@ -72,8 +79,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// manager was down). Status updates alone are the status controller's.
 		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(pullmodel.ForWork),
 			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}, deleted()))).
-		// A cluster registered or accepted later: deliver what waited for it.
-		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(clusterAcceptanceChanged())).
+		// A cluster registered, accepted, moved between sets, or named like a source namespace.
+		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(clusterAuthorizationChanged())).
+		// Tenancy and projects decide delivery at every pass: their changes wake the
+		// Applications they concern.
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &clusterv1beta2.ManagedClusterSetBinding{}, handler.EnqueueRequestsFromMapFunc(r.forNamespace))).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &clusterv1beta2.ManagedClusterSet{}, handler.EnqueueRequestsFromMapFunc(r.forClusterSet))).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, NewAppProject(), handler.EnqueueRequestsFromMapFunc(r.forProject))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
 		Complete(r)
 }
@@ -101,7 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	if !pullmodel.IsTrue(app.GetLabels()[pullmodel.LabelPull]) {
-		_, err := r.deleteWorks(ctx, key, nil)
+		_, err := r.deleteWorksOf(ctx, app, nil)
 		return ctrl.Result{}, err
 	}
 	if pullmodel.TargetCluster(app) == "" {
@@ -117,12 +129,42 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.reconcileNormal(ctx, app, key)
 }
 
+// Owned reports whether a ManifestWork is one the pull model wrote: its seal covers its name,
+// namespace and the hub Application and ApplicationSet its annotations name.
+func Owned(s *seal.Sealer, w *workv1.ManifestWork) bool {
+	return s != nil && s.Verify(SealFields(w), w.Annotations[seal.Annotation])
+}
+
+// SealFields are the fields of a ManifestWork its seal covers.
+func SealFields(w *workv1.ManifestWork) seal.Fields {
+	return seal.Fields{
+		Namespace: w.Namespace, Name: w.Name,
+		AppNamespace: w.Annotations[pullmodel.AnnotationHubAppNamespace], AppName: w.Annotations[pullmodel.AnnotationHubAppName],
+		ApplicationSet: w.Annotations[pullmodel.AnnotationApplicationSet],
+	}
+}
+
+// ownedFor reports whether w is the ManifestWork of app: sealed for it, or, for a ManifestWork
+// written before seals existed, at the place only app's own ManifestWork can have (its name
+// carries app's UID) and naming app. A work agent cannot rename a ManifestWork, so the second
+// rule holds only for a work made for app; it is sealed at its next update.
+func ownedFor(s *seal.Sealer, w *workv1.ManifestWork, app *unstructured.Unstructured) bool {
+	if pullmodel.WorkAppKey(w) != pullmodel.AppKey(app.GetNamespace(), app.GetName()) {
+		return false
+	}
+	if Owned(s, w) {
+		return true
+	}
+	_, sealed := w.Annotations[seal.Annotation]
+	return !sealed && w.Namespace == pullmodel.TargetCluster(app) && w.Name == pullmodel.WorkName(app.GetName(), string(app.GetUID()))
+}
+
 // reconcileDelete deletes the Application's ManifestWorks (the work agent then deletes the
 // spoke Application, whose own finalizer makes the spoke's Argo CD remove the workload) and,
 // once they are gone, releases the hub Application's resources finalizer, which the hub's
 // Argo CD, kept away by skip-reconcile, would never release.
 func (r *Reconciler) reconcileDelete(ctx context.Context, app *unstructured.Unstructured, key string) (ctrl.Result, error) {
-	left, err := r.deleteWorks(ctx, key, nil)
+	left, err := r.deleteWorksOf(ctx, app, nil)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -166,14 +208,19 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 		case !apierrors.IsNotFound(err):
 			return ctrl.Result{}, err
 		}
-		want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have), RefreshBaseline: refreshBaseline(app, have)})
+		want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have), RefreshBaseline: refreshBaseline(app, have), Spoke: SpokePlace(r.Policy, app)})
 		var tooLarge *TooLargeError
 		switch {
+		case have != nil && !ownedFor(r.Sealer, have, app):
+			// Another Application's ManifestWork has this name (names carry five characters of
+			// the UID): never write over it.
+			refusal = &Refusal{ReasonWorkNameTaken, fmt.Sprintf("ManifestWork %s/%s exists and belongs to another Application (%s); re-create this Application to get another UID", cluster, name, pullmodel.WorkAppKey(have))}
 		case errors.As(err, &tooLarge):
 			refusal = &Refusal{ReasonTooLarge, err.Error() + "; split it (for example into an ApplicationSet) or shrink inline values"}
 		case err != nil:
 			refusal = &Refusal{ReasonInvalid, err.Error()}
 		default:
+			want.Annotations[seal.Annotation] = r.Sealer.Sign(SealFields(want))
 			if err := r.apply(ctx, have, want); err != nil {
 				return ctrl.Result{}, err
 			}
@@ -181,26 +228,56 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 	}
 	// Bad input leaves an earlier ManifestWork as it is: a typo must not tear a workload down.
 	if refusal == nil {
-		if _, err := r.deleteWorks(ctx, key, &types.NamespacedName{Namespace: cluster, Name: name}); err != nil {
+		if _, err := r.deleteWorksOf(ctx, app, &types.NamespacedName{Namespace: cluster, Name: name}); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	return ctrl.Result{}, r.setCondition(ctx, app, refusal)
 }
 
-// check runs the admission policies in order and returns the first refusal.
+// check runs the admission policies in order and returns the first refusal. Everything it
+// reads comes from caches, at every pass, so that a right lost later stops the next update.
 func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) (*Refusal, error) {
 	if ref := checkSkipReconcile(app); ref != nil {
 		return ref, nil
 	}
+	var f Facts
 	mc := &clusterv1.ManagedCluster{}
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: pullmodel.TargetCluster(app)}, mc); err != nil {
-		if !apierrors.IsNotFound(err) {
+	switch err := r.Client.Get(ctx, client.ObjectKey{Name: pullmodel.TargetCluster(app)}, mc); {
+	case err == nil:
+		f.Cluster = mc
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Name: app.GetNamespace()}, &clusterv1.ManagedCluster{}); {
+	case err == nil:
+		f.SourceIsCluster = true
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	bindings := &clusterv1beta2.ManagedClusterSetBindingList{}
+	if err := r.Cache.List(ctx, bindings, client.InNamespace(app.GetNamespace())); err != nil {
+		return nil, err
+	}
+	for i := range bindings.Items {
+		b := Binding{Binding: &bindings.Items[i]}
+		set := &clusterv1beta2.ManagedClusterSet{}
+		switch err := r.Cache.Get(ctx, client.ObjectKey{Name: b.Binding.Spec.ClusterSet}, set); {
+		case err == nil:
+			b.Set = set
+		case !apierrors.IsNotFound(err):
 			return nil, err
 		}
-		mc = nil
+		f.Bindings = append(f.Bindings, b)
 	}
-	return checkCluster(app, mc), nil
+	project := NewAppProject()
+	switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: r.Policy.ArgoCDNamespace, Name: projectName(app)}, project); {
+	case err == nil:
+		f.Project = project
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	return Authorize(r.Policy, app, f), nil
 }
 
 // apply creates the ManifestWork or updates it when it differs; nothing is written otherwise.
@@ -234,10 +311,21 @@ func (r *Reconciler) apply(ctx context.Context, have, want *workv1.ManifestWork)
 	return r.Client.Update(ctx, w)
 }
 
-// deleteWorks deletes the ManifestWorks made from the Application key, except keep, and
-// returns how many of them still exist (deleted ones linger until the work agent has removed
-// what they applied).
+// deleteWorks deletes the ManifestWorks the pull model made from the Application key, except
+// keep, and returns how many of them still exist (deleted ones linger until the work agent has
+// removed what they applied). Only sealed ManifestWorks count: a work agent's labels and
+// annotations on a ManifestWork it did not get from the pull model never make it one to delete.
 func (r *Reconciler) deleteWorks(ctx context.Context, key string, keep *types.NamespacedName) (int, error) {
+	return r.deleteWorksMatching(ctx, key, keep, func(w *workv1.ManifestWork) bool { return Owned(r.Sealer, w) })
+}
+
+// deleteWorksOf is deleteWorks for an Application still on the hub, whose own ManifestWork
+// also counts when it was written before seals existed.
+func (r *Reconciler) deleteWorksOf(ctx context.Context, app *unstructured.Unstructured, keep *types.NamespacedName) (int, error) {
+	return r.deleteWorksMatching(ctx, pullmodel.AppKey(app.GetNamespace(), app.GetName()), keep, func(w *workv1.ManifestWork) bool { return ownedFor(r.Sealer, w, app) })
+}
+
+func (r *Reconciler) deleteWorksMatching(ctx context.Context, key string, keep *types.NamespacedName, ours func(*workv1.ManifestWork) bool) (int, error) {
 	list := &workv1.ManifestWorkList{}
 	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkByApp: key}); err != nil {
 		return 0, err
@@ -245,7 +333,7 @@ func (r *Reconciler) deleteWorks(ctx context.Context, key string, keep *types.Na
 	left := 0
 	for i := range list.Items {
 		w := &list.Items[i]
-		if keep != nil && w.Namespace == keep.Namespace && w.Name == keep.Name {
+		if (keep != nil && w.Namespace == keep.Namespace && w.Name == keep.Name) || !ours(w) {
 			continue
 		}
 		left++
@@ -342,10 +430,47 @@ func FeedbackValues(w *workv1.ManifestWork) map[string]string {
 	return out
 }
 
+// forCluster wakes the Applications that target a cluster and those in the hub namespace named
+// after it.
 func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	return append(r.apps(ctx, client.MatchingFields{pullmodel.IndexAppByCluster: o.GetName()}), r.apps(ctx, client.InNamespace(o.GetName()))...)
+}
+
+// forNamespace wakes the Applications of a binding's namespace.
+func (r *Reconciler) forNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.apps(ctx, client.InNamespace(o.GetNamespace()))
+}
+
+// forClusterSet wakes the Applications of every namespace bound to the set.
+func (r *Reconciler) forClusterSet(ctx context.Context, o client.Object) []reconcile.Request {
+	bindings := &clusterv1beta2.ManagedClusterSetBindingList{}
+	if err := r.Cache.List(ctx, bindings); err != nil {
+		log.FromContext(ctx).Error(err, "listing ManagedClusterSetBindings")
+		return nil
+	}
+	var out []reconcile.Request
+	seen := map[string]bool{}
+	for _, b := range bindings.Items {
+		if b.Spec.ClusterSet == o.GetName() && !seen[b.Namespace] {
+			seen[b.Namespace] = true
+			out = append(out, r.apps(ctx, client.InNamespace(b.Namespace))...)
+		}
+	}
+	return out
+}
+
+// forProject wakes the Applications that name a hub AppProject.
+func (r *Reconciler) forProject(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetNamespace() != r.Policy.ArgoCDNamespace {
+		return nil
+	}
+	return r.apps(ctx, client.MatchingFields{pullmodel.IndexAppByProject: o.GetName()})
+}
+
+func (r *Reconciler) apps(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 	list := pullmodel.NewApplicationList()
-	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexAppByCluster: o.GetName()}); err != nil {
-		log.FromContext(ctx).Error(err, "listing Applications of a cluster", "cluster", o.GetName())
+	if err := r.Cache.List(ctx, list, opts...); err != nil {
+		log.FromContext(ctx).Error(err, "listing Applications to wake")
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(list.Items))
@@ -353,6 +478,13 @@ func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcil
 		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: app.GetNamespace(), Name: app.GetName()}})
 	}
 	return out
+}
+
+// NewAppProject returns an empty unstructured AppProject.
+func NewAppProject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(pullmodel.AppProjectGVK)
+	return u
 }
 
 // deliveryInputChanged passes Application events that can change the ManifestWork or the
@@ -385,10 +517,13 @@ func deleted() predicate.Predicate {
 	}
 }
 
-func clusterAcceptanceChanged() predicate.Predicate {
+// clusterAuthorizationChanged passes ManagedCluster changes that can change a delivery
+// decision: acceptance, and the set label.
+func clusterAuthorizationChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*clusterv1.ManagedCluster)
 		n, ok2 := e.ObjectNew.(*clusterv1.ManagedCluster)
-		return !ok1 || !ok2 || o.Spec.HubAcceptsClient != n.Spec.HubAcceptsClient
+		return !ok1 || !ok2 || o.Spec.HubAcceptsClient != n.Spec.HubAcceptsClient ||
+			o.Labels[clusterv1beta2.ClusterSetLabel] != n.Labels[clusterv1beta2.ClusterSetLabel]
 	}}
 }

@@ -6,12 +6,12 @@ package propagation
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
@@ -58,17 +58,22 @@ type Input struct {
 	// RefreshBaseline is the spoke's last reconcile time when the hub Application's current
 	// refresh request was first sent (see pullmodel.AnnotationRefreshBaseline).
 	RefreshBaseline string
+	// Spoke is where the Application lands on the cluster (SpokePlace); when empty, in the
+	// default Argo CD namespace under its own name.
+	Spoke types.NamespacedName
 }
 
-// SpokeNamespace is the namespace of the Application on the managed cluster.
-func SpokeNamespace(app metav1.Object) string {
-	if ns := strings.TrimSpace(app.GetAnnotations()[pullmodel.AnnotationAppNamespace]); ns != "" {
-		return ns
+// SpokePlace is where the Application lands on the managed cluster: always in the spoke Argo
+// CD namespace the operator configured, never in one the Application's author picks. An
+// Application of the hub Argo CD namespace keeps its name; one of another namespace is named
+// "<namespace>.<name>", so that Applications of two namespaces never meet on a cluster (a
+// namespace name has no dot, so the two parts cannot be read two ways).
+func SpokePlace(p Policy, app metav1.Object) types.NamespacedName {
+	name := app.GetName()
+	if app.GetNamespace() != p.ArgoCDNamespace {
+		name = app.GetNamespace() + "." + name
 	}
-	if app.GetNamespace() != "" {
-		return app.GetNamespace()
-	}
-	return pullmodel.DefaultArgoCDNamespace
+	return types.NamespacedName{Namespace: p.SpokeNamespace, Name: name}
 }
 
 // dropAnnotations are the hub-only annotations the spoke Application does not get.
@@ -78,18 +83,20 @@ var dropAnnotations = map[string]bool{
 	pullmodel.AnnotationSkipReconcile:     true,
 	pullmodel.AnnotationDestinationName:   true,
 	pullmodel.AnnotationDestinationServer: true,
+	// argocd-agent's own bookkeeping, never the spoke's.
+	AnnotationAgentSourceUID: true,
 	// kubectl's copy of the whole hub object would double the payload.
 	"kubectl.kubernetes.io/last-applied-configuration": true,
 }
 
 // SpokeApplication is the Application the managed cluster's Argo CD gets: the hub
 // Application's spec, operation, finalizers, labels and annotations, without the OCM keys and
-// skip-reconcile, in the spoke namespace, with the destination set for delivery on that
+// skip-reconcile, at place on the spoke, with the destination set for delivery on that
 // cluster, and with its ApplicationSet's identity when one owns it.
-func SpokeApplication(app *unstructured.Unstructured) *unstructured.Unstructured {
+func SpokeApplication(app *unstructured.Unstructured, at types.NamespacedName) *unstructured.Unstructured {
 	out := pullmodel.NewApplication()
-	out.SetName(app.GetName())
-	out.SetNamespace(SpokeNamespace(app))
+	out.SetName(at.Name)
+	out.SetNamespace(at.Namespace)
 	if f := app.GetFinalizers(); len(f) > 0 {
 		out.SetFinalizers(f)
 	}
@@ -149,7 +156,11 @@ func SpokeApplication(app *unstructured.Unstructured) *unstructured.Unstructured
 // Build returns the ManifestWork of a hub Application in its cluster's namespace.
 func Build(in Input) (*workv1.ManifestWork, error) {
 	app := in.App
-	spoke := SpokeApplication(app)
+	at := in.Spoke
+	if at.Name == "" {
+		at = SpokePlace(DefaultPolicy(), app)
+	}
+	spoke := SpokeApplication(app, at)
 	labels := map[string]string{pullmodel.LabelPull: "true"}
 	annotations := map[string]string{
 		pullmodel.AnnotationHubAppNamespace: app.GetNamespace(),

@@ -29,6 +29,7 @@ import (
 	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
 )
 
 // Condition types in a cluster's entry.
@@ -45,6 +46,9 @@ type Reconciler struct {
 	Cache  cache.Cache
 	// Batch is how long ManifestWork changes are gathered before a rebuild (DefaultBatch).
 	Batch time.Duration
+	// Sealer tells the pull model's own ManifestWorks from others: a report has rows only for
+	// those (a work agent may annotate any ManifestWork of its namespace).
+	Sealer *seal.Sealer
 }
 
 // NewApplicationSetMetadata returns an ApplicationSet read as metadata only: the report needs
@@ -120,7 +124,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Cache.List(ctx, works, client.MatchingFields{pullmodel.IndexWorkByApplicationSet: req.Namespace + "/" + req.Name}); err != nil {
 		return ctrl.Result{}, err
 	}
-	want := Build(works.Items)
+	ours := works.Items[:0]
+	for _, w := range works.Items {
+		if propagation.Owned(r.Sealer, &w) {
+			ours = append(ours, w)
+		}
+	}
+	want := Build(ours)
 	if !exists {
 		rep := &reportv1alpha1.MulticlusterApplicationSetReport{
 			ObjectMeta: metav1.ObjectMeta{

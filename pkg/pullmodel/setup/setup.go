@@ -11,7 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -22,6 +24,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/report"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/status"
 )
 
@@ -37,12 +40,36 @@ type Config struct {
 	SweepInterval time.Duration
 	// DetectInterval is how often a hub without Argo CD's Application API is asked again.
 	DetectInterval time.Duration
+	// Policy is what the hub operator allows the pull model to deliver: from which hub
+	// namespaces, checked against which AppProjects, into which spoke namespace.
+	Policy propagation.Policy
+	// SealSecret is the Secret holding the key that seals the pull model's ManifestWorks;
+	// the manager creates it when it is missing.
+	SealSecret types.NamespacedName
 }
+
+// DefaultSealSecretName is the name of the sealing key's Secret.
+const DefaultSealSecretName = "argocd-agent-addon-pull-model-seal"
 
 // DefaultConfig returns the defaults: on, 16 at a time (the benchmark delivers 5,000 Applications
 // in 36 s with 16, 48 s with 4), a sweep every 10 minutes.
 func DefaultConfig() Config {
-	return Config{Enabled: true, Concurrency: 16, SweepInterval: 10 * time.Minute, DetectInterval: time.Minute}
+	return Config{
+		Enabled: true, Concurrency: 16, SweepInterval: 10 * time.Minute, DetectInterval: time.Minute,
+		Policy:     propagation.DefaultPolicy(),
+		SealSecret: types.NamespacedName{Namespace: seal.OwnNamespace(), Name: DefaultSealSecretName},
+	}
+}
+
+// Validate reports settings the manager must not start with.
+func (c Config) Validate() error {
+	if c.Concurrency < 1 {
+		return fmt.Errorf("--pull-model-concurrency must be at least 1, got %d", c.Concurrency)
+	}
+	if c.SealSecret.Namespace == "" || c.SealSecret.Name == "" {
+		return fmt.Errorf("--pull-model-seal-secret must be <namespace>/<name>, got %q", c.SealSecret.String())
+	}
+	return c.Policy.Validate()
 }
 
 // MetricEnabled is 1 while the pull-model controllers run, else 0.
@@ -56,10 +83,11 @@ var enabledGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 func init() { metrics.Registry.MustRegister(enabledGauge) }
 
 // CacheByObject is the scope of the pull model's own cache: only Applications carrying the
-// pull label, only ManifestWorks the pull model wrote, ApplicationSets as metadata only, and
-// the reports. It is a cache of its own, made once the hub serves these kinds, so that a hub
-// without Argo CD (or a manager with --pull-model=false) never asks for them.
-func CacheByObject() map[client.Object]cache.ByObject {
+// pull label, only ManifestWorks carrying it, ApplicationSets as metadata only, the reports,
+// the AppProjects of the hub Argo CD namespace, and the cluster sets and their bindings. It is
+// a cache of its own, made once the hub serves these kinds, so that a hub without Argo CD (or
+// a manager with --pull-model=false) never asks for them.
+func CacheByObject(cfg Config) map[client.Object]cache.ByObject {
 	has := func(key string) labels.Selector {
 		req, err := labels.NewRequirement(key, selection.Exists, nil)
 		if err != nil {
@@ -72,6 +100,9 @@ func CacheByObject() map[client.Object]cache.ByObject {
 		&workv1.ManifestWork{}:                             {Label: has(pullmodel.LabelPull)},
 		report.NewApplicationSetMetadata():                 {},
 		&reportv1alpha1.MulticlusterApplicationSetReport{}: {},
+		propagation.NewAppProject():                        {Namespaces: map[string]cache.Config{cfg.Policy.ArgoCDNamespace: {}}},
+		&clusterv1beta2.ManagedClusterSet{}:                {},
+		&clusterv1beta2.ManagedClusterSetBinding{}:         {},
 	}
 }
 
@@ -101,7 +132,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 // applicationsServed reports whether the hub serves every kind the pull model reads.
 func applicationsServed(dc discovery.DiscoveryInterface) (bool, error) {
 	for gv, names := range map[string][]string{
-		pullmodel.ArgoGroupVersion.String():  {"applications", "applicationsets"},
+		pullmodel.ArgoGroupVersion.String():  {"applications", "applicationsets", "appprojects"},
 		workv1.GroupVersion.String():         {"manifestworks"},
 		reportv1alpha1.GroupVersion.String(): {"multiclusterapplicationsetreports"},
 	} {
@@ -132,7 +163,7 @@ func start(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		Scheme:     mgr.GetScheme(),
 		Mapper:     mgr.GetRESTMapper(),
 		HTTPClient: mgr.GetHTTPClient(),
-		ByObject:   CacheByObject(),
+		ByObject:   CacheByObject(cfg),
 		// Only the kinds above: a read of anything else is a bug, not a new cluster-wide watch.
 		ReaderFailOnMissingInformer: true,
 		DefaultTransform:            cache.TransformStripManagedFields(),
@@ -146,13 +177,21 @@ func start(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if err := pullmodel.SetupIndexes(ctx, c); err != nil {
 		return fmt.Errorf("pull model indexes: %w", err)
 	}
-	if err := (&propagation.Reconciler{Client: mgr.GetClient(), Cache: c, Concurrency: cfg.Concurrency, SweepInterval: cfg.SweepInterval}).SetupWithManager(mgr); err != nil {
+	key, err := seal.LoadOrCreateKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), cfg.SealSecret)
+	if err != nil {
+		return err
+	}
+	sealer, err := seal.New(key)
+	if err != nil {
+		return err
+	}
+	if err := (&propagation.Reconciler{Client: mgr.GetClient(), Cache: c, Concurrency: cfg.Concurrency, SweepInterval: cfg.SweepInterval, Policy: cfg.Policy, Sealer: sealer}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up pull-model propagation: %w", err)
 	}
 	if err := (&status.Reconciler{Client: mgr.GetClient(), Cache: c, Concurrency: cfg.Concurrency}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up pull-model status: %w", err)
 	}
-	if err := (&report.Reconciler{Client: mgr.GetClient(), Cache: c}).SetupWithManager(mgr); err != nil {
+	if err := (&report.Reconciler{Client: mgr.GetClient(), Cache: c, Sealer: sealer}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ApplicationSet report: %w", err)
 	}
 	enabledGauge.Set(1)

@@ -63,6 +63,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Cache.Get(ctx, key, w); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if pullmodel.WorkAppKey(w) != pullmodel.AppKey(app.GetNamespace(), app.GetName()) {
+		// Another Application's ManifestWork under this name (see propagation's WorkNameTaken).
+		return ctrl.Result{}, nil
+	}
 	patch := Patch(app, w)
 	if patch == nil {
 		return ctrl.Result{}, nil

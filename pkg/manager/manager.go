@@ -25,6 +25,7 @@ import (
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -199,6 +200,7 @@ func NewScheme() (*runtime.Scheme, error) {
 		v1alpha1.AddToScheme,
 		clusterv1.Install,
 		clusterv1beta1.Install,
+		clusterv1beta2.Install,
 		addonv1alpha1.Install,
 		workv1.Install,
 		// cert-manager's kinds are known to the client whether or not the hub serves them;

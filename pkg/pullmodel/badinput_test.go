@@ -21,14 +21,7 @@ import (
 // Event with the same reason, and checks no ManifestWork was made.
 func waitRefused(t *testing.T, app *unstructured.Unstructured, cluster, reason string) {
 	t.Helper()
-	eventually(t, app.GetName()+": condition "+reason, 10*time.Second, func(ctx context.Context) (bool, string) {
-		msg, _ := pullmodel.DeliveryCondition(getApp(t, app.GetName()))
-		return strings.HasPrefix(msg, reason+": "), msg
-	})
-	eventually(t, app.GetName()+": Warning Event "+reason, 10*time.Second, func(ctx context.Context) (bool, string) {
-		note := warningEvent(ctx, app.GetName(), reason)
-		return note != "", "no event"
-	})
+	waitRefusedIn(t, argoNS, app.GetName(), reason)
 	cur := getApp(t, app.GetName())
 	err := k8s.Get(context.Background(), client.ObjectKey{Namespace: cluster, Name: pullmodel.WorkName(cur.GetName(), string(cur.GetUID()))}, &workv1.ManifestWork{})
 	if !apierrors.IsNotFound(err) {

@@ -12,6 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
+	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 )
 
 // TestDeletion: deleting a hub Application with Argo CD's resources finalizer deletes its
@@ -71,6 +74,16 @@ func TestOrphanCleanup(t *testing.T) {
 			Labels:      map[string]string{pullmodel.LabelPull: "true"},
 			Annotations: map[string]string{pullmodel.AnnotationHubAppNamespace: argoNS, pullmodel.AnnotationHubAppName: "gone-app"}},
 	}
+	// Sealed as the manager seals what it writes: it wrote this one before it went down.
+	key, err := seal.LoadOrCreateKey(ctx, k8s, k8s, pullmodelsetup.DefaultConfig().SealSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := seal.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan.Annotations[seal.Annotation] = sealer.Sign(propagation.SealFields(orphan))
 	create(t, orphan)
 	workGone(t, "the orphaned ManifestWork removed", "gone-app")
 

@@ -10,7 +10,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -51,12 +50,15 @@ func TestHubWithoutArgoCD(t *testing.T) {
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argoNS}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "late1"}},
-		&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "late1"}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}},
+		managedCluster("late1"),
 		newApp("late-guestbook", "late1"),
 	} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := tenancySteps(ctx, c); err != nil {
+		t.Fatal(err)
 	}
 	eventually(t, "the Application delivered after Argo CD's CRDs appeared", 30*time.Second, func(ctx context.Context) (bool, string) {
 		list := &workv1.ManifestWorkList{}

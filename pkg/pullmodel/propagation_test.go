@@ -40,7 +40,7 @@ func TestPropagation(t *testing.T) {
 	createCluster(t, "prop1", true)
 	app := newApp("prop-guestbook", "prop1")
 	app.SetFinalizers([]string{pullmodel.ResourcesFinalizer})
-	app.SetAnnotations(mergeMap(app.GetAnnotations(), map[string]string{pullmodel.AnnotationAppNamespace: "gitops"}))
+	app.SetAnnotations(mergeMap(app.GetAnnotations(), map[string]string{pullmodel.AnnotationAppNamespace: argoNS}))
 	create(t, app)
 	app = getApp(t, app.GetName())
 	w := waitWork(t, app, "prop1")
@@ -52,8 +52,8 @@ func TestPropagation(t *testing.T) {
 		t.Errorf("ManifestWork labels %v annotations %v: missing the pull label or the hub Application", w.Labels, w.Annotations)
 	}
 	spoke := payload(t, w)
-	if spoke.GetNamespace() != "gitops" || spoke.GetName() != app.GetName() {
-		t.Errorf("spoke Application %s/%s, want gitops/%s (the app-namespace annotation)", spoke.GetNamespace(), spoke.GetName(), app.GetName())
+	if spoke.GetNamespace() != argoNS || spoke.GetName() != app.GetName() {
+		t.Errorf("spoke Application %s/%s, want %s/%s (the configured spoke namespace, which the annotation may only repeat)", spoke.GetNamespace(), spoke.GetName(), argoNS, app.GetName())
 	}
 	for _, k := range []string{pullmodel.AnnotationCluster, pullmodel.AnnotationAppNamespace, pullmodel.AnnotationSkipReconcile} {
 		if _, ok := spoke.GetAnnotations()[k]; ok {
@@ -71,7 +71,7 @@ func TestPropagation(t *testing.T) {
 		t.Errorf("spoke destination %v, want server %s, no name, namespace kept", dest, pullmodel.InClusterServer)
 	}
 	mc := w.Spec.ManifestConfigs
-	if len(mc) != 1 || mc[0].ResourceIdentifier.Resource != "applications" || mc[0].ResourceIdentifier.Namespace != "gitops" || len(mc[0].FeedbackRules) != 1 {
+	if len(mc) != 1 || mc[0].ResourceIdentifier.Resource != "applications" || mc[0].ResourceIdentifier.Namespace != argoNS || len(mc[0].FeedbackRules) != 1 {
 		t.Fatalf("manifest configs %+v", mc)
 	}
 	paths := map[string]string{}

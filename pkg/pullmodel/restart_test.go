@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,12 +27,15 @@ func TestAPIServerRestart(t *testing.T) {
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argoNS}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "restart1"}},
-		&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "restart1"}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}},
+		managedCluster("restart1"),
 		newApp("before-restart", "restart1"),
 	} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := tenancySteps(ctx, c); err != nil {
+		t.Fatal(err)
 	}
 	works := func(ctx context.Context) (map[string]bool, error) {
 		list := &workv1.ManifestWorkList{}

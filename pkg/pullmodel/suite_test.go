@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +41,9 @@ var (
 func startManagerOn(e *testenv.Env, edit func(*manager.Options)) func() {
 	opts := manager.DefaultOptions()
 	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
+	// The operator's allowed pull-model namespaces: the hub Argo CD namespace, a tenant's, and
+	// a managed cluster's (which must still be refused).
+	opts.PullModel.Policy.SourceNamespaces = []string{argoNS, tenantNS, agentSourceNS}
 	if edit != nil {
 		edit(&opts)
 	}
@@ -91,6 +95,10 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if err := tenancySteps(context.Background(), k8s); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	stop := startManagerOn(env, nil)
 	code := m.Run()
 	stop()
@@ -100,11 +108,55 @@ func TestMain(m *testing.M) {
 
 // --- fixtures ---------------------------------------------------------------
 
-// createCluster registers a ManagedCluster (accepted or not) and its hub namespace.
+// testSet is the ManagedClusterSet of the tests' clusters, bound to the hub Argo CD namespace.
+const testSet = "pull-tests"
+
+// tenancySteps are what a hub admin does before the pull model delivers anything: the hub
+// Argo CD's default AppProject (argocd-server creates it on a real hub), and a
+// ManagedClusterSet bound to the hub Argo CD namespace.
+func tenancySteps(ctx context.Context, c client.Client) error {
+	for _, o := range []client.Object{
+		appProject(argoNS, "default", nil),
+		&clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: testSet}},
+		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: argoNS, Name: testSet}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: testSet}},
+	} {
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// managedCluster is an accepted ManagedCluster in the tests' cluster set.
+func managedCluster(name string) *clusterv1.ManagedCluster {
+	return &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{clusterv1beta2.ClusterSetLabel: testSet}}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}
+}
+
+// appProject returns a hub AppProject; spec nil permits every repository and destination.
+func appProject(ns, name string, spec map[string]any) *unstructured.Unstructured {
+	p := pullmodel.NewApplication()
+	p.SetKind("AppProject")
+	p.SetNamespace(ns)
+	p.SetName(name)
+	if spec == nil {
+		spec = map[string]any{"sourceRepos": []any{"*"}, "destinations": []any{map[string]any{"server": "*", "namespace": "*"}}}
+	}
+	p.Object["spec"] = spec
+	return p
+}
+
+// createCluster registers a ManagedCluster (accepted or not) in the tests' cluster set, and
+// its hub namespace.
 func createCluster(t *testing.T, name string, accepted bool) {
 	t.Helper()
+	createClusterInSet(t, name, accepted, testSet)
+}
+
+// createClusterInSet registers a ManagedCluster in a set, and its hub namespace.
+func createClusterInSet(t *testing.T, name string, accepted bool, set string) {
+	t.Helper()
 	ctx := context.Background()
-	mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: accepted}}
+	mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{clusterv1beta2.ClusterSetLabel: set}}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: accepted}}
 	if err := k8s.Create(ctx, mc); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}

@@ -226,13 +226,41 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 			}
 		}
 	}
-	// Bad input leaves an earlier ManifestWork as it is: a typo must not tear a workload down.
+	// Bad input or a lost right leaves an earlier ManifestWork as it is: a typo must not tear
+	// a workload down. One written before seals existed is sealed as it is, so that it is
+	// still known as this Application's once the Application is gone.
+	if refusal != nil {
+		if err := r.sealLegacy(ctx, app, cluster, name); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if refusal == nil {
 		if _, err := r.deleteWorksOf(ctx, app, &types.NamespacedName{Namespace: cluster, Name: name}); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	return ctrl.Result{}, r.setCondition(ctx, app, refusal)
+}
+
+// sealLegacy seals, without changing anything else, the ManifestWork of an Application that
+// was delivered before seals existed.
+func (r *Reconciler) sealLegacy(ctx context.Context, app *unstructured.Unstructured, cluster, name string) error {
+	w := &workv1.ManifestWork{}
+	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if _, sealed := w.Annotations[seal.Annotation]; sealed || !ownedFor(r.Sealer, w, app) {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": w.ResourceVersion,
+		"annotations":     map[string]any{seal.Annotation: r.Sealer.Sign(SealFields(w))},
+	}})
+	if err != nil {
+		return err
+	}
+	log.FromContext(ctx).Info("sealing a ManifestWork delivered before seals existed", "namespace", w.Namespace, "name", w.Name)
+	return client.IgnoreNotFound(r.Client.Patch(ctx, w, client.RawPatch(types.MergePatchType, patch)))
 }
 
 // check runs the admission policies in order and returns the first refusal. Everything it

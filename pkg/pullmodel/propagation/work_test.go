@@ -72,7 +72,7 @@ func TestSpokeApplicationDestination(t *testing.T) {
 			a[k] = v
 		}
 		app.SetAnnotations(a)
-		dest, _, _ := unstructured.NestedMap(SpokeApplication(app).Object, "spec", "destination")
+		dest, _, _ := unstructured.NestedMap(SpokeApplication(app, SpokePlace(DefaultPolicy(), app)).Object, "spec", "destination")
 		if len(dest) != len(tc.want) {
 			t.Errorf("%s: destination %v, want %v", tc.name, dest, tc.want)
 		}

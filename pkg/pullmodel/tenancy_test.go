@@ -1,0 +1,352 @@
+package pullmodel_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
+)
+
+const (
+	// tenantNS is a tenant's hub namespace the operator allowed for the pull model.
+	tenantNS = "tenant-a"
+	// tenantSet is the tenant's ManagedClusterSet, bound to tenantNS only.
+	tenantSet = "tenant-a-clusters"
+	// agentSourceNS is a managed cluster's name, allowed by mistake as a source.
+	agentSourceNS = "pm-agent1"
+)
+
+// tenantSetup makes a tenant namespace with its own set, binding and AppProject, and a cluster
+// in that set (what a hub admin does for a tenant), once.
+func tenantSetup(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}},
+		&clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: tenantSet}},
+		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: tenantSet}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: tenantSet}},
+		appProject(argoNS, tenantNS, map[string]any{
+			"sourceNamespaces": []any{tenantNS},
+			"sourceRepos":      []any{"https://git.example/*"},
+			"destinations":     []any{map[string]any{"server": pullmodel.InClusterServer, "namespace": "tenant-a-*"}},
+		}),
+	} {
+		if err := k8s.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	createClusterInSet(t, "tenant-a-c1", true, tenantSet)
+}
+
+// tenantApp is a hub Application of the tenant's namespace, in the tenant's project.
+func tenantApp(name, cluster string) *unstructured.Unstructured {
+	app := newApp(name, cluster)
+	app.SetNamespace(tenantNS)
+	_ = unstructured.SetNestedField(app.Object, tenantNS, "spec", "project")
+	_ = unstructured.SetNestedField(app.Object, "tenant-a-web", "spec", "destination", "namespace")
+	return app
+}
+
+func getAppIn(t *testing.T, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	app := pullmodel.NewApplication()
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, app); err != nil {
+		t.Fatalf("reading Application %s/%s: %v", ns, name, err)
+	}
+	return app
+}
+
+// waitRefusedIn waits until the Application carries the delivery condition with reason, and the
+// Warning Event of the same reason exists.
+func waitRefusedIn(t *testing.T, ns, name, reason string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%s/%s refused with %s", ns, name, reason), 15*time.Second, func(ctx context.Context) (bool, string) {
+		app := pullmodel.NewApplication()
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, app); err != nil {
+			return false, err.Error()
+		}
+		msg, _ := pullmodel.DeliveryCondition(app)
+		if !strings.HasPrefix(msg, reason+": ") {
+			return false, "condition: " + msg
+		}
+		events := &eventsv1.EventList{}
+		if err := k8s.List(ctx, events, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == name && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+				return true, ""
+			}
+		}
+		return false, "no Warning Event " + reason
+	})
+}
+
+// worksOf lists the ManifestWorks naming a hub Application.
+func worksOf(t *testing.T, ns, name string) []workv1.ManifestWork {
+	t.Helper()
+	list := &workv1.ManifestWorkList{}
+	if err := k8s.List(context.Background(), list); err != nil {
+		t.Fatal(err)
+	}
+	var out []workv1.ManifestWork
+	for _, w := range list.Items {
+		if w.Annotations[pullmodel.AnnotationHubAppNamespace] == ns && w.Annotations[pullmodel.AnnotationHubAppName] == name {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// TestDeliveryIsAuthorized: an Application reaches a cluster only from a namespace the operator
+// allowed, never from a managed cluster's namespace or as argocd-agent's copy, only to a
+// cluster bound to its namespace, and only as its hub AppProject permits; each refusal is a
+// condition and an Event, and nothing is written to the cluster.
+func TestDeliveryIsAuthorized(t *testing.T) {
+	ctx := context.Background()
+	tenantSetup(t)
+	createCluster(t, "pm-other", true) // in the set bound to the hub Argo CD namespace only
+	createCluster(t, agentSourceNS, true)
+
+	ok := tenantApp("tenant-web", "tenant-a-c1")
+	create(t, ok)
+	ok = getAppIn(t, tenantNS, ok.GetName())
+	w := waitWork(t, ok, "tenant-a-c1")
+	spoke := payload(t, w)
+	if spoke.GetNamespace() != argoNS || spoke.GetName() != tenantNS+"."+ok.GetName() {
+		t.Errorf("the tenant's Application lands at %s/%s, want %s/%s.%s", spoke.GetNamespace(), spoke.GetName(), argoNS, tenantNS, ok.GetName())
+	}
+
+	cases := []struct {
+		app    *unstructured.Unstructured
+		reason string
+	}{}
+	add := func(app *unstructured.Unstructured, reason string) { cases = append(cases, struct {
+		app    *unstructured.Unstructured
+		reason string
+	}{app, reason}) }
+
+	// Another tenant's cluster: bound to the hub Argo CD namespace, not to the tenant's.
+	add(tenantApp("tenant-reach", "pm-other"), propagation.ReasonClusterNotBound)
+	// A namespace the operator did not allow.
+	other := newApp("stranger", "pm-other")
+	other.SetNamespace("team-x")
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-x"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	add(other, propagation.ReasonNamespaceNotAllowed)
+	// A managed cluster's namespace, where a principal keeps an autonomous agent's
+	// Applications, targeting another cluster (allowed by the operator by mistake).
+	if err := k8s.Create(ctx, &clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: agentSourceNS, Name: testSet}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: testSet}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	fromAgent := newApp("from-agent", "pm-other")
+	fromAgent.SetNamespace(agentSourceNS)
+	add(fromAgent, propagation.ReasonAgentNamespace)
+	// argocd-agent's copy of an Application, wherever it is.
+	copied := newApp("agent-copy", "pm-other")
+	copied.SetAnnotations(mergeMap(copied.GetAnnotations(), map[string]string{propagation.AnnotationAgentSourceUID: "4f1c"}))
+	add(copied, propagation.ReasonAgentCopy)
+	// The project forbids the destination (the spoke Argo CD's own namespace) ...
+	toArgo := tenantApp("tenant-to-argocd", "tenant-a-c1")
+	_ = unstructured.SetNestedField(toArgo.Object, "argocd", "spec", "destination", "namespace")
+	add(toArgo, propagation.ReasonProjectForbids)
+	// ... or the repository ...
+	repo := tenantApp("tenant-repo", "tenant-a-c1")
+	_ = unstructured.SetNestedField(repo.Object, "https://evil.example/x", "spec", "source", "repoURL")
+	add(repo, propagation.ReasonProjectForbids)
+	// ... or does not list the namespace (the default project has no sourceNamespaces).
+	defProject := tenantApp("tenant-default-project", "tenant-a-c1")
+	_ = unstructured.SetNestedField(defProject.Object, "default", "spec", "project")
+	add(defProject, propagation.ReasonProjectForbids)
+	// A project that does not exist.
+	noProject := tenantApp("tenant-no-project", "tenant-a-c1")
+	_ = unstructured.SetNestedField(noProject.Object, "nowhere", "spec", "project")
+	add(noProject, propagation.ReasonProjectNotFound)
+	// A spoke namespace of the author's choosing.
+	spokeNS := tenantApp("tenant-spoke-ns", "tenant-a-c1")
+	spokeNS.SetAnnotations(mergeMap(spokeNS.GetAnnotations(), map[string]string{pullmodel.AnnotationAppNamespace: "kube-system"}))
+	add(spokeNS, propagation.ReasonSpokeNamespaceNotAllowed)
+
+	for _, c := range cases {
+		if err := k8s.Create(ctx, c.app); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range cases {
+		waitRefusedIn(t, c.app.GetNamespace(), c.app.GetName(), c.reason)
+		if got := worksOf(t, c.app.GetNamespace(), c.app.GetName()); len(got) != 0 {
+			t.Errorf("%s/%s refused (%s) but delivered: %s/%s", c.app.GetNamespace(), c.app.GetName(), c.reason, got[0].Namespace, got[0].Name)
+		}
+	}
+}
+
+// TestLostRightStopsUpdates: a binding deleted after delivery stops updates and says so; what
+// was delivered stays; the binding back resumes them.
+func TestLostRightStopsUpdates(t *testing.T) {
+	ctx := context.Background()
+	tenantSetup(t)
+	createClusterInSet(t, "tenant-a-c2", true, "tenant-a-more")
+	set := &clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a-more"}}
+	bind := &clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "tenant-a-more"}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: "tenant-a-more"}}
+	for _, o := range []client.Object{set, bind} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app := tenantApp("tenant-lost", "tenant-a-c2")
+	create(t, app)
+	app = getAppIn(t, tenantNS, app.GetName())
+	w := waitWork(t, app, "tenant-a-c2")
+
+	if err := k8s.Delete(ctx, bind); err != nil {
+		t.Fatal(err)
+	}
+	waitRefusedIn(t, tenantNS, app.GetName(), propagation.ReasonClusterNotBound)
+	app = getAppIn(t, tenantNS, app.GetName())
+	_ = unstructured.SetNestedField(app.Object, "v2", "spec", "source", "targetRevision")
+	if err := k8s.Update(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	// The revision change is refused too (the condition stays), and the work keeps v1.
+	time.Sleep(2 * time.Second)
+	cur := &workv1.ManifestWork{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+		t.Fatalf("the delivered ManifestWork is gone after the binding went: %v", err)
+	}
+	if strings.Contains(string(cur.Spec.Workload.Manifests[0].Raw), `"v2"`) {
+		t.Error("an update reached the cluster after the binding was deleted")
+	}
+
+	bind.ResourceVersion = ""
+	if err := k8s.Create(ctx, bind); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the update delivered once bound again", 15*time.Second, func(ctx context.Context) (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+			return false, err.Error()
+		}
+		a := pullmodel.NewApplication()
+		_ = k8s.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: app.GetName()}, a)
+		msg, refused := pullmodel.DeliveryCondition(a)
+		return strings.Contains(string(cur.Spec.Workload.Manifests[0].Raw), `"v2"`) && !refused, "condition: " + msg
+	})
+}
+
+// TestForeignManifestWorksAreNeverTheManagers: a work agent may label and annotate any
+// ManifestWork of its cluster namespace. Dressed as a pull-model ManifestWork of a hub
+// Application that does not exist, one the manager did not write is neither deleted nor
+// reported in an ApplicationSet's report; an older ManifestWork from before seals, of an
+// Application still on the hub, is still recognised.
+func TestForeignManifestWorksAreNeverTheManagers(t *testing.T) {
+	ctx := context.Background()
+	createCluster(t, "forge1", true)
+	// Stands for a ManifestWork of another component in the cluster's namespace (OCM's addon
+	// manager writes the agent's there).
+	foreign := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "forge1", Name: "addon-something-deploy-0"},
+		Spec: workv1.ManifestWorkSpec{Workload: workv1.ManifestsTemplate{Manifests: []workv1.Manifest{{RawExtension: runtime.RawExtension{Raw: []byte(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"default"}}`)}}}}}}
+	create(t, foreign)
+
+	set := newAppSet(t, "forge-set")
+	owned := newApp("forge-set-member", "forge1")
+	owned.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: set.GetName(), UID: set.GetUID()}})
+	create(t, owned)
+	waitWork(t, getApp(t, owned.GetName()), "forge1")
+
+	// The work agent's edit: the pull label and the annotations of a pull-model ManifestWork
+	// for a hub Application "ghost", in the other ApplicationSet's report.
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), foreign); err != nil {
+		t.Fatal(err)
+	}
+	foreign.Labels = map[string]string{pullmodel.LabelPull: "true"}
+	foreign.Annotations = map[string]string{
+		pullmodel.AnnotationHubAppNamespace: argoNS, pullmodel.AnnotationHubAppName: "ghost",
+		pullmodel.AnnotationApplicationSet: argoNS + "/" + set.GetName(),
+	}
+	if err := k8s.Update(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	// A real Application "ghost" created afterwards is reconciled after the edit: by the time
+	// its own ManifestWork exists, the manager has acted on the forged one.
+	ghost := newApp("ghost", "forge1")
+	create(t, ghost)
+	waitWork(t, getApp(t, "ghost"), "forge1")
+	// And a report rebuilt after the edit: a second member.
+	second := newApp("forge-set-member2", "forge1")
+	second.SetOwnerReferences(owned.GetOwnerReferences())
+	create(t, second)
+	rep := &reportv1alpha1.MulticlusterApplicationSetReport{}
+	eventually(t, "the report with both real members", 15*time.Second, func(ctx context.Context) (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: argoNS, Name: set.GetName()}, rep); err != nil {
+			return false, err.Error()
+		}
+		n := 0
+		for _, c := range rep.Statuses.ClusterConditions {
+			if strings.HasPrefix(c.App, argoNS+"/forge-set-member") {
+				n++
+			}
+		}
+		return n == 2, fmt.Sprintf("%+v", rep.Statuses.ClusterConditions)
+	})
+	for _, c := range rep.Statuses.ClusterConditions {
+		if c.App == argoNS+"/ghost" {
+			t.Errorf("the forged ManifestWork has a row in the report: %+v", c)
+		}
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), &workv1.ManifestWork{}); err != nil {
+		t.Fatalf("the manager deleted a ManifestWork it did not write: %v", err)
+	}
+	n, err := propagation.Sweep(ctx, nil, k8s, k8s, k8s)
+	if err != nil || n != 0 {
+		t.Errorf("a sweep without the key deleted %d (%v)", n, err)
+	}
+
+	// An Application delivered before seals existed: its unsealed ManifestWork, at the place
+	// only its own can have, is still its own, and goes when it goes.
+	legacy := newApp("legacy", "forge1")
+	legacy.SetNamespace("team-x") // refused now: not an allowed namespace
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-x"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	create(t, legacy)
+	legacy = getAppIn(t, "team-x", "legacy")
+	built, err := propagation.Build(propagation.Input{App: legacy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, built)
+	waitRefusedIn(t, "team-x", "legacy", propagation.ReasonNamespaceNotAllowed)
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(built), &workv1.ManifestWork{}); err != nil {
+		t.Fatalf("a ManifestWork delivered before the upgrade went when its Application was refused: %v", err)
+	}
+	eventually(t, "the legacy ManifestWork sealed as it is", 15*time.Second, func(ctx context.Context) (bool, string) {
+		cur := &workv1.ManifestWork{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(built), cur); err != nil {
+			return false, err.Error()
+		}
+		return cur.Annotations[seal.Annotation] != "" && cur.Generation == 1, fmt.Sprintf("annotations %v, generation %d", cur.Annotations, cur.Generation)
+	})
+	if err := k8s.Delete(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the legacy ManifestWork deleted with its Application", 15*time.Second, func(ctx context.Context) (bool, string) {
+		err := k8s.Get(ctx, client.ObjectKeyFromObject(built), &workv1.ManifestWork{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}

@@ -83,6 +83,7 @@ func BuildDeploymentConfig(in DeploymentConfigInput) (*addonv1alpha1.AddOnDeploy
 		{Name: VarAgentImage, Value: in.AgentImage},
 		{Name: VarReloaderImage, Value: in.ReloaderImage},
 		{Name: VarLogLevel, Value: logLevel},
+		{Name: VarIgnoreUnmanagedApps, Value: strconv.FormatBool(in.Mode == ModeManaged)},
 	}
 	if in.ArgoCDImage != "" || in.RedisImage != "" {
 		if err := validateImage("Argo CD image", in.ArgoCDImage); err != nil {

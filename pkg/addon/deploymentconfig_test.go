@@ -26,6 +26,8 @@ func TestBuildDeploymentConfig(t *testing.T) {
 		VarAgentImage:    "quay.io/argoprojlabs/argocd-agent:v0.9.0",
 		VarReloaderImage: "ghcr.io/argocd-agent-addon/argocd-agent-addon:v0.1.0",
 		VarLogLevel:      "debug",
+		// Managed mode: the agent leaves the Applications it did not create alone.
+		VarIgnoreUnmanagedApps: "true",
 	}
 	got := map[string]string{}
 	var names []string
@@ -51,7 +53,7 @@ func TestBuildDeploymentConfig(t *testing.T) {
 		t.Errorf("variables not sorted by name: %v", names)
 	}
 	// Exact names are part of the contract with templates already on hubs.
-	wantNames := []string{"ARGOCD_AGENT_IMAGE", "ARGOCD_AGENT_LOG_LEVEL", "ARGOCD_AGENT_MODE",
+	wantNames := []string{"ARGOCD_AGENT_IGNORE_UNMANAGED_APPS", "ARGOCD_AGENT_IMAGE", "ARGOCD_AGENT_LOG_LEVEL", "ARGOCD_AGENT_MODE",
 		"ARGOCD_AGENT_SERVER_ADDRESS", "ARGOCD_AGENT_SERVER_PORT", "CERT_RELOADER_IMAGE"}
 	if strings.Join(names, ",") != strings.Join(wantNames, ",") {
 		t.Errorf("variable names %v, want %v", names, wantNames)

@@ -387,6 +387,7 @@ func agentArgs(signerName string, destinationBasedMapping bool) []string {
 		"--tls-client-key=" + dir + "/tls.key",
 		"--redis-addr=" + RedisAddress,
 		"--log-level=" + tag(VarLogLevel),
+		"--ignore-unmanaged-apps=" + tag(VarIgnoreUnmanagedApps),
 		fmt.Sprintf("--healthz-port=%d", HealthzPort),
 		fmt.Sprintf("--metrics-port=%d", MetricsPort),
 	}

@@ -701,3 +701,25 @@ func TestDestinationBasedMappingOnlyWhenAsked(t *testing.T) {
 		}
 	}
 }
+
+// TestManagedAgentIgnoresUnmanagedApplications: in managed mode the agent runs with
+// --ignore-unmanaged-apps=true, so that the spoke's own and the basic pull model's Applications
+// in its namespace never reach the principal (which would write their status onto hub
+// Applications of the same name); an autonomous agent, the source of its Applications, keeps
+// reporting them.
+func TestManagedAgentIgnoresUnmanagedApplications(t *testing.T) {
+	for mode, want := range map[string]string{ModeManaged: "--ignore-unmanaged-apps=true", ModeAutonomous: "--ignore-unmanaged-apps=false"} {
+		adc := validADCInput()
+		adc.Mode = mode
+		r := renderTemplate(t, mustTemplate(t, validTemplateInput(t)), mustADC(t, adc))
+		var args []string
+		for _, c := range r.deployment.Spec.Template.Spec.Containers {
+			if c.Name == AgentContainerName {
+				args = c.Args
+			}
+		}
+		if !slices.Contains(args, want) {
+			t.Errorf("%s: agent args %v lack %s", mode, args, want)
+		}
+	}
+}

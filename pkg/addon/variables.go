@@ -17,6 +17,11 @@ const (
 	VarAgentImage    = "ARGOCD_AGENT_IMAGE"
 	VarReloaderImage = "CERT_RELOADER_IMAGE"
 	VarLogLevel      = "ARGOCD_AGENT_LOG_LEVEL"
+	// VarIgnoreUnmanagedApps is "true" in managed mode: the agent then leaves alone the
+	// Applications of its namespace it did not get from the principal (the spoke's own, and
+	// the basic pull model's), whose status the principal would otherwise try to write onto
+	// hub Applications of the same name.
+	VarIgnoreUnmanagedApps = "ARGOCD_AGENT_IGNORE_UNMANAGED_APPS"
 	// VarArgoCDImage and VarRedisImage are the images of the Argo CD components (pkg/spoke).
 	VarArgoCDImage = "ARGOCD_IMAGE"
 	VarRedisImage  = "ARGOCD_REDIS_IMAGE"

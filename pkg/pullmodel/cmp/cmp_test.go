@@ -86,7 +86,7 @@ func TestGenerateDeliversAFolderToEveryCluster(t *testing.T) {
 		}
 		works = append(works, w)
 	}
-	if works[0].Namespace != "cluster1" || works[1].Namespace != "cluster2" || works[0].Name != "guestbook-0" {
+	if works[0].Namespace != "cluster1" || works[1].Namespace != "cluster2" || works[0].Name != WorkBase(Options{Name: "guestbook", Application: "argocd/guestbook"})+"-0" {
 		t.Fatalf("works = %s/%s, %s/%s", works[0].Namespace, works[0].Name, works[1].Namespace, works[1].Name)
 	}
 	if works[0].Kind != "ManifestWork" || works[0].APIVersion != "work.open-cluster-management.io/v1" {
@@ -255,4 +255,33 @@ func mustLoad(t *testing.T, files map[string]string) []object {
 		t.Fatal(err)
 	}
 	return objs
+}
+
+// TestWorkNamesAreTheApplicationsOwn: whatever base name an Application's plugin settings ask
+// for, its works never carry the name of another Application's works, of a pull-model work or
+// of an addon's work.
+func TestWorkNamesAreTheApplicationsOwn(t *testing.T) {
+	objs := mustLoad(t, map[string]string{"a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: default}\n"})
+	names := map[string]string{}
+	for _, o := range []Options{
+		{Name: "guestbook", Application: "team-a/guestbook"},
+		{Name: "guestbook", Application: "team-b/guestbook"},
+		// Asking for the name of OCM's addon work, or of another Application's.
+		{Name: "addon-argocd-agent-deploy", Application: "team-b/evil"},
+		{Name: "guestbook", Application: "team-b/evil"},
+	} {
+		o.Clusters = []string{"c1"}
+		works, err := Render(objs, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := works[0].Name
+		if prev, ok := names[n]; ok {
+			t.Errorf("%s and %s both write ManifestWork %s", prev, o.Application, n)
+		}
+		names[n] = o.Application
+		if n == "addon-argocd-agent-deploy-0" || n == "guestbook-0" {
+			t.Errorf("%s writes ManifestWork %s, a name it chose outright", o.Application, n)
+		}
+	}
 }

@@ -151,7 +151,7 @@ func Render(objs []object, opts Options) ([]*workv1.ManifestWork, error) {
 			works = append(works, &workv1.ManifestWork{
 				TypeMeta: metav1.TypeMeta{APIVersion: workv1.GroupVersion.String(), Kind: "ManifestWork"},
 				ObjectMeta: metav1.ObjectMeta{
-					Name:      fmt.Sprintf("%s-%d", opts.Name, i),
+					Name:      fmt.Sprintf("%s-%d", WorkBase(opts), i),
 					Namespace: c,
 					// Argo CD owns these works (it applies and prunes them), not the manager:
 					// they carry no managed-by label of this project, so no controller of the
@@ -180,7 +180,7 @@ func (o Options) validate() error {
 		}
 	}
 	// Room for "-<index>".
-	if msgs := validation.IsDNS1123Subdomain(o.Name + "-99"); o.Name == "" || len(msgs) > 0 {
+	if msgs := validation.IsDNS1123Subdomain(WorkBase(o) + "-99"); o.Name == "" || len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("work name %q is not usable as a ManifestWork name (lower-case DNS subdomain): %s", o.Name, strings.Join(msgs, "; ")))
 	}
 	if o.Namespace != "" {
@@ -194,11 +194,27 @@ func (o Options) validate() error {
 	return errors.Join(errs...)
 }
 
+// WorkBase is the name the works of one generation share before their index: the base name,
+// and, when the works are made for an Application, a digest of the Application's namespace and
+// name. Whatever base name an Application's plugin settings ask for (ARGOCD_ENV_WORK_NAME), its
+// works can then never carry the name of another Application's works, of the pull model's
+// ("<name>-<five characters>") or of OCM's addons: an Application can only ever write its own.
+func WorkBase(o Options) string {
+	if o.Application == "" {
+		return o.Name
+	}
+	sum := sha256.Sum256([]byte(o.Application))
+	return o.Name + "-" + hex.EncodeToString(sum[:5])
+}
+
 // WorkName turns an Application name into a ManifestWork base name: Argo CD Application names
-// are DNS subdomains already; longer ones are cut and made unique with a hash.
+// are DNS subdomains already (an underscore joins namespace and name of one outside Argo CD's
+// namespace); longer ones are cut and made unique with a hash.
 func WorkName(app string) string {
-	n := strings.ToLower(app)
-	const most = validation.DNS1123SubdomainMaxLength - 20
+	// Argo CD names an Application outside its own namespace "<namespace>_<name>".
+	n := strings.ReplaceAll(strings.ToLower(app), "_", "-")
+	// Room for WorkBase's digest and the index.
+	const most = validation.DNS1123SubdomainMaxLength - 32
 	if len(n) > most {
 		sum := sha256.Sum256([]byte(app))
 		n = strings.TrimRight(n[:most-9], "-.") + "-" + hex.EncodeToString(sum[:4])

@@ -9,12 +9,15 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -89,6 +92,60 @@ func TestPullModelAdmissionPolicy(t *testing.T) {
 			t.Errorf("%s Application refused: %v", name, err)
 		}
 	}
+
+	// The author check: a tenant who may create Applications but not ManifestWorks in the
+	// cluster's namespace cannot deliver there through the pull model.
+	const tenant = "tenant-alice"
+	for _, o := range []client.Object{
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "apps"}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"}, Verbs: []string{"create", "get", "update"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "apps"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "apps"}, Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: tenant}}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "c2"}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "c2", Name: "works"}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{"work.open-cluster-management.io"}, Resources: []string{"manifestworks"}, Verbs: []string{"create"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "c2", Name: "works"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "works"}, Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: tenant}}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	asTenant := rest.CopyConfig(env.Config)
+	asTenant.Impersonate = rest.ImpersonationConfig{UserName: tenant, Groups: []string{"system:authenticated"}}
+	tc, err := client.New(asTenant, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := func(cluster string) map[string]string {
+		return map[string]string{pullmodel.AnnotationCluster: cluster, pullmodel.AnnotationSkipReconcile: "true"}
+	}
+	waitFor(t, "the tenant allowed to create Applications", func() error {
+		err := tc.Create(ctx, app("tenant-unmarked", nil, nil))
+		return client.IgnoreAlreadyExists(err)
+	})
+	err = tc.Create(ctx, app("tenant-c1", marked, target("c1")))
+	if err == nil || !strings.Contains(err.Error(), "may not create ManifestWorks in namespace c1") {
+		t.Errorf("a tenant without ManifestWork rights in c1 delivering there: %v", err)
+	}
+	if err := tc.Create(ctx, app("tenant-c2", marked, target("c2"))); err != nil {
+		t.Errorf("a tenant who may create ManifestWorks in c2 delivering there: %v", err)
+	}
+	// Re-pointing an admitted Application at a cluster the tenant cannot reach is refused too.
+	moved := pullmodel.NewApplication()
+	if err := tc.Get(ctx, client.ObjectKey{Namespace: "argocd", Name: "tenant-c2"}, moved); err != nil {
+		t.Fatal(err)
+	}
+	moved.SetAnnotations(target("c1"))
+	if err := tc.Update(ctx, moved); err == nil || !strings.Contains(err.Error(), "may not create ManifestWorks") {
+		t.Errorf("re-pointing an Application at c1: %v", err)
+	}
+	// A trusted controller (the ApplicationSet controller) is not asked.
+	asAppSet := rest.CopyConfig(env.Config)
+	asAppSet.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:argocd:argocd-applicationset-controller", Groups: []string{"system:masters"}}
+	ac, err := client.New(asAppSet, client.Options{Scheme: c.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ac.Create(ctx, app("appset-c9", marked, target("c9"))); err != nil {
+		t.Errorf("the ApplicationSet controller's Application refused: %v", err)
+	}
 }
 
 // TestPullModelWithTheChartsRBAC: the manager, run as the chart's ServiceAccount with only the
@@ -117,8 +174,23 @@ func TestPullModelWithTheChartsRBAC(t *testing.T) {
 	waitFor(t, "report API served", func() error {
 		return admin.List(ctx, &reportv1alpha1.MulticlusterApplicationSetReportList{})
 	})
-	if err := admin.Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "cluster1"}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}); err != nil {
-		t.Fatal(err)
+	// The hub admin's steps: the cluster in a set bound to the hub Argo CD namespace, and the
+	// default AppProject (argocd-server makes it on a real hub).
+	project := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"sourceRepos": []any{"*"}, "destinations": []any{map[string]any{"server": "*", "namespace": "*"}},
+	}}}
+	project.SetGroupVersionKind(pullmodel.AppProjectGVK)
+	project.SetNamespace("argocd")
+	project.SetName("default")
+	for _, o := range []client.Object{
+		&clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "cluster1", Labels: map[string]string{clusterv1beta2.ClusterSetLabel: "fleet"}}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}},
+		&clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: "fleet"}},
+		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "fleet"}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: "fleet"}},
+		project,
+	} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
 	}
 	set := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
@@ -152,6 +224,7 @@ func TestPullModelWithTheChartsRBAC(t *testing.T) {
 	opts.MetricsAddr, opts.HealthProbeAddr = "0", "0"
 	opts.Fleet.ManagedNamespaces = []string{releaseNS}
 	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
+	opts.PullModel.SealSecret = types.NamespacedName{Namespace: releaseNS, Name: releaseName + "-pull-model-seal"}
 	// What manager.Run builds, with controller names allowed again: another test of this
 	// package runs a manager in the same process.
 	mo := manager.ControllerOptions(admin.Scheme(), opts)

@@ -9,6 +9,9 @@ import (
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -31,6 +34,14 @@ func (d *demo) deployPullModel(ctx context.Context) error {
 		return err
 	}
 	progress("hub: Argo CD's CRDs and applicationset-controller up; the manager starts its pull model within a minute")
+	// The hub admin's step: the pull model delivers an Application only to clusters of a set
+	// bound to its namespace.
+	binding := &clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: d.f.ClusterSet()},
+		Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: d.f.ClusterSet()}}
+	if err := d.hub.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("binding ManagedClusterSet %s to namespace %s: %w", d.f.ClusterSet(), fleet.ArgoCDNamespace, err)
+	}
+	progress("hub: ManagedClusterSet %s bound to namespace %s, whose Applications may now reach its clusters", d.f.ClusterSet(), fleet.ArgoCDNamespace)
 	for _, c := range d.f.Clusters() {
 		app := fleet.NewApplication(pullAppName(c), fleet.ArgoCDNamespace, d.repo.URL, "guestbook", pullNS)
 		app.SetLabels(map[string]string{pullmodel.LabelPull: "true"})

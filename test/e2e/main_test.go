@@ -178,6 +178,7 @@ func setUp() (*suite, error) {
 			"--reloader-image=" + reloaderImg,
 			"--agent-cert-validity=" + agentCertValidity.String(),
 			"--departure-settle=" + managerDepartureSettle.String(),
+			"--pull-model-namespaces=" + fleet.ArgoCDNamespace + "," + tenantNS,
 			"--zap-log-level=info",
 		},
 	})

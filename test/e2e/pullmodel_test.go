@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,9 @@ const (
 	pullPlacement = "guestbook-pull"
 	pullAppSet    = "guestbook-pull"
 	pullNS        = "guestbook-pull" // the workload's namespace on each cluster
+	// tenantNS is a second tenant's hub namespace, allowed for the pull model (the manager's
+	// --pull-model-namespaces) and bound to a set of its own.
+	tenantNS = "tenant-b"
 )
 
 // TestPullModelApplicationSet runs the basic pull model on the real fleet: Argo CD's
@@ -220,6 +224,7 @@ spec:
 		sum, err := s.reportSummary(ctx)
 		return err == nil && sum["clusters"] == "2" && sum["synced"] == "2" && sum["healthy"] == "2", fmt.Sprint(sum, err)
 	})
+	s.pullModelTenancy(ctx, t)
 
 	// cluster2 leaves the Placement.
 	gone := clusters[len(clusters)-1]
@@ -282,4 +287,69 @@ func (s *suite) reportSummary(ctx context.Context) (map[string]string, error) {
 	}
 	sum, _, err := unstructured.NestedStringMap(rep.Object, "statuses", "summary")
 	return sum, err
+}
+
+
+// pullModelTenancy: a second tenant's namespace on the same hub, with its own ManagedClusterSet
+// and binding and its own AppProject, reaches no cluster of the hub Argo CD namespace's set: its
+// Application for cluster1 is refused with ClusterNotBound and nothing is written to cluster1's
+// namespace. An Application in a managed cluster's own hub namespace (where a principal keeps
+// an autonomous agent's Applications) is never delivered either.
+func (s *suite) pullModelTenancy(ctx context.Context, t *testing.T) {
+	t.Helper()
+	project := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"sourceNamespaces": []any{tenantNS},
+		"sourceRepos":      []any{"*"},
+		"destinations":     []any{map[string]any{"server": "*", "namespace": "*"}},
+	}}}
+	project.SetGroupVersionKind(pullmodel.AppProjectGVK)
+	project.SetNamespace(fleet.ArgoCDNamespace)
+	project.SetName(tenantNS)
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}},
+		&clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}},
+		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: tenantNS}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: tenantNS}},
+		project,
+	}
+	app := func(ns, name string) *unstructured.Unstructured {
+		a := fleet.NewApplication(name, ns, "https://git.example/x", "x", "tenant-b-web")
+		_ = unstructured.SetNestedField(a.Object, tenantNS, "spec", "project")
+		a.SetLabels(map[string]string{pullmodel.LabelPull: "true"})
+		a.SetAnnotations(map[string]string{pullmodel.AnnotationCluster: "cluster1", pullmodel.AnnotationSkipReconcile: "true"})
+		return a
+	}
+	reach, fromAgentNS := app(tenantNS, "reach-cluster1"), app("cluster2", "from-agent-namespace")
+	objs = append(objs, reach, fromAgentNS)
+	t.Cleanup(func() {
+		for i := len(objs) - 1; i >= 0; i-- {
+			_ = client.IgnoreNotFound(s.hub.Delete(context.Background(), objs[i]))
+		}
+	})
+	for _, o := range objs {
+		if err := s.hub.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	for _, c := range []struct {
+		app    *unstructured.Unstructured
+		reason string
+	}{{reach, "ClusterNotBound"}, {fromAgentNS, "AgentNamespace"}} {
+		s.eventually(t, fmt.Sprintf("hub: %s/%s refused with %s", c.app.GetNamespace(), c.app.GetName(), c.reason), time.Minute, func(ctx context.Context) (bool, string) {
+			cur := pullmodel.NewApplication()
+			if err := s.hub.Get(ctx, client.ObjectKeyFromObject(c.app), cur); err != nil {
+				return false, err.Error()
+			}
+			msg, _ := pullmodel.DeliveryCondition(cur)
+			return strings.HasPrefix(msg, c.reason+": "), "condition: " + msg
+		})
+		list := &workv1.ManifestWorkList{}
+		if err := s.hub.List(ctx, list, client.InNamespace("cluster1")); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range list.Items {
+			if w.Annotations[pullmodel.AnnotationHubAppName] == c.app.GetName() {
+				t.Errorf("hub: %s/%s was refused but ManifestWork %s exists in cluster1's namespace", c.app.GetNamespace(), c.app.GetName(), w.Name)
+			}
+		}
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,9 +74,25 @@ func run(nClusters, nApps int, idle time.Duration, binary string) error {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 			return err
 		}
-		return c.Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}})
+		return c.Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{clusterv1beta2.ClusterSetLabel: benchSet}}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}})
 	}); err != nil {
 		return err
+	}
+	// A hub admin's steps: the clusters' set bound to the hub Argo CD namespace, and the default
+	// AppProject (argocd-server makes it on a real hub).
+	project := pullmodel.NewApplication()
+	project.SetKind("AppProject")
+	project.SetNamespace(argoNS)
+	project.SetName("default")
+	project.Object["spec"] = map[string]any{"sourceRepos": []any{"*"}, "destinations": []any{map[string]any{"server": "*", "namespace": "*"}}}
+	for _, o := range []client.Object{
+		&clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: benchSet}},
+		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: argoNS, Name: benchSet}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: benchSet}},
+		project,
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			return err
+		}
 	}
 	if err := parallel(nApps, func(i int) error { return c.Create(ctx, application(i, nClusters)) }); err != nil {
 		return err
@@ -184,6 +201,9 @@ func run(nClusters, nApps int, idle time.Duration, binary string) error {
 	fmt.Printf("idle:        %d writes in %s %v\n", testenv.TotalWrites(d3), idle, d3)
 	return nil
 }
+
+// benchSet is the ManagedClusterSet of the benchmark's clusters.
+const benchSet = "bench"
 
 func application(i, nClusters int) *unstructured.Unstructured {
 	app := pullmodel.NewApplication()

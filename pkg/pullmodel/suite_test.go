@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -293,19 +292,4 @@ func appWrites(t *testing.T) (apps, works int) {
 		t.Fatal(err)
 	}
 	return m["applications"], m["manifestworks"]
-}
-
-// warningEvent returns the message of the newest Warning Event with reason about the
-// Application, or "".
-func warningEvent(ctx context.Context, app, reason string) string {
-	list := &eventsv1.EventList{}
-	if err := k8s.List(ctx, list, client.InNamespace(argoNS)); err != nil {
-		return ""
-	}
-	for _, e := range list.Items {
-		if e.Regarding.Name == app && e.Reason == reason && e.Type == corev1.EventTypeWarning {
-			return e.Note
-		}
-	}
-	return ""
 }

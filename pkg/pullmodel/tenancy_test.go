@@ -137,10 +137,12 @@ func TestDeliveryIsAuthorized(t *testing.T) {
 		app    *unstructured.Unstructured
 		reason string
 	}{}
-	add := func(app *unstructured.Unstructured, reason string) { cases = append(cases, struct {
-		app    *unstructured.Unstructured
-		reason string
-	}{app, reason}) }
+	add := func(app *unstructured.Unstructured, reason string) {
+		cases = append(cases, struct {
+			app    *unstructured.Unstructured
+			reason string
+		}{app, reason})
+	}
 
 	// Another tenant's cluster: bound to the hub Argo CD namespace, not to the tenant's.
 	add(tenantApp("tenant-reach", "pm-other"), propagation.ReasonClusterNotBound)

@@ -289,7 +289,6 @@ func (s *suite) reportSummary(ctx context.Context) (map[string]string, error) {
 	return sum, err
 }
 
-
 // pullModelTenancy: a second tenant's namespace on the same hub, with its own ManagedClusterSet
 // and binding and its own AppProject, reaches no cluster of the hub Argo CD namespace's set: its
 // Application for cluster1 is refused with ClusterNotBound and nothing is written to cluster1's

@@ -11,8 +11,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -224,7 +226,6 @@ spec:
 		sum, err := s.reportSummary(ctx)
 		return err == nil && sum["clusters"] == "2" && sum["synced"] == "2" && sum["healthy"] == "2", fmt.Sprint(sum, err)
 	})
-	s.pullModelTenancy(ctx, t)
 
 	// cluster2 leaves the Placement.
 	gone := clusters[len(clusters)-1]
@@ -261,6 +262,7 @@ spec:
 	if err := s.spokes[clusters[0]].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, &appsv1.Deployment{}); err != nil {
 		t.Errorf("%s lost its guestbook: %v", clusters[0], err)
 	}
+	s.pullModelTenancy(ctx, t, clusters[0], gone)
 }
 
 // pullWork returns the pull-model ManifestWork of hub Application app in cluster's namespace.
@@ -289,17 +291,20 @@ func (s *suite) reportSummary(ctx context.Context) (map[string]string, error) {
 	return sum, err
 }
 
-// pullModelTenancy: a second tenant's namespace on the same hub, with its own ManagedClusterSet
-// and binding and its own AppProject, reaches no cluster of the hub Argo CD namespace's set: its
-// Application for cluster1 is refused with ClusterNotBound and nothing is written to cluster1's
-// namespace. An Application in a managed cluster's own hub namespace (where a principal keeps
-// an autonomous agent's Applications) is never delivered either.
-func (s *suite) pullModelTenancy(ctx context.Context, t *testing.T) {
+// pullModelTenancy: a second tenant on the same hub, with a namespace the operator allowed
+// (the manager's --pull-model-namespaces), its own ManagedClusterSet holding its own cluster
+// (own, a hub admin moves it there), the set's binding and an AppProject of its own. Its
+// Application for its cluster is delivered, by OCM's work agent, into the spoke Argo CD
+// namespace under a name of its namespace; its Application for the hub Argo CD namespace's
+// cluster (other) is refused with ClusterNotBound and nothing is written to that cluster's
+// namespace. An Application in a managed cluster's own hub namespace (where a principal keeps an
+// autonomous agent's Applications) is never delivered either.
+func (s *suite) pullModelTenancy(ctx context.Context, t *testing.T, other, own string) {
 	t.Helper()
 	project := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"sourceNamespaces": []any{tenantNS},
 		"sourceRepos":      []any{"*"},
-		"destinations":     []any{map[string]any{"server": "*", "namespace": "*"}},
+		"destinations":     []any{map[string]any{"server": pullmodel.InClusterServer, "namespace": tenantNS + "-*"}},
 	}}}
 	project.SetGroupVersionKind(pullmodel.AppProjectGVK)
 	project.SetNamespace(fleet.ArgoCDNamespace)
@@ -310,18 +315,23 @@ func (s *suite) pullModelTenancy(ctx context.Context, t *testing.T) {
 		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: tenantNS}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: tenantNS}},
 		project,
 	}
-	app := func(ns, name string) *unstructured.Unstructured {
-		a := fleet.NewApplication(name, ns, "https://git.example/x", "x", "tenant-b-web")
+	app := func(ns, name, cluster string) *unstructured.Unstructured {
+		a := fleet.NewApplication(name, ns, "https://git.example/x", "x", tenantNS+"-web")
 		_ = unstructured.SetNestedField(a.Object, tenantNS, "spec", "project")
 		a.SetLabels(map[string]string{pullmodel.LabelPull: "true"})
-		a.SetAnnotations(map[string]string{pullmodel.AnnotationCluster: "cluster1", pullmodel.AnnotationSkipReconcile: "true"})
+		a.SetAnnotations(map[string]string{pullmodel.AnnotationCluster: cluster, pullmodel.AnnotationSkipReconcile: "true"})
 		return a
 	}
-	reach, fromAgentNS := app(tenantNS, "reach-cluster1"), app("cluster2", "from-agent-namespace")
-	objs = append(objs, reach, fromAgentNS)
+	mine, reach, fromAgentNS := app(tenantNS, "web", own), app(tenantNS, "reach", other), app(own, "from-agent-namespace", other)
 	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for _, o := range []client.Object{mine, reach, fromAgentNS} {
+			_ = client.IgnoreNotFound(s.hub.Delete(ctx, o))
+		}
+		_ = s.setClusterSet(ctx, own, s.f.ClusterSet())
 		for i := len(objs) - 1; i >= 0; i-- {
-			_ = client.IgnoreNotFound(s.hub.Delete(context.Background(), objs[i]))
+			_ = client.IgnoreNotFound(s.hub.Delete(ctx, objs[i]))
 		}
 	})
 	for _, o := range objs {
@@ -329,6 +339,28 @@ func (s *suite) pullModelTenancy(ctx context.Context, t *testing.T) {
 			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
 		}
 	}
+	// The hub admin's step (who may join the set): the tenant's cluster moves into its set.
+	if err := s.setClusterSet(ctx, own, tenantNS); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{mine, reach, fromAgentNS} {
+		if err := s.hub.Create(ctx, o); err != nil {
+			t.Fatalf("creating Application %s/%s: %v", o.GetNamespace(), o.GetName(), err)
+		}
+	}
+
+	spokeName := tenantNS + ".web"
+	s.eventually(t, fmt.Sprintf("%s: the tenant's Application applied by the work agent as %s/%s", own, fleet.ArgoCDNamespace, spokeName), 2*time.Minute, func(ctx context.Context) (bool, string) {
+		w, err := s.pullWork(ctx, own, mine.GetName())
+		if err != nil {
+			return false, err.Error()
+		}
+		if !meta.IsStatusConditionTrue(w.Status.Conditions, workv1.WorkApplied) {
+			return false, fmt.Sprintf("ManifestWork %s conditions %v", w.Name, w.Status.Conditions)
+		}
+		err = s.spokes[own].Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: spokeName}, pullmodel.NewApplication())
+		return err == nil, fmt.Sprint("spoke Application: ", err)
+	})
 	for _, c := range []struct {
 		app    *unstructured.Unstructured
 		reason string
@@ -341,14 +373,22 @@ func (s *suite) pullModelTenancy(ctx context.Context, t *testing.T) {
 			msg, _ := pullmodel.DeliveryCondition(cur)
 			return strings.HasPrefix(msg, c.reason+": "), "condition: " + msg
 		})
-		list := &workv1.ManifestWorkList{}
-		if err := s.hub.List(ctx, list, client.InNamespace("cluster1")); err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range list.Items {
-			if w.Annotations[pullmodel.AnnotationHubAppName] == c.app.GetName() {
-				t.Errorf("hub: %s/%s was refused but ManifestWork %s exists in cluster1's namespace", c.app.GetNamespace(), c.app.GetName(), w.Name)
-			}
+		if w, err := s.pullWork(ctx, other, c.app.GetName()); err == nil {
+			t.Errorf("hub: %s/%s was refused but ManifestWork %s exists in %s's namespace", c.app.GetNamespace(), c.app.GetName(), w.Name, other)
 		}
 	}
+}
+
+// setClusterSet moves a ManagedCluster into a set (its set label).
+func (s *suite) setClusterSet(ctx context.Context, cluster, set string) error {
+	mc := &clusterv1.ManagedCluster{}
+	if err := s.hub.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(mc.DeepCopy())
+	if mc.Labels == nil {
+		mc.Labels = map[string]string{}
+	}
+	mc.Labels[clusterv1beta2.ClusterSetLabel] = set
+	return s.hub.Patch(ctx, mc, patch)
 }

@@ -68,7 +68,7 @@ func TestCMPDeliversAFolderWithoutArgoCD(t *testing.T) {
 		}
 		works = append(works, w)
 	}
-	wantName := cmp.WorkBase(cmp.Options{Name: "cmp-guestbook", Application: "argocd/cmp-guestbook"}) + "-0"
+	wantName := cmp.WorkBase(cmp.Options{Name: "cmp-guestbook", Application: "cmp-guestbook"}) + "-0"
 	if len(works) != 1 || works[0].Namespace != cluster || works[0].Name != wantName {
 		t.Fatalf("want one ManifestWork %s in %s, got %d (%v)", wantName, cluster, len(works), works)
 	}
@@ -199,7 +199,7 @@ spec:
 		t.Fatal(err)
 	}
 	work := &workv1.ManifestWork{}
-	work.Namespace, work.Name = cluster, cmp.WorkBase(cmp.Options{Name: appName, Application: fleet.ArgoCDNamespace + "/" + appName})+"-0"
+	work.Namespace, work.Name = cluster, cmp.WorkBase(cmp.Options{Name: appName, Application: appName})+"-0"
 	s.waitHubObject(t, "ManifestWork written by Argo CD from the plugin's output", work, true)
 	s.eventually(t, fmt.Sprintf("%s: Deployment %s/%s delivered by the work agent", cluster, workloadNS, guestbookName), 2*time.Minute,
 		func(ctx context.Context) (bool, string) {

@@ -234,12 +234,12 @@ func TestLargeFoldersAreSplitAndOversizedObjectsRefused(t *testing.T) {
 func TestOptionsFromArgoCDEnvironment(t *testing.T) {
 	env := map[string]string{
 		"ARGOCD_APP_NAME":      "guestbook",
-		"ARGOCD_APP_NAMESPACE": "argocd",
+		"ARGOCD_APP_NAMESPACE": "guestbook", // the destination's namespace
 		"ARGOCD_ENV_CLUSTERS":  "cluster1, cluster2",
 		"ARGOCD_ENV_NAMESPACE": "demo",
 	}
 	o := OptionsFromEnv(func(k string) string { return env[k] })
-	if strings.Join(o.Clusters, ",") != "cluster1,cluster2" || o.Name != "guestbook" || o.Application != "argocd/guestbook" || o.Namespace != "demo" {
+	if strings.Join(o.Clusters, ",") != "cluster1,cluster2" || o.Name != "guestbook" || o.Application != "guestbook" || o.Namespace != "demo" {
 		t.Fatalf("options = %+v", o)
 	}
 	long := strings.Repeat("a", 260)
@@ -264,11 +264,12 @@ func TestWorkNamesAreTheApplicationsOwn(t *testing.T) {
 	objs := mustLoad(t, map[string]string{"a.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: default}\n"})
 	names := map[string]string{}
 	for _, o := range []Options{
-		{Name: "guestbook", Application: "team-a/guestbook"},
-		{Name: "guestbook", Application: "team-b/guestbook"},
+		// Argo CD names Applications outside its own namespace "<namespace>_<name>".
+		{Name: "guestbook", Application: "guestbook"},
+		{Name: "guestbook", Application: "team-b_guestbook"},
 		// Asking for the name of OCM's addon work, or of another Application's.
-		{Name: "addon-argocd-agent-deploy", Application: "team-b/evil"},
-		{Name: "guestbook", Application: "team-b/evil"},
+		{Name: "addon-argocd-agent-deploy", Application: "team-b_evil"},
+		{Name: "guestbook", Application: "team-b_evil"},
 	} {
 		o.Clusters = []string{"c1"}
 		works, err := Render(objs, o)

@@ -43,7 +43,7 @@ func OptionsFromEnv(getenv func(string) string) Options {
 	return Options{
 		Clusters:    SplitClusters(getenv("ARGOCD_ENV_CLUSTERS")),
 		Name:        name,
-		Application: strings.TrimPrefix(getenv("ARGOCD_APP_NAMESPACE")+"/"+app, "/"),
+		Application: app,
 		Namespace:   getenv("ARGOCD_ENV_NAMESPACE"),
 	}
 }

@@ -33,7 +33,7 @@ const (
 const (
 	// LabelApplication is the generating Argo CD Application's name (cut to a label value).
 	LabelApplication = "argocd-agent-addon.open-cluster-management.io/cmp-application"
-	// AnnotationApplication is "<namespace>/<name>" of the generating Application.
+	// AnnotationApplication is the generating Application's instance name (ARGOCD_APP_NAME).
 	AnnotationApplication = "argocd-agent-addon.open-cluster-management.io/cmp-application"
 	// AnnotationPart is "<i>/<n>": which of the cluster's works this is.
 	AnnotationPart = "argocd-agent-addon.open-cluster-management.io/cmp-part"
@@ -46,7 +46,10 @@ type Options struct {
 	Clusters []string
 	// Name is the ManifestWorks' base name; works are named "<name>-<i>", i from 0.
 	Name string
-	// Application is "<namespace>/<name>" of the Argo CD Application, recorded on the works.
+	// Application is the Argo CD Application's instance name as Argo CD hands it to a plugin
+	// (ARGOCD_APP_NAME: its name, or "<namespace>_<name>" outside Argo CD's own namespace, so
+	// unique on the hub), recorded on the works. ARGOCD_APP_NAMESPACE is the destination's
+	// namespace, not the Application's, and says nothing of who it is.
 	Application string
 	// Namespace, when set, is given to every object without one whose kind is not known to be
 	// cluster-scoped.
@@ -195,8 +198,7 @@ func (o Options) validate() error {
 }
 
 // WorkBase is the name the works of one generation share before their index: the base name,
-// and, when the works are made for an Application, a digest of the Application's namespace and
-// name. Whatever base name an Application's plugin settings ask for (ARGOCD_ENV_WORK_NAME), its
+// and, when the works are made for an Application, a digest of its instance name. Whatever base name an Application's plugin settings ask for (ARGOCD_ENV_WORK_NAME), its
 // works can then never carry the name of another Application's works, of the pull model's
 // ("<name>-<five characters>") or of OCM's addons: an Application can only ever write its own.
 func WorkBase(o Options) string {

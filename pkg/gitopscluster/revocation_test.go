@@ -5,9 +5,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
-	"net/http"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -455,74 +451,48 @@ func TestPrincipalNamespaceMustAllowTheGitOpsCluster(t *testing.T) {
 	conditionIs(t, "tenant-a", "g", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, "")
 }
 
-// TestLegacyLedgersMoveToThePrincipalNamespace: on start, a ledger of the earlier layout (in
-// the cluster's hub namespace) is merged into the principal namespace and deleted; none of its
-// entries is lost, and a departed cluster's entries are revoked from there.
-func TestLegacyLedgersMoveToThePrincipalNamespace(t *testing.T) {
+// TestForeignLedgerConfigMapsAreIgnored: a ConfigMap named like the certificate ledger of an
+// earlier layout, put by anyone in a namespace they may write (a tenant's, a cluster's), with
+// the fingerprint of a live agent's certificate and an expiry far off, never reaches a
+// principal: after a manager restart and later passes the live agent is not blocked, and the
+// ConfigMap is left as it was.
+func TestForeignLedgerConfigMapsAreIgnored(t *testing.T) {
 	ctx := context.Background()
-	f := newRevocationFixture(t, "legacy")
-	createManagedClusters(t, "lg-a", "lg-b", "lg-c")
+	f := newRevocationFixture(t, "foreign-ledger")
+	createManagedClusters(t, "fl-a", "fl-b")
 	createPlacement(t, f.ns, "p")
-	setDecisions(t, f.ns, "p", 0, "lg-a", "lg-b", "lg-c")
+	setDecisions(t, f.ns, "p", 0, "fl-a", "fl-b")
 	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
-	f.waitSecrets("lg-a", "lg-b", "lg-c")
+	f.waitSecrets("fl-a", "fl-b")
+	f.issue("g", "fl-a", "fl-b")
 
-	// What the earlier signer wrote: one ConfigMap in each cluster's namespace.
-	legacy := map[string]*x509.Certificate{}
-	for _, c := range []string{"lg-a", "lg-b"} {
-		kp, err := f.ca.IssueClientCert(pkix.Name{CommonName: c}, time.Hour, clock.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		legacy[c] = kp.Cert
-		f.certs[c] = kp.Cert
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: c, Name: ledger.LegacyLedgerName,
-			Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}},
-			Data: map[string]string{pki.Fingerprint(kp.Cert): kp.Cert.NotAfter.UTC().Format(time.RFC3339)}}
+	createNamespace(t, "fl-tenant")
+	planted := map[string]*corev1.ConfigMap{}
+	for _, ns := range []string{"fl-tenant", "fl-a"} {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "argocd-agent-issued-certificates"},
+			Data: map[string]string{pki.Fingerprint(f.certs["fl-a"]): "2099-01-01T00:00:00Z"}}
 		if err := k8s.Create(ctx, cm); err != nil {
 			t.Fatal(err)
 		}
-	}
-	// Count the manager's requests for earlier ledgers: one list per start, however many
-	// ManagedClusters the hub has (this suite's hub has dozens).
-	var legacyReads atomic.Int32
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			if strings.Contains(req.URL.Path, "/configmaps") && strings.Contains(req.URL.Path+"?"+req.URL.RawQuery, ledger.LegacyLedgerName) && req.Method == http.MethodGet {
-				legacyReads.Add(1)
-			}
-			return rt.RoundTrip(req)
-		})
+		planted[ns] = cm
 	}
 	stopManager()
-	startManagerOn(cfg, nil)
-	for c, cert := range legacy {
-		eventually(t, c+"'s ledger moved", func() error {
-			_, entries, err := f.store().Read(ctx, c, clock.Now())
-			if err != nil {
-				return err
-			}
-			if _, ok := entries[pki.Fingerprint(cert)]; !ok {
-				return fmt.Errorf("%s's entry is not in %s/%s", c, f.ns, ledger.LedgerName(c))
-			}
-			err = k8s.Get(ctx, types.NamespacedName{Namespace: c, Name: ledger.LegacyLedgerName}, &corev1.ConfigMap{})
-			if !apierrors.IsNotFound(err) {
-				return fmt.Errorf("the earlier ledger of %s is still there (%v)", c, err)
-			}
-			return nil
-		})
+	startManagerOn(env.Config, nil)
+	// Passes after the restart: fl-b leaves and is revoked.
+	setDecisions(t, f.ns, "p", 0, "fl-a")
+	f.waitRevoked("fl-b")
+	if f.blocked("fl-a") {
+		t.Fatal("a live agent was blocked on the word of a ConfigMap outside the principal namespace")
 	}
-	if n := legacyReads.Load(); n != 1 {
-		t.Errorf("the migration read earlier ledgers with %d requests, want 1 list", n)
+	for ns, cm := range planted {
+		cur := &corev1.ConfigMap{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(cm), cur); err != nil {
+			t.Errorf("the ConfigMap in %s was touched: %v", ns, err)
+		}
 	}
-	setDecisions(t, f.ns, "p", 0, "lg-b", "lg-c")
-	f.waitRevoked("lg-a")
-	if f.blocked("lg-b") {
-		t.Error("a migrated certificate of a cluster that stays was blocked")
+	for _, name := range []string{"fl-tenant", "fl-a"} {
+		if cm, _, err := f.store().Read(ctx, name, clock.Now()); err != nil || (name == "fl-tenant" && cm != nil) {
+			t.Errorf("a ledger for %q in the principal namespace (%v, %v)", name, cm != nil, err)
+		}
 	}
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

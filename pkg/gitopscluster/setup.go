@@ -36,9 +36,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder("argocd-agent-addon")
 	}
-	if err := mgr.Add(&legacyMigration{r: r}); err != nil {
-		return err
-	}
 	b, err := r.watchComponents(mgr, ctrl.NewControllerManagedBy(mgr))
 	if err != nil {
 		return err

@@ -489,12 +489,6 @@ func (s Store) updateBlocklist(ctx context.Context, add, remove []string) error 
 				changed = true
 			}
 		}
-		if _, legacy := cm.Annotations[LegacyBlocklistExpiryAnnotation]; legacy && !create {
-			// Migrated by MigrateLegacyBlocklist before anything else writes; drop the
-			// oversized record if it is still there.
-			delete(cm.Annotations, LegacyBlocklistExpiryAnnotation)
-			changed = true
-		}
 		if !changed {
 			return nil
 		}

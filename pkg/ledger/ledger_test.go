@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -195,36 +194,6 @@ func TestLedger(t *testing.T) {
 		}
 		if len(bl) != clusters*perCluster {
 			t.Fatalf("blocklist holds %d keys, want %d", len(bl), clusters*perCluster)
-		}
-	})
-
-	t.Run("the earlier blocklist expiry record moves without unblocking", func(t *testing.T) {
-		s := newStore(t, env, "legacy")
-		fp := pki.Fingerprint(issue(t, ca, "c1", time.Hour, now))
-		record, _ := json.Marshal(map[string]string{fp: now.Add(time.Hour).UTC().Format(time.RFC3339)})
-		if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: ledger.BlocklistName,
-			Annotations: map[string]string{ledger.LegacyBlocklistExpiryAnnotation: string(record)}}, Data: map[string]string{fp: ""}}); err != nil {
-			t.Fatal(err)
-		}
-		if n, err := s.MigrateLegacyBlocklist(ctx, now); err != nil || n != 1 {
-			t.Fatalf("MigrateLegacyBlocklist = %d, %v", n, err)
-		}
-		revoked, err := s.Revoked(ctx, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := revoked[fp]; !ok {
-			t.Fatal("the entry is not in the revocation record")
-		}
-		bl, _ := s.Blocklist(ctx)
-		if _, ok := bl[fp]; !ok {
-			t.Fatal("the key was unblocked by the migration")
-		}
-		if err := s.Prune(ctx, now.Add(2*time.Hour)); err != nil {
-			t.Fatal(err)
-		}
-		if bl, _ = s.Blocklist(ctx); len(bl) != 0 {
-			t.Errorf("the migrated entry was not pruned after expiry: %v", bl)
 		}
 	})
 }

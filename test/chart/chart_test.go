@@ -48,7 +48,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
@@ -590,13 +589,6 @@ func TestInstallUpgradeUninstallOnARealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A certificate ledger of the earlier layout, which the manager moves on start.
-	legacy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "cluster1", Name: ledger.LegacyLedgerName,
-		Labels: map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}}}
-	if err := admin.Create(ctx, legacy); err != nil {
-		t.Fatal(err)
-	}
-
 	// The manager, run out of cluster as the chart's ServiceAccount.
 	sa := fmt.Sprintf("system:serviceaccount:%s:%s", releaseNS, releaseName)
 	asSA := rest.CopyConfig(env.Config)
@@ -626,14 +618,6 @@ func TestInstallUpgradeUninstallOnARealAPIServer(t *testing.T) {
 			return fmt.Errorf("conditions: %+v", g.Status.Conditions)
 		}
 		return nil
-	})
-
-	waitFor(t, "the earlier ledger found, moved and deleted with the chart's RBAC", func() error {
-		err := admin.Get(ctx, client.ObjectKeyFromObject(legacy), &corev1.ConfigMap{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("still there (%v)", err)
 	})
 
 	// The chart's RBAC lets the manager review scrapers' tokens and rights, and its

@@ -19,6 +19,9 @@ const (
 	IndexWorkByApplicationSet = "pullmodel.work.applicationset"
 	// IndexAppByCluster indexes marked Applications by their target cluster.
 	IndexAppByCluster = "pullmodel.app.cluster"
+	// IndexWorkBySpokeApplication indexes ManifestWorks by SpokeKey of the Application they
+	// deliver.
+	IndexWorkBySpokeApplication = "pullmodel.work.spoke"
 	// IndexAppByProject indexes marked Applications by the AppProject they name.
 	IndexAppByProject = "pullmodel.app.project"
 )
@@ -50,6 +53,14 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	}); err != nil {
 		return err
 	}
+	if err := idx.IndexField(ctx, &workv1.ManifestWork{}, IndexWorkBySpokeApplication, func(o client.Object) []string {
+		if at := SpokeApplicationOf(o.(*workv1.ManifestWork)); at.Name != "" {
+			return []string{SpokeKey(o.GetNamespace(), at)}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	if err := idx.IndexField(ctx, NewApplication(), IndexAppByCluster, func(o client.Object) []string {
 		if c := TargetCluster(o); c != "" {
 			return []string{c}
@@ -69,4 +80,20 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 		}
 		return []string{p}
 	})
+}
+
+// SpokeKey is "<cluster>/<namespace>/<name>" of an Application on a cluster.
+func SpokeKey(cluster string, at types.NamespacedName) string {
+	return cluster + "/" + at.Namespace + "/" + at.Name
+}
+
+// SpokeApplicationOf is the Application on the cluster that a pull-model ManifestWork
+// delivers, read from its feedback configuration; empty when it names none.
+func SpokeApplicationOf(w *workv1.ManifestWork) types.NamespacedName {
+	for _, c := range w.Spec.ManifestConfigs {
+		if c.ResourceIdentifier.Group == ArgoGroupVersion.Group && c.ResourceIdentifier.Resource == "applications" {
+			return types.NamespacedName{Namespace: c.ResourceIdentifier.Namespace, Name: c.ResourceIdentifier.Name}
+		}
+	}
+	return types.NamespacedName{}
 }

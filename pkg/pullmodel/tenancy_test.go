@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -350,5 +351,84 @@ func TestForeignManifestWorksAreNeverTheManagers(t *testing.T) {
 	eventually(t, "the legacy ManifestWork deleted with its Application", 15*time.Second, func(ctx context.Context) (bool, string) {
 		err := k8s.Get(ctx, client.ObjectKeyFromObject(built), &workv1.ManifestWork{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}
+
+// TestSpokePlaces: two Applications never share a place on a cluster (an Application of the
+// hub Argo CD namespace named like another namespace's), a ManifestWork delivered to another
+// place before is never moved (moving deletes the workload), and a seal that no longer
+// verifies (a lost sealing key, or a work agent's edit) does not stop the Application's own
+// ManifestWork from being updated and sealed anew.
+func TestSpokePlaces(t *testing.T) {
+	ctx := context.Background()
+	tenantSetup(t)
+	const set = "shared-set"
+	createClusterInSet(t, "shared1", true, set)
+	for _, o := range []client.Object{
+		&clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: set}},
+		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: argoNS, Name: set}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: set}},
+		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: set}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: set}},
+	} {
+		if err := k8s.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+
+	// The admin's Application named like the tenant's place, delivered first.
+	squat := newApp(tenantNS+".web2", "shared1")
+	create(t, squat)
+	waitWork(t, getApp(t, squat.GetName()), "shared1")
+	web2 := tenantApp("web2", "shared1")
+	create(t, web2)
+	waitRefusedIn(t, tenantNS, "web2", propagation.ReasonSpokeNameTaken)
+	if got := worksOf(t, tenantNS, "web2"); len(got) != 0 {
+		t.Errorf("a second Application delivered to the same place: %s", got[0].Name)
+	}
+
+	// A ManifestWork written before the spoke namespace was fixed: at another place.
+	moved := newApp("moved", "shared1")
+	create(t, moved)
+	moved = getApp(t, "moved")
+	w := waitWork(t, moved, "shared1")
+	old, err := propagation.Build(propagation.Input{App: moved, Spoke: types.NamespacedName{Namespace: "team-space", Name: "moved"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := &workv1.ManifestWork{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec = old.Spec
+	if err := k8s.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	patchApp(t, "moved", `{"spec":{"source":{"targetRevision":"v2"}}}`)
+	waitRefusedIn(t, argoNS, "moved", propagation.ReasonSpokePlaceChanged)
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+		t.Fatal(err)
+	}
+	if at := pullmodel.SpokeApplicationOf(cur); at.Namespace != "team-space" || strings.Contains(string(cur.Spec.Workload.Manifests[0].Raw), `"v2"`) {
+		t.Errorf("the ManifestWork was moved or updated: delivers %s", at)
+	}
+
+	// A seal that no longer verifies.
+	ok := newApp("reseal", "shared1")
+	create(t, ok)
+	ok = getApp(t, "reseal")
+	w = waitWork(t, ok, "shared1")
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Annotations[seal.Annotation] = "made-with-a-key-since-lost"
+	if err := k8s.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	patchApp(t, "reseal", `{"spec":{"source":{"targetRevision":"v3"}}}`)
+	eventually(t, "the update delivered and the ManifestWork sealed anew", 15*time.Second, func(ctx context.Context) (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+			return false, err.Error()
+		}
+		return strings.Contains(string(cur.Spec.Workload.Manifests[0].Raw), `"v3"`) && cur.Annotations[seal.Annotation] != "made-with-a-key-since-lost",
+			fmt.Sprintf("seal %q", cur.Annotations[seal.Annotation])
 	})
 }

@@ -205,8 +205,9 @@ func WorkBase(o Options) string {
 	if o.Application == "" {
 		return o.Name
 	}
+	// 128 bits: finding another instance name with the same digest is out of reach.
 	sum := sha256.Sum256([]byte(o.Application))
-	return o.Name + "-" + hex.EncodeToString(sum[:5])
+	return o.Name + "-" + hex.EncodeToString(sum[:16])
 }
 
 // WorkName turns an Application name into a ManifestWork base name: Argo CD Application names
@@ -216,7 +217,7 @@ func WorkName(app string) string {
 	// Argo CD names an Application outside its own namespace "<namespace>_<name>".
 	n := strings.ReplaceAll(strings.ToLower(app), "_", "-")
 	// Room for WorkBase's digest and the index.
-	const most = validation.DNS1123SubdomainMaxLength - 32
+	const most = validation.DNS1123SubdomainMaxLength - 40
 	if len(n) > most {
 		sum := sha256.Sum256([]byte(app))
 		n = strings.TrimRight(n[:most-9], "-.") + "-" + hex.EncodeToString(sum[:4])

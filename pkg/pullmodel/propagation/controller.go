@@ -144,19 +144,17 @@ func SealFields(w *workv1.ManifestWork) seal.Fields {
 	}
 }
 
-// ownedFor reports whether w is the ManifestWork of app: sealed for it, or, for a ManifestWork
-// written before seals existed, at the place only app's own ManifestWork can have (its name
-// carries app's UID) and naming app. A work agent cannot rename a ManifestWork, so the second
-// rule holds only for a work made for app; it is sealed at its next update.
+// ownedFor reports whether w is the ManifestWork of app: naming app, and sealed, or at the place
+// only app's own ManifestWork can have (its name carries app's UID), which covers one written
+// before seals existed. A work agent cannot rename a ManifestWork, so the second rule holds
+// only for a work made for app; it is sealed at its next update.
 func ownedFor(s *seal.Sealer, w *workv1.ManifestWork, app *unstructured.Unstructured) bool {
 	if pullmodel.WorkAppKey(w) != pullmodel.AppKey(app.GetNamespace(), app.GetName()) {
 		return false
 	}
-	if Owned(s, w) {
-		return true
-	}
-	_, sealed := w.Annotations[seal.Annotation]
-	return !sealed && w.Namespace == pullmodel.TargetCluster(app) && w.Name == pullmodel.WorkName(app.GetName(), string(app.GetUID()))
+	// A seal that does not verify (a work agent's edit, or a sealing key lost and made anew)
+	// counts as none here: the place proves it.
+	return Owned(s, w) || (w.Namespace == pullmodel.TargetCluster(app) && w.Name == pullmodel.WorkName(app.GetName(), string(app.GetUID())))
 }
 
 // reconcileDelete deletes the Application's ManifestWorks (the work agent then deletes the
@@ -220,6 +218,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 		case err != nil:
 			refusal = &Refusal{ReasonInvalid, err.Error()}
 		default:
+			refusal, err = r.checkSpokePlace(ctx, app, have, want)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		if refusal == nil {
 			want.Annotations[seal.Annotation] = r.Sealer.Sign(SealFields(want))
 			if err := r.apply(ctx, have, want); err != nil {
 				return ctrl.Result{}, err
@@ -242,14 +246,40 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 	return ctrl.Result{}, r.setCondition(ctx, app, refusal)
 }
 
+// checkSpokePlace refuses a delivery that would move an Application already on the cluster to
+// another place there, or that would land where another Application's delivery is.
+func (r *Reconciler) checkSpokePlace(ctx context.Context, app *unstructured.Unstructured, have, want *workv1.ManifestWork) (*Refusal, error) {
+	cluster := want.Namespace
+	to := pullmodel.SpokeApplicationOf(want)
+	if have != nil {
+		// Moving it would make the work agent delete the Application at its old place, and
+		// with it, through its resources finalizer, the workload the new one re-creates.
+		if from := pullmodel.SpokeApplicationOf(have); from != to {
+			return &Refusal{ReasonSpokePlaceChanged, fmt.Sprintf("the Application was delivered to %s on the cluster and would now go to %s (the spoke Argo CD namespace is fixed, and Applications outside the hub Argo CD namespace are named <namespace>.<name> there); moving it would delete the old one and its workload. The old one stays as it was; to move it, delete this Application and create it again (its workload is then deleted and re-created), or remove the resources finalizer from %s on the cluster first", from, to, from)}, nil
+		}
+	}
+	list := &workv1.ManifestWorkList{}
+	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkBySpokeApplication: pullmodel.SpokeKey(cluster, to)}); err != nil {
+		return nil, err
+	}
+	key := pullmodel.AppKey(app.GetNamespace(), app.GetName())
+	for i := range list.Items {
+		w := &list.Items[i]
+		if w.Name != want.Name && pullmodel.WorkAppKey(w) != key && Owned(r.Sealer, w) {
+			return &Refusal{ReasonSpokeNameTaken, fmt.Sprintf("Application %s of the cluster is delivered already, from %s (ManifestWork %s); rename this Application", to, pullmodel.WorkAppKey(w), w.Name)}, nil
+		}
+	}
+	return nil, nil
+}
+
 // sealLegacy seals, without changing anything else, the ManifestWork of an Application that
-// was delivered before seals existed.
+// was delivered before seals existed (or whose seal no longer verifies).
 func (r *Reconciler) sealLegacy(ctx context.Context, app *unstructured.Unstructured, cluster, name string) error {
 	w := &workv1.ManifestWork{}
 	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if _, sealed := w.Annotations[seal.Annotation]; sealed || !ownedFor(r.Sealer, w, app) {
+	if Owned(r.Sealer, w) || !ownedFor(r.Sealer, w, app) {
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{

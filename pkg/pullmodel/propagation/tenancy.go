@@ -2,6 +2,7 @@ package propagation
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -24,6 +25,8 @@ const (
 	ReasonProjectForbids           = "ProjectForbids"
 	ReasonSpokeNamespaceNotAllowed = "SpokeNamespaceNotAllowed"
 	ReasonWorkNameTaken            = "WorkNameTaken"
+	ReasonSpokeNameTaken           = "SpokeNameTaken"
+	ReasonSpokePlaceChanged        = "SpokePlaceChanged"
 )
 
 // AnnotationAgentSourceUID is the annotation argocd-agent puts on every Application it copies
@@ -162,10 +165,17 @@ func checkProject(p Policy, app *unstructured.Unstructured, project *unstructure
 	if ns := app.GetNamespace(); ns != p.ArgoCDNamespace && !anyMatches(stringList(spec["sourceNamespaces"]), ns) {
 		return &Refusal{ReasonProjectForbids, fmt.Sprintf("AppProject %q does not list namespace %q in spec.sourceNamespaces", name, ns)}
 	}
-	for _, repo := range repoURLs(app) {
+	repos := repoURLs(app)
+	if len(repos) == 0 {
+		return &Refusal{ReasonProjectForbids, "the Application names no source repository"}
+	}
+	for _, repo := range repos {
 		if !repoPermitted(stringList(spec["sourceRepos"]), repo) {
 			return &Refusal{ReasonProjectForbids, fmt.Sprintf("AppProject %q does not permit repository %q (spec.sourceRepos)", name, repo)}
 		}
+	}
+	if only, _ := spec["permitOnlyProjectScopedClusters"].(bool); only {
+		return &Refusal{ReasonProjectForbids, fmt.Sprintf("AppProject %q sets permitOnlyProjectScopedClusters; the clusters a delivered Application deploys to are its own, never the project's, so the pull model does not deliver for such a project", name)}
 	}
 	dest := spokeDestination(app)
 	if !destinationPermitted(spec["destinations"], dest) {
@@ -208,10 +218,14 @@ func spokeDestination(app *unstructured.Unstructured) destination {
 	return d
 }
 
+// repoURLs are the repositories an Application reads: its source, its sources and its source
+// hydrator's.
 func repoURLs(app *unstructured.Unstructured) []string {
 	var out []string
-	if u, _, _ := unstructured.NestedString(app.Object, "spec", "source", "repoURL"); u != "" {
-		out = append(out, u)
+	for _, path := range [][]string{{"spec", "source", "repoURL"}, {"spec", "sourceHydrator", "drySource", "repoURL"}} {
+		if u, _, _ := unstructured.NestedString(app.Object, path...); u != "" {
+			out = append(out, u)
+		}
 	}
 	sources, _, _ := unstructured.NestedSlice(app.Object, "spec", "sources")
 	for _, s := range sources {
@@ -224,32 +238,71 @@ func repoURLs(app *unstructured.Unstructured) []string {
 	return out
 }
 
-// repoPermitted: some pattern admits the repository and no "!" pattern denies it.
+// repoPermitted: some pattern admits the repository and no "!" pattern denies it, compared as
+// Argo CD compares them: both normalized, and "*" in an allowing pattern not crossing a "/".
+// A denying pattern is matched with "*" crossing "/", and against the URL as written too,
+// which denies at least what Argo CD denies. A URL with "." or ".." path segments is refused
+// outright: a Git client resolves them, a pattern does not.
 func repoPermitted(patterns []string, repo string) bool {
-	candidates := []string{repo, normalizeRepo(repo)}
+	norm := normalizeRepo(repo)
+	if norm == "" || hasDotSegment(norm) {
+		return false
+	}
 	allowed := false
 	for _, p := range patterns {
 		if deny, ok := strings.CutPrefix(p, "!"); ok {
-			for _, c := range candidates {
-				if match(deny, c) {
-					return false
-				}
+			d := normalizeRepo(deny)
+			if match(deny, repo) || (d != "" && match(d, norm)) {
+				return false
 			}
 			continue
 		}
-		for _, c := range candidates {
-			allowed = allowed || match(p, c)
+		if p == "*" {
+			allowed = true
+			continue
+		}
+		if n := normalizeRepo(p); n != "" {
+			allowed = allowed || matchSegments(n, norm)
 		}
 	}
 	return allowed
 }
 
-// normalizeRepo is a repository URL in the form Argo CD compares: lower case, without a
-// trailing slash or ".git".
+// normalizeRepo is a repository URL in the form Argo CD compares (its NormalizeGitURL): lower
+// case, scp-like SSH addresses as ssh:// URLs, without ".git" or a trailing slash; "" when it
+// does not parse.
 func normalizeRepo(u string) string {
 	u = strings.ToLower(strings.TrimSpace(u))
-	u = strings.TrimSuffix(u, "/")
-	return strings.TrimSuffix(u, ".git")
+	if !strings.Contains(u, "://") {
+		// user@host:path, the scp-like form of an SSH address.
+		if at, colon := strings.Index(u, "@"), strings.Index(u, ":"); at > 0 && colon > at {
+			u = "ssh://" + u[:colon] + "/" + strings.TrimPrefix(u[colon+1:], "/")
+		}
+	}
+	u = strings.TrimSuffix(u, ".git")
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSuffix(parsed.String(), "/")
+}
+
+func hasDotSegment(u string) bool {
+	for _, seg := range strings.Split(u, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// matchSegments is match with "/" as a separator: "*" stays within one path segment.
+func matchSegments(pattern, value string) bool {
+	if pattern == value {
+		return true
+	}
+	g, err := glob.Compile(pattern, '/')
+	return err == nil && g.Match(value)
 }
 
 // destinationPermitted: some entry admits the destination, and every entry with a "!" pattern

@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 
@@ -41,7 +42,7 @@ func TestAuthorize(t *testing.T) {
 	base := func() (*unstructured.Unstructured, Facts) {
 		app := hubApp() // team-a/guestbook for c1
 		_ = unstructured.SetNestedField(app.Object, "https://git.example/guestbook", "spec", "source", "repoURL")
-		return app, Facts{Cluster: cluster.DeepCopy(), Bindings: []Binding{binding("team-a", "blue")}, Project: project(open)}
+		return app, Facts{Cluster: cluster.DeepCopy(), Bindings: []Binding{binding("team-a", "blue")}, Project: project(runtime.DeepCopyJSON(open))}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -90,6 +91,32 @@ func TestAuthorize(t *testing.T) {
 		}, ReasonProjectForbids},
 		{"repository denied by a ! pattern", func(_ *unstructured.Unstructured, f *Facts) {
 			f.Project.Object["spec"].(map[string]any)["sourceRepos"] = []any{"*", "!https://git.example/guestbook"}
+		}, ReasonProjectForbids},
+		{"a dot-dot path out of the permitted folder", func(a *unstructured.Unstructured, _ *Facts) {
+			_ = unstructured.SetNestedField(a.Object, "https://git.example/x/../../evil.example/repo", "spec", "source", "repoURL")
+		}, ReasonProjectForbids},
+		{"a star does not cross a slash", func(a *unstructured.Unstructured, _ *Facts) {
+			_ = unstructured.SetNestedField(a.Object, "https://git.example/team-b/repo", "spec", "source", "repoURL")
+		}, ReasonProjectForbids},
+		{"an allowing pattern matches the normalized URL", func(a *unstructured.Unstructured, _ *Facts) {
+			_ = unstructured.SetNestedField(a.Object, "HTTPS://git.example/Guestbook.git", "spec", "source", "repoURL")
+		}, ""},
+		{"a denying pattern matches the normalized URL", func(a *unstructured.Unstructured, f *Facts) {
+			f.Project.Object["spec"].(map[string]any)["sourceRepos"] = []any{"*", "!https://git.example/GUESTBOOK.git"}
+		}, ReasonProjectForbids},
+		{"a denying scp-like pattern denies the ssh URL", func(a *unstructured.Unstructured, f *Facts) {
+			_ = unstructured.SetNestedField(a.Object, "ssh://git@git.example/org/x", "spec", "source", "repoURL")
+			f.Project.Object["spec"].(map[string]any)["sourceRepos"] = []any{"*", "!git@git.example:org/x"}
+		}, ReasonProjectForbids},
+		{"a source hydrator's repository is checked", func(a *unstructured.Unstructured, _ *Facts) {
+			unstructured.RemoveNestedField(a.Object, "spec", "source")
+			_ = unstructured.SetNestedField(a.Object, "https://evil.example/x", "spec", "sourceHydrator", "drySource", "repoURL")
+		}, ReasonProjectForbids},
+		{"no repository at all", func(a *unstructured.Unstructured, _ *Facts) {
+			unstructured.RemoveNestedField(a.Object, "spec", "source")
+		}, ReasonProjectForbids},
+		{"a project for its own clusters only", func(_ *unstructured.Unstructured, f *Facts) {
+			f.Project.Object["spec"].(map[string]any)["permitOnlyProjectScopedClusters"] = true
 		}, ReasonProjectForbids},
 		{"destination namespace not permitted", func(a *unstructured.Unstructured, _ *Facts) {
 			_ = unstructured.SetNestedField(a.Object, "argocd", "spec", "destination", "namespace")

@@ -2,8 +2,9 @@
 // from ManifestWorks it did not write. A managed cluster's work agent may update the labels and
 // annotations of every ManifestWork in its cluster namespace; a ManifestWork is the manager's
 // only when it carries a seal over its own name and namespace and the hub Application it names,
-// made with a key the work agent never sees. Deleting, reporting on and writing status from a
-// ManifestWork all depend on its seal, never on its labels alone.
+// made with a key the work agent never sees. Deleting a ManifestWork and reporting on it depend
+// on its seal, never on its labels alone; status is read only from the ManifestWork at the
+// place an Application's own name and UID give.
 package seal
 
 import (

@@ -197,23 +197,36 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 	return ca, bundle, nil
 }
 
-// trustedByClusterSecrets returns the distinct CA certificates of the bundles the principal
-// namespace's cluster secrets carry.
+// trustedByClusterSecrets returns the CAs that signed the client certificates of the cluster
+// secrets this project wrote in the principal namespace: the CAs it made. Nothing else of a
+// cluster secret's bundle is taken, and no other cluster secret counts: an Argo CD cluster
+// secret someone else keeps there names the CA of its own cluster, which must never come to be
+// trusted for agents.
 func (r *Reconciler) trustedByClusterSecrets(ctx context.Context, ns string) ([]*x509.Certificate, error) {
 	var secrets corev1.SecretList
 	if err := r.Client.List(ctx, &secrets, client.UnsafeDisableDeepCopy, client.InNamespace(ns), client.MatchingLabels{LabelSecretType: "cluster"}); err != nil {
 		return nil, err
 	}
-	seenBundles := sets.New[string]()
+	seen := sets.New[string]()
 	var out []*x509.Certificate
 	for i := range secrets.Items {
-		_, bundle := agentSecretContents(&secrets.Items[i])
-		if len(bundle) == 0 || seenBundles.Has(string(bundle)) {
+		s := &secrets.Items[i]
+		if !isOurs(s) {
 			continue
 		}
-		seenBundles.Insert(string(bundle))
-		if certs, err := pki.ParseCertificates(bundle); err == nil {
-			out = append(out, certs...)
+		cert, bundle := agentSecretContents(s)
+		if cert.Issuer == "" || seen.Has(cert.Issuer) {
+			continue
+		}
+		certs, err := pki.ParseCertificates(bundle)
+		if err != nil {
+			continue
+		}
+		for _, c := range certs {
+			if pki.Fingerprint(c) == cert.Issuer {
+				seen.Insert(cert.Issuer)
+				out = append(out, c)
+			}
 		}
 	}
 	return out, nil

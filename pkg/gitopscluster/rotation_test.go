@@ -6,6 +6,7 @@ package gitopscluster_test
 import (
 	"context"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -145,7 +146,10 @@ func TestLeafRenewalAndCARotationWithTrustOverlap(t *testing.T) {
 }
 
 // TestDeletedCASecretKeepsTrustInTheOldCA: re-minting a deleted CA must not cut every agent
-// off: the new bundle still trusts the CA the agents' certificates come from.
+// off: the new bundle still trusts the CA the agents' certificates come from, and no other CA
+// that a cluster secret in the namespace names: not the CA of another Argo CD cluster secret
+// kept there, nor a CA added to the bundle of one of the project's own secrets that signed
+// nothing in it.
 func TestDeletedCASecretKeepsTrustInTheOldCA(t *testing.T) {
 	ctx := context.Background()
 	ns := "ca-deleted"
@@ -159,6 +163,29 @@ func TestDeletedCASecretKeepsTrustInTheOldCA(t *testing.T) {
 	})
 	old, err := pki.ParseCertificates(getSecret(t, ns, gitopscluster.CASecretName).Data[corev1.TLSCertKey])
 	if err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := pki.NewCA("someone-elses-ca", time.Hour, clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another Argo CD cluster secret in the namespace, naming the CA of its own cluster.
+	config, _ := json.Marshal(map[string]any{"tlsClientConfig": map[string]any{"caData": foreign.CertPEM}})
+	if err := k8s.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster-elsewhere",
+		Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster"}},
+		Data: map[string][]byte{"name": []byte("elsewhere"), "server": []byte("https://elsewhere.example"), "config": config}}); err != nil {
+		t.Fatal(err)
+	}
+	// The foreign CA added to the bundle of the project's own cluster secret.
+	ours := getSecret(t, ns, gitopscluster.ClusterSecretName("cd-a"))
+	var cfg map[string]map[string]any
+	if err := json.Unmarshal(ours.Data["config"], &cfg); err != nil {
+		t.Fatal(err)
+	}
+	bundle, _ := base64.StdEncoding.DecodeString(cfg["tlsClientConfig"]["caData"].(string))
+	cfg["tlsClientConfig"]["caData"] = append(append([]byte{}, bundle...), foreign.CertPEM...)
+	ours.Data["config"], _ = json.Marshal(cfg)
+	if err := k8s.Update(ctx, ours); err != nil {
 		t.Fatal(err)
 	}
 	if err := k8s.Delete(ctx, getSecret(t, ns, gitopscluster.CASecretName)); err != nil {
@@ -177,12 +204,17 @@ func TestDeletedCASecretKeepsTrustInTheOldCA(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		kept := false
 		for _, c := range bundle {
-			if c.Equal(old[0]) {
-				return nil
+			if c.Equal(foreign.Cert) {
+				t.Fatal("the new trust bundle takes in a CA the project did not make")
 			}
+			kept = kept || c.Equal(old[0])
 		}
-		return fmt.Errorf("ca.crt lost the CA the agents' certificates come from")
+		if !kept {
+			return fmt.Errorf("ca.crt lost the CA the agents' certificates come from")
+		}
+		return nil
 	})
 }
 

@@ -519,13 +519,21 @@ func (r *Reconciler) signingCA(ctx context.Context, principalNS string, owner *v
 	return ca, nil, nil
 }
 
-// validity is the owner's clientCertificateValidity, else the default; a shorter
-// spec.expirationSeconds asked for by the requester wins, as with Kubernetes' own signers.
+// MaxValidity is the longest agent certificate the signer issues, whatever the GitOpsCluster
+// says: the CRD caps clientCertificateValidity at the same value, but a CRD left from an older
+// release (Helm does not upgrade CRDs) may not, and a certificate that cannot be recalled
+// everywhere must not outlive a month.
+const MaxValidity = 720 * time.Hour
+
+// validity is the owner's clientCertificateValidity, else the default, at most MaxValidity; a
+// shorter spec.expirationSeconds asked for by the requester wins, as with Kubernetes' own
+// signers.
 func (r *Reconciler) validity(owner *v1alpha1.GitOpsCluster, csr *certificatesv1.CertificateSigningRequest) time.Duration {
 	v := r.Config.DefaultValidity
 	if cv := owner.Spec.ArgoCDAgentAddon.ClientCertificateValidity; cv != nil && cv.Duration > 0 {
 		v = cv.Duration
 	}
+	v = min(v, MaxValidity)
 	if es := csr.Spec.ExpirationSeconds; es != nil && *es > 0 {
 		if asked := time.Duration(*es) * time.Second; asked < v {
 			v = asked

@@ -2,6 +2,7 @@ package gitopscluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -212,6 +213,9 @@ func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitO
 				if msg := r.circuitBreaker(goc, len(confirmed), agents); msg != "" {
 					res.paused = msg
 				} else {
+					// An approval covers the pass it approves: once used, it is taken back, so a
+					// later mass departure of the same count waits for a person again.
+					approved, failed := r.circuitBreakerTripped(len(confirmed), agents), len(errs)
 					for _, c := range confirmed {
 						n, err := r.revokeCluster(ctx, store, rec, c, ledger.CauseDeparted, now)
 						if err != nil {
@@ -222,6 +226,11 @@ func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitO
 						r.departures.forget(keyOf(c))
 						r.event(goc, corev1.EventTypeNormal, "AgentRevoked", "RevokeAgent",
 							"cluster %s left the selection: cluster secret deleted, %d certificate(s) blocked on the principal in %s", c, n, principalNS)
+					}
+					if approved && len(errs) == failed {
+						if err := r.consumeApproval(ctx, goc); err != nil {
+							errs = append(errs, err)
+						}
 					}
 				}
 			}
@@ -235,10 +244,28 @@ func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitO
 	return res, errors.Join(errs...)
 }
 
+// circuitBreakerTripped reports whether revoking n of agents at once needs a person's approval.
+func (r *Reconciler) circuitBreakerTripped(n, agents int) bool {
+	pct := r.Config.MaxRevocationPercent
+	return pct > 0 && pct < 100 && agents > 0 && n*100 > pct*agents
+}
+
+// consumeApproval removes the approval annotation a pass has used.
+func (r *Reconciler) consumeApproval(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+	if _, ok := goc.Annotations[v1alpha1.AnnotationApproveRevocation]; !ok {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{v1alpha1.AnnotationApproveRevocation: nil}}})
+	if err != nil {
+		return err
+	}
+	return client.IgnoreNotFound(r.Client.Patch(ctx, goc, client.RawPatch(types.MergePatchType, patch)))
+}
+
 // circuitBreaker returns why a pass revoking n of agents must wait for a person, or "".
 func (r *Reconciler) circuitBreaker(goc *v1alpha1.GitOpsCluster, n, agents int) string {
 	pct := r.Config.MaxRevocationPercent
-	if pct <= 0 || pct >= 100 || agents == 0 || n*100 <= pct*agents {
+	if !r.circuitBreakerTripped(n, agents) {
 		return ""
 	}
 	if goc.Annotations[v1alpha1.AnnotationApproveRevocation] == strconv.Itoa(n) {

@@ -290,6 +290,17 @@ func TestCircuitBreakerPausesMassRevocation(t *testing.T) {
 	if f.blocked("cb-a") {
 		t.Error("the remaining cluster was blocked")
 	}
+	// The approval covered that pass only: it is taken back.
+	eventually(t, "the approval taken back once used", func() error {
+		cur := &v1alpha1.GitOpsCluster{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(g), cur); err != nil {
+			return err
+		}
+		if v, ok := cur.Annotations[v1alpha1.AnnotationApproveRevocation]; ok {
+			return fmt.Errorf("annotation still %q", v)
+		}
+		return nil
+	})
 }
 
 // TestRevokeActionAndUndo: listing a cluster in spec.revokedClusters cuts its agent at once

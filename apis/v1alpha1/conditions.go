@@ -50,6 +50,9 @@ const (
 	// cert-manager PKI (spec.argoCDAgentAddon.certManager).
 	ReasonCertManagerNotInstalled  = "CertManagerNotInstalled"
 	ReasonIssuerNotFound           = "IssuerNotFound"
+	// ReasonIssuerNotAllowed: the issuer is cluster-scoped (or external) and the hub operator
+	// has not allowed it for the GitOpsCluster's namespace.
+	ReasonIssuerNotAllowed = "IssuerNotAllowed"
 	ReasonIssuerNotReady           = "IssuerNotReady"
 	ReasonCertManagerCertNotReady  = "CertificateNotReady"
 	ReasonCertManagerInvalidSecret = "IssuedSecretInvalid"

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,16 +44,70 @@ func (p *pkiProblem) Error() string { return p.Message }
 // self-managed CA, else the cert-manager issuer.
 type pkiSetting struct {
 	Issuer *cmmeta.IssuerReference
+	// Namespace is the deciding GitOpsCluster's: the one an issuer must be allowed for.
+	Namespace string
 }
 
 func settingOf(goc *v1alpha1.GitOpsCluster) pkiSetting {
 	if cm := goc.Spec.ArgoCDAgentAddon.CertManager; cm != nil {
 		ref := certmanager.IssuerRef(cm.IssuerRef)
-		return pkiSetting{Issuer: &ref}
+		return pkiSetting{Issuer: &ref, Namespace: goc.Namespace}
 	}
-	return pkiSetting{}
+	return pkiSetting{Namespace: goc.Namespace}
 }
 
+// issuerAllowed returns why the issuer may not sign the principal's CA for a GitOpsCluster of
+// namespace gocNS, or nil. The manager receives, in the principal namespace, an intermediate CA
+// under the issuer's name: an Issuer of the principal namespace is its owner's to offer, any
+// other issuer the hub operator's (the manager's --cert-manager-allowed-issuers, or a
+// ClusterIssuer's own annotation listing the namespaces it serves).
+func (r *Reconciler) issuerAllowed(ctx context.Context, ref cmmeta.IssuerReference, gocNS string) (*pkiProblem, error) {
+	group, kind := ref.Group, ref.Kind
+	if group == "" {
+		group = certmanager.DefaultIssuerGroup
+	}
+	if kind == "" {
+		kind = cmapi.IssuerKind
+	}
+	if group == certmanager.DefaultIssuerGroup && kind == cmapi.IssuerKind {
+		return nil, nil
+	}
+	if group != certmanager.DefaultIssuerGroup {
+		// An external issuer of a namespaced kind lives in the principal namespace too.
+		if m, err := r.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: kind}); err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace {
+			return nil, nil
+		}
+	}
+	for _, a := range r.Config.CertManagerAllowedIssuers {
+		if a == kind+"/"+ref.Name || a == group+"/"+kind+"/"+ref.Name {
+			return nil, nil
+		}
+	}
+	if group == certmanager.DefaultIssuerGroup && kind == cmapi.ClusterIssuerKind {
+		ci := &metav1.PartialObjectMetadata{}
+		ci.SetGroupVersionKind(cmapi.SchemeGroupVersion.WithKind(cmapi.ClusterIssuerKind))
+		switch err := r.APIReader.Get(ctx, types.NamespacedName{Name: ref.Name}, ci); {
+		case apierrors.IsNotFound(err):
+			return &pkiProblem{Reason: v1alpha1.ReasonIssuerNotFound, Message: fmt.Sprintf("ClusterIssuer %s does not exist; create it or fix spec.argoCDAgentAddon.certManager.issuerRef", ref.Name)}, nil
+		case meta.IsNoMatchError(err):
+			return &pkiProblem{Reason: v1alpha1.ReasonCertManagerNotInstalled, Message: fmt.Sprintf("ClusterIssuer %s: cert-manager's issuer kinds are not served by this hub", ref.Name)}, nil
+		case apierrors.IsForbidden(err):
+			return forbidden(err, gocNS), nil
+		case err != nil:
+			return nil, err
+		}
+		for _, a := range strings.Split(ci.Annotations[v1alpha1.AnnotationAllowedGitOpsClusterNamespaces], ",") {
+			if a = strings.TrimSpace(a); a == "*" || a == gocNS {
+				return nil, nil
+			}
+		}
+	}
+	return &pkiProblem{Reason: v1alpha1.ReasonIssuerNotAllowed, Message: fmt.Sprintf(
+		"%s %s (group %s) is not allowed for GitOpsClusters of namespace %s: the manager would receive an intermediate CA in its name. A hub operator allows it with the annotation %s on the ClusterIssuer (namespaces, comma separated, or *), or with the chart value certManager.allowedIssuers; an Issuer in the principal namespace needs neither",
+		kind, ref.Name, group, gocNS, v1alpha1.AnnotationAllowedGitOpsClusterNamespaces)}, nil
+}
+
+// equal compares what is asked of the PKI, not who asks.
 func (s pkiSetting) equal(o pkiSetting) bool {
 	if s.Issuer == nil || o.Issuer == nil {
 		return s.Issuer == nil && o.Issuer == nil
@@ -110,7 +165,13 @@ func olderThan(a, b *v1alpha1.GitOpsCluster) bool {
 // JWT key (which cert-manager does not make). While cert-manager has not issued the CA yet,
 // the CA already in the namespace (for example the self-managed one being replaced) keeps
 // serving, so switching never leaves the agents without a CA.
-func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, principalHosts []string, ref cmmeta.IssuerReference) (*hubPKI, error) {
+func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, principalHosts []string, ref cmmeta.IssuerReference, gocNS string) (*hubPKI, error) {
+	if p, err := r.issuerAllowed(ctx, ref, gocNS); p != nil || err != nil {
+		if p != nil {
+			return nil, p
+		}
+		return nil, err
+	}
 	now := r.Config.Now()
 	out := &hubPKI{}
 	mirror, err := r.getSecret(ctx, ns, CASecretName)

@@ -51,6 +51,11 @@ type Config struct {
 	// installed), so a Certificate that turns not Ready while its Secret stays the same is
 	// seen at the next look.
 	CertManagerRecheck time.Duration
+	// CertManagerAllowedIssuers are cert-manager issuers, "<kind>/<name>" or
+	// "<group>/<kind>/<name>", that any GitOpsCluster may name besides an Issuer of its principal
+	// namespace. A ClusterIssuer may also allow namespaces itself, with the annotation
+	// v1alpha1.AnnotationAllowedGitOpsClusterNamespaces.
+	CertManagerAllowedIssuers []string
 	// ManagedNamespaces limits the principal namespaces whose Secrets and Deployments the
 	// manager reads and writes; empty means all.
 	ManagedNamespaces []string

@@ -62,7 +62,7 @@ func (h *hubPKI) renewBy(t time.Time) {
 // SANs must change, when two thirds of their life has passed, or when the CA changed.
 func (r *Reconciler) ensureHubPKI(ctx context.Context, ns string, principalHosts []string, setting pkiSetting) (*hubPKI, error) {
 	if setting.Issuer != nil {
-		return r.ensureCertManagerPKI(ctx, ns, principalHosts, *setting.Issuer)
+		return r.ensureCertManagerPKI(ctx, ns, principalHosts, *setting.Issuer, setting.Namespace)
 	}
 	now := r.Config.Now()
 	out := &hubPKI{}

@@ -20,6 +20,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	pkgcm "github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -38,7 +39,10 @@ func TestIssuerGivingNoCAKeepsThePrincipalCertificate(t *testing.T) {
 	env := testenv.StartForTest(t, testenv.Options{WithCertManager: true})
 	admin := env.Client
 
-	defer startManager(t, env.Config)()
+	// The hub operator allows the external issuer (its kind is not served here).
+	defer startManager(t, env.Config, func(o *manager.Options) {
+		o.Fleet.CertManagerAllowedIssuers = []string{"issuers.example.com/CorpIssuer/corp"}
+	})()
 
 	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet"},
 		Spec: v1alpha1.GitOpsClusterSpec{PlacementRef: v1alpha1.PlacementReference{Kind: "Placement", Name: "placement"},

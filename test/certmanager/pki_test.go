@@ -150,6 +150,21 @@ func TestCertManagerPKIThroughRealControllers(t *testing.T) {
 				ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{PrincipalServerAddress: "principal.example.com",
 					CertManager: &v1alpha1.CertManagerPKI{IssuerRef: v1alpha1.CertManagerIssuerReference{Name: "cluster-ca", Kind: "ClusterIssuer"}}}}},
 	)
+	// Not allowed for the GitOpsCluster's namespace yet: the manager would receive an
+	// intermediate CA in the ClusterIssuer's name.
+	waitCondition(t, admin, "viacluster", v1alpha1.ReasonIssuerNotAllowed, "ClusterIssuer cluster-ca")
+	if err := admin.Get(ctx, types.NamespacedName{Namespace: "viacluster", Name: names.CASecretName}, &corev1.Secret{}); err == nil {
+		t.Fatal("a CA was made from a ClusterIssuer nobody allowed")
+	}
+	ci := &cmapi.ClusterIssuer{}
+	if err := admin.Get(ctx, types.NamespacedName{Name: "cluster-ca"}, ci); err != nil {
+		t.Fatal(err)
+	}
+	ci.Annotations = map[string]string{v1alpha1.AnnotationAllowedGitOpsClusterNamespaces: "other, viacluster"}
+	if err := admin.Update(ctx, ci); err != nil {
+		t.Fatal(err)
+	}
+	touchGitOpsCluster(t, admin, "viacluster", "fleet")
 	eventually(t, "a principal's CA from a ClusterIssuer", func() error {
 		s := &corev1.Secret{}
 		if err := admin.Get(ctx, types.NamespacedName{Namespace: "viacluster", Name: names.CASecretName}, s); err != nil {
@@ -598,4 +613,21 @@ func signAgentCSR(t *testing.T, cfg *rest.Config, cs kubernetes.Interface) *x509
 func sha(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// touchGitOpsCluster annotates a GitOpsCluster, which makes the manager look at it again (what a
+// person does after allowing an issuer, whose changes the manager does not watch).
+func touchGitOpsCluster(t *testing.T, c client.Client, n, name string) {
+	t.Helper()
+	eventually(t, "annotating the GitOpsCluster", func() error {
+		g := &v1alpha1.GitOpsCluster{}
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: n, Name: name}, g); err != nil {
+			return err
+		}
+		if g.Annotations == nil {
+			g.Annotations = map[string]string{}
+		}
+		g.Annotations["example.com/touched"] = time.Now().Format(time.RFC3339Nano)
+		return c.Update(context.Background(), g)
+	})
 }

@@ -33,7 +33,12 @@ func TestCertificateTurningNotReadyIsSeenWithoutASecretChange(t *testing.T) {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true), zap.Level(zapcore.ErrorLevel)))
 	env := testenv.StartForTest(t, testenv.Options{WithCertManager: true})
 	admin := env.Client
-	defer startManager(t, env.Config, func(o *manager.Options) { o.Fleet.CertManagerRecheck = 2 * time.Second })()
+	// The hub operator allows the external issuer (its kind is not served here, so the manager
+	// cannot tell that it is namespaced).
+	defer startManager(t, env.Config, func(o *manager.Options) {
+		o.Fleet.CertManagerRecheck = 2 * time.Second
+		o.Fleet.CertManagerAllowedIssuers = []string{"issuers.example.com/CorpIssuer/corp"}
+	})()
 
 	mustCreate(t, admin,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},

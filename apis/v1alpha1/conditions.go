@@ -48,11 +48,11 @@ const (
 	ReasonCANotReadableByOCM         = "OnlyThisSigner"
 	ReasonPrincipalNotAllowed        = "PrincipalNamespaceNotAllowed"
 	// cert-manager PKI (spec.argoCDAgentAddon.certManager).
-	ReasonCertManagerNotInstalled  = "CertManagerNotInstalled"
-	ReasonIssuerNotFound           = "IssuerNotFound"
+	ReasonCertManagerNotInstalled = "CertManagerNotInstalled"
+	ReasonIssuerNotFound          = "IssuerNotFound"
 	// ReasonIssuerNotAllowed: the issuer is cluster-scoped (or external) and the hub operator
 	// has not allowed it for the GitOpsCluster's namespace.
-	ReasonIssuerNotAllowed = "IssuerNotAllowed"
+	ReasonIssuerNotAllowed         = "IssuerNotAllowed"
 	ReasonIssuerNotReady           = "IssuerNotReady"
 	ReasonCertManagerCertNotReady  = "CertificateNotReady"
 	ReasonCertManagerInvalidSecret = "IssuedSecretInvalid"

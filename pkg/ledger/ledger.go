@@ -372,7 +372,8 @@ func (s Store) Unrevoke(ctx context.Context, cluster string, now time.Time) (int
 }
 
 // Prune drops revoked certificates that have expired at now: from the blocklist first, then
-// from the record. It writes only when something expired.
+// from the record. It writes only when something expired. An entry that does not parse is
+// never read as expired: its key stays blocked, as a person's keys do.
 func (s Store) Prune(ctx context.Context, now time.Time) error {
 	var expired []string
 	for _, sh := range ShardNames() {
@@ -384,7 +385,7 @@ func (s Store) Prune(ctx context.Context, now time.Time) error {
 			return err
 		}
 		for fp, v := range cm.Data {
-			if t, _, _, ok := parseRevoked(v); !ok || !t.After(now) {
+			if t, _, _, ok := parseRevoked(v); ok && !t.After(now) {
 				expired = append(expired, fp)
 			}
 		}

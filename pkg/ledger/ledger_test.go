@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
@@ -121,6 +122,33 @@ func TestLedger(t *testing.T) {
 		bl, _ = s.Blocklist(ctx)
 		if _, ok := bl[pki.Fingerprint(other)]; ok {
 			t.Error("a lifted revocation is still blocked")
+		}
+	})
+
+	t.Run("a malformed revocation record keeps its key blocked", func(t *testing.T) {
+		s := newStore(t, env, "malformed")
+		c := issue(t, ca, "c1", time.Hour, now)
+		if err := s.Record(ctx, "c1", owner, c, 0, now); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Revoke(ctx, "c1", ledger.CauseRevoked, nil, now); err != nil || n != 1 {
+			t.Fatalf("Revoke = %d, %v", n, err)
+		}
+		fp := pki.Fingerprint(c)
+		shard := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ledger.ShardName(fp)}, shard); err != nil {
+			t.Fatal(err)
+		}
+		shard.Data[fp] = "not a time"
+		if err := env.Client.Update(ctx, shard); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Prune(ctx, now.Add(10*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		bl, _ := s.Blocklist(ctx)
+		if _, ok := bl[fp]; !ok {
+			t.Error("a key whose revocation record does not parse was unblocked as if it had expired")
 		}
 	})
 

@@ -74,11 +74,7 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 		if !ok {
 			return nil
 		}
-		p, _, _ := unstructured.NestedString(u.Object, "spec", "project")
-		if p == "" {
-			p = "default"
-		}
-		return []string{p}
+		return []string{ProjectOf(u)}
 	})
 }
 

@@ -103,6 +103,14 @@ func TargetCluster(o metav1.Object) string {
 	return strings.TrimSpace(o.GetAnnotations()[AnnotationCluster])
 }
 
+// ProjectOf is the AppProject an Application names; Argo CD reads an empty one as "default".
+func ProjectOf(app *unstructured.Unstructured) string {
+	if p, _, _ := unstructured.NestedString(app.Object, "spec", "project"); p != "" {
+		return p
+	}
+	return "default"
+}
+
 // AppKey is "<namespace>/<name>" of a hub Application, the index value that ties its
 // ManifestWorks to it.
 func AppKey(namespace, name string) string { return namespace + "/" + name }

@@ -329,7 +329,7 @@ func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) 
 		f.Bindings = append(f.Bindings, b)
 	}
 	project := NewAppProject()
-	switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: r.Policy.ArgoCDNamespace, Name: projectName(app)}, project); {
+	switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: r.Policy.ArgoCDNamespace, Name: pullmodel.ProjectOf(app)}, project); {
 	case err == nil:
 		f.Project = project
 	case !apierrors.IsNotFound(err):

@@ -157,7 +157,7 @@ func checkSpokeNamespace(p Policy, app *unstructured.Unstructured) *Refusal {
 // checkProject refuses an Application whose hub AppProject is missing or does not admit its
 // namespace, its repositories or its destination on the spoke, read as Argo CD reads them.
 func checkProject(p Policy, app *unstructured.Unstructured, project *unstructured.Unstructured) *Refusal {
-	name := projectName(app)
+	name := pullmodel.ProjectOf(app)
 	if project == nil {
 		return &Refusal{ReasonProjectNotFound, fmt.Sprintf("AppProject %q does not exist in the hub Argo CD namespace %q; create it there (it decides what the Application may deploy)", name, p.ArgoCDNamespace)}
 	}
@@ -183,17 +183,6 @@ func checkProject(p Policy, app *unstructured.Unstructured, project *unstructure
 	}
 	return nil
 }
-
-// projectName is the AppProject an Application names; Argo CD reads an empty one as "default".
-func projectName(app *unstructured.Unstructured) string {
-	if p, _, _ := unstructured.NestedString(app.Object, "spec", "project"); p != "" {
-		return p
-	}
-	return "default"
-}
-
-// ProjectName is the AppProject an Application names.
-func ProjectName(app *unstructured.Unstructured) string { return projectName(app) }
 
 type destination struct{ server, name, namespace string }
 

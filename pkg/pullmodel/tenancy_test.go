@@ -22,6 +22,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
+	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 )
 
 const (
@@ -315,9 +316,21 @@ func TestForeignManifestWorksAreNeverTheManagers(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), &workv1.ManifestWork{}); err != nil {
 		t.Fatalf("the manager deleted a ManifestWork it did not write: %v", err)
 	}
-	n, err := propagation.Sweep(ctx, nil, k8s, k8s, k8s)
-	if err != nil || n != 0 {
-		t.Errorf("a sweep without the key deleted %d (%v)", n, err)
+	// The periodic sweep, with the manager's own key: the forged ManifestWork names an existing
+	// Application but is not its work, and it is not sealed, so it stays.
+	key, err := seal.LoadOrCreateKey(ctx, k8s, k8s, pullmodelsetup.DefaultConfig().SealSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer, err := seal.New(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := propagation.Sweep(ctx, sealer, k8s, k8s, k8s); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(foreign), &workv1.ManifestWork{}); err != nil {
+		t.Fatalf("the sweep deleted a ManifestWork the manager did not write: %v", err)
 	}
 
 	// An Application delivered before seals existed: its unsealed ManifestWork, at the place

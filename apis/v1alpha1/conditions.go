@@ -13,6 +13,9 @@ const (
 	ConditionRevocationPaused = "RevocationPaused"
 	// ConditionSignerExclusive is False when OCM's addon-manager could sign with the hub CA.
 	ConditionSignerExclusive = "SignerExclusive"
+	// ConditionBlocklistHasRoom is False when the principal's TLS blocklist is nearly full or
+	// could not take a revocation.
+	ConditionBlocklistHasRoom = "BlocklistHasRoom"
 )
 
 // Condition reasons.
@@ -44,6 +47,9 @@ const (
 	ReasonSelectionUnknown           = "SelectionUnknown"
 	ReasonTooManyDepartures          = "TooManyDepartures"
 	ReasonRevocationAllowed          = "WithinLimit"
+	ReasonBlocklistWithinCapacity    = "WithinCapacity"
+	ReasonBlocklistNearFull          = "BlocklistNearFull"
+	ReasonBlocklistFull              = "BlocklistFull"
 	ReasonCAReadableByOCM            = "CAReadableByOCMAddonManager"
 	ReasonCANotReadableByOCM         = "OnlyThisSigner"
 	ReasonPrincipalNotAllowed        = "PrincipalNamespaceNotAllowed"

@@ -24,6 +24,7 @@ var (
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion, &GitOpsCluster{}, &GitOpsClusterList{})
 	s.AddKnownTypes(GroupVersion, &ArgoCDClusterRegistration{}, &ArgoCDClusterRegistrationList{})
+	s.AddKnownTypes(GroupVersion, &AgentRevocation{}, &AgentRevocationList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }

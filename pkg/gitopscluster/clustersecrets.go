@@ -40,14 +40,13 @@ func (r *Reconciler) resourceProxyServer(principalNS, cluster string) string {
 }
 
 // syncClusterSecrets keeps one argocd-agent cluster secret per owned cluster (except the ones a
-// person revoked) and renews its client certificate before expiry or after a CA change. Every
+// person revoked, on the principal or in goc's spec) and renews its client certificate before expiry or after a CA change. Every
 // certificate it issues is recorded in the cluster's ledger before the secret is written, so it
 // is revoked with the agent's. Removing secrets is reconcileRevocation's job. byCluster holds
 // goc's cluster secrets as the cache lists them (read only). It returns the earliest renewal
 // time.
 func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *observation, hub *hubPKI,
-	byCluster map[string]*corev1.Secret) (time.Time, error) {
-	revoked := sets.New(goc.Spec.RevokedClusters...)
+	byCluster map[string]*corev1.Secret, revoked sets.Set[string]) (time.Time, error) {
 	store := r.ledgerStore(principalNS)
 	owner := ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
 	now := r.Config.Now()

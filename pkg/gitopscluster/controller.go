@@ -211,7 +211,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	clusterRenewal, err := r.syncClusterSecrets(ctx, goc, principalNS, obs, hub, rec.secrets)
+	clusterRenewal, err := r.syncClusterSecrets(ctx, goc, principalNS, obs, hub, rec.secrets, rec.revoked)
 	if err != nil {
 		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonCertificatesFailed, err.Error())
 		_ = r.writeStatus(ctx, goc, status)
@@ -232,6 +232,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		setCond(v1alpha1.ConditionRevocationPaused, false, v1alpha1.ReasonRevocationAllowed,
 			fmt.Sprintf("agents leaving the selection are revoked after %s and a live check; %d pending", r.Config.DepartureSettle, revocation.pending))
 	}
+	r.reportBlocklistRoom(goc, principalNS, revocation, setCond)
 	if revErr != nil {
 		_ = r.writeStatus(ctx, goc, status)
 		return ctrl.Result{}, revErr

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -13,6 +12,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -66,6 +66,10 @@ type revocationResult struct {
 	pending int
 	// revoked counts clusters of spec.revokedClusters whose agent is cut off.
 	revoked int
+	// blocklistKeys and blocklistBytes measure the principal's blocklist (from the cache);
+	// blocklistFull is set when certificates could not be blocked for want of room.
+	blocklistKeys, blocklistBytes int
+	blocklistFull                 bool
 }
 
 // agentRecords are the clusters a GitOpsCluster has an agent record for on its principal.
@@ -74,6 +78,9 @@ type agentRecords struct {
 	secrets map[string]*corev1.Secret
 	// ledgers are the ledgers it owns (or that no live GitOpsCluster owns) by cluster.
 	ledgers map[string]*corev1.ConfigMap
+	// revoked are the clusters revoked on the principal (AgentRevocations) or listed in the
+	// GitOpsCluster's spec.revokedClusters; revocations are the first kind only.
+	revoked, revocations sets.Set[string]
 }
 
 func (a agentRecords) clusters() sets.Set[string] {
@@ -87,10 +94,22 @@ func (a agentRecords) clusters() sets.Set[string] {
 	return out
 }
 
-// readAgentRecords lists, through the cache, the cluster secrets of goc and the ledgers on its
-// principal that goc owns or that have no live owner.
+// readAgentRecords lists, through the cache, the cluster secrets of goc, the ledgers on its
+// principal that goc owns or that have no live owner, and the revocations on the principal.
 func (r *Reconciler) readAgentRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (agentRecords, error) {
 	rec := agentRecords{secrets: map[string]*corev1.Secret{}, ledgers: map[string]*corev1.ConfigMap{}}
+	var revs v1alpha1.AgentRevocationList
+	if err := r.Client.List(ctx, &revs, client.InNamespace(principalNS)); err != nil {
+		return rec, err
+	}
+	rec.revocations = sets.New[string]()
+	for i := range revs.Items {
+		// One being deleted is being lifted: the agent's next certificate is its new key's.
+		if revs.Items[i].DeletionTimestamp.IsZero() {
+			rec.revocations.Insert(revs.Items[i].Name)
+		}
+	}
+	rec.revoked = rec.revocations.Union(sets.New(goc.Spec.RevokedClusters...))
 	var secrets corev1.SecretList
 	if err := r.Client.List(ctx, &secrets, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{
 		v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name,
@@ -162,34 +181,40 @@ func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitO
 	store := r.ledgerStore(principalNS)
 	var errs []error
 
-	// 1. A person's revocation: immediate, whatever the Placement says.
-	revokedByPerson := sets.New(goc.Spec.RevokedClusters...)
-	for _, c := range sets.List(revokedByPerson) {
+	// 1. A person's revocation: immediate, whatever the Placement says, and lasting: a cluster
+	// listed in spec.revokedClusters gets an AgentRevocation on the principal, which only its
+	// deletion lifts (RevocationReconciler).
+	var byPerson []string
+	for _, c := range sets.List(rec.revoked) {
 		if obs.selected != nil && obs.selected.Has(c) {
 			res.revoked++
 		}
 		_, hasSecret := rec.secrets[c]
 		_, hasLedger := rec.ledgers[c]
-		if !hasSecret && !hasLedger {
-			continue
+		if hasSecret || hasLedger {
+			byPerson = append(byPerson, c)
 		}
-		n, err := r.revokeCluster(ctx, store, rec, c, ledger.CauseRevoked, now)
+	}
+	if len(byPerson) > 0 {
+		unregistered, blocked, err := r.revokeClusters(ctx, store, rec, byPerson, ledger.CauseRevoked, now)
 		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		r.event(goc, corev1.EventTypeWarning, "AgentRevoked", "RevokeAgent",
-			"revoked the agent of cluster %s as listed in spec.revokedClusters: cluster secret deleted, %d certificate(s) blocked on the principal in %s", c, n, principalNS)
+		if len(unregistered) > 0 {
+			r.event(goc, corev1.EventTypeWarning, "AgentRevoked", "RevokeAgent",
+				"revoked the agents of %s: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", summarize(unregistered), blocked, principalNS)
+		}
 	}
+	if err := r.requestRevocations(ctx, goc, principalNS, obs, rec); err != nil {
+		errs = append(errs, err)
+	}
+	revokedByPerson := rec.revoked
 
-	// 2. Revocations a person undid: the cluster is ours again and no longer listed.
+	// 2. Expired blocklist entries.
 	var shards corev1.ConfigMapList
 	if err := r.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS),
 		client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
 		return res, err
-	}
-	if err := r.liftRevocations(ctx, goc, store, principalNS, shards.Items, obs, revokedByPerson, now); err != nil {
-		errs = append(errs, err)
 	}
 
 	// 3. Departures.
@@ -216,16 +241,17 @@ func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitO
 					// An approval covers the pass it approves: once used, it is taken back, so a
 					// later mass departure of the same count waits for a person again.
 					approved, failed := r.circuitBreakerTripped(len(confirmed), agents), len(errs)
-					for _, c := range confirmed {
-						n, err := r.revokeCluster(ctx, store, rec, c, ledger.CauseDeparted, now)
-						if err != nil {
-							errs = append(errs, err)
-							continue
-						}
+					unregistered, blocked, err := r.revokeClusters(ctx, store, rec, confirmed, ledger.CauseDeparted, now)
+					if err != nil {
+						errs = append(errs, err)
+					}
+					for _, c := range unregistered {
 						res.pending--
 						r.departures.forget(keyOf(c))
+					}
+					if len(unregistered) > 0 {
 						r.event(goc, corev1.EventTypeNormal, "AgentRevoked", "RevokeAgent",
-							"cluster %s left the selection: cluster secret deleted, %d certificate(s) blocked on the principal in %s", c, n, principalNS)
+							"%s left the selection: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", summarize(unregistered), blocked, principalNS)
 					}
 					if approved && len(errs) == failed {
 						if err := r.consumeApproval(ctx, goc); err != nil {
@@ -237,11 +263,66 @@ func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitO
 		}
 	}
 
-	// 4. Housekeeping.
+	// 4. Housekeeping: expired entries leave; recorded ones that left the blocklist (by hand,
+	// or a crash between the two writes) come back; the blocklist's room is reported.
 	if err := pruneRevoked(ctx, store, shards.Items, now); err != nil {
 		log.FromContext(ctx).Error(err, "pruning expired entries of the principal's blocklist", "namespace", principalNS)
 	}
+	blocklist := &corev1.ConfigMap{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: ledger.BlocklistName}, blocklist); client.IgnoreNotFound(err) != nil {
+		errs = append(errs, err)
+	}
+	if missing := missingFromBlocklist(shards.Items, blocklist.Data, now); len(missing) > 0 {
+		if n, err := store.Reassert(ctx, missing); err != nil {
+			errs = append(errs, fmt.Errorf("putting %d recorded revocation(s) back on the blocklist: %w", len(missing), err))
+		} else if n > 0 {
+			r.event(goc, corev1.EventTypeWarning, "BlocklistRestored", "RevokeAgents",
+				"%d revoked certificate(s) were missing from %s/%s and were blocked again", n, principalNS, ledger.BlocklistName)
+		}
+	}
+	res.blocklistKeys, res.blocklistBytes = len(blocklist.Data), ledger.BlocklistBytes(blocklist.Data)
+	for _, err := range errs {
+		res.blocklistFull = res.blocklistFull || errors.Is(err, ledger.ErrBlocklistFull)
+	}
 	return res, errors.Join(errs...)
+}
+
+// missingFromBlocklist lists the fingerprints of the revocation record, unexpired or
+// unreadable, that the blocklist lacks.
+func missingFromBlocklist(shards []corev1.ConfigMap, blocklist map[string]string, now time.Time) []string {
+	var out []string
+	for i := range shards {
+		for fp, v := range shards[i].Data {
+			if _, ok := blocklist[fp]; !ok && ledger.ValidFingerprint(fp) && !ledger.RevokedExpired(v, now) {
+				out = append(out, fp)
+			}
+		}
+	}
+	return out
+}
+
+// blocklistNearFullPercent is the share of the blocklist's budget from which it is reported as
+// nearly full.
+const blocklistNearFullPercent = 80
+
+// reportBlocklistRoom sets BlocklistHasRoom from the revocation pass, with an Event when it
+// turns False.
+func (r *Reconciler) reportBlocklistRoom(goc *v1alpha1.GitOpsCluster, principalNS string, res revocationResult, setCond func(string, bool, string, string)) {
+	pct := res.blocklistBytes * 100 / ledger.BlocklistBudget
+	usage := fmt.Sprintf("the blocklist %s/%s holds %d key(s), %d%% of the %d bytes it may use", principalNS, ledger.BlocklistName, res.blocklistKeys, pct, ledger.BlocklistBudget)
+	const advice = "; keys leave as their certificates expire: a shorter clientCertificateValidity keeps fewer of them (see the README, Revocation)"
+	reason, msg := v1alpha1.ReasonBlocklistWithinCapacity, usage
+	switch {
+	case res.blocklistFull:
+		reason, msg = v1alpha1.ReasonBlocklistFull, "certificates of departed or revoked clusters could not be blocked for want of room (their cluster secrets are deleted, so argocd-agent no longer registers them); "+usage+advice
+	case pct >= blocklistNearFullPercent:
+		reason, msg = v1alpha1.ReasonBlocklistNearFull, usage+advice
+	}
+	ok := reason == v1alpha1.ReasonBlocklistWithinCapacity
+	if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionBlocklistHasRoom); !ok && (c == nil || c.Reason != reason) {
+		r.event(goc, corev1.EventTypeWarning, reason, "RevokeAgents", msg)
+	}
+	setCond(v1alpha1.ConditionBlocklistHasRoom, ok, reason, msg)
 }
 
 // circuitBreakerTripped reports whether revoking n of agents at once needs a person's approval.
@@ -385,23 +466,60 @@ func (r *Reconciler) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	return owners, "", nil
 }
 
-// revokeCluster blocks cluster's certificates and deletes its cluster secret, in that order:
-// argocd-agent disconnects an agent whose cluster secret goes, and the blocklist keeps it out.
-func (r *Reconciler) revokeCluster(ctx context.Context, store ledger.Store, rec agentRecords, cluster string, cause ledger.Cause, now time.Time) (int, error) {
-	extra := ledger.Entries{}
-	if cert, _ := agentSecretContents(rec.secrets[cluster]); cert.Fingerprint != "" {
-		extra[cert.Fingerprint] = cert.NotAfter
+// revokeClusters unregisters the agents of clusters from the principal and blocks their
+// certificates. Each cluster secret's certificate is recorded in the cluster's ledger first,
+// then the secret is deleted (argocd-agent drops an agent whose cluster secret goes), and only
+// then are the ledgers turned into blocklist entries, all in a few writes: unregistration never
+// waits for room in the blocklist, and a block that fails leaves the ledgers in place for the
+// next pass. It returns the clusters it unregistered and how many certificates it blocked.
+func (r *Reconciler) revokeClusters(ctx context.Context, store ledger.Store, rec agentRecords, clusters []string, cause ledger.Cause, now time.Time) ([]string, int, error) {
+	var unregistered []string
+	var errs []error
+	for _, c := range clusters {
+		if err := r.unregister(ctx, store, rec, c, now); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		unregistered = append(unregistered, c)
 	}
-	n, err := store.Revoke(ctx, cluster, cause, extra, now)
+	counts, err := store.RevokeClusters(ctx, unregistered, cause, now)
 	if err != nil {
-		return n, fmt.Errorf("revoking the certificates of cluster %s: %w", cluster, err)
+		errs = append(errs, fmt.Errorf("blocking the certificates of departed or revoked clusters (their cluster secrets are gone; the block is retried): %w", err))
 	}
-	if s := rec.secrets[cluster]; s != nil {
-		if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
-			return n, fmt.Errorf("deleting the cluster secret of %s: %w", cluster, err)
+	blocked := 0
+	for _, n := range counts {
+		blocked += n
+	}
+	return unregistered, blocked, errors.Join(errs...)
+}
+
+// unregister records the certificate of cluster's secret in its ledger and deletes the secret.
+func (r *Reconciler) unregister(ctx context.Context, store ledger.Store, rec agentRecords, cluster string, now time.Time) error {
+	s := rec.secrets[cluster]
+	if s == nil {
+		return nil
+	}
+	if cert, _ := agentSecretContents(s); cert.Fingerprint != "" {
+		if err := store.Merge(ctx, cluster, ledgerOwnerOf(rec, cluster), ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
+			return fmt.Errorf("recording the cluster secret's certificate of %s: %w", cluster, err)
 		}
 	}
-	return n, nil
+	if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the cluster secret of %s: %w", cluster, err)
+	}
+	return nil
+}
+
+// ledgerOwnerOf is the owner a ledger written during cluster's revocation carries: the one it
+// has, else none (any GitOpsCluster of the principal may then finish the revocation).
+func ledgerOwnerOf(rec agentRecords, cluster string) ledger.Owner {
+	if cm := rec.ledgers[cluster]; cm != nil {
+		return ledger.OwnerOf(cm)
+	}
+	if s := rec.secrets[cluster]; s != nil {
+		return ledger.Owner{Namespace: s.Labels[v1alpha1.LabelOwnerNamespace], Name: s.Labels[v1alpha1.LabelOwnerName]}
+	}
+	return ledger.Owner{}
 }
 
 // adoptLedger relabels cluster's ledger with its new owner on the same principal.
@@ -417,38 +535,6 @@ func (r *Reconciler) adoptLedger(ctx context.Context, principalNS, cluster strin
 	cm.Labels[v1alpha1.LabelOwnerNamespace] = owner.Namespace
 	cm.Labels[v1alpha1.LabelOwnerName] = owner.Name
 	return client.IgnoreNotFound(r.Client.Patch(ctx, cm, patch))
-}
-
-// liftRevocations unblocks the certificates of clusters a person revoked and no longer lists,
-// once goc owns them again.
-func (r *Reconciler) liftRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string,
-	shards []corev1.ConfigMap, obs *observation, listed sets.Set[string], now time.Time) error {
-	lift := sets.New[string]()
-	for i := range shards {
-		for _, v := range shards[i].Data {
-			cause, cluster := ledger.RevokedCauseAndCluster(v)
-			if cause == ledger.CauseRevoked && obs.owned.Has(cluster) && !listed.Has(cluster) {
-				lift.Insert(cluster)
-			}
-		}
-	}
-	var errs []error
-	for _, c := range sets.List(lift) {
-		if err := r.deleteRevokedCSRs(ctx, c); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		n, err := store.Unrevoke(ctx, c, now)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("lifting the revocation of cluster %s: %w", c, err))
-			continue
-		}
-		if n > 0 {
-			r.event(goc, corev1.EventTypeNormal, "AgentRestored", "RevokeAgent",
-				"cluster %s is no longer in spec.revokedClusters: %d certificate(s) unblocked on the principal in %s", c, n, principalNS)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // deleteRevokedCSRs deletes the requests of cluster that the signer failed as Revoked. OCM's
@@ -482,7 +568,7 @@ func (r *Reconciler) deleteRevokedCSRs(ctx context.Context, cluster string) erro
 func pruneRevoked(ctx context.Context, store ledger.Store, shards []corev1.ConfigMap, now time.Time) error {
 	for i := range shards {
 		for _, v := range shards[i].Data {
-			if !ledger.RevokedUnexpired(v, now) {
+			if ledger.RevokedExpired(v, now) {
 				return store.Prune(ctx, now)
 			}
 		}
@@ -504,7 +590,7 @@ func (r *Reconciler) revokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOps
 	}
 	store := r.ledgerStore(principalNS)
 	now := r.Config.Now()
-	var revoked []string
+	var leaving []string
 	var errs []error
 	for _, c := range sets.List(rec.clusters()) {
 		selectors, err := fleet.SelectorsOf(ctx, r.Client, c)
@@ -518,15 +604,22 @@ func (r *Reconciler) revokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOps
 			}
 			continue
 		}
-		if _, err := r.revokeCluster(ctx, store, rec, c, ledger.CauseDeparted, now); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		revoked = append(revoked, c)
+		leaving = append(leaving, c)
 	}
-	if len(revoked) > 0 {
+	unregistered, blocked, err := r.revokeClusters(ctx, store, rec, leaving, ledger.CauseDeparted, now)
+	if len(unregistered) > 0 {
 		r.event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
-			"blocked the agent client certificates of %s on the principal in %s", summarize(slices.Clone(revoked)), principalNS)
+			"unregistered %s and blocked %d certificate(s) on the principal in %s", summarize(unregistered), blocked, principalNS)
+	}
+	if err != nil && len(unregistered) == len(leaving) && errors.Is(err, ledger.ErrBlocklistFull) {
+		// Every agent is unregistered; only room in the blocklist is missing. The deletion
+		// goes on: the ledgers it leaves have no live owner, so the principal's other
+		// GitOpsClusters block them as room appears.
+		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonBlocklistFull, "RevokeAgents", "%v", err)
+		err = nil
+	}
+	if err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -303,9 +304,12 @@ func TestCircuitBreakerPausesMassRevocation(t *testing.T) {
 	})
 }
 
-// TestRevokeActionAndUndo: listing a cluster in spec.revokedClusters cuts its agent at once
-// while the Placement still selects it; removing it restores the agent.
-func TestRevokeActionAndUndo(t *testing.T) {
+// TestRevocationLastsUntilAPersonLiftsIt: listing a cluster in spec.revokedClusters cuts its
+// agent at once and makes an AgentRevocation on the principal. Removing the name, re-creating
+// the GitOpsCluster from YAML that never listed it, or a person revoking another cluster
+// directly: none of these re-admits a revoked cluster. Deleting the AgentRevocation lifts it
+// for a new key only: the certificates revoked for compromise stay blocked.
+func TestRevocationLastsUntilAPersonLiftsIt(t *testing.T) {
 	ctx := context.Background()
 	f := newRevocationFixture(t, "revoke-action")
 	createManagedClusters(t, "ra-a", "ra-b")
@@ -314,6 +318,16 @@ func TestRevokeActionAndUndo(t *testing.T) {
 	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
 	f.waitSecrets("ra-a", "ra-b")
 	f.issue("g", "ra-a", "ra-b")
+	revokedCert := f.certs["ra-a"]
+	stillRevoked := func(what string) {
+		t.Helper()
+		consistently(t, what, 2*departureSettle, func() error {
+			if f.secretExists("ra-a") || !f.blocked("ra-a") {
+				return fmt.Errorf("ra-a re-admitted: secret=%v blocked=%v", f.secretExists("ra-a"), f.blocked("ra-a"))
+			}
+			return nil
+		})
+	}
 
 	g := getGOC(t, f.ns, "g")
 	patch := client.MergeFrom(g.DeepCopy())
@@ -326,27 +340,76 @@ func TestRevokeActionAndUndo(t *testing.T) {
 	if d := time.Since(start); d > departureSettle {
 		t.Errorf("a person's revocation took %s; it must not wait for the settle period", d)
 	}
-	eventually(t, "status counts the revoked agent", func() error {
+	rev := &v1alpha1.AgentRevocation{}
+	eventually(t, "the AgentRevocation of ra-a enforced", func() error {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "ra-a"}, rev); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(rev.Status.Conditions, v1alpha1.ConditionEnforced); c == nil || c.Status != metav1.ConditionTrue || rev.Status.BlockedCertificates < 1 {
+			return fmt.Errorf("status %+v", rev.Status)
+		}
 		if n := getGOC(t, f.ns, "g").Status.RevokedAgents; n != 1 {
 			return fmt.Errorf("revokedAgents = %d", n)
 		}
 		return nil
 	})
+	if got := rev.Annotations[v1alpha1.AnnotationRequestedBy]; got != f.ns+"/g" {
+		t.Errorf("requested-by = %q", got)
+	}
 	f.neverRevoked(departureSettle, "ra-b")
 
-	// Undo: the cluster secret comes back and the certificates revoked by the person are lifted.
+	// Taking the name out of the list does not lift it.
 	g = getGOC(t, f.ns, "g")
 	patch = client.MergeFrom(g.DeepCopy())
 	g.Spec.RevokedClusters = nil
 	if err := k8s.Patch(ctx, g, patch); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ra-a restored", func() error {
-		if f.blocked("ra-a") || !f.secretExists("ra-a") {
-			return fmt.Errorf("ra-a blocked=%v secret=%v", f.blocked("ra-a"), f.secretExists("ra-a"))
+	stillRevoked("after spec.revokedClusters was emptied")
+
+	// Nor does re-creating the GitOpsCluster from YAML that never listed it (a GitOps re-apply).
+	if err := k8s.Delete(ctx, getGOC(t, f.ns, "g")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "g deleted", func() error {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "g"}, &v1alpha1.GitOpsCluster{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
 		}
 		return nil
 	})
+	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
+	f.waitSecrets("ra-b")
+	stillRevoked("after the GitOpsCluster was re-created")
+
+	// A person revokes ra-b directly, without editing any GitOpsCluster.
+	f.issue("g", "ra-b")
+	if err := k8s.Create(ctx, &v1alpha1.AgentRevocation{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "ra-b"},
+		Spec: v1alpha1.AgentRevocationSpec{Reason: "incident 42"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitRevoked("ra-b")
+
+	// Lift ra-a: it is registered again, but its revoked certificate stays blocked.
+	if err := k8s.Delete(ctx, &v1alpha1.AgentRevocation{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "ra-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitSecrets("ra-a")
+	eventually(t, "the AgentRevocation of ra-a gone", func() error {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "ra-a"}, &v1alpha1.AgentRevocation{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+	bl, err := f.store().Blocklist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := bl[pki.Fingerprint(revokedCert)]; !ok {
+		t.Error("lifting the revocation unblocked the certificate revoked for compromise")
+	}
+	if f.secretExists("ra-b") {
+		t.Error("the lift of ra-a re-admitted ra-b")
+	}
 }
 
 // TestFreshLedgerOfADepartedClusterIsRevoked: a certificate recorded after the cluster's

@@ -65,6 +65,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// The oldest GitOpsCluster of a principal decides what its others must agree with
 		// (PKI, applicationMapping): a spec change of one wakes the others.
 		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(r.forSamePrincipal), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A revocation made or lifted on a principal changes which clusters its GitOpsClusters
+		// register.
+		Watches(&v1alpha1.AgentRevocation{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace)).
 		Watches(&addonv1alpha1.AddOnTemplate{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
 		Watches(&addonv1alpha1.AddOnDeploymentConfig{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
 		Complete(r)

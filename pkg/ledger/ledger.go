@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -66,7 +67,8 @@ const (
 	// CauseDeparted: the cluster's agent left the principal (Placement change, detached
 	// cluster, GitOpsCluster deleted). Its certificates stay blocked until they expire.
 	CauseDeparted Cause = "departed"
-	// CauseRevoked: a person revoked the cluster's agent. Undoing that unblocks them.
+	// CauseRevoked: a person revoked the cluster's agent. Lifting the revocation never
+	// unblocks them: a key revoked for compromise stays revoked until its certificate expires.
 	CauseRevoked Cause = "revoked"
 )
 
@@ -169,6 +171,7 @@ func (s Store) RecordFingerprint(ctx context.Context, cluster string, owner Owne
 		if !changed {
 			return nil
 		}
+		resetManagedFields(cm)
 		if err := s.Client.Update(ctx, cm); apierrors.IsNotFound(err) {
 			// A revocation deleted the ledger since it was read: read again and create it.
 			return errLedgerGone
@@ -224,6 +227,7 @@ func (s Store) upsert(ctx context.Context, name string, labels map[string]string
 		case create:
 			return s.Client.Create(ctx, cm)
 		}
+		resetManagedFields(cm)
 		return s.Client.Update(ctx, cm)
 	})
 }
@@ -269,55 +273,146 @@ func OwnerOf(cm *corev1.ConfigMap) Owner {
 }
 
 // Revoke blocks every unexpired certificate in cluster's ledger, and the extra ones (known
-// from elsewhere, e.g. the cluster secret), on the principal, records why, and deletes the
-// ledger. The ledger is deleted only if it did not change since it was read, so a certificate
-// recorded meanwhile is blocked in the next round. It returns how many certificates it
-// blocked. Idempotent: on error it may simply be called again.
+// from elsewhere), on the principal, records why, and deletes the ledger. It returns how many
+// certificates it blocked. Idempotent: on error it may simply be called again.
 func (s Store) Revoke(ctx context.Context, cluster string, cause Cause, extra Entries, now time.Time) (int, error) {
 	if len(extra) > 0 {
-		if err := s.block(ctx, cluster, cause, extra, now); err != nil {
+		if err := s.block(ctx, cause, map[string]Entries{cluster: extra}, now); err != nil {
 			return 0, err
 		}
 	}
-	blocked := len(extra)
-	for attempt := 1; ; attempt++ {
-		cm, entries, err := s.Read(ctx, cluster, now)
-		if err != nil || cm == nil {
-			return blocked, err
-		}
-		if err := s.block(ctx, cluster, cause, entries, now); err != nil {
-			return blocked, err
-		}
-		blocked += len(entries)
-		uid, rv := cm.UID, cm.ResourceVersion
-		err = s.Client.Delete(ctx, cm, client.Preconditions{UID: &uid, ResourceVersion: &rv})
-		switch {
-		case err == nil, apierrors.IsNotFound(err):
-			return blocked, nil
-		case apierrors.IsConflict(err) && attempt < 10:
-			// A certificate was recorded meanwhile: block it too.
-		default:
-			return blocked, fmt.Errorf("deleting the certificate ledger of cluster %s: %w", cluster, err)
-		}
-	}
+	n, err := s.RevokeClusters(ctx, []string{cluster}, cause, now)
+	return n[cluster] + len(extra), err
 }
 
-// block writes entries to the revocation record first and to the blocklist second, so that a
-// blocklist key of ours always has a record saying when it may go.
-func (s Store) block(ctx context.Context, cluster string, cause Cause, entries Entries, now time.Time) error {
-	if len(entries) == 0 {
-		return nil
+// RevokeClusters blocks every unexpired certificate in the ledgers of clusters on the
+// principal, records why, and deletes the ledgers: one write per revocation-record shard and
+// one blocklist write for all of them, so that a GitOpsCluster of thousands of clusters is
+// revoked in a few writes. A ledger is deleted only if it did not change since it was read, so
+// a certificate recorded meanwhile is blocked in the next round. Clusters whose certificates
+// do not fit in the blocklist (BlocklistBudget) keep their ledger and are reported with
+// ErrBlocklistFull; the others are revoked. It returns how many certificates it blocked per
+// cluster. Idempotent: on error it may simply be called again.
+func (s Store) RevokeClusters(ctx context.Context, clusters []string, cause Cause, now time.Time) (map[string]int, error) {
+	blocked := map[string]int{}
+	pending := slices.Clone(clusters)
+	sort.Strings(pending)
+	var full []string
+	for attempt := 1; len(pending) > 0; attempt++ {
+		ledgers := map[string]*corev1.ConfigMap{}
+		entries := map[string]Entries{}
+		for _, c := range pending {
+			cm, e, err := s.Read(ctx, c, now)
+			if err != nil {
+				return blocked, err
+			}
+			if cm != nil {
+				ledgers[c], entries[c] = cm, e
+			}
+		}
+		if len(ledgers) == 0 {
+			break
+		}
+		fits, rejected, err := s.fitting(ctx, sortedKeys(entries), entries)
+		if err != nil {
+			return blocked, err
+		}
+		full = append(full, rejected...)
+		accepted := make(map[string]Entries, len(fits))
+		for _, c := range fits {
+			accepted[c] = entries[c]
+		}
+		if err := s.block(ctx, cause, accepted, now); err != nil {
+			return blocked, err
+		}
+		pending = pending[:0]
+		for _, c := range fits {
+			blocked[c] += len(entries[c])
+			cm := ledgers[c]
+			uid, rv := cm.UID, cm.ResourceVersion
+			err := s.Client.Delete(ctx, cm, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+			switch {
+			case err == nil, apierrors.IsNotFound(err):
+			case apierrors.IsConflict(err) && attempt < 10:
+				// A certificate was recorded meanwhile: block it too.
+				pending = append(pending, c)
+			default:
+				return blocked, fmt.Errorf("deleting the certificate ledger of cluster %s: %w", c, err)
+			}
+		}
 	}
-	byShard := map[string]map[string]string{}
-	for fp, t := range entries {
-		if !t.After(now) {
+	if len(full) > 0 {
+		return blocked, fmt.Errorf("%w: the certificates of %d cluster(s) (%s) could not be blocked; their ledgers are kept for a later pass",
+			ErrBlocklistFull, len(full), strings.Join(full[:min(len(full), 5)], ", "))
+	}
+	return blocked, nil
+}
+
+// fitting splits clusters into those whose new blocklist keys fit in the blocklist's budget,
+// taken in order, and those that do not.
+func (s Store) fitting(ctx context.Context, clusters []string, entries map[string]Entries) (fits, rejected []string, err error) {
+	current, err := s.Blocklist(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	used := BlocklistBytes(current)
+	for _, c := range clusters {
+		cost := 0
+		for fp := range entries[c] {
+			if _, ok := current[fp]; !ok {
+				cost += blocklistKeyBytes(fp)
+			}
+		}
+		if used+cost > BlocklistBudget {
+			rejected = append(rejected, c)
 			continue
 		}
-		sh := ShardName(fp)
-		if byShard[sh] == nil {
-			byShard[sh] = map[string]string{}
+		used += cost
+		fits = append(fits, c)
+	}
+	return fits, rejected, nil
+}
+
+// BlocklistBudget is how many bytes of keys and values the blocklist may hold: under etcd's
+// default request limit (1.5 MiB) with room for its metadata and one update's managed fields.
+// With the managed fields reset at every write, a key costs about 70 bytes: some 17,000 keys.
+const BlocklistBudget = 1_200_000
+
+// ErrBlocklistFull is returned when certificates do not fit in the principal's blocklist.
+var ErrBlocklistFull = errors.New("the principal's blocklist is full")
+
+// BlocklistBytes is the size of a blocklist's data as BlocklistBudget counts it.
+func BlocklistBytes(data map[string]string) int {
+	n := 0
+	for k, v := range data {
+		n += blocklistKeyBytes(k) + len(v)
+	}
+	return n
+}
+
+// blocklistKeyBytes is a key's share of the stored ConfigMap: the key and the encoding around it.
+func blocklistKeyBytes(fp string) int { return len(fp) + 6 }
+
+// block writes entries (by cluster) to the revocation record first and to the blocklist
+// second, so that a blocklist key of ours always has a record saying when it may go.
+func (s Store) block(ctx context.Context, cause Cause, byCluster map[string]Entries, now time.Time) error {
+	byShard := map[string]map[string]string{}
+	var keys []string
+	for cluster, entries := range byCluster {
+		for fp, t := range entries {
+			if !t.After(now) {
+				continue
+			}
+			sh := ShardName(fp)
+			if byShard[sh] == nil {
+				byShard[sh] = map[string]string{}
+			}
+			byShard[sh][fp] = revokedValue(t, cause, cluster)
+			keys = append(keys, fp)
 		}
-		byShard[sh][fp] = revokedValue(t, cause, cluster)
+	}
+	if len(keys) == 0 {
+		return nil
 	}
 	for _, sh := range sortedKeys(byShard) {
 		add := byShard[sh]
@@ -340,35 +435,15 @@ func (s Store) block(ctx context.Context, cluster string, cause Cause, entries E
 			return err
 		}
 	}
-	keys := make([]string, 0, len(entries))
-	for fp, t := range entries {
-		if t.After(now) {
-			keys = append(keys, fp)
-		}
-	}
-	return s.updateBlocklist(ctx, keys, nil)
+	_, err := s.updateBlocklist(ctx, keys, nil)
+	return err
 }
 
-// Unrevoke lifts a person's revocation of cluster: its certificates revoked with CauseRevoked
-// leave the blocklist, then the record. Certificates of earlier departures stay blocked.
-func (s Store) Unrevoke(ctx context.Context, cluster string, now time.Time) (int, error) {
-	revoked, err := s.Revoked(ctx, now)
-	if err != nil {
-		return 0, err
-	}
-	var fps []string
-	for fp, r := range revoked {
-		if r.Cluster == cluster && r.Cause == CauseRevoked {
-			fps = append(fps, fp)
-		}
-	}
-	if len(fps) == 0 {
-		return 0, nil
-	}
-	if err := s.updateBlocklist(ctx, nil, fps); err != nil {
-		return 0, err
-	}
-	return len(fps), s.forget(ctx, fps)
+// Reassert puts recorded revocations back on the blocklist (keys removed by hand, or lost to a
+// crash between the record and the blocklist writes). It reads the blocklist live and returns
+// how many keys were missing there.
+func (s Store) Reassert(ctx context.Context, fps []string) (int, error) {
+	return s.updateBlocklist(ctx, fps, nil)
 }
 
 // Prune drops revoked certificates that have expired at now: from the blocklist first, then
@@ -393,7 +468,7 @@ func (s Store) Prune(ctx context.Context, now time.Time) error {
 	if len(expired) == 0 {
 		return nil
 	}
-	if err := s.updateBlocklist(ctx, nil, expired); err != nil {
+	if _, err := s.updateBlocklist(ctx, nil, expired); err != nil {
 		return err
 	}
 	return s.forget(ctx, expired)
@@ -456,9 +531,31 @@ func (s Store) updateShard(ctx context.Context, name string, mutate func(map[str
 	return s.upsert(ctx, name, recordLabels(RecordRevoked), mutate)
 }
 
-// updateBlocklist adds and removes keys, writing only on a change. Keys a person added are
-// never touched unless asked for by fingerprint.
-func (s Store) updateBlocklist(ctx context.Context, add, remove []string) error {
+// blocklistChunk is the most keys one blocklist write adds. The API server records the keys a
+// write adds in the object's managed fields (about as many bytes again), so adding them in
+// chunks keeps a full blocklist under etcd's object size limit.
+const blocklistChunk = 2000
+
+// updateBlocklist adds and removes keys, writing only on a change, in writes of at most
+// blocklistChunk added keys. It returns how many keys it added. Keys a person added are never
+// touched unless asked for by fingerprint.
+func (s Store) updateBlocklist(ctx context.Context, add, remove []string) (int, error) {
+	added := 0
+	for first := true; first || len(add) > 0; first = false {
+		chunk := add[:min(len(add), blocklistChunk)]
+		add = add[len(chunk):]
+		n, err := s.updateBlocklistOnce(ctx, chunk, remove)
+		added += n
+		if err != nil {
+			return added, err
+		}
+		remove = nil
+	}
+	return added, nil
+}
+
+func (s Store) updateBlocklistOnce(ctx context.Context, add, remove []string) (int, error) {
+	added := 0
 	key := types.NamespacedName{Namespace: s.Namespace, Name: BlocklistName}
 	err := writeRetry(func() error {
 		cm := &corev1.ConfigMap{}
@@ -478,30 +575,44 @@ func (s Store) updateBlocklist(ctx context.Context, add, remove []string) error 
 			cm.Data = map[string]string{}
 		}
 		changed := false
+		if cm.Labels[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue {
+			// The manager caches only its own ConfigMaps: label one made elsewhere, once.
+			if cm.Labels == nil {
+				cm.Labels = map[string]string{}
+			}
+			cm.Labels[v1alpha1.LabelManagedBy] = v1alpha1.ManagedByValue
+			changed = true
+		}
 		for _, fp := range remove {
 			if _, ok := cm.Data[fp]; ok {
 				delete(cm.Data, fp)
 				changed = true
 			}
 		}
+		added = 0
 		for _, fp := range add {
 			if _, ok := cm.Data[fp]; !ok {
 				cm.Data[fp] = ""
 				changed = true
+				added++
 			}
 		}
 		if !changed {
 			return nil
 		}
+		if added > 0 && BlocklistBytes(cm.Data) > BlocklistBudget {
+			return fmt.Errorf("%w: %d keys would take %d bytes of its %d", ErrBlocklistFull, len(cm.Data), BlocklistBytes(cm.Data), BlocklistBudget)
+		}
 		if create {
 			return s.Client.Create(ctx, cm)
 		}
+		resetManagedFields(cm)
 		return s.Client.Update(ctx, cm)
 	})
 	if err != nil {
-		return fmt.Errorf("updating %s/%s (+%d, -%d keys): %w", s.Namespace, BlocklistName, len(add), len(remove), err)
+		return 0, fmt.Errorf("updating %s/%s (+%d, -%d keys): %w", s.Namespace, BlocklistName, len(add), len(remove), err)
 	}
-	return nil
+	return added, nil
 }
 
 // Blocklist returns the keys of the principal's blocklist.
@@ -514,6 +625,14 @@ func (s Store) Blocklist(ctx context.Context) (map[string]string, error) {
 		return nil, err
 	}
 	return cm.Data, nil
+}
+
+// resetManagedFields asks the API server to drop the object's managed fields before it records
+// this update's. Every key of these ConfigMaps would otherwise be listed a second time there,
+// doubling the blocklist's size per key (about 70 bytes of data, 70 more of managed fields)
+// and halving how many keys fit in etcd's object size limit.
+func resetManagedFields(cm *corev1.ConfigMap) {
+	cm.ManagedFields = []metav1.ManagedFieldsEntry{{}}
 }
 
 func ledgerLabels(cluster string, owner Owner) map[string]string {
@@ -598,8 +717,12 @@ func RevokedCauseAndCluster(v string) (Cause, string) {
 	return cause, cluster
 }
 
-// RevokedUnexpired reports whether a revocation-record value is well-formed and unexpired.
-func RevokedUnexpired(v string, now time.Time) bool {
+// RevokedExpired reports whether a revocation-record value is well-formed and expired at now.
+// A value that does not parse is never expired: its key stays blocked.
+func RevokedExpired(v string, now time.Time) bool {
 	t, _, _, ok := parseRevoked(v)
-	return ok && t.After(now)
+	return ok && !t.After(now)
 }
+
+// ValidFingerprint reports whether fp is a fingerprint as this package writes them.
+func ValidFingerprint(fp string) bool { return fingerprintPattern.MatchString(fp) }

@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
@@ -112,17 +113,6 @@ func TestLedger(t *testing.T) {
 		if _, ok := bl[manual]; !ok {
 			t.Error("a key a person added was removed")
 		}
-		// Undo lifts only what a person revoked.
-		if n, err := s.Unrevoke(ctx, "c2", now); err != nil || n != 1 {
-			t.Fatalf("Unrevoke = %d, %v", n, err)
-		}
-		if n, err := s.Unrevoke(ctx, "c1", now); err != nil || n != 0 {
-			t.Fatalf("Unrevoke of a departed cluster = %d, %v; want 0", n, err)
-		}
-		bl, _ = s.Blocklist(ctx)
-		if _, ok := bl[pki.Fingerprint(other)]; ok {
-			t.Error("a lifted revocation is still blocked")
-		}
 	})
 
 	t.Run("a malformed revocation record keeps its key blocked", func(t *testing.T) {
@@ -199,29 +189,92 @@ func TestLedger(t *testing.T) {
 		}
 	})
 
-	t.Run("no size cliff at 10000 revoked certificates", func(t *testing.T) {
-		s := newStore(t, env, "bulk")
-		const clusters, perCluster = 500, 20
-		for c := range clusters {
+	// fill gives each of n clusters perCluster unexpired certificates in its ledger.
+	fill := func(t *testing.T, s ledger.Store, prefix string, n, perCluster int) []string {
+		t.Helper()
+		var clusters []string
+		for c := range n {
 			entries := ledger.Entries{}
 			for i := range perCluster {
-				entries[fmt.Sprintf("%016X%048X", c, i)] = now.Add(time.Hour).Truncate(time.Second)
+				// Spread over the record's shards as real fingerprints are.
+				entries[fmt.Sprintf("%X", sha256.Sum256(fmt.Appendf(nil, "%s/%d/%d", prefix, c, i)))] = now.Add(time.Hour).Truncate(time.Second)
 			}
-			if err := s.Merge(ctx, fmt.Sprintf("bulk-%d", c), owner, entries, now); err != nil {
+			name := fmt.Sprintf("%s-%d", prefix, c)
+			if err := s.Merge(ctx, name, owner, entries, now); err != nil {
 				t.Fatal(err)
 			}
+			clusters = append(clusters, name)
 		}
-		for c := range clusters {
-			if _, err := s.Revoke(ctx, fmt.Sprintf("bulk-%d", c), ledger.CauseDeparted, nil, now); err != nil {
-				t.Fatalf("cluster %d: %v", c, err)
-			}
+		return clusters
+	}
+	// storedBytes is the blocklist as etcd stores it, managed fields included.
+	storedBytes := func(t *testing.T, s ledger.Store) (int, int) {
+		t.Helper()
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ledger.BlocklistName}, cm); err != nil {
+			t.Fatal(err)
 		}
-		bl, err := s.Blocklist(ctx)
+		raw, err := cm.Marshal()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(bl) != clusters*perCluster {
-			t.Fatalf("blocklist holds %d keys, want %d", len(bl), clusters*perCluster)
+		return len(raw), len(cm.Data)
+	}
+	const etcdLimit = 1536 * 1024
+
+	t.Run("a key costs its data, not its data twice", func(t *testing.T) {
+		s := newStore(t, env, "managed-fields")
+		for _, c := range fill(t, s, "mf", 20, 50) {
+			if _, err := s.Revoke(ctx, c, ledger.CauseDeparted, nil, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+		size, keys := storedBytes(t, s)
+		if perKey := size / keys; perKey > 90 {
+			t.Errorf("the blocklist stores %d bytes for %d keys, %d a key: its managed fields grow with it", size, keys, perKey)
+		}
+	})
+
+	t.Run("a 5000-cluster departure in one pass fits the blocklist", func(t *testing.T) {
+		// Three unexpired certificates a cluster: the agent's, the one it renews to, and the
+		// resource proxy's.
+		s := newStore(t, env, "departure")
+		clusters := fill(t, s, "d", 5000, 3)
+		blocked, err := s.RevokeClusters(ctx, clusters, ledger.CauseDeparted, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(blocked) != len(clusters) {
+			t.Errorf("%d of %d clusters blocked", len(blocked), len(clusters))
+		}
+		size, keys := storedBytes(t, s)
+		t.Logf("5000 clusters: %d keys, %d bytes stored (etcd's limit %d)", keys, size, etcdLimit)
+		if keys != 15000 || size > etcdLimit {
+			t.Errorf("blocklist holds %d keys in %d bytes; want 15000 in at most %d", keys, size, etcdLimit)
+		}
+	})
+
+	t.Run("50000 certificates per principal: the blocklist stays bounded", func(t *testing.T) {
+		s := newStore(t, env, "bounded")
+		clusters := fill(t, s, "b", 5000, 10)
+		blocked, err := s.RevokeClusters(ctx, clusters, ledger.CauseDeparted, now)
+		if !errors.Is(err, ledger.ErrBlocklistFull) {
+			t.Fatalf("revoking 50000 certificates: %v, want ErrBlocklistFull", err)
+		}
+		size, keys := storedBytes(t, s)
+		t.Logf("50000 certificates: %d clusters blocked, %d keys, %d bytes stored (etcd's limit %d)", len(blocked), keys, size, etcdLimit)
+		if size > etcdLimit || len(blocked) == 0 {
+			t.Errorf("%d clusters blocked, blocklist %d bytes", len(blocked), size)
+		}
+		// Whatever did not fit keeps its ledger for a later pass.
+		for _, c := range clusters {
+			cm, _, err := s.Read(ctx, c, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := blocked[c]; ok == (cm != nil) {
+				t.Fatalf("cluster %s: blocked %v, ledger kept %v", c, ok, cm != nil)
+			}
 		}
 	})
 }

@@ -223,6 +223,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&gitopscluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Fleet}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the GitOpsCluster controller: %w", err)
 	}
+	if err := (&gitopscluster.RevocationReconciler{Reconciler: gitopscluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Fleet}}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the AgentRevocation controller: %w", err)
+	}
 	if err := gitopscluster.SetupClusterLabelSync(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the agent cluster label sync: %w", err)
 	}
@@ -276,6 +279,7 @@ func CacheOptions(opts Options) cache.Options {
 			only[ns] = cache.Config{}
 		}
 		secrets = cache.ByObject{Namespaces: only}
+		byObject[&v1alpha1.AgentRevocation{}] = cache.ByObject{Namespaces: only}
 		deployments.Namespaces = only
 		services.Namespaces = only
 		ours.Namespaces = only

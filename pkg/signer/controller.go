@@ -372,11 +372,13 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 	// The cache decides here; the live confirmation comes after the certificate is recorded
 	// (stillEntitled), where it also closes the race with a revocation that listed the
 	// ledger before this record.
-	if slices.Contains(owner.Spec.RevokedClusters, cluster) {
-		return rejected(d, reject(ReasonRevoked, "GitOpsCluster %s/%s lists cluster %q in spec.revokedClusters; remove it there to let its agent connect again",
-			owner.Namespace, owner.Name, cluster))
-	}
 	principalNS := names.PrincipalNamespace(owner)
+	if rej, err := revoked(ctx, r.Client, owner, principalNS, cluster); err != nil || rej != nil {
+		if err != nil {
+			return nil, err
+		}
+		return rejected(d, rej)
+	}
 	if why, err := fleet.PrincipalAllowed(ctx, r.Client, owner); err != nil {
 		return nil, err
 	} else if why != "" {
@@ -434,9 +436,8 @@ func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v
 	if !live.DeletionTimestamp.IsZero() {
 		return reject(ReasonNotSelected, "GitOpsCluster %s/%s is being deleted", owner.Namespace, owner.Name), nil
 	}
-	if slices.Contains(live.Spec.RevokedClusters, cluster) {
-		return reject(ReasonRevoked, "GitOpsCluster %s/%s lists cluster %q in spec.revokedClusters; remove it there to let its agent connect again",
-			owner.Namespace, owner.Name, cluster), nil
+	if rej, err := revoked(ctx, fresh, live, names.PrincipalNamespace(live), cluster); err != nil || rej != nil {
+		return rej, err
 	}
 	selected, err := fleet.SelectsLive(ctx, r.Client, fresh, live.Namespace, live.Spec.PlacementRef.Name, cluster)
 	if err != nil {
@@ -625,4 +626,26 @@ func (r *Reconciler) event(csr *certificatesv1.CertificateSigningRequest, relate
 		return
 	}
 	r.Recorder.Eventf(csr, related, eventType, reason, "Sign", "%s", note)
+}
+
+// revoked refuses cluster when the principal in principalNS holds an AgentRevocation for it, or
+// when owner lists it in spec.revokedClusters (before the manager has made the revocation).
+func revoked(ctx context.Context, reader client.Reader, owner *v1alpha1.GitOpsCluster, principalNS, cluster string) (*Rejection, error) {
+	rev := &v1alpha1.AgentRevocation{}
+	err := reader.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: cluster}, rev)
+	switch {
+	case err == nil && !rev.DeletionTimestamp.IsZero():
+		// Being lifted: the lift deletes the refused requests, and the one OCM's agent makes
+		// next must not be refused again.
+	case err == nil:
+		return reject(ReasonRevoked, "cluster %q is revoked on the principal in namespace %s (AgentRevocation %s/%s); "+
+			"whoever may delete AgentRevocations there lifts it, and the agent then gets a certificate for a new key", cluster, principalNS, principalNS, cluster), nil
+	case !apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("reading AgentRevocation %s/%s: %w", principalNS, cluster, err)
+	}
+	if slices.Contains(owner.Spec.RevokedClusters, cluster) {
+		return reject(ReasonRevoked, "GitOpsCluster %s/%s lists cluster %q in spec.revokedClusters; the revocation lasts until AgentRevocation %s/%s is deleted",
+			owner.Namespace, owner.Name, cluster, principalNS, cluster), nil
+	}
+	return nil, nil
 }

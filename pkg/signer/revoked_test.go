@@ -5,11 +5,13 @@ import (
 	"testing"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
 
@@ -38,6 +40,22 @@ func TestRevokedAndUnacceptedClustersAreRefused(t *testing.T) {
 	patch = client.MergeFrom(goc.DeepCopy())
 	goc.Spec.RevokedClusters = nil
 	if err := h.admin.Patch(ctx, goc, patch); err != nil {
+		t.Fatal(err)
+	}
+	csr = h.createCSR(t, agentOf("cluster3"), csrObject("cluster3", signerName, requestPEM(t, p256, agentRequest("cluster3"))))
+	h.waitSigned(t, csr.Name)
+
+	// An AgentRevocation on the principal refuses the cluster whatever its owner lists.
+	rev := &v1alpha1.AgentRevocation{ObjectMeta: metav1.ObjectMeta{Namespace: names.PrincipalNamespace(goc), Name: "cluster3"}}
+	if err := h.admin.Create(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	csr = h.createCSR(t, agentOf("cluster3"), csrObject("cluster3", signerName, requestPEM(t, p256, agentRequest("cluster3"))))
+	done = h.waitFinal(t, csr.Name)
+	if c := condition(done, certificatesv1.CertificateFailed); c == nil || c.Reason != signer.ReasonRevoked || len(done.Status.Certificate) > 0 {
+		t.Fatalf("CSR of a cluster with an AgentRevocation: %+v, certificate %d bytes", done.Status.Conditions, len(done.Status.Certificate))
+	}
+	if err := h.admin.Delete(ctx, rev); err != nil {
 		t.Fatal(err)
 	}
 	csr = h.createCSR(t, agentOf("cluster3"), csrObject("cluster3", signerName, requestPEM(t, p256, agentRequest("cluster3"))))

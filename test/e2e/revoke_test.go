@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"path"
@@ -15,10 +16,13 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
@@ -133,8 +137,10 @@ func (s *suite) checkRealDeploymentArgs(t *testing.T, ctx context.Context, clust
 	}
 }
 
-// Scenario: a person revokes a live cluster's agent, OCM's forced renewal is refused, and
-// undoing the revocation restores the agent with a new certificate.
+// Scenario: a person revokes a live cluster's agent, OCM's forced renewal is refused, the
+// GitOpsCluster is re-created from YAML that never listed the cluster and the cluster stays
+// revoked; lifting the revocation re-admits the agent with a new key while its revoked
+// certificate stays blocked.
 func (s *suite) scenarioRevokeAction(t *testing.T) {
 	ctx := ctxFor(t)
 	const cluster = "cluster2"
@@ -156,6 +162,13 @@ func (s *suite) scenarioRevokeAction(t *testing.T) {
 		err = s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: gitopscluster.ClusterSecretName(cluster)}, &corev1.Secret{})
 		if !apierrors.IsNotFound(err) {
 			return false, fmt.Sprintf("cluster secret still there (%v)", err)
+		}
+		rev := &v1alpha1.AgentRevocation{}
+		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: cluster}, rev); err != nil {
+			return false, fmt.Sprintf("AgentRevocation: %v", err)
+		}
+		if !meta.IsStatusConditionTrue(rev.Status.Conditions, v1alpha1.ConditionEnforced) {
+			return false, fmt.Sprintf("AgentRevocation not enforced yet: %s", describeConditions(rev.Status.Conditions))
 		}
 		g, err := s.goc(ctx)
 		if err != nil || g.Status.RevokedAgents != 1 {
@@ -195,23 +208,82 @@ func (s *suite) scenarioRevokeAction(t *testing.T) {
 		t.Fatal("cluster2 got a certificate while revoked")
 	}
 
-	// Undo.
-	s.setRevoked(t)
-	s.waitClientCert(t, cluster, oldFP)
-	s.eventually(t, "hub: cluster2 restored", time.Minute, func(ctx context.Context) (bool, string) {
-		bl, err := s.blocklist(ctx)
-		if err != nil {
-			return false, err.Error()
+	// A GitOps re-apply: the GitOpsCluster is deleted and created again from YAML that never
+	// listed cluster2. The revocation lives on the principal and holds.
+	s.recreateGitOpsCluster(t)
+	for _, c := range []string{"cluster1", cluster} {
+		s.waitAgentObjects(t, c)
+		s.markAvailable(t, c)
+	}
+	s.eventually(t, "hub: re-created GitOpsCluster sees cluster2 revoked", time.Minute, func(ctx context.Context) (bool, string) {
+		g, err := s.goc(ctx)
+		if err != nil || g.Status.ObservedGeneration != g.Generation || g.Status.RevokedAgents != 1 {
+			return false, fmt.Sprintf("status.revokedAgents not 1 yet (%v)", err)
 		}
-		if _, ok := bl[oldFP]; ok {
-			return false, "the certificate revoked by the person is still blocked"
-		}
+		return true, ""
+	})
+	time.Sleep(5 * time.Second)
+	if err := s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: gitopscluster.ClusterSecretName(cluster)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the re-created GitOpsCluster registered revoked cluster2 again (%v)", err)
+	}
+	if _, _, err := s.clientCert(ctx, cluster); err == nil {
+		t.Fatal("cluster2 got a certificate after its GitOpsCluster was re-created")
+	}
+
+	// Lift: a person deletes the AgentRevocation. The agent is re-admitted with a new key; the
+	// certificate revoked for compromise stays blocked.
+	if err := s.hub.Delete(ctx, &v1alpha1.AgentRevocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster}}); err != nil {
+		t.Fatal(err)
+	}
+	lifted := time.Now()
+	fresh := s.waitClientCert(t, cluster, oldFP)
+	t.Logf("cluster2 re-admitted %s after the lift", time.Since(lifted).Round(100*time.Millisecond))
+	if bytes.Equal(fresh.RawSubjectPublicKeyInfo, old.RawSubjectPublicKeyInfo) {
+		t.Error("cluster2 was re-admitted with its revoked key")
+	}
+	s.eventually(t, "hub: cluster2 registered again", time.Minute, func(ctx context.Context) (bool, string) {
 		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: gitopscluster.ClusterSecretName(cluster)}, &corev1.Secret{}); err != nil {
 			return false, err.Error()
 		}
 		return true, ""
 	})
+	bl, err := s.blocklist(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := bl[oldFP]; !ok {
+		t.Error("lifting the revocation unblocked the certificate revoked for compromise")
+	}
+	if _, ok := bl[pki.Fingerprint(fresh)]; ok {
+		t.Error("the new certificate is blocked")
+	}
 	s.waitReady(t, 2, 2)
+}
+
+// recreateGitOpsCluster deletes the GitOpsCluster and creates it again from its spec without
+// spec.revokedClusters, as a GitOps tool re-applying its YAML would.
+func (s *suite) recreateGitOpsCluster(t *testing.T) {
+	t.Helper()
+	ctx := ctxFor(t)
+	g, err := s.goc(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := &v1alpha1.GitOpsCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.Name, Labels: g.Labels},
+		Spec:       *g.Spec.DeepCopy(),
+	}
+	again.Spec.RevokedClusters = nil
+	if err := s.hub.Delete(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, "hub: GitOpsCluster deleted", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		_, err := s.goc(ctx)
+		return apierrors.IsNotFound(err), getState(err, "GitOpsCluster")
+	})
+	if err := s.hub.Create(ctx, again); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (s *suite) setRevoked(t *testing.T, clusters ...string) {

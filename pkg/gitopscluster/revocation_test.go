@@ -2,6 +2,7 @@ package gitopscluster_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
@@ -569,4 +570,87 @@ func TestForeignLedgerConfigMapsAreIgnored(t *testing.T) {
 			t.Errorf("a ledger for %q in the principal namespace (%v, %v)", name, cm != nil, err)
 		}
 	}
+}
+
+// TestUnregistrationNeverWaitsForBlocklistRoom: with the principal's blocklist full, a cluster
+// that leaves is still unregistered (its cluster secret goes, so argocd-agent drops it), its
+// ledger is kept, and BlocklistHasRoom says why; once there is room the next pass blocks it.
+func TestUnregistrationNeverWaitsForBlocklistRoom(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "full-blocklist")
+	createManagedClusters(t, "fb-a", "fb-b")
+	createPlacement(t, f.ns, "p")
+	setDecisions(t, f.ns, "p", 0, "fb-a", "fb-b")
+	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
+	f.waitSecrets("fb-a", "fb-b")
+	f.issue("g", "fb-a", "fb-b")
+	conditionIs(t, f.ns, "g", v1alpha1.ConditionBlocklistHasRoom, metav1.ConditionTrue, v1alpha1.ReasonBlocklistWithinCapacity)
+
+	// A person's keys fill the blocklist to its budget.
+	var filler []string
+	for i := range ledger.BlocklistBudget / 70 {
+		filler = append(filler, fmt.Sprintf("%X", sha256.Sum256(fmt.Appendf(nil, "filler-%d", i))))
+	}
+	if _, err := f.store().Reassert(ctx, filler); err != nil {
+		t.Fatal(err)
+	}
+
+	setDecisions(t, f.ns, "p", 0, "fb-b")
+	eventually(t, "fb-a unregistered although it cannot be blocked", func() error {
+		if f.secretExists("fb-a") {
+			return fmt.Errorf("fb-a's cluster secret still exists")
+		}
+		return nil
+	})
+	conditionIs(t, f.ns, "g", v1alpha1.ConditionBlocklistHasRoom, metav1.ConditionFalse, v1alpha1.ReasonBlocklistFull)
+	if f.blocked("fb-a") || !f.ledgerExists("fb-a") {
+		t.Fatalf("fb-a blocked=%v ledger=%v; want its ledger kept for a later pass", f.blocked("fb-a"), f.ledgerExists("fb-a"))
+	}
+
+	// Room again: the person removes their keys; the next pass blocks fb-a.
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: ledger.BlocklistName}, cm); err != nil {
+		t.Fatal(err)
+	}
+	for _, fp := range filler {
+		delete(cm.Data, fp)
+	}
+	if err := k8s.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, f.ns, "g")
+	f.waitRevoked("fb-a")
+	conditionIs(t, f.ns, "g", v1alpha1.ConditionBlocklistHasRoom, metav1.ConditionTrue, v1alpha1.ReasonBlocklistWithinCapacity)
+}
+
+// TestRevocationsComeBackOnTheBlocklist: a revoked certificate's key removed from the
+// blocklist (by hand, or lost between two writes) is put back by the next pass, because the
+// revocation record still holds it.
+func TestRevocationsComeBackOnTheBlocklist(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "reassert")
+	createManagedClusters(t, "rb-a", "rb-b")
+	createPlacement(t, f.ns, "p")
+	setDecisions(t, f.ns, "p", 0, "rb-a", "rb-b")
+	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
+	f.waitSecrets("rb-a", "rb-b")
+	f.issue("g", "rb-a", "rb-b")
+	setDecisions(t, f.ns, "p", 0, "rb-b")
+	f.waitRevoked("rb-a")
+
+	cm := &corev1.ConfigMap{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: ledger.BlocklistName}, cm); err != nil {
+		t.Fatal(err)
+	}
+	delete(cm.Data, pki.Fingerprint(f.certs["rb-a"]))
+	if err := k8s.Update(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, f.ns, "g")
+	eventually(t, "rb-a's key back on the blocklist", func() error {
+		if !f.blocked("rb-a") {
+			return fmt.Errorf("not blocked")
+		}
+		return nil
+	})
 }

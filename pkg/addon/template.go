@@ -36,8 +36,6 @@ type TemplateInput struct {
 	CABundlePEM []byte
 	// Mode is "managed" or "autonomous"; it selects the agent's RBAC verbs.
 	Mode string
-	// Subject optionally replaces OCM's default certificate subject; nil keeps it.
-	Subject *addonv1alpha1.Subject
 	// ImagePullSecrets are added to the agent pod; the Secrets must exist in the agent namespace.
 	ImagePullSecrets []string
 	// DestinationBasedMapping runs the agent with --destination-based-mapping (managed mode
@@ -81,11 +79,6 @@ func BuildAddOnTemplate(in TemplateInput) (*addonv1alpha1.AddOnTemplate, error) 
 		manifests = append(manifests, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}})
 	}
 
-	var subject *addonv1alpha1.Subject
-	if in.Subject != nil {
-		subject = in.Subject.DeepCopy()
-	}
-
 	return &addonv1alpha1.AddOnTemplate{
 		TypeMeta: metav1.TypeMeta{
 			APIVersion: addonv1alpha1.GroupVersion.String(),
@@ -104,7 +97,7 @@ func BuildAddOnTemplate(in TemplateInput) (*addonv1alpha1.AddOnTemplate, error) 
 				Type: addonv1alpha1.RegistrationTypeCustomSigner,
 				CustomSigner: &addonv1alpha1.CustomSignerRegistrationConfig{
 					SignerName: in.SignerName,
-					Subject:    subject,
+					// No subject: OCM's default, the only one the signer issues.
 					SigningCA: addonv1alpha1.SigningCARef{
 						Name:      UnreadableSigningCAName,
 						Namespace: in.SigningCANamespace,
@@ -144,9 +137,6 @@ func validateTemplateInput(in TemplateInput) error {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			return fmt.Errorf("image pull secret name %q is invalid: %s", name, strings.Join(errs, "; "))
 		}
-	}
-	if in.Subject != nil && in.Subject.User == "" {
-		return fmt.Errorf("certificate subject is set but its user is empty")
 	}
 	return nil
 }

@@ -50,8 +50,6 @@ func TestBuildAddOnTemplateIsDeterministic(t *testing.T) {
 		"signer":             func(in *TemplateInput) { in.SignerName = "example.com/other-signer" },
 		"addon name":         func(in *TemplateInput) { in.AddonName = "other-addon" },
 		"signing ca ns":      func(in *TemplateInput) { in.SigningCANamespace = "other-ns" },
-		"subject":            func(in *TemplateInput) { in.Subject = &addonv1alpha1.Subject{User: "u"} },
-		"subject groups":     func(in *TemplateInput) { in.Subject = &addonv1alpha1.Subject{User: "u", Groups: []string{"g"}} },
 		"ca bundle, 2 certs": func(in *TemplateInput) { in.CABundlePEM = append(append([]byte(nil), in.CABundlePEM...), otherCA...) },
 	}
 	seen := map[string]string{base: "base"}
@@ -416,14 +414,6 @@ func TestRegistrationIsOneCustomSigner(t *testing.T) {
 	if tpl.Kind != "AddOnTemplate" || tpl.APIVersion != "addon.open-cluster-management.io/v1alpha1" || tpl.Namespace != "" {
 		t.Errorf("type meta %+v namespace %q", tpl.TypeMeta, tpl.Namespace)
 	}
-
-	in.Subject = &addonv1alpha1.Subject{User: "agent", Groups: []string{"g1"}, OrganizationUnits: []string{"ou"}}
-	tpl = mustTemplate(t, in)
-	in.Subject.Groups[0] = "mutated"
-	got := tpl.Spec.Registration[0].CustomSigner.Subject
-	if got == nil || got.User != "agent" || !slices.Equal(got.Groups, []string{"g1"}) || !slices.Equal(got.OrganizationUnits, []string{"ou"}) {
-		t.Errorf("subject %+v, want a copy of the input", got)
-	}
 }
 
 func TestDeploymentShape(t *testing.T) {
@@ -580,7 +570,6 @@ func TestBuildAddOnTemplateRejectsBadInput(t *testing.T) {
 		},
 		"unknown mode":       func(in *TemplateInput) { in.Mode = "hybrid" },
 		"empty mode":         func(in *TemplateInput) { in.Mode = "" },
-		"subject empty user": func(in *TemplateInput) { in.Subject = &addonv1alpha1.Subject{Groups: []string{"g"}} },
 		"destination mapping in autonomous mode": func(in *TemplateInput) {
 			in.Mode, in.DestinationBasedMapping = ModeAutonomous, true
 		},

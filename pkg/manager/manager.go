@@ -99,7 +99,7 @@ func DefaultOptions() Options {
 		// GitOpsClusters share the ClusterManagementAddOn and principal namespaces, so one at a
 		// time avoids write conflicts between them; CSR signing is independent per request
 		// (the certificate ledger is updated with optimistic locking) and arrives in bursts
-		// when many clusters renew together. A CSR waits on five API calls one after another,
+		// when many clusters renew together. A CSR waits on six API calls one after another,
 		// so the signer's pace is its workers over that latency: in a renewal wave of 5,000
 		// (`make bench-fleet`) 16 workers signed 46/s and 64 signed 81/s on the same hub.
 		GitOpsClusterConcurrency: 1,

@@ -44,6 +44,9 @@ const (
 	// ReasonNoTemplate: the owning GitOpsCluster's AddOnTemplate is missing, or has no
 	// CustomSigner registration for this signer.
 	ReasonNoTemplate = "NoTemplate"
+	// ReasonTemplateSubject: the AddOnTemplate names a certificate subject; the signer issues
+	// only the one it derives for the cluster.
+	ReasonTemplateSubject = "TemplateSubjectNotAllowed"
 	// ReasonCAUnavailable: the owning GitOpsCluster's hub CA secret is missing, unusable or
 	// cannot sign.
 	ReasonCAUnavailable = "CAUnavailable"
@@ -481,14 +484,11 @@ func (r *Reconciler) expectation(ctx context.Context, owner *v1alpha1.GitOpsClus
 	}
 	exp := DefaultExpectation(r.Config.SignerName, cluster, r.Config.AddonName)
 	if s := reg.Subject; s != nil {
-		if s.User == "" {
-			return Expectation{}, reject(ReasonNoTemplate, "AddOnTemplate %s asks for a certificate subject with an empty user", name), nil
-		}
-		// OCM replaces user, groups and organizational units as a whole.
-		exp.CommonName = s.User
-		exp.Organizations = slices.Clone(s.Groups)
-		exp.OptionalOrganizations = nil
-		exp.OrganizationalUnits = slices.Clone(s.OrganizationUnits)
+		// Whoever may edit AddOnTemplates could name another agent's identity here; the
+		// subject is derived from the cluster that asks, never read from the template.
+		return Expectation{}, reject(ReasonTemplateSubject,
+			"AddOnTemplate %s names certificate subject user %q; this signer issues only the subject it derives for the cluster (%s), so remove the subject from the template's registration",
+			name, short(s.User), exp.CommonName), nil
 	}
 	exp.MaxAge = r.Config.MaxCSRAge
 	exp.Now = now

@@ -97,10 +97,10 @@ func forgedCases(t *testing.T) []forged {
 		{name: "wrong addon name", obj: func(c *certificatesv1.CertificateSigningRequest) {
 			c.Labels[signer.AddonNameLabel] = "other-addon"
 		}, want: signer.ReasonWrongAddon},
-		{name: "default subject where the template asks for a custom one", cluster: "cluster-custom", want: signer.ReasonWrongCommonName},
-		{name: "template's custom subject plus OCM v1.2's system:authenticated", cluster: "cluster-custom", tmpl: func(r *x509.CertificateRequest) {
-			r.Subject = pkix.Name{CommonName: customUser, Organization: []string{"argocd-agents", signer.OCMAuthenticatedGroup}, OrganizationalUnit: []string{"gitops"}}
-		}, want: signer.ReasonWrongOrganization},
+		{name: "default subject where the template names another one", cluster: "cluster-custom", want: signer.ReasonTemplateSubject},
+		{name: "the subject an edited template names", cluster: "cluster-custom", tmpl: func(r *x509.CertificateRequest) {
+			r.Subject = pkix.Name{CommonName: customUser, Organization: []string{"argocd-agents"}, OrganizationalUnit: []string{"gitops"}}
+		}, want: signer.ReasonTemplateSubject},
 		{name: "extra O system:masters", tmpl: func(r *x509.CertificateRequest) {
 			r.Subject.Organization = append(r.Subject.Organization, "system:masters")
 		}, want: signer.ReasonWrongOrganization},
@@ -427,16 +427,6 @@ func TestSignsAgentCertificates(t *testing.T) {
 		check(t, csr, cert, "cluster1", 48*time.Hour)
 	})
 
-	t.Run("custom subject from the template, default validity", func(t *testing.T) {
-		tmpl := &x509.CertificateRequest{
-			Subject:  pkix.Name{CommonName: customUser, Organization: []string{"argocd-agents"}, OrganizationalUnit: []string{"gitops"}},
-			DNSNames: []string{signer.AddonDNSName(addonName)},
-		}
-		csr := h.createCSR(t, agentOf("cluster-custom"), csrObject("cluster-custom", signerName, requestPEM(t, p256, tmpl)))
-		csr, cert := h.waitSigned(t, csr.Name)
-		check(t, csr, cert, "cluster-custom", signer.DefaultValidity)
-	})
-
 	t.Run("a shorter spec.expirationSeconds wins", func(t *testing.T) {
 		csr := csrObject("cluster1", signerName, requestPEM(t, p256, agentRequest("cluster1")))
 		secs := int32(2 * 3600)
@@ -721,13 +711,13 @@ func TestSignedCSRSeenStaleIsLeftAlone(t *testing.T) {
 	}
 }
 
-// TestOneCSRCostsFiveAPICalls counts what signing one agent CSR asks of the API server: the
+// TestOneCSRCostsSixAPICalls counts what signing one agent CSR asks of the API server: the
 // approval, the ledger record and the certificate (3 writes), and the live re-check of the
-// owner and of the cluster's decision page after recording (2 reads). Everything else comes
-// from the cache; a renewal wave of N clusters costs 5N calls, not O(N) each. The hub CA is the
-// manager's own here (labelled, so cached); a CA a user put in place outside the managed
-// namespaces costs a sixth call, a live read.
-func TestOneCSRCostsFiveAPICalls(t *testing.T) {
+// owner, of an AgentRevocation of the cluster and of the cluster's decision page after
+// recording (3 reads). Everything else comes from the cache; a renewal wave of N clusters
+// costs 6N calls, not O(N) each. The hub CA is the manager's own here (labelled, so cached); a
+// CA a user put in place outside the managed namespaces costs a seventh call, a live read.
+func TestOneCSRCostsSixAPICalls(t *testing.T) {
 	h := hub(t)
 	keys(t)
 	ctx := context.Background()
@@ -763,6 +753,7 @@ func TestOneCSRCostsFiveAPICalls(t *testing.T) {
 		"PUT /apis/certificates.k8s.io/v1/certificatesigningrequests/" + csr.Name + "/approval",
 		"/api/v1/namespaces/" + principalNS + "/configmaps", // the ledger: created or updated
 		"GET /apis/" + v1alpha1.GroupVersion.Group + "/v1alpha1/namespaces/gitops/gitopsclusters/fleet",
+		"GET /apis/" + v1alpha1.GroupVersion.Group + "/v1alpha1/namespaces/" + principalNS + "/agentrevocations/cluster2",
 		"GET /apis/cluster.open-cluster-management.io/v1beta1/namespaces/gitops/placementdecisions/",
 		"PUT /apis/certificates.k8s.io/v1/certificatesigningrequests/" + csr.Name + "/status",
 	}

@@ -121,7 +121,7 @@ func TestMain(m *testing.M) {
 //
 //   - GitOpsCluster gitops/fleet (principal argocd, clientCertificateValidity 48h) selects
 //     cluster1, cluster2, cluster3 and argocd; its template also registers retrySigner.
-//   - gitops/custom (principal argocd) selects cluster-custom; its template asks for a custom subject.
+//   - gitops/custom (principal argocd) selects cluster-custom; its template was edited to name a subject.
 //   - gitops/notpl (principal argocd) selects cluster-notpl and has no template.
 //   - gitops/othersigner (principal argocd) selects cluster-othersigner; its template uses another signer.
 //   - gitops/noca (principal noca-principal, no CA secret there) selects cluster-noca.
@@ -222,9 +222,11 @@ func (h *hubFixture) setUp() error {
 			mutate: func(g *v1alpha1.GitOpsCluster) {
 				g.Spec.ArgoCDAgentAddon.ClientCertificateValidity = &metav1.Duration{Duration: 48 * time.Hour}
 			}},
-		{name: "custom", principal: principalNS, clusters: []string{"cluster-custom"}, template: func(in *addon.TemplateInput) {
-			in.Subject = &addonv1alpha1.Subject{User: customUser, Groups: []string{"argocd-agents"}, OrganizationUnits: []string{"gitops"}}
-		}},
+		// A template edited to name another identity.
+		{name: "custom", principal: principalNS, clusters: []string{"cluster-custom"}, template: keep,
+			extra: func(t *addonv1alpha1.AddOnTemplate) {
+				t.Spec.Registration[0].CustomSigner.Subject = &addonv1alpha1.Subject{User: customUser, Groups: []string{"argocd-agents"}, OrganizationUnits: []string{"gitops"}}
+			}},
 		{name: "notpl", principal: principalNS, clusters: []string{"cluster-notpl"}},
 		{name: "othersigner", principal: principalNS, clusters: []string{"cluster-othersigner"}, template: func(in *addon.TemplateInput) {
 			in.SignerName = "other.example.com/argocd-agent"

@@ -393,6 +393,15 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 			cluster, principalNS, why))
 	}
 
+	// The cap, before anything is approved or signed: a cluster at its limit gets a refusal,
+	// not an approved request that then fails. Record checks it again, live.
+	if rej, err := r.atCertificateCap(ctx, principalNS, cluster, now); err != nil || rej != nil {
+		if err != nil {
+			return nil, err
+		}
+		return rejected(d, rej)
+	}
+
 	exp, rej, err := r.expectation(ctx, owner, cluster, now)
 	if err != nil {
 		return nil, err
@@ -646,6 +655,24 @@ func revoked(ctx context.Context, reader client.Reader, owner *v1alpha1.GitOpsCl
 	if slices.Contains(owner.Spec.RevokedClusters, cluster) {
 		return reject(ReasonRevoked, "GitOpsCluster %s/%s lists cluster %q in spec.revokedClusters; the revocation lasts until AgentRevocation %s/%s is deleted",
 			owner.Namespace, owner.Name, cluster, principalNS, cluster), nil
+	}
+	return nil, nil
+}
+
+// atCertificateCap refuses cluster when its ledger on the principal (as the cache holds it)
+// already lists MaxCertificatesPerCluster unexpired certificates.
+func (r *Reconciler) atCertificateCap(ctx context.Context, principalNS, cluster string, now time.Time) (*Rejection, error) {
+	maxCerts := r.Config.MaxCertificatesPerCluster
+	if maxCerts <= 0 {
+		return nil, nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: ledger.LedgerName(cluster)}, cm); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if n := len(ledger.ParseEntries(cm.Data, now)); n >= maxCerts {
+		return reject(ReasonTooManyCertificates, "cluster %s holds %d unexpired certificates (the maximum is %d); requests are refused until older certificates expire (manager flag --max-certificates-per-cluster)",
+			cluster, n, maxCerts), nil
 	}
 	return nil, nil
 }

@@ -326,6 +326,7 @@ type GitOpsClusterStatus struct {
 // GitOpsCluster turns an OCM Placement into a fleet of argocd-agents.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:metadata:annotations="argocd-agent-addon.open-cluster-management.io/crd-revision=2"
 // +kubebuilder:resource:shortName=gitopscluster;goc
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.argoCDAgentAddon.mode`
 // +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.spec.placementRef.name`

@@ -28,3 +28,11 @@ func addKnownTypes(s *runtime.Scheme) error {
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 }
+
+// AnnotationCRDRevision on each of this project's CRDs counts schema changes; CRDRevision is
+// the revision this build needs. helm upgrade never updates CRDs, so the manager compares the
+// two at start.
+const (
+	AnnotationCRDRevision = "argocd-agent-addon.open-cluster-management.io/crd-revision"
+	CRDRevision           = 2
+)

@@ -390,6 +390,13 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
+	warnings, err := CheckCRDs(ctx, mgr.GetRESTMapper(), mgr.GetAPIReader())
+	if err != nil {
+		return err
+	}
+	for _, w := range warnings {
+		ctrl.Log.WithName("manager").Error(nil, w)
+	}
 	if err := Setup(ctx, mgr, opts); err != nil {
 		return err
 	}

@@ -568,8 +568,8 @@ func TestBuildAddOnTemplateRejectsBadInput(t *testing.T) {
 		"bad cert bytes": func(in *TemplateInput) {
 			in.CABundlePEM = []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
 		},
-		"unknown mode":       func(in *TemplateInput) { in.Mode = "hybrid" },
-		"empty mode":         func(in *TemplateInput) { in.Mode = "" },
+		"unknown mode": func(in *TemplateInput) { in.Mode = "hybrid" },
+		"empty mode":   func(in *TemplateInput) { in.Mode = "" },
 		"destination mapping in autonomous mode": func(in *TemplateInput) {
 			in.Mode, in.DestinationBasedMapping = ModeAutonomous, true
 		},

@@ -192,7 +192,10 @@ func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
 	waitMessage("1 of 2 available agent(s)")
 	unchanged("one agent still has the old bundle")
 
-	setAgentTemplate(t, "sw-2", template, hash, true)
+	// A revoked agent cannot connect with either certificate: it holds nothing.
+	if err := k8s.Create(ctx, &v1alpha1.AgentRevocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sw-2"}}); err != nil {
+		t.Fatal(err)
+	}
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
 	eventually(t, "the principal serves a certificate of the new CA", func() error {
 		leaf := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))

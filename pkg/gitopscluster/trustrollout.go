@@ -51,13 +51,23 @@ func (t trustRollout) String() string {
 // rollout strategy; OCM records, per cluster, the spec hash of the template it last applied
 // (status.configReferences). An agent counts only while its addon is Available: one that is
 // unavailable cannot connect with either certificate, gets the current template when it comes
-// back, and must not hold the principal on its old certificate for ever. Everything is read
-// from the cache: the GitOpsClusters, their templates and this addon's ManagedClusterAddOns.
+// back, and must not hold the principal on its old certificate for ever; nor does a revoked
+// one. Everything is read from the cache: the GitOpsClusters, their templates, the
+// principal's AgentRevocations and this addon's ManagedClusterAddOns.
 func (r *Reconciler) agentsTrust(ctx context.Context, ns string, anchors []*x509.Certificate) (trustRollout, error) {
 	var out trustRollout
 	var gocs v1alpha1.GitOpsClusterList
 	if err := r.Client.List(ctx, &gocs); err != nil {
 		return out, err
+	}
+	// A revoked cluster cannot connect with either certificate: it holds nothing.
+	revoked := sets.New[string]()
+	var revs v1alpha1.AgentRevocationList
+	if err := r.Client.List(ctx, &revs, client.InNamespace(ns)); err != nil {
+		return out, err
+	}
+	for i := range revs.Items {
+		revoked.Insert(revs.Items[i].Name)
 	}
 	// The spec hash of each of the principal's templates that carries the anchors ("" when it
 	// does not yet).
@@ -67,6 +77,7 @@ func (r *Reconciler) agentsTrust(ctx context.Context, ns string, anchors []*x509
 		if !g.DeletionTimestamp.IsZero() || names.PrincipalNamespace(g) != ns {
 			continue
 		}
+		revoked.Insert(g.Spec.RevokedClusters...)
 		name := names.TemplateName(g)
 		hashes[name] = ""
 		tmpl := &addonv1alpha1.AddOnTemplate{}
@@ -97,7 +108,8 @@ func (r *Reconciler) agentsTrust(ctx context.Context, ns string, anchors []*x509
 	}
 	for i := range mcas.Items {
 		mca := &mcas.Items[i]
-		if mca.Name != r.Config.AddonName || !meta.IsStatusConditionTrue(mca.Status.Conditions, addonv1alpha1.ManagedClusterAddOnConditionAvailable) {
+		if mca.Name != r.Config.AddonName || revoked.Has(mca.Namespace) ||
+			!meta.IsStatusConditionTrue(mca.Status.Conditions, addonv1alpha1.ManagedClusterAddOnConditionAvailable) {
 			continue
 		}
 		for _, ref := range mca.Status.ConfigReferences {

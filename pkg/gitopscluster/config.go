@@ -111,6 +111,16 @@ const (
 	AnnotationPrincipalTLSHash = "argocd-agent-addon.open-cluster-management.io/principal-tls-sha256"
 	// AnnotationCARotatedAt records when the CA secret last got a new CA.
 	AnnotationCARotatedAt = "argocd-agent-addon.open-cluster-management.io/ca-rotated-at"
+	// AnnotationRotateCANow on the CA secret asks for an emergency rotation: a new CA, and
+	// every previous one dropped from the trust bundle at once. Its value is a token the
+	// person picks (an incident number); each new token rotates once.
+	AnnotationRotateCANow = "argocd-agent-addon.open-cluster-management.io/rotate-ca-now"
+	// AnnotationCARotatedFor records the token of the last emergency rotation done.
+	AnnotationCARotatedFor = "argocd-agent-addon.open-cluster-management.io/ca-rotated-for"
+	// AnnotationCADistrustedAt records when an emergency rotation dropped the previous CAs.
+	// While it equals AnnotationCARotatedAt (no routine rotation since), the principal's
+	// serving certificate moves to the current CA without waiting for the agents.
+	AnnotationCADistrustedAt = "argocd-agent-addon.open-cluster-management.io/ca-distrusted-at"
 	// LabelAgentName marks an Argo CD cluster secret with the agent it maps to.
 	LabelAgentName = "argocd-agent.argoproj-labs.io/agent-name"
 	// LabelSecretType is Argo CD's secret-type label.

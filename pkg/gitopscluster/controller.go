@@ -196,6 +196,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		_ = r.writeStatus(ctx, goc, status)
 		return ctrl.Result{}, err
 	}
+	if hub.EmergencyRotation != "" {
+		r.event(goc, corev1.EventTypeWarning, "CAEmergencyRotation", "IssueCertificates", "%s", hub.EmergencyRotation)
+	}
 	if len(hub.Issued) > 0 {
 		r.event(goc, corev1.EventTypeNormal, "CertificatesIssued", "IssueCertificates", "issued %s in namespace %s", strings.Join(hub.Issued, ", "), principalNS)
 	}

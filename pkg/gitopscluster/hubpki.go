@@ -40,6 +40,11 @@ type hubPKI struct {
 	// Waiting, when set, says the principal keeps its serving certificate until the agents
 	// trust the new one's CA (servingSwitch); Notice, that it could not wait.
 	Waiting, Notice string
+	// Distrusted is set when an emergency rotation dropped every previous CA: the principal
+	// moves to the new CA at once, without waiting for the agents.
+	Distrusted bool
+	// EmergencyRotation describes an emergency rotation done in this reconcile ("" if none).
+	EmergencyRotation string
 }
 
 func isOurs(o metav1.Object) bool {
@@ -134,6 +139,7 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 			return nil, nil, err
 		}
 	}
+	emergency := false
 	if existing != nil && !leaving {
 		kp, perr := pki.ParseKeyPair(existing.Data[corev1.TLSCertKey], existing.Data[corev1.TLSPrivateKeyKey])
 		if !isOurs(existing) {
@@ -148,7 +154,11 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 			out.renewBy(pki.RenewalTime(kp.Cert))
 			return kp, bundle, nil
 		}
-		if perr == nil && !pki.NeedsRenewal(kp.Cert, now) {
+		token := existing.Annotations[AnnotationRotateCANow]
+		emergency = token != "" && token != existing.Annotations[AnnotationCARotatedFor]
+		distrustedAt := existing.Annotations[AnnotationCADistrustedAt]
+		out.Distrusted = emergency || (distrustedAt != "" && distrustedAt == existing.Annotations[AnnotationCARotatedAt])
+		if perr == nil && !pki.NeedsRenewal(kp.Cert, now) && !emergency {
 			out.renewBy(pki.RenewalTime(kp.Cert))
 			return kp, existing.Data["ca.crt"], nil
 		}
@@ -159,7 +169,7 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 		return nil, nil, err
 	}
 	var previous []*x509.Certificate
-	if existing != nil {
+	if existing != nil && !emergency {
 		// Keep every CA that agents may still trust or be signed by.
 		if certs, err := pki.ParseCertificates(existing.Data["ca.crt"]); err == nil {
 			previous = append(previous, certs...)
@@ -183,9 +193,18 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 	if leaving {
 		delete(existing.Annotations, certmanager.AnnotationPKISource)
 	}
+	annotations := map[string]string{AnnotationCARotatedAt: now.UTC().Format(time.RFC3339)}
+	if emergency {
+		// Every previous CA is dropped from the bundle now: the principal stops trusting
+		// agent certificates they signed, and its serving certificate moves at once.
+		annotations[AnnotationCARotatedFor] = existing.Annotations[AnnotationRotateCANow]
+		annotations[AnnotationCADistrustedAt] = annotations[AnnotationCARotatedAt]
+		out.EmergencyRotation = fmt.Sprintf("emergency CA rotation %q in %s: a new CA was made and every previous CA is no longer trusted; "+
+			"agents reconnect once they hold a certificate of the new CA (at their next renewal, or at once when their client-certificate Secret is deleted on the cluster)",
+			existing.Annotations[AnnotationRotateCANow], ns)
+	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: CASecretName, Namespace: ns, Labels: managedLabels(),
-			Annotations: map[string]string{AnnotationCARotatedAt: now.UTC().Format(time.RFC3339)}},
+		ObjectMeta: metav1.ObjectMeta{Name: CASecretName, Namespace: ns, Labels: managedLabels(), Annotations: annotations},
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM, "ca.crt": bundle},
 	}
@@ -290,7 +309,7 @@ func (r *Reconciler) ensureServingCert(ctx context.Context, ns, name, cn string,
 			out.renewBy(pki.RenewalTime(kp.Cert))
 			return certHash(existing.Data[corev1.TLSCertKey]), nil
 		}
-		if name == PrincipalTLSSecretName {
+		if name == PrincipalTLSSecretName && !out.Distrusted {
 			// Agents verify the principal with the bundle of the template OCM last applied
 			// on their cluster: a certificate from a new CA waits until they have it.
 			if ok, err := r.servingSwitch(ctx, ns, existing, []*x509.Certificate{ca.Cert}, now, out); err != nil || !ok {

@@ -347,3 +347,65 @@ func TestExpiredServingCertificateIsReplacedDuringTrustRollout(t *testing.T) {
 		return fmt.Errorf("none among %d event(s)", len(list.Items))
 	})
 }
+
+// TestEmergencyCARotationDistrustsThePreviousCA: annotating the CA secret with a new
+// rotate-ca-now token mints a new CA and drops every previous one from the trust bundle at
+// once; the principal's serving certificate moves to the new CA without waiting for agents
+// that still run the old template. The same token never rotates twice.
+func TestEmergencyCARotationDistrustsThePreviousCA(t *testing.T) {
+	ctx := context.Background()
+	const ns = "emergency-ca"
+	createNamespace(t, ns)
+	clusters := []string{"ec-1", "ec-2"}
+	createManagedClusters(t, clusters...)
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, clusters...)
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
+	template := names.TemplateName(getGOC(t, ns, "fleet"))
+	for _, c := range clusters {
+		// Available agents that applied a template trusting only the current CA.
+		setAgentTemplate(t, c, template, "old-ca-only", true)
+	}
+	oldCA := leafOf(t, waitSecret(t, ns, gitopscluster.CASecretName))
+
+	rotate := func(token string) {
+		t.Helper()
+		s := getSecret(t, ns, gitopscluster.CASecretName)
+		patch := client.MergeFrom(s.DeepCopy())
+		metav1.SetMetaDataAnnotation(&s.ObjectMeta, gitopscluster.AnnotationRotateCANow, token)
+		if err := k8s.Patch(ctx, s, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rotate("INC-1")
+	var newCA *x509.Certificate
+	eventually(t, "a new CA, alone in the bundle, and the principal on it", func() error {
+		s := getSecret(t, ns, gitopscluster.CASecretName)
+		newCA = leafOf(t, s)
+		if newCA.Equal(oldCA) {
+			return fmt.Errorf("the CA is not rotated yet")
+		}
+		bundle, err := pki.ParseCertificates(s.Data["ca.crt"])
+		if err != nil {
+			return err
+		}
+		if len(bundle) != 1 || !bundle[0].Equal(newCA) {
+			return fmt.Errorf("the bundle holds %d certificate(s); want the new CA only", len(bundle))
+		}
+		leaf := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+		return pki.VerifyChain(leaf, []*x509.Certificate{newCA}, x509.ExtKeyUsageServerAuth, clock.Now())
+	})
+	if got := getSecret(t, ns, gitopscluster.CASecretName).Annotations[gitopscluster.AnnotationCARotatedFor]; got != "INC-1" {
+		t.Errorf("%s = %q", gitopscluster.AnnotationCARotatedFor, got)
+	}
+
+	// The same token again changes nothing.
+	touch(t, ns, "fleet")
+	consistently(t, "the CA stays", 3*time.Second, func() error {
+		if !leafOf(t, getSecret(t, ns, gitopscluster.CASecretName)).Equal(newCA) {
+			return fmt.Errorf("the CA was rotated again for the same token")
+		}
+		return nil
+	})
+}

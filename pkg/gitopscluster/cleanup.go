@@ -94,9 +94,9 @@ func (r *Reconciler) deleteEmptyCMA(ctx context.Context, name string) error {
 }
 
 // restartPrincipalIfNeeded stamps the principal's pod template with the hash of its serving
-// certificate; a new certificate changes the stamp and so rolls the principal, which reads
-// certificates only at start-up.
-func (r *Reconciler) restartPrincipalIfNeeded(ctx context.Context, goc *v1alpha1.GitOpsCluster, ns, certHash string) error {
+// certificate and the token of the JWT signing key's last rotation; a new certificate or key
+// changes the stamp and so rolls the principal, which reads both only at start-up.
+func (r *Reconciler) restartPrincipalIfNeeded(ctx context.Context, goc *v1alpha1.GitOpsCluster, ns, certHash, jwtRotation string) error {
 	if certHash == "" {
 		return nil
 	}
@@ -107,7 +107,8 @@ func (r *Reconciler) restartPrincipalIfNeeded(ctx context.Context, goc *v1alpha1
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: r.Config.PrincipalDeploymentName}, dep); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if dep.Spec.Template.Annotations[AnnotationPrincipalTLSHash] == certHash {
+	annotations := dep.Spec.Template.Annotations
+	if annotations[AnnotationPrincipalTLSHash] == certHash && (jwtRotation == "" || annotations[AnnotationJWTKeyRotatedFor] == jwtRotation) {
 		return nil
 	}
 	patch := client.MergeFrom(dep.DeepCopy())
@@ -115,9 +116,12 @@ func (r *Reconciler) restartPrincipalIfNeeded(ctx context.Context, goc *v1alpha1
 		dep.Spec.Template.Annotations = map[string]string{}
 	}
 	dep.Spec.Template.Annotations[AnnotationPrincipalTLSHash] = certHash
+	if jwtRotation != "" {
+		dep.Spec.Template.Annotations[AnnotationJWTKeyRotatedFor] = jwtRotation
+	}
 	if err := r.Client.Patch(ctx, dep, patch); err != nil {
 		return err
 	}
-	r.event(goc, corev1.EventTypeNormal, "PrincipalRestarted", "RestartPrincipal", "restarted Deployment %s/%s to load its new serving certificate", ns, dep.Name)
+	r.event(goc, corev1.EventTypeNormal, "PrincipalRestarted", "RestartPrincipal", "restarted Deployment %s/%s to load its new serving certificate or JWT signing key", ns, dep.Name)
 	return nil
 }

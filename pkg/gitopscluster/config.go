@@ -109,6 +109,12 @@ const (
 	// AnnotationPrincipalTLSHash on the principal's pod template restarts it when its serving
 	// certificate changes.
 	AnnotationPrincipalTLSHash = "argocd-agent-addon.open-cluster-management.io/principal-tls-sha256"
+	// AnnotationRotateJWTKeyNow on the JWT signing-key secret asks for a new key; its value is a
+	// token the person picks, and each new token rotates once (recorded in
+	// AnnotationJWTKeyRotatedFor, on the secret and on the principal's pod template, which
+	// restarts it to load the key).
+	AnnotationRotateJWTKeyNow  = "argocd-agent-addon.open-cluster-management.io/rotate-jwt-key-now"
+	AnnotationJWTKeyRotatedFor = "argocd-agent-addon.open-cluster-management.io/jwt-key-rotated-for"
 	// AnnotationCARotatedAt records when the CA secret last got a new CA.
 	AnnotationCARotatedAt = "argocd-agent-addon.open-cluster-management.io/ca-rotated-at"
 	// AnnotationRotateCANow on the CA secret asks for an emergency rotation: a new CA, and

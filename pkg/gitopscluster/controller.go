@@ -202,7 +202,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if len(hub.Issued) > 0 {
 		r.event(goc, corev1.EventTypeNormal, "CertificatesIssued", "IssueCertificates", "issued %s in namespace %s", strings.Join(hub.Issued, ", "), principalNS)
 	}
-	if err := r.restartPrincipalIfNeeded(ctx, goc, principalNS, hub.PrincipalCertHash); err != nil {
+	if err := r.restartPrincipalIfNeeded(ctx, goc, principalNS, hub.PrincipalCertHash, hub.JWTKeyRotatedFor); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.checkSignerExclusive(ctx, goc, principalNS, setCond)

@@ -45,6 +45,8 @@ type hubPKI struct {
 	Distrusted bool
 	// EmergencyRotation describes an emergency rotation done in this reconcile ("" if none).
 	EmergencyRotation string
+	// JWTKeyRotatedFor is the token of the JWT signing key's last requested rotation.
+	JWTKeyRotatedFor string
 }
 
 func isOurs(o metav1.Object) bool {
@@ -205,8 +207,8 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: CASecretName, Namespace: ns, Labels: managedLabels(), Annotations: annotations},
-		Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM, "ca.crt": bundle},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM, "ca.crt": bundle},
 	}
 	if err := r.writeSecret(ctx, existing, secret); err != nil {
 		return nil, nil, err
@@ -339,7 +341,14 @@ func (r *Reconciler) ensureJWTKey(ctx context.Context, ns string, out *hubPKI) e
 	if err != nil {
 		return err
 	}
-	if existing != nil && (!isOurs(existing) || pki.ValidateJWTSigningKey(existing.Data[JWTSecretKey]) == nil) {
+	var token string
+	if existing != nil && isOurs(existing) {
+		out.JWTKeyRotatedFor = existing.Annotations[AnnotationJWTKeyRotatedFor]
+		if t := existing.Annotations[AnnotationRotateJWTKeyNow]; t != "" && t != out.JWTKeyRotatedFor {
+			token = t
+		}
+	}
+	if existing != nil && token == "" && (!isOurs(existing) || pki.ValidateJWTSigningKey(existing.Data[JWTSecretKey]) == nil) {
 		return nil
 	}
 	key, err := pki.NewJWTSigningKey()
@@ -350,6 +359,10 @@ func (r *Reconciler) ensureJWTKey(ctx context.Context, ns string, out *hubPKI) e
 		ObjectMeta: metav1.ObjectMeta{Name: JWTSecretName, Namespace: ns, Labels: managedLabels()},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{JWTSecretKey: key},
+	}
+	if token != "" {
+		secret.Annotations = map[string]string{AnnotationJWTKeyRotatedFor: token}
+		out.JWTKeyRotatedFor = token
 	}
 	if err := r.writeSecret(ctx, existing, secret); err != nil {
 		return err

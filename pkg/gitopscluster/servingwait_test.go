@@ -1,6 +1,7 @@
 package gitopscluster_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -405,6 +407,45 @@ func TestEmergencyCARotationDistrustsThePreviousCA(t *testing.T) {
 	consistently(t, "the CA stays", 3*time.Second, func() error {
 		if !leafOf(t, getSecret(t, ns, gitopscluster.CASecretName)).Equal(newCA) {
 			return fmt.Errorf("the CA was rotated again for the same token")
+		}
+		return nil
+	})
+}
+
+// TestJWTSigningKeyRotation: a new rotate-jwt-key-now token on the JWT secret makes a new key
+// and restarts the principal to load it; the same token rotates once.
+func TestJWTSigningKeyRotation(t *testing.T) {
+	ctx := context.Background()
+	const ns = "jwt-rotation"
+	dep := principalWithGitOpsCluster(t, ns, withAddress("principal.example.com"))
+	principalStamp(t, dep)
+	old := waitSecret(t, ns, gitopscluster.JWTSecretName).Data[gitopscluster.JWTSecretKey]
+
+	s := getSecret(t, ns, gitopscluster.JWTSecretName)
+	patch := client.MergeFrom(s.DeepCopy())
+	metav1.SetMetaDataAnnotation(&s.ObjectMeta, gitopscluster.AnnotationRotateJWTKeyNow, "INC-7")
+	if err := k8s.Patch(ctx, s, patch); err != nil {
+		t.Fatal(err)
+	}
+	var key []byte
+	eventually(t, "a new JWT key, and the principal restarted for it", func() error {
+		key = getSecret(t, ns, gitopscluster.JWTSecretName).Data[gitopscluster.JWTSecretKey]
+		if bytes.Equal(key, old) {
+			return fmt.Errorf("the key is unchanged")
+		}
+		d := &appsv1.Deployment{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(dep), d); err != nil {
+			return err
+		}
+		if got := d.Spec.Template.Annotations[gitopscluster.AnnotationJWTKeyRotatedFor]; got != "INC-7" {
+			return fmt.Errorf("principal pod template %s = %q", gitopscluster.AnnotationJWTKeyRotatedFor, got)
+		}
+		return nil
+	})
+	touch(t, ns, "fleet")
+	consistently(t, "the key stays", 3*time.Second, func() error {
+		if !bytes.Equal(getSecret(t, ns, gitopscluster.JWTSecretName).Data[gitopscluster.JWTSecretKey], key) {
+			return fmt.Errorf("the key was rotated again for the same token")
 		}
 		return nil
 	})

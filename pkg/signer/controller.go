@@ -115,6 +115,11 @@ type Config struct {
 	// MaxCertificatesPerCluster refuses a cluster's request while it holds that many unexpired
 	// certificates; zero or negative disables the check.
 	MaxCertificatesPerCluster int
+	// RequestBurst and RequestInterval pace each requester's certificate requests: RequestBurst
+	// at once, then one per RequestInterval. A request over the budget waits, unanswered (no
+	// write). Zero disables the pacing.
+	RequestBurst    int
+	RequestInterval time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -130,6 +135,8 @@ func DefaultConfig() Config {
 		Now:             time.Now,
 
 		MaxCertificatesPerCluster: DefaultMaxCertificatesPerCluster,
+		RequestBurst:              DefaultRequestBurst,
+		RequestInterval:           DefaultRequestInterval,
 	}
 }
 
@@ -160,6 +167,7 @@ type Reconciler struct {
 	Config    Config
 
 	finished finishedSet
+	limits   requesterLimits
 	// fresh shares the confirmation reads of concurrent requests (see freshReader).
 	freshOnce sync.Once
 	fresh     *freshReader
@@ -179,6 +187,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Config.Now == nil {
 		r.Config.Now = time.Now
 	}
+	r.limits.burst, r.limits.interval = r.Config.RequestBurst, r.Config.RequestInterval
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
 	}
@@ -258,6 +267,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	now := r.Config.Now()
+	if wait := r.limits.wait(csr.Spec.Username, now); wait > 0 {
+		log.FromContext(ctx).Info("certificate request deferred: its requester is over its request budget", "user", csr.Spec.Username, "retryIn", wait)
+		csrDeferred.Inc()
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
 	d, err := r.evaluate(ctx, csr, now)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
@@ -80,9 +81,24 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 			}
 			s = inNamespace[ClusterSecretName(cluster)]
 		}
+		if s != nil && !s.DeletionTimestamp.IsZero() {
+			// Going: its certificate is being recorded (CertificateRecorder); once it is gone,
+			// its deletion wakes this GitOpsCluster and a new one is written.
+			continue
+		}
 		if renewAt, ok := r.clusterSecretCurrent(s, goc, principalNS, cluster, hub, caFingerprint, now); ok {
 			if next.IsZero() || renewAt.Before(next) {
 				next = renewAt
+			}
+			if !controllerutil.ContainsFinalizer(s, FinalizerRecordCertificate) {
+				// Written by a release without it: add it alone, without a new certificate.
+				// s may be the cache's own object: change a copy.
+				c := s.DeepCopy()
+				patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
+				controllerutil.AddFinalizer(c, FinalizerRecordCertificate)
+				if err := r.Client.Patch(ctx, c, patch); client.IgnoreNotFound(err) != nil {
+					return time.Time{}, fmt.Errorf("adding the certificate-record finalizer to the cluster secret of %s: %w", cluster, err)
+				}
 			}
 			continue
 		}
@@ -175,6 +191,9 @@ func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOp
 func (r *Reconciler) replaceClusterSecret(ctx context.Context, live, desired *corev1.Secret) error {
 	written := live.DeepCopy()
 	written.Labels, written.Annotations, written.Data, written.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type
+	for _, f := range desired.Finalizers {
+		controllerutil.AddFinalizer(written, f)
+	}
 	return r.Client.Update(ctx, written)
 }
 
@@ -236,6 +255,7 @@ func (r *Reconciler) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS
 			Name: ClusterSecretName(cluster), Namespace: principalNS,
 			Labels:      clusterSecretLabels(goc, cluster),
 			Annotations: map[string]string{AnnotationSkipReconcile: "true"},
+			Finalizers:  []string{FinalizerRecordCertificate},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{

@@ -131,6 +131,10 @@ const (
 	LabelAgentName = "argocd-agent.argoproj-labs.io/agent-name"
 	// LabelSecretType is Argo CD's secret-type label.
 	LabelSecretType = "argocd.argoproj.io/secret-type"
+	// FinalizerRecordCertificate on an agent cluster secret keeps it until the manager has
+	// recorded its resource-proxy certificate in the cluster's ledger: however the secret goes
+	// (a revocation, a person, a GitOpsCluster's deletion), its certificate stays revocable.
+	FinalizerRecordCertificate = "argocd-agent-addon.open-cluster-management.io/record-certificate"
 	// AnnotationSkipReconcile stops the hub application-controller from using the secret.
 	AnnotationSkipReconcile = "argocd.argoproj.io/skip-reconcile"
 )

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
@@ -650,6 +651,89 @@ func TestRevocationsComeBackOnTheBlocklist(t *testing.T) {
 	eventually(t, "rb-a's key back on the blocklist", func() error {
 		if !f.blocked("rb-a") {
 			return fmt.Errorf("not blocked")
+		}
+		return nil
+	})
+}
+
+// TestClusterSecretDeletedByHandStaysRevocable: the resource-proxy certificate of a cluster
+// secret someone deletes is recorded in the cluster's ledger before the secret goes, so a later
+// revocation blocks it although no secret holds it any more.
+func TestClusterSecretDeletedByHandStaysRevocable(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "hand-deleted")
+	createManagedClusters(t, "hd-a")
+	createPlacement(t, f.ns, "p")
+	setDecisions(t, f.ns, "p", 0, "hd-a")
+	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
+	f.waitSecrets("hd-a")
+	s := &corev1.Secret{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: gitopscluster.ClusterSecretName("hd-a")}, s); err != nil {
+		t.Fatal(err)
+	}
+	first := gitopscluster.ClusterSecretCertificate(s)
+	if first == nil {
+		t.Fatal("the cluster secret holds no certificate")
+	}
+	if err := k8s.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the deleted secret's certificate recorded and a new secret written", func() error {
+		_, entries, err := f.store().Read(ctx, "hd-a", clock.Now())
+		if err != nil {
+			return err
+		}
+		if _, ok := entries[pki.Fingerprint(first)]; !ok {
+			return fmt.Errorf("the ledger lacks the deleted secret's certificate: %v", entries)
+		}
+		cur := &corev1.Secret{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: gitopscluster.ClusterSecretName("hd-a")}, cur); err != nil {
+			return err
+		}
+		if c := gitopscluster.ClusterSecretCertificate(cur); c == nil || c.Equal(first) || !cur.DeletionTimestamp.IsZero() {
+			return fmt.Errorf("no new cluster secret yet")
+		}
+		return nil
+	})
+	f.certs["hd-a"] = first
+	if err := k8s.Create(ctx, &v1alpha1.AgentRevocation{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "hd-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.waitRevoked("hd-a")
+}
+
+// TestClusterSecretsOfAnEarlierReleaseGetTheFinalizerOnly: a current cluster secret without the
+// certificate-record finalizer (written by an earlier release) gets it, and keeps its
+// certificate: an upgrade re-issues nothing.
+func TestClusterSecretsOfAnEarlierReleaseGetTheFinalizerOnly(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "finalizer-upgrade")
+	createManagedClusters(t, "fu-a")
+	createPlacement(t, f.ns, "p")
+	setDecisions(t, f.ns, "p", 0, "fu-a")
+	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
+	f.waitSecrets("fu-a")
+	key := types.NamespacedName{Namespace: f.ns, Name: gitopscluster.ClusterSecretName("fu-a")}
+	s := &corev1.Secret{}
+	if err := k8s.Get(ctx, key, s); err != nil {
+		t.Fatal(err)
+	}
+	cert := gitopscluster.ClusterSecretCertificate(s)
+	s.Finalizers = nil
+	if err := k8s.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, f.ns, "g")
+	eventually(t, "the finalizer added back, the certificate kept", func() error {
+		cur := &corev1.Secret{}
+		if err := k8s.Get(ctx, key, cur); err != nil {
+			return err
+		}
+		if !controllerutil.ContainsFinalizer(cur, gitopscluster.FinalizerRecordCertificate) {
+			return fmt.Errorf("no finalizer yet")
+		}
+		if c := gitopscluster.ClusterSecretCertificate(cur); c == nil || !c.Equal(cert) {
+			return fmt.Errorf("the certificate was re-issued")
 		}
 		return nil
 	})

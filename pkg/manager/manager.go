@@ -226,6 +226,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&gitopscluster.RevocationReconciler{Reconciler: gitopscluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Fleet}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the AgentRevocation controller: %w", err)
 	}
+	if err := (&gitopscluster.CertificateRecorder{Reconciler: gitopscluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Fleet}}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the cluster secret certificate recorder: %w", err)
+	}
 	if err := gitopscluster.SetupClusterLabelSync(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the agent cluster label sync: %w", err)
 	}

@@ -1,0 +1,57 @@
+package gitopscluster
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
+)
+
+// CertificateRecorder lets an agent cluster secret go only once its resource-proxy
+// certificate is in the cluster's ledger on the principal. The reconcile writes a secret's
+// current certificate nowhere else (one write per new cluster), so a secret deleted by hand
+// would otherwise take with it the only record of a valid certificate.
+type CertificateRecorder struct {
+	Reconciler
+}
+
+// SetupWithManager registers the controller.
+func (r *CertificateRecorder) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("clustersecret-certificate").
+		For(&corev1.Secret{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return !o.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(o, FinalizerRecordCertificate)
+		}))).
+		Complete(r)
+}
+
+// Reconcile records the certificate of a cluster secret being deleted and removes the finalizer.
+func (r *CertificateRecorder) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	s := &corev1.Secret{}
+	if err := r.Client.Get(ctx, req.NamespacedName, s); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if s.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(s, FinalizerRecordCertificate) {
+		return ctrl.Result{}, nil
+	}
+	now := r.Config.Now()
+	if cluster := s.Labels[LabelAgentName]; cluster != "" {
+		if cert, _ := agentSecretContents(s); cert.Fingerprint != "" && cert.NotAfter.After(now) {
+			owner := ledger.Owner{Namespace: s.Labels[v1alpha1.LabelOwnerNamespace], Name: s.Labels[v1alpha1.LabelOwnerName]}
+			if err := r.ledgerStore(s.Namespace).Merge(ctx, cluster, owner, ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
+				return ctrl.Result{}, fmt.Errorf("recording the resource-proxy certificate of cluster secret %s/%s: %w", s.Namespace, s.Name, err)
+			}
+		}
+	}
+	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(s, FinalizerRecordCertificate)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, s, patch))
+}

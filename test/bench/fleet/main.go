@@ -41,6 +41,8 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/cmd"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
@@ -81,6 +83,9 @@ func main() {
 		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end; the last created after %s, %d agents at a time); the API server's raw pace for the same CSRs: %.0f/s\n",
 			n, r.wave.Round(10*time.Millisecond), float64(n)/r.wave.Seconds(), r.waveCreated.Round(10*time.Millisecond), agentsInFlight, float64(n)/r.rawWave.Seconds())
 		fmt.Printf("         reads during the wave: %.2f per CSR %v\n", float64(testenv.TotalWrites(r.waveReads))/float64(n), r.waveReads)
+		d := r.deletion
+		fmt.Printf("         GitOpsCluster deletion: done in %s; %d cluster secret(s) and %d ledger(s) left; %d certificates revoked; blocklist %d keys, %d of %d budget bytes, %d bytes stored (etcd's limit %d)\n",
+			d.took.Round(10*time.Millisecond), d.secretsLeft, d.ledgersLeft, d.revokedCerts, d.blocklistKeys, d.blocklistBytes, ledger.BlocklistBudget, d.blocklistStoredBytes, 1536*1024)
 	}
 }
 
@@ -148,6 +153,65 @@ type result struct {
 	peakKiB          int
 	peakAnonKiB      int
 	byResource       map[string]int
+	deletion         deletion
+}
+
+// deletion is what deleting the fleet's GitOpsCluster left behind.
+type deletion struct {
+	took                               time.Duration
+	secretsLeft, ledgersLeft           int
+	blocklistKeys, blocklistBytes      int
+	blocklistStoredBytes, revokedCerts int
+}
+
+// deleteFleet deletes the GitOpsCluster and waits for its finalizer: every agent must be
+// unregistered (no cluster secret left) and its certificates blocked.
+func deleteFleet(ctx context.Context, env *testenv.Env) (deletion, error) {
+	var d deletion
+	c := env.Client
+	start := time.Now()
+	if err := c.Delete(ctx, &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fleet"}}); err != nil {
+		return d, err
+	}
+	for deadline := start.Add(20 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: "fleet"}, &v1alpha1.GitOpsCluster{})
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if err != nil {
+			return d, err
+		}
+		if time.Now().After(deadline) {
+			return d, fmt.Errorf("the GitOpsCluster is still there 20 minutes after its deletion")
+		}
+	}
+	d.took = time.Since(start)
+	var secrets corev1.SecretList
+	if err := c.List(ctx, &secrets, client.InNamespace(namespace), client.HasLabels{gitopscluster.LabelAgentName}); err != nil {
+		return d, err
+	}
+	d.secretsLeft = len(secrets.Items)
+	var ledgers corev1.ConfigMapList
+	if err := c.List(ctx, &ledgers, client.InNamespace(namespace), client.MatchingLabels{ledger.LabelRecord: ledger.RecordLedger}); err != nil {
+		return d, err
+	}
+	d.ledgersLeft = len(ledgers.Items)
+	store := ledger.Store{Client: c, Reader: c, Namespace: namespace}
+	bl := &corev1.ConfigMap{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ledger.BlocklistName}, bl); err != nil {
+		return d, err
+	}
+	raw, err := bl.Marshal()
+	if err != nil {
+		return d, err
+	}
+	d.blocklistKeys, d.blocklistBytes, d.blocklistStoredBytes = len(bl.Data), ledger.BlocklistBytes(bl.Data), len(raw)
+	revoked, err := store.Revoked(ctx, time.Now())
+	if err != nil {
+		return d, err
+	}
+	d.revokedCerts = len(revoked)
+	return d, nil
 }
 
 // joinOne adds one cluster to the fleet's last decision page and times its cluster secret.
@@ -577,7 +641,12 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The sampler's last readings (the wave's peak) are in before they are read.
+	fmt.Fprintf(os.Stderr, "N=%d: deleting the GitOpsCluster...\n", n)
+	del, err := deleteFleet(ctx, env)
+	if err != nil {
+		return nil, fmt.Errorf("deleting the fleet: %w", err)
+	}
+	// The sampler's last readings (the wave's and the deletion's peak) are in before they are read.
 	stopPeak()
 	peakStopped = true
 	byResource := testenv.DiffWrites(before, converged)
@@ -600,6 +669,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		peakKiB:          peak,
 		peakAnonKiB:      peakAnon,
 		byResource:       byResource,
+		deletion:         del,
 	}, nil
 }
 

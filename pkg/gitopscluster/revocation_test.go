@@ -91,6 +91,17 @@ func (f *revocationFixture) ledgerExists(cluster string) bool {
 	return cm != nil
 }
 
+// selectAll makes a GitOpsCluster g in the fixture's namespace whose Placement p selects
+// clusters, and waits for their cluster secrets.
+func (f *revocationFixture) selectAll(clusters ...string) {
+	f.t.Helper()
+	createManagedClusters(f.t, clusters...)
+	createPlacement(f.t, f.ns, "p")
+	setDecisions(f.t, f.ns, "p", 0, clusters...)
+	createGitOpsCluster(f.t, f.ns, "g", "p", withAddress("principal.example.com"))
+	f.waitSecrets(clusters...)
+}
+
 func (f *revocationFixture) waitSecrets(clusters ...string) {
 	f.t.Helper()
 	for _, c := range clusters {
@@ -221,11 +232,7 @@ func TestPagedDecisionRewriteNeverRevokes(t *testing.T) {
 func TestPlacementWithoutDecisionsRevokesNothing(t *testing.T) {
 	ctx := context.Background()
 	f := newRevocationFixture(t, "nodecisions")
-	createManagedClusters(t, "nd-a", "nd-b")
-	createPlacement(t, f.ns, "p")
-	setDecisions(t, f.ns, "p", 0, "nd-a", "nd-b")
-	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
-	f.waitSecrets("nd-a", "nd-b")
+	f.selectAll("nd-a", "nd-b")
 	f.issue("g", "nd-a", "nd-b")
 
 	// The decisions go (kubectl replace --force of the Placement: a new one, not scheduled yet).
@@ -264,11 +271,7 @@ func TestCircuitBreakerPausesMassRevocation(t *testing.T) {
 	ctx := context.Background()
 	f := newRevocationFixture(t, "breaker")
 	clusters := []string{"cb-a", "cb-b", "cb-c", "cb-d"}
-	createManagedClusters(t, clusters...)
-	createPlacement(t, f.ns, "p")
-	setDecisions(t, f.ns, "p", 0, clusters...)
-	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
-	f.waitSecrets(clusters...)
+	f.selectAll(clusters...)
 	f.issue("g", clusters...)
 
 	setDecisions(t, f.ns, "p", 0, "cb-a")
@@ -314,11 +317,7 @@ func TestCircuitBreakerPausesMassRevocation(t *testing.T) {
 func TestRevocationLastsUntilAPersonLiftsIt(t *testing.T) {
 	ctx := context.Background()
 	f := newRevocationFixture(t, "revoke-action")
-	createManagedClusters(t, "ra-a", "ra-b")
-	createPlacement(t, f.ns, "p")
-	setDecisions(t, f.ns, "p", 0, "ra-a", "ra-b")
-	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
-	f.waitSecrets("ra-a", "ra-b")
+	f.selectAll("ra-a", "ra-b")
 	f.issue("g", "ra-a", "ra-b")
 	revokedCert := f.certs["ra-a"]
 	stillRevoked := func(what string) {
@@ -383,6 +382,20 @@ func TestRevocationLastsUntilAPersonLiftsIt(t *testing.T) {
 	f.waitSecrets("ra-b")
 	stillRevoked("after the GitOpsCluster was re-created")
 
+	// Nor another GitOpsCluster of the principal coming to own the cluster (as when a cluster
+	// edits its labels into another Placement).
+	createPlacement(t, f.ns, "p2")
+	setDecisions(t, f.ns, "p2", 0, "ra-a")
+	createGitOpsCluster(t, f.ns, "g2", "p2", withAddress("principal.example.com"))
+	setDecisions(t, f.ns, "p", 0, "ra-b")
+	stillRevoked("after another GitOpsCluster took the cluster over")
+	eventually(t, "g2 counts ra-a as revoked", func() error {
+		if n := getGOC(t, f.ns, "g2").Status.RevokedAgents; n != 1 {
+			return fmt.Errorf("g2 revokedAgents = %d", n)
+		}
+		return nil
+	})
+
 	// A person revokes ra-b directly, without editing any GitOpsCluster.
 	f.issue("g", "ra-b")
 	if err := k8s.Create(ctx, &v1alpha1.AgentRevocation{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "ra-b"},
@@ -418,11 +431,7 @@ func TestRevocationLastsUntilAPersonLiftsIt(t *testing.T) {
 // revocation (a signer racing with it) makes a new ledger; the next pass revokes it.
 func TestFreshLedgerOfADepartedClusterIsRevoked(t *testing.T) {
 	f := newRevocationFixture(t, "race")
-	createManagedClusters(t, "rc-a", "rc-b", "rc-c")
-	createPlacement(t, f.ns, "p")
-	setDecisions(t, f.ns, "p", 0, "rc-a", "rc-b", "rc-c")
-	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
-	f.waitSecrets("rc-a", "rc-b", "rc-c")
+	f.selectAll("rc-a", "rc-b", "rc-c")
 	f.issue("g", "rc-a")
 	setDecisions(t, f.ns, "p", 0, "rc-b", "rc-c")
 	f.waitRevoked("rc-a")
@@ -441,11 +450,7 @@ func TestFreshLedgerOfADepartedClusterIsRevoked(t *testing.T) {
 func TestLedgerSurvivesTheClusterNamespace(t *testing.T) {
 	ctx := context.Background()
 	f := newRevocationFixture(t, "ledger-home")
-	createManagedClusters(t, "lh-a", "lh-b", "lh-c")
-	createPlacement(t, f.ns, "p")
-	setDecisions(t, f.ns, "p", 0, "lh-a", "lh-b", "lh-c")
-	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
-	f.waitSecrets("lh-a", "lh-b", "lh-c")
+	f.selectAll("lh-a", "lh-b", "lh-c")
 	f.issue("g", "lh-a")
 	if err := k8s.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lh-a"}}); err != nil {
 		t.Fatal(err)
@@ -535,11 +540,7 @@ func TestPrincipalNamespaceMustAllowTheGitOpsCluster(t *testing.T) {
 func TestForeignLedgerConfigMapsAreIgnored(t *testing.T) {
 	ctx := context.Background()
 	f := newRevocationFixture(t, "foreign-ledger")
-	createManagedClusters(t, "fl-a", "fl-b")
-	createPlacement(t, f.ns, "p")
-	setDecisions(t, f.ns, "p", 0, "fl-a", "fl-b")
-	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
-	f.waitSecrets("fl-a", "fl-b")
+	f.selectAll("fl-a", "fl-b")
 	f.issue("g", "fl-a", "fl-b")
 
 	createNamespace(t, "fl-tenant")
@@ -579,11 +580,7 @@ func TestForeignLedgerConfigMapsAreIgnored(t *testing.T) {
 func TestUnregistrationNeverWaitsForBlocklistRoom(t *testing.T) {
 	ctx := context.Background()
 	f := newRevocationFixture(t, "full-blocklist")
-	createManagedClusters(t, "fb-a", "fb-b")
-	createPlacement(t, f.ns, "p")
-	setDecisions(t, f.ns, "p", 0, "fb-a", "fb-b")
-	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
-	f.waitSecrets("fb-a", "fb-b")
+	f.selectAll("fb-a", "fb-b")
 	f.issue("g", "fb-a", "fb-b")
 	conditionIs(t, f.ns, "g", v1alpha1.ConditionBlocklistHasRoom, metav1.ConditionTrue, v1alpha1.ReasonBlocklistWithinCapacity)
 
@@ -630,11 +627,7 @@ func TestUnregistrationNeverWaitsForBlocklistRoom(t *testing.T) {
 func TestRevocationsComeBackOnTheBlocklist(t *testing.T) {
 	ctx := context.Background()
 	f := newRevocationFixture(t, "reassert")
-	createManagedClusters(t, "rb-a", "rb-b")
-	createPlacement(t, f.ns, "p")
-	setDecisions(t, f.ns, "p", 0, "rb-a", "rb-b")
-	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
-	f.waitSecrets("rb-a", "rb-b")
+	f.selectAll("rb-a", "rb-b")
 	f.issue("g", "rb-a", "rb-b")
 	setDecisions(t, f.ns, "p", 0, "rb-b")
 	f.waitRevoked("rb-a")
@@ -662,11 +655,7 @@ func TestRevocationsComeBackOnTheBlocklist(t *testing.T) {
 func TestClusterSecretDeletedByHandStaysRevocable(t *testing.T) {
 	ctx := context.Background()
 	f := newRevocationFixture(t, "hand-deleted")
-	createManagedClusters(t, "hd-a")
-	createPlacement(t, f.ns, "p")
-	setDecisions(t, f.ns, "p", 0, "hd-a")
-	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
-	f.waitSecrets("hd-a")
+	f.selectAll("hd-a")
 	s := &corev1.Secret{}
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: gitopscluster.ClusterSecretName("hd-a")}, s); err != nil {
 		t.Fatal(err)
@@ -708,11 +697,7 @@ func TestClusterSecretDeletedByHandStaysRevocable(t *testing.T) {
 func TestClusterSecretsOfAnEarlierReleaseGetTheFinalizerOnly(t *testing.T) {
 	ctx := context.Background()
 	f := newRevocationFixture(t, "finalizer-upgrade")
-	createManagedClusters(t, "fu-a")
-	createPlacement(t, f.ns, "p")
-	setDecisions(t, f.ns, "p", 0, "fu-a")
-	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
-	f.waitSecrets("fu-a")
+	f.selectAll("fu-a")
 	key := types.NamespacedName{Namespace: f.ns, Name: gitopscluster.ClusterSecretName("fu-a")}
 	s := &corev1.Secret{}
 	if err := k8s.Get(ctx, key, s); err != nil {

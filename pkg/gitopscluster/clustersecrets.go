@@ -20,6 +20,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -111,34 +112,20 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 	var mu sync.Mutex
 	var errs []error
 	created := 0
-	work := make(chan write)
-	var wg sync.WaitGroup
-	for range max(1, min(r.Config.WriteConcurrency, len(writes))) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for w := range work {
-				renewAt, isNew, err := r.writeClusterSecret(ctx, goc, principalNS, w.cluster, w.live, hub, store, owner, now)
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, err)
-				} else {
-					if isNew {
-						created++
-					}
-					if next.IsZero() || renewAt.Before(next) {
-						next = renewAt
-					}
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	for _, w := range writes {
-		work <- w
-	}
-	close(work)
-	wg.Wait()
+	parallel.Each(r.Config.WriteConcurrency, writes, func(w write) {
+		renewAt, isNew, err := r.writeClusterSecret(ctx, goc, principalNS, w.cluster, w.live, hub, store, owner, now)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case isNew:
+			created++
+		}
+		if err == nil && (next.IsZero() || renewAt.Before(next)) {
+			next = renewAt
+		}
+	})
 	if err := errors.Join(errs...); err != nil {
 		return time.Time{}, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
 
@@ -475,13 +476,18 @@ func (r *Reconciler) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster
 func (r *Reconciler) revokeClusters(ctx context.Context, store ledger.Store, rec agentRecords, clusters []string, cause ledger.Cause, now time.Time) ([]string, int, error) {
 	var unregistered []string
 	var errs []error
-	for _, c := range clusters {
-		if err := r.unregister(ctx, store, rec, c, now); err != nil {
+	var mu sync.Mutex
+	parallel.Each(r.Config.WriteConcurrency, clusters, func(c string) {
+		err := r.unregister(ctx, store, rec, c, now)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
 			errs = append(errs, err)
-			continue
+			return
 		}
 		unregistered = append(unregistered, c)
-	}
+	})
+	store.Concurrency = r.Config.WriteConcurrency
 	counts, err := store.RevokeClusters(ctx, unregistered, cause, now)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("blocking the certificates of departed or revoked clusters (their cluster secrets are gone; the block is retried): %w", err))

@@ -27,6 +27,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,6 +39,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -108,6 +110,8 @@ type Store struct {
 	Cache client.Reader
 	// Namespace is the principal namespace.
 	Namespace string
+	// Concurrency is how many ledgers RevokeClusters reads and deletes at a time (1 when unset).
+	Concurrency int
 }
 
 // Owner names the GitOpsCluster that owned a cluster when a certificate was recorded.
@@ -301,14 +305,20 @@ func (s Store) RevokeClusters(ctx context.Context, clusters []string, cause Caus
 	for attempt := 1; len(pending) > 0; attempt++ {
 		ledgers := map[string]*corev1.ConfigMap{}
 		entries := map[string]Entries{}
-		for _, c := range pending {
+		var mu sync.Mutex
+		var readErr error
+		parallel.Each(s.Concurrency, pending, func(c string) {
 			cm, e, err := s.Read(ctx, c, now)
+			mu.Lock()
+			defer mu.Unlock()
 			if err != nil {
-				return blocked, err
-			}
-			if cm != nil {
+				readErr = err
+			} else if cm != nil {
 				ledgers[c], entries[c] = cm, e
 			}
+		})
+		if readErr != nil {
+			return blocked, readErr
 		}
 		if len(ledgers) == 0 {
 			break
@@ -326,19 +336,25 @@ func (s Store) RevokeClusters(ctx context.Context, clusters []string, cause Caus
 			return blocked, err
 		}
 		pending = pending[:0]
-		for _, c := range fits {
-			blocked[c] += len(entries[c])
+		var deleteErr error
+		parallel.Each(s.Concurrency, fits, func(c string) {
 			cm := ledgers[c]
 			uid, rv := cm.UID, cm.ResourceVersion
 			err := s.Client.Delete(ctx, cm, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+			mu.Lock()
+			defer mu.Unlock()
+			blocked[c] += len(entries[c])
 			switch {
 			case err == nil, apierrors.IsNotFound(err):
 			case apierrors.IsConflict(err) && attempt < 10:
 				// A certificate was recorded meanwhile: block it too.
 				pending = append(pending, c)
 			default:
-				return blocked, fmt.Errorf("deleting the certificate ledger of cluster %s: %w", c, err)
+				deleteErr = fmt.Errorf("deleting the certificate ledger of cluster %s: %w", c, err)
 			}
+		})
+		if deleteErr != nil {
+			return blocked, deleteErr
 		}
 	}
 	if len(full) > 0 {

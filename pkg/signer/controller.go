@@ -450,8 +450,16 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 // names for the cluster, not every page: a renewal wave costs O(1) reads per request, not
 // O(fleet).
 func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v1alpha1.GitOpsCluster) (*Rejection, error) {
-	// Both reads must have started after the record; concurrent requests share them.
+	// Every read must have started after the record; concurrent requests share them. The
+	// cluster's AgentRevocation is read while the owner is, so it adds no round trip.
 	fresh := r.freshAPIReader()
+	principalNS := names.PrincipalNamespace(owner)
+	revocation := make(chan revocationRead, 1)
+	go func() {
+		rev := &v1alpha1.AgentRevocation{}
+		err := fresh.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: cluster}, rev)
+		revocation <- revocationRead{rev, err}
+	}()
 	live := &v1alpha1.GitOpsCluster{}
 	if err := fresh.Get(ctx, types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}, live); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -462,7 +470,14 @@ func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v
 	if !live.DeletionTimestamp.IsZero() {
 		return reject(ReasonNotSelected, "GitOpsCluster %s/%s is being deleted", owner.Namespace, owner.Name), nil
 	}
-	if rej, err := revoked(ctx, fresh, live, names.PrincipalNamespace(live), cluster); err != nil || rej != nil {
+	read := <-revocation
+	if ns := names.PrincipalNamespace(live); ns != principalNS {
+		// The owner moved to another principal since the cache was read: ask about that one.
+		principalNS = ns
+		read.rev = &v1alpha1.AgentRevocation{}
+		read.err = fresh.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: cluster}, read.rev)
+	}
+	if rej, err := judgeRevocation(read, live, principalNS, cluster); err != nil || rej != nil {
 		return rej, err
 	}
 	selected, err := fleet.SelectsLive(ctx, r.Client, fresh, live.Namespace, live.Spec.PlacementRef.Name, cluster)
@@ -656,6 +671,19 @@ func (r *Reconciler) event(csr *certificatesv1.CertificateSigningRequest, relate
 func revoked(ctx context.Context, reader client.Reader, owner *v1alpha1.GitOpsCluster, principalNS, cluster string) (*Rejection, error) {
 	rev := &v1alpha1.AgentRevocation{}
 	err := reader.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: cluster}, rev)
+	return judgeRevocation(revocationRead{rev, err}, owner, principalNS, cluster)
+}
+
+// revocationRead is the outcome of reading a cluster's AgentRevocation.
+type revocationRead struct {
+	rev *v1alpha1.AgentRevocation
+	err error
+}
+
+// judgeRevocation refuses cluster when read found its AgentRevocation (not being lifted) or
+// owner lists it in spec.revokedClusters.
+func judgeRevocation(read revocationRead, owner *v1alpha1.GitOpsCluster, principalNS, cluster string) (*Rejection, error) {
+	rev, err := read.rev, read.err
 	switch {
 	case err == nil && !rev.DeletionTimestamp.IsZero():
 		// Being lifted: the lift deletes the refused requests, and the one OCM's agent makes

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -128,8 +129,11 @@ func TestPlacementGeneratorRBACOnARealAPIServer(t *testing.T) {
 		}
 		return sar.Status.Allowed
 	}
-	if !can("gitops", "list") || !can("gitops", "watch") {
-		t.Error("the ApplicationSet controller cannot list PlacementDecisions in the Argo CD namespace")
+	// The API server's RBAC authorizer sees new Roles through an informer: give it a moment.
+	for deadline := time.Now().Add(15 * time.Second); !can("gitops", "list") || !can("gitops", "watch"); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the ApplicationSet controller cannot list PlacementDecisions in the Argo CD namespace")
+		}
 	}
 	if can("elsewhere", "list") || can("gitops", "update") {
 		t.Error("the ApplicationSet controller got more than reading PlacementDecisions in the Argo CD namespace")

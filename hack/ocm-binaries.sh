@@ -22,6 +22,9 @@ OCM_VERSION="${OCM_VERSION:-1.2.1}"
 GOOS_GOARCH="$(go env GOOS)-$(go env GOARCH)"
 OUT="${ROOT}/bin/ocm/${OCM_VERSION}-${GOOS_GOARCH}"
 read -r -a BINARIES <<<"${OCM_BINARIES_LIST:-registration placement addon registration-operator}"
+# OCM's own manifests (RBAC templates the operator renders), copied from the same module so that
+# the local fleet runs every component with the identity and rights OCM gives it.
+CACHE_FILES=(manifests/.complete)
 
 log() { echo "ocm-binaries: $*" >&2; }
 
@@ -64,6 +67,18 @@ done
     log "built ${b} in $((SECONDS - start))s"
   done
 )
+
+if [[ ! -f "${OUT}/manifests/.complete" ]]; then
+  src="$(cd "${WORK}" && go list -m -f '{{.Dir}}' open-cluster-management.io/ocm)"
+  rm -rf "${OUT}/manifests.tmp"
+  mkdir -p "${OUT}/manifests.tmp"
+  cp -R "${src}/manifests/cluster-manager" "${src}/manifests/klusterlet" "${OUT}/manifests.tmp/"
+  chmod -R u+w "${OUT}/manifests.tmp"
+  touch "${OUT}/manifests.tmp/.complete"
+  rm -rf "${OUT}/manifests"
+  mv "${OUT}/manifests.tmp" "${OUT}/manifests"
+  log "copied OCM's manifests from ${src}"
+fi
 
 binary_cache_ready
 log "binaries ready in ${OUT}"

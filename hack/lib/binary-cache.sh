@@ -1,10 +1,12 @@
 # Sourced by the scripts that build test binaries from the Go module proxy. The caller sets
-# OUT (the cache folder) and BINARIES (the names that must be in it).
+# OUT (the cache folder), BINARIES (the names that must be in it) and, optionally, CACHE_FILES.
 
 # binary_cache_ready succeeds when every binary is in the cache.
 binary_cache_ready() {
   local b
   for b in "${BINARIES[@]}"; do [[ -x "${OUT}/${b}" ]] || return 1; done
+  # CACHE_FILES (optional) are other files the cache must hold.
+  for b in ${CACHE_FILES[@]+"${CACHE_FILES[@]}"}; do [[ -f "${OUT}/${b}" ]] || return 1; done
 }
 
 # binary_cache_enter prints a folder and exits when $1 (an override folder) is set or the cache

@@ -230,6 +230,13 @@ func renderedManifests(in Input) ([]workv1.Manifest, error) {
 			}
 			raws = append(raws, raw)
 		}
+		// Where the addon installs Argo CD, it also lets OCM's work agent apply the basic pull
+		// model's Applications there.
+		raw, err := compactJSON(PullModelWorkAgentRole().Object)
+		if err != nil {
+			return nil, err
+		}
+		raws = append(raws, raw)
 		cached, _ = rendered.LoadOrStore(key, raws)
 	}
 	raws := cached.([][]byte)

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 )
 
@@ -171,7 +172,7 @@ spec:
 		}
 	}
 
-	for _, c := range clusters {
+	for i, c := range clusters {
 		app := c + "-guestbook"
 		// The manager notices Argo CD's CRDs on the hub within a minute and starts delivering.
 		s.eventually(t, c+": hub Application "+app+" delivered as a ManifestWork", 3*time.Minute, func(ctx context.Context) (bool, string) {
@@ -181,6 +182,21 @@ spec:
 			}
 			return w.Annotations[pullmodel.AnnotationApplicationSet] == fleet.ArgoCDNamespace+"/"+pullAppSet, fmt.Sprintf("annotations %v", w.Annotations)
 		})
+		if i == 0 {
+			// A stock klusterlet's work agent may not write Applications: the work says so.
+			s.eventually(t, c+": OCM's work agent, with OCM's stock rights only, is refused the Application", time.Minute, func(ctx context.Context) (bool, string) {
+				w, err := s.pullWork(ctx, c, app)
+				if err != nil {
+					return false, err.Error()
+				}
+				cond := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
+				return cond != nil && cond.Status == metav1.ConditionFalse && strings.Contains(strings.ToLower(cond.Message+describeManifestConditions(w)), "forbidden"),
+					fmt.Sprintf("Applied: %+v", cond)
+			})
+			// The README's step for clusters whose Argo CD the addon does not install: the
+			// cluster's admin lets the work agent write Applications.
+			s.grantPullModelWork(t, clusters)
+		}
 		s.eventually(t, c+": the cluster's Argo CD synced the guestbook", 4*time.Minute, func(ctx context.Context) (bool, string) {
 			d := &appsv1.Deployment{}
 			if err := s.spokes[c].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, d); err != nil {
@@ -391,4 +407,25 @@ func (s *suite) setClusterSet(ctx context.Context, cluster, set string) error {
 	}
 	mc.Labels[clusterv1beta2.ClusterSetLabel] = set
 	return s.hub.Patch(ctx, mc, patch)
+}
+
+// grantPullModelWork applies, on each cluster, the ClusterRole the README tells the admin of a
+// cluster with its own Argo CD to apply (the Argo CD components addon applies it itself).
+func (s *suite) grantPullModelWork(t *testing.T, clusters []string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	for _, c := range clusters {
+		if err := s.spokes[c].Create(ctx, spoke.PullModelWorkAgentRole()); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("%s: granting OCM's work agent the pull model's rights: %v", c, err)
+		}
+	}
+}
+
+// describeManifestConditions renders the conditions of a ManifestWork's manifests.
+func describeManifestConditions(w *workv1.ManifestWork) string {
+	var out []string
+	for _, m := range w.Status.ResourceStatus.Manifests {
+		out = append(out, describeConditions(m.Conditions))
+	}
+	return strings.Join(out, "; ")
 }

@@ -176,7 +176,9 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 	}
 
 	// kube-controller-manager, signing with the cluster CA the API server trusts for clients.
-	kcmKubeconfig, _, err := cp.userKubeconfig("kcm", "system:kube-controller-manager", []string{"system:masters"})
+	// As kubeadm runs it: its own user (which the API server's bootstrap RBAC grants what it
+	// needs), each controller with its own ServiceAccount's credentials.
+	kcmKubeconfig, _, err := cp.userKubeconfig("kcm", "system:kube-controller-manager", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -195,6 +197,7 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 			"--secure-port=" + strconv.Itoa(kcmPort),
 			"--cert-dir=" + filepath.Join(dir, "kcm"),
 			"--leader-elect=false",
+			"--use-service-account-credentials=true",
 			"--controllers=" + strings.Join(kcmControllers, ","),
 			"--cluster-signing-cert-file=" + cp.ca.certPath,
 			"--cluster-signing-key-file=" + cp.ca.keyPath,

@@ -41,6 +41,22 @@ func TestFleetSmoke(t *testing.T) {
 	defer cancel()
 	hub := f.HubClient()
 
+	// No component runs as system:masters: OCM's and Kubernetes' own processes authenticate as
+	// the identities a real install gives them. Only the harness's admin kubeconfigs (the
+	// person running the test) carry it.
+	ids, err := f.Identities()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, id := range ids {
+		if slices.Contains(id.Groups, "system:masters") && filepath.Base(path) != "admin.kubeconfig" {
+			t.Errorf("%s authenticates as %s in system:masters; a real install gives that component its own RBAC", path, id.User)
+		}
+	}
+	if len(ids) < 5 {
+		t.Errorf("found only %d kubeconfigs in %s: %v", len(ids), f.Dir(), ids)
+	}
+
 	// Both clusters joined and available.
 	for _, name := range f.Clusters() {
 		mc := &clusterv1.ManagedCluster{}

@@ -206,9 +206,12 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 		}
 	}
 
-	// The hub controllers, each with its own identity (cluster-admin, as OCM's own integration
-	// tests run them) and its own health port.
-	type hubProc struct{ name, bin string }
+	// The hub controllers, each as the ServiceAccount OCM's ClusterManager operator runs it
+	// as, with the RBAC the operator applies (rendered from OCM's own manifests), and its own
+	// health port.
+	if err := f.installHubRBAC(ctx); err != nil {
+		return err
+	}
 	hubArgs := map[string][]string{
 		"registration-controller": {"controller",
 			"--feature-gates=ManagedClusterAutoApproval=true",
@@ -216,12 +219,8 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 		"placement-controller": {"controller"},
 		"addon-manager":        {"manager"},
 	}
-	for _, p := range []hubProc{
-		{"registration-controller", "registration"},
-		{"placement-controller", "placement"},
-		{"addon-manager", "addon"},
-	} {
-		kubeconfig, _, err := f.hub.userKubeconfig(p.name, "system:ocm:"+p.name, []string{"system:masters"})
+	for _, p := range hubComponents {
+		kubeconfig, _, err := f.hub.userKubeconfig(p.name, ServiceAccountUser(HubNamespace, p.serviceAccount), serviceAccountGroups(HubNamespace))
 		if err != nil {
 			return err
 		}
@@ -275,7 +274,12 @@ func (f *Fleet) joinSpoke(ctx context.Context, cp *controlPlane) error {
 	if _, err := writeKubeconfig(bootstrap, "hub", f.hub.url, f.hub.ca.certPEM, cert, key); err != nil {
 		return err
 	}
-	agentKubeconfig, _, err := cp.userKubeconfig("klusterlet-agent", "system:ocm:klusterlet-agent", []string{"system:masters"})
+	// The agent runs as the ServiceAccount a Singleton klusterlet runs as, with the RBAC OCM's
+	// Klusterlet operator applies.
+	if err := f.installKlusterletRBAC(ctx, sc, cp.name); err != nil {
+		return err
+	}
+	agentKubeconfig, _, err := cp.userKubeconfig("klusterlet-agent", ServiceAccountUser(AgentNamespace, KlusterletWorkServiceAccount), serviceAccountGroups(AgentNamespace))
 	if err != nil {
 		return err
 	}

@@ -218,7 +218,9 @@ func renderedManifests(in Input) ([]workv1.Manifest, error) {
 		if err != nil {
 			return nil, err
 		}
-		objs = append(objs, agentToRedisPolicy())
+		// Where the addon installs Argo CD, it also lets OCM's work agent apply the basic pull
+		// model's Applications there.
+		objs = append(objs, agentToRedisPolicy(), PullModelWorkAgentRole())
 		raws := make([][]byte, 0, len(objs))
 		for _, o := range objs {
 			if err := adapt(o, in); err != nil {
@@ -230,13 +232,6 @@ func renderedManifests(in Input) ([]workv1.Manifest, error) {
 			}
 			raws = append(raws, raw)
 		}
-		// Where the addon installs Argo CD, it also lets OCM's work agent apply the basic pull
-		// model's Applications there.
-		raw, err := compactJSON(PullModelWorkAgentRole().Object)
-		if err != nil {
-			return nil, err
-		}
-		raws = append(raws, raw)
 		cached, _ = rendered.LoadOrStore(key, raws)
 	}
 	raws := cached.([][]byte)

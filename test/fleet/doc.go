@@ -35,6 +35,16 @@
 // feeds that status back to the hub, where the addon manager's WorkloadAvailability probe
 // reads it).
 //
+// Identities: every OCM process runs as the ServiceAccount OCM's operators run it as
+// (registration-controller-sa, placement-controller-sa, addon-manager-controller-sa on the hub;
+// klusterlet-work-sa, a Singleton klusterlet's agent, on each cluster), authenticated by a
+// client certificate for that ServiceAccount's user and groups, with the ServiceAccounts,
+// ClusterRoles, Roles and bindings rendered from the pinned OCM module's own manifests
+// (hack/ocm-binaries.sh copies them next to the binaries; ocmrbac.go renders them as the
+// operators do). kube-controller-manager runs as system:kube-controller-manager with
+// --use-service-account-credentials, as kubeadm runs it. Only the admin kubeconfigs, the
+// person running the tests, are in system:masters; TestFleetSmoke checks it.
+//
 // Not running: OCM's webhook servers (registration, work, addon). Their admission checks (for
 // example ManagedClusterSetBinding permission checks, ManifestWork validation, the default
 // cluster-set label) are absent, and the addon CRDs serve v1alpha1 only, so nothing needs the

@@ -204,7 +204,7 @@ func TestFleetSmoke(t *testing.T) {
 // and stops everything it started, grandchildren included.
 func TestFleetStartFailureCleansUp(t *testing.T) {
 	fleet.SkipIfDisabled(t)
-	k8s, _, _, _, err := fleet.Binaries()
+	k8s, ocm, _, _, err := fleet.Binaries()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,6 +219,10 @@ func TestFleetStartFailureCleansUp(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(fake, name), []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// OCM's RBAC manifests, which the fleet applies before starting the controllers.
+	if err := os.Symlink(filepath.Join(ocm, "manifests"), filepath.Join(fake, "manifests")); err != nil {
+		t.Fatal(err)
 	}
 	var (
 		mu      sync.Mutex

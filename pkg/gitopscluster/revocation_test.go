@@ -723,3 +723,31 @@ func TestClusterSecretsOfAnEarlierReleaseGetTheFinalizerOnly(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSpecRevocationOnlyForOwnClusters: spec.revokedClusters makes a lasting AgentRevocation
+// only for a cluster the GitOpsCluster owns; naming a cluster whose ledger has no live owner
+// (it left another GitOpsCluster of the principal) makes none.
+func TestSpecRevocationOnlyForOwnClusters(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "own-only")
+	f.selectAll("oo-a")
+	f.issue("g", "oo-a")
+	f.issue("", "oo-x") // an ownerless ledger
+	g := getGOC(t, f.ns, "g")
+	patch := client.MergeFrom(g.DeepCopy())
+	g.Spec.RevokedClusters = []string{"oo-a", "oo-x"}
+	if err := k8s.Patch(ctx, g, patch); err != nil {
+		t.Fatal(err)
+	}
+	f.waitRevoked("oo-a")
+	eventually(t, "the AgentRevocation of oo-a", func() error {
+		return k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "oo-a"}, &v1alpha1.AgentRevocation{})
+	})
+	consistently(t, "no AgentRevocation for a cluster g does not own", 2*time.Second, func() error {
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "oo-x"}, &v1alpha1.AgentRevocation{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("AgentRevocation oo-x: %v", err)
+		}
+		return nil
+	})
+}

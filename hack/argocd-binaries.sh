@@ -8,6 +8,7 @@
 #   argocd-application-controller      symlinks to argocd, so a plain exec runs that component
 #   argocd-repo-server
 #   argocd-applicationset-controller
+#   argocd-server
 #   crds/                              Application, AppProject and ApplicationSet CRDs, and
 #   install.yaml                       Argo CD's install manifest, both taken from manifests/ of
 #                                      the same module version. The fleet reads from the manifest
@@ -24,7 +25,7 @@ ARGOCD_VERSION="${ARGOCD_VERSION:-3.6.1}"
 ARGOCD_GOTOOLCHAIN="${ARGOCD_GOTOOLCHAIN:-go1.27.4}"
 GOOS_GOARCH="$(go env GOOS)-$(go env GOARCH)"
 OUT="${ROOT}/bin/argocd/${ARGOCD_VERSION}-${GOOS_GOARCH}"
-LINKS=(argocd-application-controller argocd-repo-server argocd-applicationset-controller)
+LINKS=(argocd-application-controller argocd-repo-server argocd-applicationset-controller argocd-server)
 # The links come last, so a complete set means the binary and the CRDs are in place.
 BINARIES=(argocd "${LINKS[@]}")
 MODULE=github.com/argoproj/argo-cd/v3

@@ -43,7 +43,7 @@ func TestTemplateRoundTripsThroughTheAPIServer(t *testing.T) {
 			}
 		}
 		if !equality.Semantic.DeepEqual(got.Spec, tpl.Spec) {
-			t.Errorf("%s: the stored spec differs from the built one", mode)
+			t.Errorf("%s: the stored spec differs from the built one: manifest configs %+v, sent %+v", mode, got.Spec.AgentSpec.ManifestConfigs, tpl.Spec.AgentSpec.ManifestConfigs)
 		}
 	}
 }

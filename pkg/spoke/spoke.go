@@ -196,6 +196,7 @@ func BuildAddOnTemplate(in Input) (*addonv1alpha1.AddOnTemplate, error) {
 	t.Labels = map[string]string{addon.LabelManagedBy: "argocd-agent-addon", addon.LabelPartOf: "argocd-agent-addon"}
 	t.Spec.AddonName = in.AddonName
 	t.Spec.AgentSpec.Workload.Manifests = manifests
+	t.Spec.AgentSpec.ManifestConfigs = createOnly()
 	return t, nil
 }
 
@@ -219,8 +220,8 @@ func renderedManifests(in Input) ([]workv1.Manifest, error) {
 			return nil, err
 		}
 		// Where the addon installs Argo CD, it also lets OCM's work agent apply the basic pull
-		// model's Applications there.
-		objs = append(objs, agentToRedisPolicy(), PullModelWorkAgentRole())
+		// model's Applications there, and makes the project argocd-server would have made.
+		objs = append(objs, agentToRedisPolicy(), PullModelWorkAgentRole(), defaultAppProjectWorkRole(), defaultAppProject())
 		raws := make([][]byte, 0, len(objs))
 		for _, o := range objs {
 			if err := adapt(o, in); err != nil {

@@ -2,6 +2,7 @@ package spoke
 
 import (
 	"encoding/json"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
@@ -90,7 +92,7 @@ func TestComponentsPerMode(t *testing.T) {
 		"CustomResourceDefinition/applications.argoproj.io", "CustomResourceDefinition/appprojects.argoproj.io",
 		"StatefulSet/argocd-application-controller", "Deployment/argocd-repo-server", "Deployment/argocd-redis",
 		"ConfigMap/argocd-cm", "ConfigMap/argocd-cmd-params-cm", "Secret/argocd-secret", "Service/argocd-redis",
-		"Service/argocd-repo-server", "NetworkPolicy/" + AgentRedisPolicyName,
+		"Service/argocd-repo-server", "NetworkPolicy/" + AgentRedisPolicyName, "AppProject/default",
 	}
 	appSet := []string{"CustomResourceDefinition/applicationsets.argoproj.io", "Deployment/argocd-applicationset-controller"}
 	for _, mode := range []string{addon.ModeManaged, addon.ModeAutonomous} {
@@ -294,12 +296,13 @@ func TestClusterScopedObjectsCannotCollideWithAStockInstall(t *testing.T) {
 	}
 }
 
-// CRDs are never deleted with the addon (that would delete every Application on the cluster);
-// everything else is, and everything carries the installed-by label.
-func TestOnlyCRDsAreOrphaned(t *testing.T) {
+// CRDs are never deleted with the addon (that would delete every Application on the cluster),
+// nor is the default AppProject those Applications name; everything else is, and everything
+// carries the installed-by label.
+func TestOnlyCRDsAndTheDefaultProjectAreOrphaned(t *testing.T) {
 	for _, o := range render(t, build(t, addon.ModeAutonomous), testValues()) {
 		_, orphan := o.GetAnnotations()[addonv1alpha1.DeletionOrphanAnnotationKey]
-		if orphan != (o.GetKind() == "CustomResourceDefinition") {
+		if orphan != (o.GetKind() == "CustomResourceDefinition" || o.GetKind() == "AppProject") {
 			t.Errorf("%s %s: orphaned=%v", o.GetKind(), o.GetName(), orphan)
 		}
 		if o.GetLabels()[LabelInstalledBy] != testAddon {
@@ -307,6 +310,43 @@ func TestOnlyCRDsAreOrphaned(t *testing.T) {
 		}
 		if o.GetKind() != "CustomResourceDefinition" && o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" && o.GetNamespace() != "gitops" {
 			t.Errorf("%s %s is in namespace %q, want the install namespace", o.GetKind(), o.GetName(), o.GetNamespace())
+		}
+	}
+}
+
+// The addon runs no argocd-server, which is what makes the "default" AppProject in an Argo CD
+// install: the addon makes it, with argocd-server's spec, once (the work agent never updates it,
+// so a user's tightening stays), in the install namespace.
+func TestDefaultAppProjectIsCreatedOnce(t *testing.T) {
+	for _, mode := range []string{addon.ModeManaged, addon.ModeAutonomous} {
+		tpl := build(t, mode)
+		var project *unstructured.Unstructured
+		for _, o := range render(t, tpl, testValues()) {
+			if o.GetKind() == "AppProject" {
+				project = o
+			}
+		}
+		if project == nil || project.GetName() != DefaultAppProjectName || project.GetNamespace() != "gitops" {
+			t.Fatalf("%s: no AppProject default in the install namespace: %v", mode, project)
+		}
+		want := map[string]any{
+			"sourceRepos":              []any{"*"},
+			"destinations":             []any{map[string]any{"server": "*", "namespace": "*"}},
+			"clusterResourceWhitelist": []any{map[string]any{"group": "*", "kind": "*"}},
+		}
+		if !reflect.DeepEqual(project.Object["spec"], want) {
+			t.Errorf("%s: spec %v, want argocd-server's %v", mode, project.Object["spec"], want)
+		}
+		var createOnly bool
+		for _, c := range tpl.Spec.AgentSpec.ManifestConfigs {
+			id := c.ResourceIdentifier
+			if id.Group == "argoproj.io" && id.Resource == "appprojects" && id.Name == DefaultAppProjectName && id.Namespace == "*" &&
+				c.UpdateStrategy != nil && c.UpdateStrategy.Type == workv1.UpdateStrategyTypeCreateOnly {
+				createOnly = true
+			}
+		}
+		if !createOnly {
+			t.Errorf("%s: the default AppProject is not create-only: %+v", mode, tpl.Spec.AgentSpec.ManifestConfigs)
 		}
 	}
 }

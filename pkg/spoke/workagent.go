@@ -2,6 +2,8 @@ package spoke
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	workv1 "open-cluster-management.io/api/work/v1"
 )
 
 // PullModelWorkAgentRoleName names the ClusterRole that lets OCM's work agent apply the basic
@@ -27,5 +29,59 @@ func PullModelWorkAgentRole() *unstructured.Unstructured {
 			"resources": []any{"applications"},
 			"verbs":     []any{"get", "list", "watch", "create", "update", "patch", "delete"},
 		}},
+	}}
+}
+
+// DefaultAppProjectName is the project an Application names unless it names another.
+const DefaultAppProjectName = "default"
+
+// defaultAppProject is the AppProject argocd-server creates at start-up (same spec) when it does
+// not exist. The addon installs no argocd-server, so without it every Application naming no
+// project would fail on the cluster. It is created once and never updated (it holds the user's
+// policy, which the user may tighten; in managed mode the principal may deliver its own), and
+// kept when the addon is removed, like the CRDs, since the Applications it governs stay.
+func defaultAppProject() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1",
+		"kind":       "AppProject",
+		"metadata": map[string]any{
+			"name":        DefaultAppProjectName,
+			"annotations": map[string]any{addonv1alpha1.DeletionOrphanAnnotationKey: ""},
+		},
+		"spec": map[string]any{
+			"sourceRepos":              []any{"*"},
+			"destinations":             []any{map[string]any{"server": "*", "namespace": "*"}},
+			"clusterResourceWhitelist": []any{map[string]any{"group": "*", "kind": "*"}},
+		},
+	}}
+}
+
+// defaultAppProjectWorkRole lets OCM's work agent make the default AppProject (read it, create
+// it, set its owner reference); nothing in the addon updates or deletes an AppProject. The work
+// agent's stock rights do not cover Argo CD's kinds, see PullModelWorkAgentRole.
+func defaultAppProjectWorkRole() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "rbac.authorization.k8s.io/v1",
+		"kind":       "ClusterRole",
+		"metadata": map[string]any{
+			"name":   "argocd-default-appproject-work",
+			"labels": map[string]any{"open-cluster-management.io/aggregate-to-work": "true"},
+		},
+		"rules": []any{map[string]any{
+			"apiGroups": []any{"argoproj.io"},
+			"resources": []any{"appprojects"},
+			"verbs":     []any{"get", "list", "watch", "create", "patch"},
+		}},
+	}}
+}
+
+// createOnly lists the manifests the work agent creates when missing and never updates: the
+// default AppProject, in whatever namespace OCM installs the components.
+func createOnly() []workv1.ManifestConfigOption {
+	return []workv1.ManifestConfigOption{{
+		ResourceIdentifier: workv1.ResourceIdentifier{Group: "argoproj.io", Resource: "appprojects", Name: DefaultAppProjectName, Namespace: "*"},
+		UpdateStrategy:     &workv1.UpdateStrategy{Type: workv1.UpdateStrategyTypeCreateOnly},
+		// The API server's default, set so that the stored template equals the built one.
+		FeedbackScrapeType: workv1.FeedbackPollType,
 	}}
 }

@@ -58,7 +58,7 @@ func (d *demo) deployGuestbook(ctx context.Context) error {
 			mu.Lock()
 			d.argo[c] = a
 			mu.Unlock()
-			progress("%s: Argo CD running in namespace %s (repo-server, application-controller; logs %s-argocd-*.log)", c, agentNS, c)
+			progress("%s: Argo CD running in namespace %s (server, repo-server, application-controller; logs %s-argocd-*.log)", c, agentNS, c)
 		}()
 	}
 	wg.Wait()

@@ -129,12 +129,27 @@ func run(binary, dir string, exit bool) error {
 		return err
 	}
 
-	step("starting the manager against the hub: %s manager --kubeconfig %s", binary, f.HubKubeconfigPath())
+	step("installing the chart's RBAC on the hub as `helm install` would (ServiceAccount, ClusterRoles, Roles, bindings; no Deployment)")
+	if err := testenv.EnsureNamespaces(ctx, d.hub, ns, fleet.ArgoCDNamespace); err != nil {
+		return err
+	}
+	install, err := testenv.InstallChart(ctx, d.hub, ns, map[string]any{"managedNamespaces": []any{ns}})
+	if err != nil {
+		return err
+	}
+	user, groups := testenv.ManagerUser(ns, install.ServiceAccount)
+	managerKubeconfig, _, err := f.HubUserKubeconfig("argocd-agent-addon-manager", user, groups...)
+	if err != nil {
+		return err
+	}
+	progress("the manager runs as %s, with the chart's RBAC and nothing more", user)
+
+	step("starting the manager against the hub: %s manager --kubeconfig %s", binary, managerKubeconfig)
 	mgr, err := f.StartProcess(fleet.ProcessSpec{
 		Name: "argocd-agent-addon-manager",
 		Path: binary,
-		Args: []string{"manager", "--kubeconfig=" + f.HubKubeconfigPath(),
-			"--metrics-bind-address=0", "--health-probe-bind-address=0", "--managed-namespaces=" + ns},
+		Args: install.Args("--kubeconfig="+managerKubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
+			"--leader-elect=false"),
 	})
 	if err != nil {
 		return err
@@ -378,7 +393,8 @@ func (d *demo) printSummary(ctx context.Context, g *v1alpha1.GitOpsCluster) {
 	fmt.Println("\nSimulated here: the kubelet (the agent and guestbook Deployments' status; no pod runs) and")
 	fmt.Println("the principal's load balancer. Everything else is the real thing: API servers, OCM")
 	fmt.Println("registration, placement, addon manager and work agents, this project's manager and CSR")
-	fmt.Println("signer, Argo CD's repo-server and application-controller, Git. No argocd-agent principal")
+	fmt.Println("signer, Argo CD's server, repo-server and application-controller, Git, each component with")
+	fmt.Println("the identity and RBAC its real install gives it (nothing in system:masters). No argocd-agent principal")
 	fmt.Println("runs, so each Application was created on its cluster's Argo CD directly; the pull-model")
 	fmt.Println("ones came from the hub as ManifestWorks, applied by OCM's work agents.")
 }

@@ -16,6 +16,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 )
 
@@ -42,6 +43,14 @@ func (d *demo) deployPullModel(ctx context.Context) error {
 		return fmt.Errorf("binding ManagedClusterSet %s to namespace %s: %w", d.f.ClusterSet(), fleet.ArgoCDNamespace, err)
 	}
 	progress("hub: ManagedClusterSet %s bound to namespace %s, whose Applications may now reach its clusters", d.f.ClusterSet(), fleet.ArgoCDNamespace)
+	// Each cluster admin's step (README, basic pull model): OCM's work agent may not write
+	// Applications until this ClusterRole aggregates into its role.
+	for _, c := range d.f.Clusters() {
+		if err := d.spokes[c].Create(ctx, spoke.PullModelWorkAgentRole()); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%s: granting OCM's work agent the pull model's rights: %w", c, err)
+		}
+		progress("%s: ClusterRole %s applied (the cluster admin's step), so OCM's work agent may write Applications", c, spoke.PullModelWorkAgentRoleName)
+	}
 	for _, c := range d.f.Clusters() {
 		app := fleet.NewApplication(pullAppName(c), fleet.ArgoCDNamespace, d.repo.URL, "guestbook", pullNS)
 		app.SetLabels(map[string]string{pullmodel.LabelPull: "true"})

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,9 +22,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/clusters"
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/chartrender"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // tierLabel is the ManagedCluster label the ApplicationSets select on.
@@ -55,29 +51,9 @@ func TestArgoCDClusterRegistrationForApplicationSets(t *testing.T) {
 	}
 	t.Logf("%-72s %7s", "hub: Argo CD up (repo-server, application-controller, applicationset-controller)", time.Since(start).Round(10*time.Millisecond))
 
-	// The chart's placement generator ConfigMap, as `helm install` would write it.
-	manifest, _, err := chartrender.Render(filepath.Join(testenv.RepoRoot(), "charts", "argocd-agent-addon"), ns, addonName,
-		map[string]any{"argoCD": map[string]any{"namespace": argoNS}, "applicationSet": map[string]any{"placementGenerator": map[string]any{"enabled": true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The chart's install made the ocm-placement-generator ConfigMap and the generator's read
+	// access to PlacementDecisions (see the suite's set-up).
 	var created []client.Object
-	for _, doc := range strings.Split(manifest, "\n---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			t.Fatal(err)
-		}
-		if u.GetKind() == "ConfigMap" && u.GetName() == "ocm-placement-generator" {
-			if err := s.hub.Create(ctx, u); err != nil {
-				t.Fatal(err)
-			}
-			created = append(created, u)
-		}
-	}
-	if len(created) != 1 {
-		t.Fatal("the chart rendered no ocm-placement-generator ConfigMap")
-	}
-
 	binding := &clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: argoNS, Name: s.f.ClusterSet()},
 		Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: s.f.ClusterSet()}}
 	pl := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: argoNS, Name: placementName},
@@ -107,7 +83,7 @@ func TestArgoCDClusterRegistrationForApplicationSets(t *testing.T) {
 			t.Errorf("cleaning up: %v", err)
 		}
 	})
-	for _, o := range created[1:] {
+	for _, o := range created {
 		if err := s.hub.Create(ctx, o); err != nil {
 			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
 		}

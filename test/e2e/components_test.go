@@ -169,7 +169,7 @@ func TestArgoCDComponents(t *testing.T) {
 	// agent namespace.
 	repo, sha := s.gitRepo(t, "git-components", "guestbook", fleet.GuestbookFiles(1, guestbookImg1))
 	argo, err := s.f.StartArgoCD(ctx, componentsCluster, fleet.ArgoCDOptions{
-		Namespace: agentNS, InstalledCRDs: true, InstalledRedisPassword: true,
+		Namespace: agentNS, Installed: true,
 		ArgoCDCM: map[string]string{"timeout.reconciliation": reconciliation.String()},
 	})
 	if err != nil {

@@ -162,25 +162,31 @@ func setUp() (*suite, error) {
 		_ = s.tearDown()
 		return nil, err
 	}
-	// The manager as a fleet process (logs/argocd-agent-addon-manager.log), cluster-admin on the
-	// hub through the fleet's admin kubeconfig, limited to the principal namespace like the
-	// chart's default. Metrics and probes are off: nothing scrapes them here and fixed ports
-	// could clash with other processes on the machine.
+	// The hub admin's steps: the namespaces, then `helm install` of the chart, whose
+	// ServiceAccount, RBAC, placement-generator ConfigMap and admission policy are created as
+	// rendered (no Deployment: the manager runs as a fleet process, logs/argocd-agent-addon-manager.log,
+	// authenticated as the chart's ServiceAccount, so it has exactly the chart's rights).
+	// Metrics and probes are off: nothing scrapes them here and fixed ports could clash with
+	// other processes on the machine.
+	install, managerKubeconfig, err := s.installChart(ctx)
+	if err != nil {
+		_ = s.tearDown()
+		return nil, err
+	}
 	s.manager, err = f.StartProcess(fleet.ProcessSpec{
 		Name: "argocd-agent-addon-manager",
 		Path: s.managerBin,
-		Args: []string{"manager",
-			"--kubeconfig=" + f.HubKubeconfigPath(),
+		Args: install.Args(
+			"--kubeconfig="+managerKubeconfig,
 			"--metrics-bind-address=0",
 			"--health-probe-bind-address=0",
-			// The hub Argo CD's namespace too: ArgoCDClusterRegistrations write cluster secrets there.
-			"--managed-namespaces=" + ns + "," + fleet.ArgoCDNamespace,
-			"--reloader-image=" + reloaderImg,
-			"--agent-cert-validity=" + agentCertValidity.String(),
-			"--departure-settle=" + managerDepartureSettle.String(),
-			"--pull-model-namespaces=" + fleet.ArgoCDNamespace + "," + tenantNS,
+			// One process; a restarted manager must not wait out its predecessor's lease.
+			"--leader-elect=false",
+			"--reloader-image="+reloaderImg,
+			"--agent-cert-validity="+agentCertValidity.String(),
+			"--departure-settle="+managerDepartureSettle.String(),
 			"--zap-log-level=info",
-		},
+		),
 	})
 	if err != nil {
 		_ = s.tearDown()
@@ -189,6 +195,27 @@ func setUp() (*suite, error) {
 	logf("manager started (pid %d); fleet ready %s after start; logs in %s",
 		s.manager.Pid(), time.Since(s.started).Round(100*time.Millisecond), f.LogDir())
 	return s, nil
+}
+
+// installChart creates the namespaces the chart's RBAC goes into and what `helm install` of the
+// chart creates on the hub (but the Deployment and Services), and returns the install and a
+// kubeconfig for the chart's ServiceAccount.
+func (s *suite) installChart(ctx context.Context) (*testenv.ChartInstall, string, error) {
+	if err := testenv.EnsureNamespaces(ctx, s.hub, ns, fleet.ArgoCDNamespace, tenantNS); err != nil {
+		return nil, "", err
+	}
+	install, err := testenv.InstallChart(ctx, s.hub, ns, map[string]any{
+		// The hub Argo CD's namespace too: ArgoCDClusterRegistrations write cluster secrets there.
+		"managedNamespaces": []any{ns, fleet.ArgoCDNamespace},
+		"pullModel":         map[string]any{"namespaces": []any{fleet.ArgoCDNamespace, tenantNS}},
+		"applicationSet":    map[string]any{"placementGenerator": map[string]any{"enabled": true}},
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	user, groups := testenv.ManagerUser(ns, install.ServiceAccount)
+	path, _, err := s.f.HubUserKubeconfig("argocd-agent-addon-manager", user, groups...)
+	return install, path, err
 }
 
 func (s *suite) connect() error {
@@ -211,7 +238,13 @@ func (s *suite) connect() error {
 func (s *suite) tearDown() error {
 	var err error
 	if s.f != nil {
-		err = s.f.Stop()
+		// Every component the scenarios started (OCM's, Argo CD's, the manager) ran with the
+		// identity a real install gives it.
+		masters, mErr := s.f.PrivilegedKubeconfigs()
+		if mErr == nil && len(masters) > 0 {
+			mErr = fmt.Errorf("fleet components authenticated in system:masters: %v", masters)
+		}
+		err = errors.Join(mErr, s.f.Stop())
 	}
 	_ = os.RemoveAll(s.tmp)
 	return err

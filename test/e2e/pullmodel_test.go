@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
@@ -89,21 +90,14 @@ func TestPullModelApplicationSet(t *testing.T) {
 	t.Logf("%-72s %7s", "hub: Argo CD CRDs and applicationset-controller up", time.Since(start).Round(10*time.Millisecond))
 
 	// The hub side a user sets up: a binding of the fleet's cluster set into Argo CD's
-	// namespace, a Placement there, the ocm-placement-generator ConfigMap, and the
-	// ApplicationSet. The Argo CD cluster secrets the generator matches decisions against are
-	// written here as the manager's cluster registration would write them.
+	// namespace, a Placement there, an ArgoCDClusterRegistration of its clusters (the Argo CD
+	// cluster secrets the generator matches decisions against) and the ApplicationSet. The
+	// chart made the ocm-placement-generator ConfigMap and the generator's read access.
 	objs := []client.Object{
 		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: "fleet"}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: "fleet"}},
 		&clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: pullPlacement}, Spec: clusterv1beta1.PlacementSpec{Predicates: placementPredicates(clusters)}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: "ocm-placement-generator"}, Data: map[string]string{
-			"apiVersion": "cluster.open-cluster-management.io/v1beta1", "kind": "placementdecisions", "statusListKey": "decisions", "matchKey": "clusterName",
-		}},
-	}
-	for _, c := range clusters {
-		objs = append(objs, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: "pull-" + c, Labels: map[string]string{"argocd.argoproj.io/secret-type": "cluster"}},
-			StringData: map[string]string{"name": c, "server": "https://" + c + ".pull.invalid", "config": "{}"},
-		})
+		&v1alpha1.ArgoCDClusterRegistration{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: pullPlacement},
+			Spec: v1alpha1.ArgoCDClusterRegistrationSpec{PlacementRef: v1alpha1.PlacementReference{Name: pullPlacement}}},
 	}
 	appSet := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal(fmt.Appendf(nil, `apiVersion: argoproj.io/v1alpha1
@@ -325,8 +319,8 @@ func (s *suite) pullModelTenancy(ctx context.Context, t *testing.T, other, own s
 	project.SetGroupVersionKind(pullmodel.AppProjectGVK)
 	project.SetNamespace(fleet.ArgoCDNamespace)
 	project.SetName(tenantNS)
+	// The tenant's namespace exists since the chart's install (its pull-model RBAC is there).
 	objs := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}},
 		&clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}},
 		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: tenantNS}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: tenantNS}},
 		project,

@@ -2,13 +2,13 @@ package fleet
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -16,10 +16,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -28,27 +25,35 @@ import (
 
 // Argo CD in the fleet
 //
-// StartArgoCD runs Argo CD's own controllers, built by hack/argocd-binaries.sh from the pinned
+// StartArgoCD runs Argo CD's own components, built by hack/argocd-binaries.sh from the pinned
 // release, as fleet processes against one cluster's API server, the way Argo CD's install
 // manifest (install.yaml of the same release) runs them in pods:
 //
-//   - the CRDs (Application, AppProject, ApplicationSet) and, in the Argo CD namespace, every
-//     ConfigMap and Secret of install.yaml (argocd-cm, argocd-cmd-params-cm, argocd-rbac-cm,
-//     argocd-secret, ...), plus what a running argocd-server would add: server.secretkey in
-//     argocd-secret and the "default" AppProject;
+//   - installing, as a user applies install.yaml to the Argo CD namespace: the CRDs
+//     (Application, AppProject, ApplicationSet), every ConfigMap and Secret (argocd-cm,
+//     argocd-cmd-params-cm, argocd-rbac-cm, argocd-secret, ...), and every ServiceAccount,
+//     Role, ClusterRole and binding, with the ClusterRoleBindings' subjects in that namespace;
+//     the redis password made by the redis pod's init container (argocd admin
+//     redis-initial-password, run as the argocd-redis ServiceAccount);
+//   - or, with ArgoCDOptions.Installed, none of that: what something else installed is used;
 //   - each component's environment resolved from those ConfigMaps exactly as the manifest's
 //     configMapKeyRef entries say, so a setting goes where a user would put it (for example
 //     timeout.reconciliation in argocd-cm) and takes effect on the next start, as with a pod;
-//   - argocd-repo-server, argocd-application-controller and optionally
-//     argocd-applicationset-controller, each on free loopback ports.
+//   - each component authenticating as its pod's ServiceAccount (a client certificate of the
+//     cluster CA naming system:serviceaccount:<namespace>:<name>), so it has exactly the RBAC
+//     the install gives it;
+//   - argocd-server (when installing: it makes the "default" AppProject and argocd-secret's
+//     server.secretkey, as on a cluster), argocd-repo-server, argocd-application-controller and
+//     optionally argocd-applicationset-controller, each on free loopback ports.
 //
-// Differences from a cluster install, each because there is no pod: the controllers reach the
+// Differences from a cluster install, each because there is no pod: the components reach the
 // API server through a kubeconfig (ARGOCD_FAKE_IN_CLUSTER, Argo CD's switch for running outside
-// a pod, makes the in-cluster destination https://kubernetes.default.svc use it too), with a
-// client certificate bound to cluster-admin where the install binds a ServiceAccount to a
-// ClusterRole of the same breadth; GnuPG commit verification is off (ARGOCD_GPG_ENABLED=false:
-// it needs a gpg binary and the keyring the pod mounts); no argocd-server, Dex or notifications
-// controller runs. Redis is in-process, see argoRedis.
+// a pod, makes the in-cluster destination https://kubernetes.default.svc use it too) and each
+// other through loopback addresses pinned in their environment, where a cluster has Services
+// (the load balancer the fleet does not have); GnuPG commit verification is off
+// (ARGOCD_GPG_ENABLED=false: it needs a gpg binary and the keyring the pod mounts); no Dex or
+// notifications controller runs; argocd-server serves plain HTTP. Redis is in-process, see
+// argoRedis.
 
 // ArgoCDNamespace is the default namespace of an Argo CD started with StartArgoCD.
 const ArgoCDNamespace = "argocd"
@@ -59,6 +64,9 @@ const (
 	ArgoCDApplicationController    = "argocd-application-controller"
 	ArgoCDRepoServer               = "argocd-repo-server"
 	ArgoCDApplicationSetController = "argocd-applicationset-controller"
+	ArgoCDServer                   = "argocd-server"
+	// argoCDRedis names the Redis workload, its ServiceAccount and the Secret with its password.
+	argoCDRedis = "argocd-redis"
 )
 
 var (
@@ -99,12 +107,13 @@ type ArgoCDOptions struct {
 	CmdParams map[string]string
 	// StartTimeout bounds the wait for each component to report healthy. Default: 3 minutes.
 	StartTimeout time.Duration
-	// InstalledCRDs uses the Argo CD CRDs already on the cluster (put there by the addon, say)
-	// instead of installing those of BinDir.
-	InstalledCRDs bool
-	// InstalledRedisPassword runs Redis with the password in the cluster's Secret argocd-redis
-	// (key auth), which must exist, instead of writing a new one there.
-	InstalledRedisPassword bool
+	// Installed runs the processes of an Argo CD that something else installed on the cluster
+	// (the components addon, say), as the kubelet would run its pods: the CRDs, ConfigMaps,
+	// Secrets, ServiceAccounts and RBAC are those already there, each component authenticates
+	// as the ServiceAccount its installed workload names, and Redis takes the password of the
+	// installed Secret argocd-redis. Nothing is written to the cluster. Without it, StartArgoCD
+	// installs Argo CD as a user applies install.yaml (and runs argocd-server too).
+	Installed bool
 	// Plugins are Config Management Plugins, each a folder holding a plugin.yaml: each runs as
 	// argocd-cmp-server, the repo-server's sidecar in a pod, on a Unix socket in a folder the
 	// repo-server is pointed at (ARGOCD_PLUGINSOCKFILEPATH, as the shared plugins volume).
@@ -155,7 +164,7 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 	if err != nil {
 		return nil, err
 	}
-	if !opts.InstalledCRDs {
+	if !opts.Installed {
 		if err := f.installCRDs(ctx, cp, []string{filepath.Join(opts.BinDir, "crds")}); err != nil {
 			return nil, err
 		}
@@ -164,50 +173,56 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 		return nil, err
 	}
 
-	a := &ArgoCD{Cluster: cluster, Namespace: opts.Namespace, keepRedisSecret: opts.InstalledRedisPassword}
-	redisPassword, err := randomKey()
-	if err != nil {
-		return nil, err
-	}
-	if opts.InstalledRedisPassword {
-		s := &corev1.Secret{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: "argocd-redis"}, s); err != nil {
-			return nil, fmt.Errorf("%s: reading the Redis password: %w", cluster, err)
-		}
-		if redisPassword = string(s.Data["auth"]); redisPassword == "" {
-			return nil, fmt.Errorf("%s: Secret %s/argocd-redis has no auth key", cluster, opts.Namespace)
-		}
-	}
-	if a.redis, err = startArgoRedis(redisPassword); err != nil {
-		return nil, err
-	}
-	f.OnStop(a.closeRedis)
-	a.Redis = a.redis.addr
+	a := &ArgoCD{Cluster: cluster, Namespace: opts.Namespace}
 	fail := func(err error) (*ArgoCD, error) { return nil, errors.Join(err, a.Stop()) }
 
-	var p [6]int
+	var p [8]int
 	for i := range p {
 		if p[i], err = f.ports.next(); err != nil {
-			return fail(err)
+			return nil, err
 		}
 	}
-	repoPort, repoMetrics, ctrlMetrics, appsetMetrics, appsetProbe, appsetWebhook := p[0], p[1], p[2], p[3], p[4], p[5]
+	repoPort, repoMetrics, ctrlMetrics, appsetMetrics, appsetProbe, appsetWebhook, serverPort, serverMetrics := p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
 	a.RepoServer = "127.0.0.1:" + strconv.Itoa(repoPort)
 
 	cmdParams := map[string]string{}
 	for k, v := range opts.CmdParams {
 		cmdParams[k] = v
 	}
+	if !opts.Installed {
+		// kubectl apply -n <namespace> -f install.yaml, with the ClusterRoleBindings' subjects
+		// moved to that namespace as Argo CD's docs ask for a namespace other than argocd.
+		if err := a.install(ctx, c, manifest, opts.ArgoCDCM, cmdParams); err != nil {
+			return fail(err)
+		}
+		// The install's redis pod runs this as its init container before Redis starts.
+		if _, err := f.RunAsServiceAccount(ctx, cluster, a.Namespace, argoCDRedis, "admin", "redis-initial-password", "--namespace="+a.Namespace); err != nil {
+			return fail(err)
+		}
+	}
+	s := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: argoCDRedis}, s); err != nil {
+		return fail(fmt.Errorf("%s: reading the Redis password: %w", cluster, err))
+	}
+	redisPassword := string(s.Data["auth"])
+	if redisPassword == "" {
+		return fail(fmt.Errorf("%s: Secret %s/%s has no auth key", cluster, opts.Namespace, argoCDRedis))
+	}
+	if a.redis, err = startArgoRedis(redisPassword); err != nil {
+		return fail(err)
+	}
+	f.OnStop(a.closeRedis)
+	a.Redis = a.redis.addr
+
+	// The harness's wiring, where a cluster would use Services: pinned in each component's
+	// environment, whatever the ConfigMap holds.
 	cmdParams["repo.server"] = a.RepoServer
+	cmdParams["server.repo.server"] = a.RepoServer
 	cmdParams["redis.server"] = a.Redis
 	cmdParams["reposerver.listen.address"] = "127.0.0.1"
-	if err := a.applySettings(ctx, c, manifest, opts.ArgoCDCM, cmdParams, redisPassword); err != nil {
-		return fail(err)
-	}
-	identity, err := a.controllerIdentity(ctx, c, cp)
-	if err != nil {
-		return fail(err)
-	}
+	cmdParams["server.listen.address"] = "127.0.0.1"
+	cmdParams["server.metrics.listen.address"] = "127.0.0.1"
+	cmdParams["server.insecure"] = "true"
 
 	dir := filepath.Join(cp.dir, "argocd")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -218,23 +233,30 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 		args   []string
 		health string // URL that answers 200 once the component is up
 	}
-	specs := []component{
-		{ArgoCDRepoServer, []string{
-			"--port=" + strconv.Itoa(repoPort),
-			"--metrics-address=127.0.0.1", "--metrics-port=" + strconv.Itoa(repoMetrics),
-		}, fmt.Sprintf("http://127.0.0.1:%d/healthz?full=true", repoMetrics)},
-		// Its metrics server binds all interfaces (Argo CD has no flag for the address).
-		{ArgoCDApplicationController, []string{
-			"--kubeconfig=" + identity, "--namespace=" + a.Namespace,
-			"--metrics-port=" + strconv.Itoa(ctrlMetrics),
-		}, fmt.Sprintf("http://127.0.0.1:%d/healthz", ctrlMetrics)},
+	var specs []component
+	if !opts.Installed {
+		// It creates the "default" AppProject and argocd-secret's server.secretkey at start-up,
+		// which the other components expect; start it first.
+		specs = append(specs, component{ArgoCDServer, []string{
+			"--namespace=" + a.Namespace,
+			"--port=" + strconv.Itoa(serverPort), "--metrics-port=" + strconv.Itoa(serverMetrics),
+		}, fmt.Sprintf("http://127.0.0.1:%d/healthz", serverPort)})
 	}
-	if opts.ApplicationSetOnly {
-		specs = nil
+	if !opts.ApplicationSetOnly {
+		specs = append(specs,
+			component{ArgoCDRepoServer, []string{
+				"--port=" + strconv.Itoa(repoPort),
+				"--metrics-address=127.0.0.1", "--metrics-port=" + strconv.Itoa(repoMetrics),
+			}, fmt.Sprintf("http://127.0.0.1:%d/healthz?full=true", repoMetrics)},
+			// Its metrics server binds all interfaces (Argo CD has no flag for the address).
+			component{ArgoCDApplicationController, []string{
+				"--namespace=" + a.Namespace,
+				"--metrics-port=" + strconv.Itoa(ctrlMetrics),
+			}, fmt.Sprintf("http://127.0.0.1:%d/healthz", ctrlMetrics)})
 	}
 	if opts.ApplicationSetController || opts.ApplicationSetOnly {
 		specs = append(specs, component{ArgoCDApplicationSetController, []string{
-			"--kubeconfig=" + identity, "--namespace=" + a.Namespace,
+			"--namespace=" + a.Namespace,
 			"--metrics-addr=127.0.0.1:" + strconv.Itoa(appsetMetrics),
 			"--probe-addr=127.0.0.1:" + strconv.Itoa(appsetProbe),
 			"--webhook-addr=127.0.0.1:" + strconv.Itoa(appsetWebhook),
@@ -247,6 +269,13 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 		return fail(err)
 	}
 	for _, s := range specs {
+		identity, err := a.identity(ctx, c, cp, manifest, s.name, opts.Installed)
+		if err != nil {
+			return fail(err)
+		}
+		if s.name != ArgoCDRepoServer { // it reads KUBECONFIG only
+			s.args = append(s.args, "--kubeconfig="+identity)
+		}
 		env, err := manifest.env(ctx, c, s.name, a.Namespace, map[string]map[string]string{"argocd-cm": opts.ArgoCDCM, "argocd-cmd-params-cm": cmdParams})
 		if err != nil {
 			return fail(err)
@@ -367,12 +396,12 @@ func (a *ArgoCD) closeRedis() error {
 	return nil
 }
 
-// applySettings writes install.yaml's ConfigMaps and Secrets into the namespace, with the
-// given additions to argocd-cm and argocd-cmd-params-cm, a server.secretkey in argocd-secret,
-// and the Redis password in Secret argocd-redis (which the install's redis-initial-password
-// init container creates). An existing object's data is replaced, so a second StartArgoCD on
-// the same cluster configures it afresh.
-func (a *ArgoCD) applySettings(ctx context.Context, c client.Client, m *argoManifest, argoCDCM, cmdParams map[string]string, redisPassword string) error {
+// install applies install.yaml's ConfigMaps, Secrets, ServiceAccounts and RBAC to the
+// namespace, as a user installing Argo CD does, with the given additions to argocd-cm and
+// argocd-cmd-params-cm. A ConfigMap's data is replaced, so a second StartArgoCD on the same
+// cluster configures it afresh; a Secret's data is kept (argocd-server writes into
+// argocd-secret), as kubectl apply keeps the keys a manifest does not name.
+func (a *ArgoCD) install(ctx context.Context, c client.Client, m *argoManifest, argoCDCM, cmdParams map[string]string) error {
 	for _, cm := range m.configMaps {
 		cm := cm.DeepCopy()
 		cm.Namespace = a.Namespace
@@ -390,70 +419,51 @@ func (a *ArgoCD) applySettings(ctx context.Context, c client.Client, m *argoMani
 			cm.Data[k] = v
 		}
 		if err := createOrReplace(ctx, c, cm, func(have client.Object) { have.(*corev1.ConfigMap).Data = cm.Data }); err != nil {
-			return err
+			return fmt.Errorf("%s: ConfigMap %s: %w", a.Cluster, cm.Name, err)
 		}
 	}
-	redisSecret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "argocd-redis", Labels: map[string]string{"app.kubernetes.io/part-of": "argocd"}},
-		Data:       map[string][]byte{"auth": []byte(redisPassword)},
-	}
-	secrets := m.secrets
-	if !a.keepRedisSecret {
-		secrets = append(secrets, redisSecret)
-	}
-	for _, s := range secrets {
+	for _, s := range m.secrets {
 		s := s.DeepCopy()
 		s.Namespace = a.Namespace
-		if s.Name == "argocd-secret" {
-			// argocd-server generates this on its first start; the controllers read settings
-			// through the same manager, which reports settings without it as incomplete.
-			key, err := randomKey()
-			if err != nil {
-				return err
+		if err := c.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%s: Secret %s: %w", a.Cluster, s.Name, err)
+		}
+	}
+	rbac := make([]*unstructured.Unstructured, 0, len(m.rbac))
+	for _, o := range m.rbac {
+		o := o.DeepCopy()
+		if o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" {
+			o.SetNamespace(a.Namespace)
+		}
+		if o.GetKind() == "ClusterRoleBinding" {
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			for _, sub := range subjects {
+				sub.(map[string]any)["namespace"] = a.Namespace
 			}
-			s.Data = map[string][]byte{"server.secretkey": []byte(key)}
+			_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
 		}
-		if err := createOrReplace(ctx, c, s, func(have client.Object) { have.(*corev1.Secret).Data = s.Data }); err != nil {
-			return err
-		}
+		rbac = append(rbac, o)
 	}
-	// The "default" AppProject, which argocd-server also creates at start-up: Applications
-	// name it unless they name another project.
-	project := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1",
-		"kind":       "AppProject",
-		"metadata":   map[string]any{"name": "default", "namespace": a.Namespace},
-		"spec": map[string]any{
-			"sourceRepos":              []any{"*"},
-			"destinations":             []any{map[string]any{"server": "*", "namespace": "*"}},
-			"clusterResourceWhitelist": []any{map[string]any{"group": "*", "kind": "*"}},
-		},
-	}}
-	// Right after its CRD is established, the API server's discovery may not list the kind yet
-	// (seen once in a run): retry while the kind is unknown.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := c.Create(ctx, project)
-		if err == nil || apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		if !meta.IsNoMatchError(err) || time.Now().After(deadline) {
-			return fmt.Errorf("%s: creating AppProject default: %w", a.Cluster, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+	if err := applyObjects(ctx, c, rbac, mergeSubjects); err != nil {
+		return fmt.Errorf("%s: Argo CD RBAC: %w", a.Cluster, err)
 	}
+	return nil
 }
 
-func randomKey() (string, error) {
-	key := make([]byte, 32)
-	if _, err := io.ReadFull(rand.Reader, key); err != nil {
-		return "", err
+// mergeSubjects keeps the subjects a ClusterRoleBinding already has besides the new ones: two
+// Argo CDs in different namespaces of one cluster share install.yaml's ClusterRoleBindings.
+func mergeSubjects(have, want *unstructured.Unstructured) {
+	if want.GetKind() != "ClusterRoleBinding" {
+		return
 	}
-	return base64.RawURLEncoding.EncodeToString(key), nil
+	old, _, _ := unstructured.NestedSlice(have.Object, "subjects")
+	subjects, _, _ := unstructured.NestedSlice(want.Object, "subjects")
+	for _, o := range old {
+		if !slices.ContainsFunc(subjects, func(s any) bool { return reflect.DeepEqual(s, o) }) {
+			subjects = append(subjects, o)
+		}
+	}
+	_ = unstructured.SetNestedSlice(want.Object, subjects, "subjects")
 }
 
 func createOrReplace(ctx context.Context, c client.Client, obj client.Object, update func(have client.Object)) error {
@@ -469,24 +479,33 @@ func createOrReplace(ctx context.Context, c client.Client, obj client.Object, up
 	return c.Update(ctx, have)
 }
 
-// controllerIdentity writes a kubeconfig for the controllers (user argocd-controllers, a client
-// certificate of the cluster CA) and binds it to cluster-admin: the install's
-// argocd-application-controller ClusterRole grants every verb on every resource too.
-func (a *ArgoCD) controllerIdentity(ctx context.Context, c client.Client, cp *controlPlane) (string, error) {
-	const user = "argocd-controllers"
-	path, _, err := cp.userKubeconfig(user, user, nil)
-	if err != nil {
-		return "", err
+// identity writes a kubeconfig for a component: a client certificate of the cluster CA naming
+// the ServiceAccount its workload runs as (install.yaml's, or with installed the one the
+// installed workload names), so it has exactly the RBAC the install binds to it.
+func (a *ArgoCD) identity(ctx context.Context, c client.Client, cp *controlPlane, m *argoManifest, component string, installed bool) (string, error) {
+	sa := m.serviceAccount[component]
+	if installed {
+		var pod *corev1.PodSpec
+		if component == ArgoCDApplicationController {
+			sts := &appsv1.StatefulSet{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: component}, sts); err != nil {
+				return "", fmt.Errorf("%s: the installed %s: %w", a.Cluster, component, err)
+			}
+			pod = &sts.Spec.Template.Spec
+		} else {
+			d := &appsv1.Deployment{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: component}, d); err != nil {
+				return "", fmt.Errorf("%s: the installed %s: %w", a.Cluster, component, err)
+			}
+			pod = &d.Spec.Template.Spec
+		}
+		sa = pod.ServiceAccountName
 	}
-	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "fleet-" + user},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	if sa == "" {
+		sa = "default"
 	}
-	if err := c.Create(ctx, crb); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("%s: binding %s to cluster-admin: %w", a.Cluster, user, err)
-	}
-	return path, nil
+	path, _, err := cp.userKubeconfig("argocd-"+a.Namespace+"-"+component, ServiceAccountUser(a.Namespace, sa), serviceAccountGroups(a.Namespace))
+	return path, err
 }
 
 // shortSocketPath returns dir/name, or a path in a new folder under the system temp folder
@@ -507,9 +526,11 @@ func (f *Fleet) shortSocketPath(dir, name string) (string, error) {
 // argoManifest is what the fleet takes from Argo CD's install.yaml: the ConfigMaps and Secrets,
 // and each component's container environment.
 type argoManifest struct {
-	configMaps []*corev1.ConfigMap
-	secrets    []*corev1.Secret
-	env0       map[string][]corev1.EnvVar // component -> its container's env
+	configMaps     []*corev1.ConfigMap
+	secrets        []*corev1.Secret
+	rbac           []*unstructured.Unstructured // ServiceAccounts, (Cluster)Roles and their bindings
+	env0           map[string][]corev1.EnvVar   // component -> its container's env
+	serviceAccount map[string]string            // component -> its pod's ServiceAccount
 }
 
 func readArgoManifest(path string) (*argoManifest, error) {
@@ -518,7 +539,7 @@ func readArgoManifest(path string) (*argoManifest, error) {
 		return nil, fmt.Errorf("reading the Argo CD install manifest (from hack/argocd-binaries.sh): %w", err)
 	}
 	defer fh.Close()
-	m := &argoManifest{env0: map[string][]corev1.EnvVar{}}
+	m := &argoManifest{env0: map[string][]corev1.EnvVar{}, serviceAccount: map[string]string{}}
 	dec := utilyaml.NewYAMLOrJSONDecoder(fh, 4096)
 	for {
 		u := &unstructured.Unstructured{}
@@ -538,9 +559,12 @@ func readArgoManifest(path string) (*argoManifest, error) {
 			s := &corev1.Secret{}
 			m.secrets = append(m.secrets, s)
 			into = s
+		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
+			m.rbac = append(m.rbac, u)
+			continue
 		case "Deployment", "StatefulSet":
 			switch u.GetName() {
-			case ArgoCDApplicationController, ArgoCDRepoServer, ArgoCDApplicationSetController:
+			case ArgoCDApplicationController, ArgoCDRepoServer, ArgoCDApplicationSetController, ArgoCDServer:
 			default:
 				continue
 			}
@@ -550,6 +574,7 @@ func readArgoManifest(path string) (*argoManifest, error) {
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(map[string]any{"spec": map[string]any{"template": spec}}, d); err != nil {
 				return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
 			}
+			m.serviceAccount[u.GetName()] = d.Spec.Template.Spec.ServiceAccountName
 			for _, ctr := range d.Spec.Template.Spec.Containers {
 				if ctr.Name == u.GetName() || len(d.Spec.Template.Spec.Containers) == 1 {
 					m.env0[u.GetName()] = ctr.Env
@@ -563,7 +588,7 @@ func readArgoManifest(path string) (*argoManifest, error) {
 			return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
-	for _, want := range []string{ArgoCDApplicationController, ArgoCDRepoServer, ArgoCDApplicationSetController} {
+	for _, want := range []string{ArgoCDApplicationController, ArgoCDRepoServer, ArgoCDApplicationSetController, ArgoCDServer} {
 		if _, ok := m.env0[want]; !ok {
 			return nil, fmt.Errorf("%s: no workload %s", path, want)
 		}

@@ -20,20 +20,24 @@
 //   - then every ManagedCluster is labelled into the ManagedClusterSet Options.ClusterSet
 //     (default "fleet"), which is bound to Options.BindingNamespace.
 //
-// On request, Argo CD too: Fleet.StartArgoCD runs Argo CD v3.6's repo-server,
+// On request, Argo CD too: Fleet.StartArgoCD runs Argo CD v3.6's argocd-server, repo-server,
 // application-controller and optionally applicationset-controller against the hub or a managed
-// cluster, configured from the release's install.yaml, with an in-process Redis (miniredis);
-// StartGitServer serves Git repositories on loopback for them to clone (see argocd.go, git.go).
+// cluster, installed and configured from the release's install.yaml (each component as its
+// ServiceAccount, with that manifest's RBAC), or the processes alone of an Argo CD the
+// components addon installed, with an in-process Redis (miniredis); StartGitServer serves Git
+// repositories on loopback for them to clone (see argocd.go, git.go).
 //
 // Binaries come from hack/test-binaries.sh (kube-apiserver, etcd, kube-controller-manager;
 // honours KUBEBUILDER_ASSETS), hack/ocm-binaries.sh (OCM; honours OCM_BINARIES_DIR) and
 // hack/argocd-binaries.sh (Argo CD, only when StartArgoCD is called; honours
 // ARGOCD_BINARIES_DIR), all built from the Go module proxy once and cached under bin/.
 //
-// The only thing simulated is the kubelet: Deployments never get pods, so tests that need an
+// Two things are simulated. The kubelet: Deployments never get pods, so tests that need an
 // available Deployment on a managed cluster call Fleet.MarkDeploymentAvailable (the work agent
 // feeds that status back to the hub, where the addon manager's WorkloadAvailability probe
-// reads it).
+// reads it). The Services' network (kube-proxy, a load balancer): processes reach each other on
+// loopback addresses the harness gives them, and the e2e tests and the demo write a
+// LoadBalancer Service's address into its status, as a cloud's load balancer controller would.
 //
 // Identities: every OCM process runs as the ServiceAccount OCM's operators run it as
 // (registration-controller-sa, placement-controller-sa, addon-manager-controller-sa on the hub;

@@ -11,10 +11,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/template"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/tools/clientcmd"
@@ -109,20 +109,21 @@ func renderOCMManifests(dir string, files []string, values map[string]any) ([]*u
 
 // applyObjects creates objs, or replaces what exists. As OCM's operators apply them (through
 // openshift/library-go's resource merge), an annotation or label whose key ends in "-" means
-// "remove this key" and is not written.
-func applyObjects(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
+// "remove this key" and is not written. merge, when set, may adjust what is written from what
+// exists.
+func applyObjects(ctx context.Context, c client.Client, objs []*unstructured.Unstructured, merge func(have, want *unstructured.Unstructured)) error {
 	for _, o := range objs {
 		o.SetAnnotations(withoutRemovals(o.GetAnnotations()))
 		o.SetLabels(withoutRemovals(o.GetLabels()))
-		err := c.Create(ctx, o)
-		if apierrors.IsAlreadyExists(err) {
-			have := &unstructured.Unstructured{}
-			have.SetGroupVersionKind(o.GroupVersionKind())
-			if err = c.Get(ctx, client.ObjectKeyFromObject(o), have); err == nil {
-				o.SetResourceVersion(have.GetResourceVersion())
-				err = c.Update(ctx, o)
+		err := createOrReplace(ctx, c, o, func(have client.Object) {
+			h := have.(*unstructured.Unstructured)
+			if merge != nil {
+				merge(h, o)
 			}
-		}
+			rv := h.GetResourceVersion()
+			h.Object = o.DeepCopy().Object
+			h.SetResourceVersion(rv)
+		})
 		if err != nil {
 			return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
 		}
@@ -167,7 +168,7 @@ func (f *Fleet) installHubRBAC(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := applyObjects(ctx, f.hubClient, objs); err != nil {
+		if err := applyObjects(ctx, f.hubClient, objs, nil); err != nil {
 			return fmt.Errorf("hub: %s RBAC: %w", hc.name, err)
 		}
 	}
@@ -191,7 +192,7 @@ func (f *Fleet) installKlusterletRBAC(ctx context.Context, c client.Client, clus
 			map[string]any{"matchLabels": map[string]any{"open-cluster-management.io/aggregate-to-work": "true"}},
 		}},
 	}}
-	if err := applyObjects(ctx, c, append(objs, aggregate)); err != nil {
+	if err := applyObjects(ctx, c, append(objs, aggregate), nil); err != nil {
 		return fmt.Errorf("%s: klusterlet RBAC: %w", cluster, err)
 	}
 	return nil
@@ -236,6 +237,24 @@ func (f *Fleet) Identities() (map[string]x509Identity, error) {
 		return nil
 	})
 	return out, err
+}
+
+// PrivilegedKubeconfigs lists the kubeconfigs the fleet wrote for its components (every one but
+// the admin kubeconfigs, the person running the fleet) that authenticate in system:masters,
+// which no component of a real install does. Empty is the rule.
+func (f *Fleet) PrivilegedKubeconfigs() ([]string, error) {
+	ids, err := f.Identities()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for path, id := range ids {
+		if slices.Contains(id.Groups, "system:masters") && filepath.Base(path) != "admin.kubeconfig" {
+			out = append(out, path+" ("+id.User+")")
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // x509Identity is who a client certificate authenticates as.

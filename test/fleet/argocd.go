@@ -131,10 +131,9 @@ type ArgoCD struct {
 	// Processes are the components, in start order.
 	Processes []*Process
 
-	redis           *argoRedis
-	keepRedisSecret bool
-	stopOnce        sync.Once
-	stopErr         error
+	redis    *argoRedis
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // StartArgoCD installs and starts Argo CD on cluster ("hub" or a managed cluster) and returns

@@ -144,6 +144,7 @@ func newManagerCommand() *cobra.Command {
 	fs.DurationVar(&opts.Signer.DefaultValidity, "agent-cert-validity", opts.Signer.DefaultValidity, "Lifetime of the agents' client certificates issued by the signer when the GitOpsCluster sets no clientCertificateValidity (at least 1h).")
 	fs.DurationVar(&opts.Signer.MaxCSRAge, "max-csr-age", opts.Signer.MaxCSRAge, "The signer refuses agent CertificateSigningRequests created longer ago than this; 0 disables the check.")
 	fs.BoolVar(&opts.PullModel.Enabled, "pull-model", opts.PullModel.Enabled, "Run the basic pull model (hub Applications labelled for a managed cluster delivered as ManifestWorks, status fed back) when the hub serves Argo CD's Application API.")
+	fs.DurationVar(&opts.PullModel.OfflineRelease, "pull-model-offline-release-after", opts.PullModel.OfflineRelease, "How long a deleted hub Application of the pull model waits for its cluster to delete the workload while the cluster is unavailable, before its finalizer is released anyway (OCM's work agent deletes the workload when the cluster returns); 0 waits however long it takes.")
 	fs.IntVar(&opts.PullModel.Concurrency, "pull-model-concurrency", opts.PullModel.Concurrency, "How many Applications the pull model's propagation and status controllers each reconcile at the same time.")
 	pm := &opts.PullModel.Policy
 	fs.StringVar(&pm.ArgoCDNamespace, "pull-model-argocd-namespace", pm.ArgoCDNamespace, "The hub Argo CD namespace: the AppProjects that decide what a pull-model Application may deploy are read there.")

@@ -10,6 +10,10 @@ import (
 // not delivered. Argo CD shows condition types ending in "Error" as errors.
 const ConditionDeliveryError = "OCMDeliveryError"
 
+// ConditionApplyError is the type of the hub Application condition that says OCM's work agent
+// on the cluster could not apply the Application there (forbidden, missing CRD or namespace).
+const ConditionApplyError = "OCMApplyError"
+
 // Conditions returns an Application's status.conditions.
 func Conditions(app *unstructured.Unstructured) []any {
 	conds, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")

@@ -48,11 +48,15 @@ const (
 	// cleared. In the payload it makes an equal request sent again a new payload.
 	AnnotationOperationBaseline = "apps.open-cluster-management.io/operation-baseline"
 	// AnnotationRefresh is Argo CD's refresh request on an Application; AnnotationRefreshBaseline
-	// on a ManifestWork carrying one is the spoke's last reconcile time when it was first sent: a
-	// later reconcile means the spoke refreshed, and the hub's request can be cleared (the hub's
-	// own application-controller, kept away by skip-reconcile, never clears it).
+	// on a ManifestWork carrying one is when it was first sent (RFC 3339): a later reconcile on
+	// the spoke means the spoke refreshed, and the hub's request can be cleared (the hub's own
+	// application-controller, kept away by skip-reconcile, never clears it).
 	AnnotationRefresh         = "argocd.argoproj.io/refresh"
 	AnnotationRefreshBaseline = "apps.open-cluster-management.io/refresh-baseline"
+	// AnnotationReleaseWithoutCluster ("true") on a hub Application being deleted releases its
+	// resources finalizer without waiting for the cluster to delete the workload (see
+	// propagation's offline release).
+	AnnotationReleaseWithoutCluster = "apps.open-cluster-management.io/release-without-cluster"
 	// ResourcesFinalizer is Argo CD's cascading-delete finalizer (with optional
 	// "/foreground" or "/background" suffixes).
 	ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"
@@ -108,8 +112,11 @@ func ProjectOf(app *unstructured.Unstructured) string {
 	if p, _, _ := unstructured.NestedString(app.Object, "spec", "project"); p != "" {
 		return p
 	}
-	return "default"
+	return DefaultProject
 }
+
+// DefaultProject is the AppProject an Application without one names.
+const DefaultProject = "default"
 
 // AppKey is "<namespace>/<name>" of a hub Application, the index value that ties its
 // ManifestWorks to it.

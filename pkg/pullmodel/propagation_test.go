@@ -20,8 +20,9 @@ import (
 // payload returns the spoke Application a ManifestWork carries.
 func payload(t *testing.T, w *workv1.ManifestWork) *unstructured.Unstructured {
 	t.Helper()
-	if len(w.Spec.Workload.Manifests) != 1 {
-		t.Fatalf("ManifestWork %s has %d manifests, want 1", w.Name, len(w.Spec.Workload.Manifests))
+	// The Application, then its AppProject when it names one other than default.
+	if n := len(w.Spec.Workload.Manifests); n != 1 && n != 2 {
+		t.Fatalf("ManifestWork %s has %d manifests, want 1 or 2", w.Name, n)
 	}
 	u := &unstructured.Unstructured{}
 	if err := json.Unmarshal(w.Spec.Workload.Manifests[0].Raw, &u.Object); err != nil {
@@ -247,29 +248,36 @@ func TestRefreshReachesSpokeOnce(t *testing.T) {
 	create(t, app)
 	app = getApp(t, app.GetName())
 	w := waitWork(t, app, "refresh1")
-	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "reconciledAt": "2026-01-01T00:00:00Z"})
+	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced"})
 	eventually(t, "status from the first feedback", 10*time.Second, func(ctx context.Context) (bool, string) {
-		at, _, _ := unstructured.NestedString(getApp(t, app.GetName()).Object, "status", "reconciledAt")
-		return at == "2026-01-01T00:00:00Z", at
+		h, _, _ := unstructured.NestedString(getApp(t, app.GetName()).Object, "status", "health", "status")
+		return h == "Healthy", h
 	})
+	requested := time.Now().UTC().Truncate(time.Second)
 	patchApp(t, app.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"hard"}}}`, pullmodel.AnnotationRefresh))
-	eventually(t, "the refresh request in the ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
+	eventually(t, "the refresh request in the ManifestWork, sent at a hub time", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := &workv1.ManifestWork{}
 		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
 		v, ok := propagation.Refresh(cur)
-		return ok && v == "hard" && cur.Annotations[pullmodel.AnnotationRefreshBaseline] == "2026-01-01T00:00:00Z", fmt.Sprint(v, cur.Annotations)
+		at, err := time.Parse(time.RFC3339, cur.Annotations[pullmodel.AnnotationRefreshBaseline])
+		return ok && v == "hard" && err == nil && !at.Before(requested.Add(-time.Second)), fmt.Sprint(v, cur.Annotations)
 	})
+	// The first reconcile time fed back is from before the request: it does not count.
+	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "reconciledAt": requested.Add(-time.Minute).Format(time.RFC3339)})
 	time.Sleep(time.Second)
 	if _, ok := getApp(t, app.GetName()).GetAnnotations()[pullmodel.AnnotationRefresh]; !ok {
 		t.Fatal("the hub's refresh request was cleared before the spoke reconciled")
 	}
-	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "reconciledAt": "2026-01-01T00:01:00Z"})
-	eventually(t, "the hub's refresh request cleared and the ManifestWork without it", 10*time.Second, func(ctx context.Context) (bool, string) {
-		_, onHub := getApp(t, app.GetName()).GetAnnotations()[pullmodel.AnnotationRefresh]
+	served := requested.Add(time.Minute).Format(time.RFC3339)
+	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "reconciledAt": served})
+	eventually(t, "the hub's refresh request cleared, its reconcile time shown, and the ManifestWork without it", 10*time.Second, func(ctx context.Context) (bool, string) {
+		hub := getApp(t, app.GetName())
+		_, onHub := hub.GetAnnotations()[pullmodel.AnnotationRefresh]
+		at, _, _ := unstructured.NestedString(hub.Object, "status", "reconciledAt")
 		cur := &workv1.ManifestWork{}
 		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
 		_, inWork := propagation.Refresh(cur)
-		return !onHub && !inWork, fmt.Sprintf("on hub %v, in work %v", onHub, inWork)
+		return !onHub && !inWork && at == served, fmt.Sprintf("on hub %v, in work %v, reconciledAt %q", onHub, inWork, at)
 	})
 }
 

@@ -3,16 +3,21 @@ package pullmodel_test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 )
 
-// TestStatusFeedback: the spoke's sync, health, revision, operation and reconcile time reach
-// the hub Application as fed back, each change in exactly one Application write, and an
-// unchanged feedback costs none. Healthy is written directly: ApplicationSet RollingSync reads
-// the spoke's operation start and reconcile times, so no invented Progressing step is needed.
+// TestStatusFeedback: the spoke's sync, health, revision and operation reach the hub
+// Application as fed back, each change in exactly one Application write, and an unchanged
+// feedback costs none. Healthy is written directly: ApplicationSet RollingSync reads the spoke's
+// operation start, so no invented Progressing step is needed.
 func TestStatusFeedback(t *testing.T) {
 	createCluster(t, "status1", true)
 	app := newApp("status-guestbook", "status1")
@@ -22,11 +27,11 @@ func TestStatusFeedback(t *testing.T) {
 	time.Sleep(time.Second)
 
 	steps := []map[string]string{
-		{"syncStatus": "OutOfSync", "healthStatus": "Missing", "reconciledAt": "2026-01-01T00:00:00Z"},
+		{"syncStatus": "OutOfSync", "healthStatus": "Missing"},
 		{"syncStatus": "Synced", "healthStatus": "Progressing", "syncRevision": "abc123", "operationStatePhase": "Succeeded",
-			"operationStateStartedAt": "2026-01-01T00:01:00Z", "operationStateFinishedAt": "2026-01-01T00:01:05Z", "reconciledAt": "2026-01-01T00:01:06Z"},
+			"operationStateStartedAt": "2026-01-01T00:01:00Z", "operationStateFinishedAt": "2026-01-01T00:01:05Z"},
 		{"syncStatus": "Synced", "healthStatus": "Healthy", "syncRevision": "abc123", "operationStatePhase": "Succeeded",
-			"operationStateStartedAt": "2026-01-01T00:01:00Z", "operationStateFinishedAt": "2026-01-01T00:01:05Z", "reconciledAt": "2026-01-01T00:02:00Z"},
+			"operationStateStartedAt": "2026-01-01T00:01:00Z", "operationStateFinishedAt": "2026-01-01T00:01:05Z"},
 	}
 	for i, fb := range steps {
 		before, _ := appWrites(t)
@@ -58,6 +63,70 @@ func TestStatusFeedback(t *testing.T) {
 	eventually(t, "the running operation without the old finish time", 10*time.Second, func(ctx context.Context) (bool, string) {
 		got := statusOf(getApp(t, app.GetName()))
 		return got["operationStatePhase"] == "Running" && got["operationStateFinishedAt"] == "" && got["syncRevision"] == "", fmt.Sprint(got)
+	})
+}
+
+// TestIdleSpokeRefreshesCostNoWrites: the spoke's Argo CD refreshes every Application
+// periodically (timeout.reconciliation, 120 s by default) and rewrites its reconcile time each
+// time. With nothing else changing, that costs neither a ManifestWork status write by OCM's work
+// agent (no feedback rule names the reconcile time) nor a hub Application write.
+func TestIdleSpokeRefreshesCostNoWrites(t *testing.T) {
+	createCluster(t, "idle1", true)
+	app := newApp("idle-guestbook", "idle1")
+	create(t, app)
+	app = getApp(t, app.GetName())
+	w := waitWork(t, app, "idle1")
+	settled := map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "syncRevision": "abc123"}
+	setFeedback(t, w, settled)
+	eventually(t, "Synced and Healthy on the hub", 10*time.Second, func(ctx context.Context) (bool, string) {
+		got := statusOf(getApp(t, app.GetName()))
+		return got["healthStatus"] == "Healthy", fmt.Sprint(got)
+	})
+	time.Sleep(1500 * time.Millisecond)
+	apps0, works0 := appWrites(t)
+	agentWrites := 0
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 5 {
+		fb := maps.Clone(settled)
+		fb["reconciledAt"] = start.Add(time.Duration(i) * 2 * time.Minute).Format(time.RFC3339)
+		if setFeedback(t, w, fb) {
+			agentWrites++
+		}
+	}
+	time.Sleep(2 * time.Second)
+	apps1, works1 := appWrites(t)
+	if agentWrites != 0 || apps1 != apps0 || works1 != works0 {
+		t.Errorf("5 periodic refreshes cost %d work-agent status writes, %d hub Application writes, %d ManifestWork writes; want 0",
+			agentWrites, apps1-apps0, works1-works0)
+	}
+}
+
+// TestFailuresOnTheClusterReachTheHub: why an Application fails on the cluster reaches the hub
+// Application: a comparison error of the spoke's Argo CD (a path missing in Git), and OCM's work
+// agent refused the Application.
+func TestFailuresOnTheClusterReachTheHub(t *testing.T) {
+	createCluster(t, "fail1", true)
+	app := newApp("fail-guestbook", "fail1")
+	create(t, app)
+	app = getApp(t, app.GetName())
+	w := waitWork(t, app, "fail1")
+	setFeedback(t, w, map[string]string{"syncStatus": "Unknown", "healthStatus": "Healthy",
+		"condition0Type": "ComparisonError", "condition0Message": "Failed to load target state: app path does not exist", "condition0LastTransitionTime": "2026-01-01T00:00:00Z"})
+	eventually(t, "the spoke's ComparisonError on the hub", 10*time.Second, func(ctx context.Context) (bool, string) {
+		conds := pullmodel.Conditions(getApp(t, app.GetName()))
+		return len(conds) == 1 && conds[0].(map[string]any)["type"] == "ComparisonError" &&
+			strings.Contains(conds[0].(map[string]any)["message"].(string), "path does not exist"), fmt.Sprint(conds)
+	})
+	writeWorkStatus(t, w, nil, metav1.ConditionFalse, `applications.argoproj.io "fail-guestbook" is forbidden: User "system:serviceaccount:open-cluster-management-agent:klusterlet-work-sa" cannot get resource "applications"`)
+	eventually(t, "the work agent's refusal on the hub", 10*time.Second, func(ctx context.Context) (bool, string) {
+		conds := pullmodel.Conditions(getApp(t, app.GetName()))
+		return len(conds) == 1 && conds[0].(map[string]any)["type"] == pullmodel.ConditionApplyError &&
+			strings.Contains(conds[0].(map[string]any)["message"].(string), "forbidden"), fmt.Sprint(conds)
+	})
+	setFeedback(t, w, map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy"})
+	eventually(t, "no conditions once the cluster reports none", 10*time.Second, func(ctx context.Context) (bool, string) {
+		conds := pullmodel.Conditions(getApp(t, app.GetName()))
+		return len(conds) == 0, fmt.Sprint(conds)
 	})
 }
 

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -43,6 +45,8 @@ func startManagerOn(e *testenv.Env, edit func(*manager.Options)) func() {
 	// The operator's allowed pull-model namespaces: the hub Argo CD namespace, a tenant's, and
 	// a managed cluster's (which must still be refused).
 	opts.PullModel.Policy.SourceNamespaces = []string{argoNS, tenantNS, agentSourceNS}
+	// Short, so that the offline release is seen within a test.
+	opts.PullModel.OfflineRelease = offlineRelease
 	if edit != nil {
 		edit(&opts)
 	}
@@ -51,6 +55,28 @@ func startManagerOn(e *testenv.Env, edit func(*manager.Options)) func() {
 		panic(err)
 	}
 	return stop
+}
+
+// offlineRelease is the tests' --pull-model-offline-release-after.
+const offlineRelease = 3 * time.Second
+
+// setAvailable writes a ManagedCluster's Available condition, as OCM's registration controller
+// does from the cluster's lease.
+func setAvailable(t *testing.T, name string, available bool) {
+	t.Helper()
+	ctx := context.Background()
+	mc := &clusterv1.ManagedCluster{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
+		t.Fatal(err)
+	}
+	status := metav1.ConditionFalse
+	if available {
+		status = metav1.ConditionTrue
+	}
+	apimeta.SetStatusCondition(&mc.Status.Conditions, metav1.Condition{Type: clusterv1.ManagedClusterConditionAvailable, Status: status, Reason: "Test", Message: "set by the test"})
+	if err := k8s.Status().Update(ctx, mc); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // logs collects the manager's log lines for tests that check what it says.
@@ -253,31 +279,62 @@ func workGone(t *testing.T, what, appName string) {
 }
 
 // setFeedback writes the work agent's part: the ManifestWork's Applied condition and the
-// spoke Application's fed-back fields.
-func setFeedback(t *testing.T, w *workv1.ManifestWork, values map[string]string) {
+// spoke Application's fed-back fields. Like OCM's work agent, it reports only the fields the
+// ManifestWork's feedback rules name (the others are dropped), and writes nothing when that
+// changes nothing; it returns whether it wrote.
+func setFeedback(t *testing.T, w *workv1.ManifestWork, values map[string]string) bool {
+	t.Helper()
+	return writeWorkStatus(t, w, values, metav1.ConditionTrue, "")
+}
+
+// writeWorkStatus is setFeedback with the manifest's Applied condition status and message.
+func writeWorkStatus(t *testing.T, w *workv1.ManifestWork, values map[string]string, applied metav1.ConditionStatus, message string) bool {
 	t.Helper()
 	ctx := context.Background()
 	cur := &workv1.ManifestWork{}
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
 		t.Fatal(err)
 	}
-	var fb []workv1.FeedbackValue
+	ruled := map[string]bool{}
+	for _, mc := range cur.Spec.ManifestConfigs {
+		for _, r := range mc.FeedbackRules {
+			for _, p := range r.JsonPaths {
+				ruled[p.Name] = true
+			}
+		}
+	}
+	fb := []workv1.FeedbackValue{}
 	for _, k := range sortedKeys(values) {
-		fb = append(fb, workv1.FeedbackValue{Name: k, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(values[k])}})
+		if ruled[k] {
+			fb = append(fb, workv1.FeedbackValue{Name: k, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(values[k])}})
+		}
 	}
 	var app map[string]any
 	_ = jsonUnmarshal(cur.Spec.Workload.Manifests[0].Raw, &app)
 	meta := app["metadata"].(map[string]any)
-	cur.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete", ObservedGeneration: cur.Generation, LastTransitionTime: metav1.Now()}}
-	cur.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
+	reason := "AppliedManifestComplete"
+	if applied != metav1.ConditionTrue {
+		reason = "AppliedManifestFailed"
+	}
+	manifests := []workv1.ManifestCondition{{
 		ResourceMeta: workv1.ManifestResourceMeta{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application", Resource: "applications",
 			Namespace: fmt.Sprint(meta["namespace"]), Name: fmt.Sprint(meta["name"])},
 		StatusFeedbacks: workv1.StatusFeedbackResult{Values: fb},
-		Conditions:      []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestComplete", LastTransitionTime: metav1.Now()}},
+		Conditions:      []metav1.Condition{{Type: workv1.ManifestApplied, Status: applied, Reason: reason, Message: message, LastTransitionTime: metav1.Now()}},
 	}}
+	if len(cur.Status.ResourceStatus.Manifests) == 1 {
+		have := cur.Status.ResourceStatus.Manifests[0]
+		if c := apimeta.FindStatusCondition(have.Conditions, workv1.ManifestApplied); c != nil && c.Status == applied && c.Message == message &&
+			equality.Semantic.DeepEqual(have.StatusFeedbacks.Values, fb) && cur.Status.Conditions != nil && cur.Status.Conditions[0].ObservedGeneration == cur.Generation {
+			return false
+		}
+	}
+	cur.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: applied, Reason: "AppliedManifestWorkComplete", ObservedGeneration: cur.Generation, LastTransitionTime: metav1.Now()}}
+	cur.Status.ResourceStatus.Manifests = manifests
 	if err := k8s.Status().Update(ctx, cur); err != nil {
 		t.Fatalf("writing ManifestWork status: %v", err)
 	}
+	return true
 }
 
 func testenvWrites() (map[string]int, error) {

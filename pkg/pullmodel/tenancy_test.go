@@ -445,3 +445,69 @@ func TestSpokePlaces(t *testing.T) {
 			fmt.Sprintf("seal %q", cur.Annotations[seal.Annotation])
 	})
 }
+
+// TestProjectIsDeliveredWithTheApplication: the hub AppProject an Application names goes to the
+// cluster in the same ManifestWork (without its hub sourceNamespaces, never deleted there), and a
+// change of the hub project reaches it; the default project, which every Argo CD has, does not.
+func TestProjectIsDeliveredWithTheApplication(t *testing.T) {
+	tenantSetup(t)
+	app := tenantApp("with-project", "tenant-a-c1")
+	create(t, app)
+	app = getAppIn(t, tenantNS, app.GetName())
+	projectIn := func(ctx context.Context) (map[string]any, *workv1.ManifestWork, string) {
+		list := &workv1.ManifestWorkList{}
+		if err := k8s.List(ctx, list, client.InNamespace("tenant-a-c1")); err != nil {
+			return nil, nil, err.Error()
+		}
+		for i := range list.Items {
+			w := &list.Items[i]
+			if w.Annotations[pullmodel.AnnotationHubAppName] != app.GetName() {
+				continue
+			}
+			if len(w.Spec.Workload.Manifests) != 2 {
+				return nil, w, fmt.Sprintf("%d manifests", len(w.Spec.Workload.Manifests))
+			}
+			var p map[string]any
+			if err := jsonUnmarshal(w.Spec.Workload.Manifests[1].Raw, &p); err != nil {
+				return nil, w, err.Error()
+			}
+			return p, w, ""
+		}
+		return nil, nil, "no ManifestWork"
+	}
+	eventually(t, "the tenant's AppProject in the Application's ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
+		p, w, why := projectIn(ctx)
+		if p == nil {
+			return false, why
+		}
+		meta, _ := p["metadata"].(map[string]any)
+		spec, _ := p["spec"].(map[string]any)
+		_, hasSourceNS := spec["sourceNamespaces"]
+		orphaned := w.Spec.DeleteOption != nil && w.Spec.DeleteOption.SelectivelyOrphan != nil &&
+			len(w.Spec.DeleteOption.SelectivelyOrphan.OrphaningRules) == 1 && w.Spec.DeleteOption.SelectivelyOrphan.OrphaningRules[0].Resource == "appprojects"
+		return p["kind"] == "AppProject" && meta["name"] == tenantNS && meta["namespace"] == argoNS && !hasSourceNS && orphaned &&
+			fmt.Sprint(spec["sourceRepos"]) == "[https://git.example/*]", fmt.Sprintf("project %v, delete option %+v", p, w.Spec.DeleteOption)
+	})
+	patch := []byte(`{"spec":{"sourceRepos":["https://git.example/*","https://charts.example/*"]}}`)
+	hubProject := appProject(argoNS, tenantNS, nil)
+	if err := k8s.Patch(context.Background(), hubProject, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = k8s.Patch(context.Background(), hubProject, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sourceRepos":["https://git.example/*"]}}`)))
+	})
+	eventually(t, "the hub project's change in the ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
+		p, _, why := projectIn(ctx)
+		spec, _ := p["spec"].(map[string]any)
+		return len(fmt.Sprint(spec["sourceRepos"])) > 0 && fmt.Sprint(spec["sourceRepos"]) == "[https://git.example/* https://charts.example/*]", fmt.Sprint(p, why)
+	})
+
+	// An Application of the default project carries no project.
+	createCluster(t, "default-project1", true)
+	plain := newApp("default-project", "default-project1")
+	create(t, plain)
+	w := waitWork(t, getApp(t, plain.GetName()), "default-project1")
+	if len(w.Spec.Workload.Manifests) != 1 || w.Spec.DeleteOption != nil {
+		t.Errorf("default project delivered: %d manifests, delete option %+v", len(w.Spec.Workload.Manifests), w.Spec.DeleteOption)
+	}
+}

@@ -221,7 +221,7 @@ func renderedManifests(in Input) ([]workv1.Manifest, error) {
 		}
 		// Where the addon installs Argo CD, it also lets OCM's work agent apply the basic pull
 		// model's Applications there, and makes the project argocd-server would have made.
-		objs = append(objs, agentToRedisPolicy(), PullModelWorkAgentRole(), defaultAppProjectWorkRole(), defaultAppProject())
+		objs = append(objs, agentToRedisPolicy(), PullModelWorkAgentRole(), defaultAppProject())
 		raws := make([][]byte, 0, len(objs))
 		for _, o := range objs {
 			if err := adapt(o, in); err != nil {

@@ -12,10 +12,12 @@ const PullModelWorkAgentRoleName = "open-cluster-management:argocd-pull-model:wo
 
 // PullModelWorkAgentRole is the ClusterRole OCM's work agent needs to apply the basic pull
 // model's ManifestWorks: a stock klusterlet's work agent holds the admin role and OCM's own
-// execution rights, and none of them covers Argo CD's Applications (Argo CD ships no roles
-// aggregated to admin). The label aggregates it into the work agent's role
+// execution rights, and none of them covers Argo CD's kinds (Argo CD ships no roles aggregated
+// to admin). The label aggregates it into the work agent's role
 // (open-cluster-management:<klusterlet>-work:aggregate), whatever the klusterlet's name or
-// mode. It grants Applications only: the pull model delivers nothing else.
+// mode. It grants Applications, and AppProjects without delete (the pull model delivers an
+// Application's project with it and never deletes one); the components addon's default
+// AppProject needs no more either.
 func PullModelWorkAgentRole() *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "rbac.authorization.k8s.io/v1",
@@ -24,11 +26,18 @@ func PullModelWorkAgentRole() *unstructured.Unstructured {
 			"name":   PullModelWorkAgentRoleName,
 			"labels": map[string]any{"open-cluster-management.io/aggregate-to-work": "true"},
 		},
-		"rules": []any{map[string]any{
-			"apiGroups": []any{"argoproj.io"},
-			"resources": []any{"applications"},
-			"verbs":     []any{"get", "list", "watch", "create", "update", "patch", "delete"},
-		}},
+		"rules": []any{
+			map[string]any{
+				"apiGroups": []any{"argoproj.io"},
+				"resources": []any{"applications"},
+				"verbs":     []any{"get", "list", "watch", "create", "update", "patch", "delete"},
+			},
+			map[string]any{
+				"apiGroups": []any{"argoproj.io"},
+				"resources": []any{"appprojects"},
+				"verbs":     []any{"get", "list", "watch", "create", "update", "patch"},
+			},
+		},
 	}}
 }
 
@@ -53,25 +62,6 @@ func defaultAppProject() *unstructured.Unstructured {
 			"destinations":             []any{map[string]any{"server": "*", "namespace": "*"}},
 			"clusterResourceWhitelist": []any{map[string]any{"group": "*", "kind": "*"}},
 		},
-	}}
-}
-
-// defaultAppProjectWorkRole lets OCM's work agent make the default AppProject (read it, create
-// it, set its owner reference); nothing in the addon updates or deletes an AppProject. The work
-// agent's stock rights do not cover Argo CD's kinds, see PullModelWorkAgentRole.
-func defaultAppProjectWorkRole() *unstructured.Unstructured {
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "rbac.authorization.k8s.io/v1",
-		"kind":       "ClusterRole",
-		"metadata": map[string]any{
-			"name":   "argocd-default-appproject-work",
-			"labels": map[string]any{"open-cluster-management.io/aggregate-to-work": "true"},
-		},
-		"rules": []any{map[string]any{
-			"apiGroups": []any{"argoproj.io"},
-			"resources": []any{"appprojects"},
-			"verbs":     []any{"get", "list", "watch", "create", "patch"},
-		}},
 	}}
 }
 

@@ -187,6 +187,10 @@ spec:
 				return cond != nil && cond.Status == metav1.ConditionFalse && strings.Contains(strings.ToLower(cond.Message+describeManifestConditions(w)), "forbidden"),
 					fmt.Sprintf("Applied: %+v", cond)
 			})
+			// The hub Application says so too.
+			s.eventually(t, c+": the hub Application shows the work agent's refusal", time.Minute, func(ctx context.Context) (bool, string) {
+				return hubCondition(ctx, s.hub, app, pullmodel.ConditionApplyError, "forbidden")
+			})
 			// The README's step for clusters whose Argo CD the addon does not install: the
 			// cluster's admin lets the work agent write Applications.
 			s.grantPullModelWork(t, clusters)
@@ -236,6 +240,7 @@ spec:
 		sum, err := s.reportSummary(ctx)
 		return err == nil && sum["clusters"] == "2" && sum["synced"] == "2" && sum["healthy"] == "2", fmt.Sprint(sum, err)
 	})
+	s.showSpokeErrorOnTheHub(t, repo.URL, clusters[0])
 
 	// cluster2 leaves the Placement.
 	gone := clusters[len(clusters)-1]
@@ -401,6 +406,40 @@ func (s *suite) setClusterSet(ctx context.Context, cluster, set string) error {
 	}
 	mc.Labels[clusterv1beta2.ClusterSetLabel] = set
 	return s.hub.Patch(ctx, mc, patch)
+}
+
+// showSpokeErrorOnTheHub delivers a hub Application whose path does not exist in Git to cluster:
+// the cluster's Argo CD fails to compare it, and the hub Application shows that error.
+func (s *suite) showSpokeErrorOnTheHub(t *testing.T, repoURL, cluster string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	broken := fleet.NewApplication("broken-path", fleet.ArgoCDNamespace, repoURL, "no-such-path", pullNS)
+	broken.SetLabels(map[string]string{pullmodel.LabelPull: "true"})
+	broken.SetAnnotations(map[string]string{pullmodel.AnnotationCluster: cluster, pullmodel.AnnotationSkipReconcile: "true"})
+	if err := s.hub.Create(ctx, broken); err != nil {
+		t.Fatalf("creating hub Application %s: %v", broken.GetName(), err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(s.hub.Delete(context.Background(), broken)) })
+	s.eventually(t, cluster+": the spoke's comparison error (path missing in Git) on the hub Application", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		return hubCondition(ctx, s.hub, broken.GetName(), "ComparisonError", "path")
+	})
+}
+
+// hubCondition reports whether the hub Application has a condition of that type whose message
+// contains text.
+func hubCondition(ctx context.Context, hub client.Client, app, condType, text string) (bool, string) {
+	u := pullmodel.NewApplication()
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: app}, u); err != nil {
+		return false, getState(err, "Application")
+	}
+	for _, c := range pullmodel.Conditions(u) {
+		m, _ := c.(map[string]any)
+		msg, _ := m["message"].(string)
+		if m["type"] == condType && strings.Contains(msg, text) {
+			return true, ""
+		}
+	}
+	return false, fmt.Sprintf("conditions %v", pullmodel.Conditions(u))
 }
 
 // grantPullModelWork applies, on each cluster, the ClusterRole the README tells the admin of a

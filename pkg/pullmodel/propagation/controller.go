@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -53,6 +54,9 @@ type Reconciler struct {
 	// Sealer seals the ManifestWorks this controller writes; only a sealed ManifestWork is
 	// ever deleted (see package seal).
 	Sealer *seal.Sealer
+	// OfflineRelease is how long a deleted Application waits for the deletion of its
+	// ManifestWork on an unavailable cluster before its finalizer is released; 0 waits always.
+	OfflineRelease time.Duration
 }
 
 // SetupWithManager registers the controller and its periodic orphan sweep.
@@ -166,9 +170,14 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, app *unstructured.Unst
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	why := "the ManifestWork is gone"
 	if left > 0 {
-		// The ManifestWork's deletion event requeues too; this is in case it is missed.
-		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+		release, after, reason, err := r.releaseWithoutCluster(ctx, app)
+		if err != nil || !release {
+			// The ManifestWork's deletion event requeues too; this is in case it is missed.
+			return ctrl.Result{RequeueAfter: after}, err
+		}
+		why = reason
 	}
 	if !pullmodel.IsTrue(app.GetAnnotations()[pullmodel.AnnotationSkipReconcile]) {
 		return ctrl.Result{}, nil
@@ -186,8 +195,65 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, app *unstructured.Unst
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	log.FromContext(ctx).Info("released the resources finalizer: the ManifestWork is gone")
-	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, patch)))
+	log.FromContext(ctx).Info("released the resources finalizer: " + why)
+	if err := r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if left > 0 {
+		r.Recorder.Eventf(app, nil, corev1.EventTypeWarning, ReasonReleasedWithoutCluster, "Delete",
+			"Resources finalizer released while the ManifestWork is still being deleted: %s. OCM's work agent deletes the Application and its workload on the cluster when the cluster is back", why)
+	}
+	return ctrl.Result{}, nil
+}
+
+// ReasonReleasedWithoutCluster is the Event reason of a finalizer released before the cluster
+// deleted the workload.
+const ReasonReleasedWithoutCluster = "ReleasedWithoutCluster"
+
+// releaseWithoutCluster decides whether a deleted Application's finalizer is released while
+// its ManifestWorks are still being deleted, and otherwise when to look again. A cluster that
+// is available is deleting the workload: wait for it, however long. One that is unavailable (or
+// gone) may never answer: wait OfflineRelease from the ManifestWork's deletion, so that a brief
+// outage does not count, then release; the ManifestWork stays marked for deletion, and OCM's
+// work agent deletes the Application and its workload when the cluster returns. The annotation
+// AnnotationReleaseWithoutCluster releases at once, whatever the cluster's state (whoever may
+// edit the Application may remove its finalizer anyway).
+func (r *Reconciler) releaseWithoutCluster(ctx context.Context, app *unstructured.Unstructured) (bool, time.Duration, string, error) {
+	const poll = 10 * time.Second
+	if pullmodel.IsTrue(app.GetAnnotations()[pullmodel.AnnotationReleaseWithoutCluster]) {
+		return true, 0, "annotation " + pullmodel.AnnotationReleaseWithoutCluster + " asks for it", nil
+	}
+	if r.OfflineRelease <= 0 {
+		return false, poll, "", nil
+	}
+	list := &workv1.ManifestWorkList{}
+	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkByApp: pullmodel.AppKey(app.GetNamespace(), app.GetName())}); err != nil {
+		return false, poll, "", err
+	}
+	var clusters []string
+	wait := time.Duration(0)
+	for i := range list.Items {
+		w := &list.Items[i]
+		if !ownedFor(r.Sealer, w, app) {
+			continue
+		}
+		if w.DeletionTimestamp == nil {
+			return false, poll, "", nil
+		}
+		mc := &clusterv1.ManagedCluster{}
+		switch err := r.Client.Get(ctx, client.ObjectKey{Name: w.Namespace}, mc); {
+		case err == nil && mc.DeletionTimestamp == nil && meta.IsStatusConditionTrue(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable):
+			return false, poll, "", nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return false, poll, "", err
+		}
+		wait = max(wait, w.DeletionTimestamp.Add(r.OfflineRelease).Sub(r.Now()))
+		clusters = append(clusters, w.Namespace)
+	}
+	if wait > 0 {
+		return false, min(wait, poll), "", nil
+	}
+	return true, 0, fmt.Sprintf("cluster %s unavailable for %s since the ManifestWork's deletion", strings.Join(clusters, ", "), r.OfflineRelease), nil
 }
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unstructured, key string) (ctrl.Result, error) {
@@ -206,7 +272,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 		case !apierrors.IsNotFound(err):
 			return ctrl.Result{}, err
 		}
-		want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have), RefreshBaseline: refreshBaseline(app, have), Spoke: SpokePlace(r.Policy, app)})
+		project, err := r.deliveredProject(ctx, app)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have), RefreshBaseline: refreshBaseline(app, have, r.Now()), Spoke: SpokePlace(r.Policy, app), Project: project})
 		var tooLarge *TooLargeError
 		switch {
 		case have != nil && !ownedFor(r.Sealer, have, app):
@@ -338,6 +408,22 @@ func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) 
 	return Authorize(r.Policy, app, f), nil
 }
 
+// deliveredProject is the hub AppProject to deliver with the Application: the one it names, in
+// the hub Argo CD namespace (the checks have found it there), unless that is "default", which
+// every Argo CD install has (argocd-server makes it; so does the Argo CD components addon) and
+// whose delivery would overwrite the cluster's own.
+func (r *Reconciler) deliveredProject(ctx context.Context, app *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	name := pullmodel.ProjectOf(app)
+	if name == pullmodel.DefaultProject {
+		return nil, nil
+	}
+	project := NewAppProject()
+	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: r.Policy.ArgoCDNamespace, Name: name}, project); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	return project, nil
+}
+
 // apply creates the ManifestWork or updates it when it differs; nothing is written otherwise.
 func (r *Reconciler) apply(ctx context.Context, have, want *workv1.ManifestWork) error {
 	if have == nil {
@@ -453,18 +539,39 @@ func operationBaseline(app *unstructured.Unstructured, have *workv1.ManifestWork
 	return fb[FeedbackOperationStarted]
 }
 
-// refreshBaseline is the spoke's last reconcile time when the Application's current refresh
-// request was first sent: kept while the ManifestWork carries the same request, else read from
-// its feedback now.
-func refreshBaseline(app *unstructured.Unstructured, have *workv1.ManifestWork) string {
+// refreshBaseline is when the Application's current refresh request was first sent: kept while
+// the ManifestWork carries the same request, else now. A reconcile the spoke reports after it
+// served the request (RefreshServed). The spoke's reconcile time is not fed back while no
+// request is outstanding, so there is no "last reconcile" to compare with; the comparison of a
+// spoke time with a hub time is the one Argo CD's progressive sync already makes.
+func refreshBaseline(app *unstructured.Unstructured, have *workv1.ManifestWork, now time.Time) string {
 	want, ok := app.GetAnnotations()[pullmodel.AnnotationRefresh]
-	if !ok || have == nil {
+	if !ok {
 		return ""
 	}
-	if sent, ok := Refresh(have); ok && sent == want {
-		return have.Annotations[pullmodel.AnnotationRefreshBaseline]
+	if have != nil {
+		if sent, ok := Refresh(have); ok && sent == want {
+			return have.Annotations[pullmodel.AnnotationRefreshBaseline]
+		}
 	}
-	return FeedbackValues(have)[FeedbackReconciledAt]
+	return now.UTC().Format(time.RFC3339)
+}
+
+// RefreshServed reports whether the spoke has reconciled since the refresh request w carries was
+// first sent: its fed-back reconcile time is later than the baseline. Both have whole seconds; a
+// reconcile within the second of the request does not count, and the next one (the request
+// stays in the payload until then) does.
+func RefreshServed(w *workv1.ManifestWork, fb map[string]string) bool {
+	at, err := time.Parse(time.RFC3339, fb[FeedbackReconciledAt])
+	if err != nil {
+		return false
+	}
+	since, err := time.Parse(time.RFC3339, w.Annotations[pullmodel.AnnotationRefreshBaseline])
+	if err != nil {
+		// No usable baseline (a ManifestWork written by hand): any reconcile serves it.
+		return true
+	}
+	return at.After(since)
 }
 
 // FeedbackValues returns the spoke Application's fed-back fields by feedback name.

@@ -110,6 +110,9 @@ func Authorize(p Policy, app *unstructured.Unstructured, f Facts) *Refusal {
 	if ref := checkSpokeNamespace(p, app); ref != nil {
 		return ref
 	}
+	if ref := checkHubItself(p, app, f.Cluster); ref != nil {
+		return ref
+	}
 	return checkProject(p, app, f.Project)
 }
 

@@ -75,6 +75,19 @@ func TestAuthorize(t *testing.T) {
 			a.SetAnnotations(an)
 		}, ReasonSpokeNamespaceNotAllowed},
 		{"project missing", func(_ *unstructured.Unstructured, f *Facts) { f.Project = nil }, ReasonProjectNotFound},
+		{"the hub itself, from a tenant namespace: lands under another name", func(_ *unstructured.Unstructured, f *Facts) {
+			f.Cluster.Name = LocalClusterName
+		}, ""},
+		{"the hub itself (local-cluster), from the Argo CD namespace: would land on itself", func(a *unstructured.Unstructured, f *Facts) {
+			a.SetNamespace("argocd")
+			f.Bindings = []Binding{binding("argocd", "blue")}
+			f.Cluster.Name = LocalClusterName
+		}, ReasonHubItself},
+		{"the hub itself (labelled), from the Argo CD namespace", func(a *unstructured.Unstructured, f *Facts) {
+			a.SetNamespace("argocd")
+			f.Bindings = []Binding{binding("argocd", "blue")}
+			f.Cluster.Labels[LocalClusterLabel] = "true"
+		}, ReasonHubItself},
 		{"project without the source namespace", func(_ *unstructured.Unstructured, f *Facts) {
 			delete(f.Project.Object["spec"].(map[string]any), "sourceNamespaces")
 		}, ReasonProjectForbids},

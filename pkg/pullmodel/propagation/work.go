@@ -6,6 +6,7 @@ package propagation
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,19 +35,61 @@ const (
 	FeedbackReconciledAt     = "reconciledAt"
 )
 
-// feedbackPaths are the spoke Application fields fed back to the hub. The operation's start
-// and the reconcile time are what ApplicationSet progressive sync compares with its own
-// transition times, so they come back as the spoke wrote them.
-var feedbackPaths = []workv1.JsonPath{
-	{Name: FeedbackHealth, Path: ".status.health.status"},
-	{Name: FeedbackSync, Path: ".status.sync.status"},
-	{Name: FeedbackOperationStarted, Path: ".status.operationState.startedAt"},
-	{Name: FeedbackOperationPhase, Path: ".status.operationState.phase"},
-	{Name: FeedbackRevision, Path: ".status.sync.revision"},
-	{Name: FeedbackOperationEnded, Path: ".status.operationState.finishedAt"},
-	{Name: FeedbackOperationMessage, Path: ".status.operationState.message"},
-	{Name: FeedbackReconciledAt, Path: ".status.reconciledAt"},
+// Feedback names of the spoke Application's condition i and sync source revision i (see
+// feedbackPaths).
+func FeedbackConditionType(i int) string    { return fmt.Sprintf("condition%dType", i) }
+func FeedbackConditionMessage(i int) string { return fmt.Sprintf("condition%dMessage", i) }
+func FeedbackConditionTransition(i int) string {
+	return fmt.Sprintf("condition%dLastTransitionTime", i)
 }
+func FeedbackSyncRevision(i int) string { return fmt.Sprintf("syncRevisions%d", i) }
+
+// FeedbackHealthMessage is the spoke Application's health message.
+const FeedbackHealthMessage = "healthMessage"
+
+// Bounds of what comes back: OCM's work agent feeds back scalar values only (lists need its
+// alpha RawFeedbackJsonString gate, off by default), so lists come back item by item, up to
+// these counts. Argo CD seldom has more than two conditions on an Application at once.
+const (
+	MaxFedBackConditions = 3
+	MaxFedBackRevisions  = 8
+)
+
+// feedbackPaths are the spoke Application fields fed back to the hub. The operation's start is
+// what ApplicationSet progressive sync compares with its own transition times, so it comes back
+// as the spoke wrote it. The conditions, the health message and the operation message are what a
+// person needs to see why an Application is not Synced or Healthy.
+//
+// The reconcile time is not among them: the spoke's Argo CD rewrites it on every periodic
+// refresh (120 s by default), and each change would cost a ManifestWork status write by the
+// work agent and a hub Application write, while nothing happens. It is fed back only while the
+// ManifestWork carries a sync or refresh request (reconcileFeedback), which is when the hub needs
+// it: to tell that the spoke has served the request, and for progressive sync.
+var feedbackPaths = func() []workv1.JsonPath {
+	paths := []workv1.JsonPath{
+		{Name: FeedbackHealth, Path: ".status.health.status"},
+		{Name: FeedbackSync, Path: ".status.sync.status"},
+		{Name: FeedbackOperationStarted, Path: ".status.operationState.startedAt"},
+		{Name: FeedbackOperationPhase, Path: ".status.operationState.phase"},
+		{Name: FeedbackRevision, Path: ".status.sync.revision"},
+		{Name: FeedbackOperationEnded, Path: ".status.operationState.finishedAt"},
+		{Name: FeedbackOperationMessage, Path: ".status.operationState.message"},
+		{Name: FeedbackHealthMessage, Path: ".status.health.message"},
+	}
+	for i := range MaxFedBackConditions {
+		paths = append(paths,
+			workv1.JsonPath{Name: FeedbackConditionType(i), Path: fmt.Sprintf(".status.conditions[%d].type", i)},
+			workv1.JsonPath{Name: FeedbackConditionMessage(i), Path: fmt.Sprintf(".status.conditions[%d].message", i)},
+			workv1.JsonPath{Name: FeedbackConditionTransition(i), Path: fmt.Sprintf(".status.conditions[%d].lastTransitionTime", i)})
+	}
+	for i := range MaxFedBackRevisions {
+		paths = append(paths, workv1.JsonPath{Name: FeedbackSyncRevision(i), Path: fmt.Sprintf(".status.sync.revisions[%d]", i)})
+	}
+	return paths
+}()
+
+// reconcileFeedback is the rule for the spoke's reconcile time, see feedbackPaths.
+var reconcileFeedback = workv1.JsonPath{Name: FeedbackReconciledAt, Path: ".status.reconciledAt"}
 
 // Input is what a ManifestWork is built from.
 type Input struct {
@@ -61,6 +104,27 @@ type Input struct {
 	// Spoke is where the Application lands on the cluster (SpokePlace); when empty, in the
 	// default Argo CD namespace under its own name.
 	Spoke types.NamespacedName
+	// Project is the hub AppProject the Application names, delivered with it (see
+	// SpokeProject); nil for the "default" project, which every Argo CD has.
+	Project *unstructured.Unstructured
+}
+
+// SpokeProject is the hub AppProject as it lands on the cluster, in the spoke Argo CD namespace
+// under its own name: the spoke's Argo CD enforces it (which repositories, destinations and
+// kinds the Application may use). Its sourceNamespaces are dropped: they name hub namespaces,
+// and on the cluster every delivered Application is in the Argo CD namespace.
+func SpokeProject(project *unstructured.Unstructured, namespace string) *unstructured.Unstructured {
+	out := &unstructured.Unstructured{Object: map[string]any{}}
+	out.SetGroupVersionKind(pullmodel.AppProjectGVK)
+	out.SetName(project.GetName())
+	out.SetNamespace(namespace)
+	out.SetLabels(map[string]string{pullmodel.LabelPull: "true"})
+	if spec, ok := project.Object["spec"].(map[string]any); ok {
+		spec = runtime.DeepCopyJSON(spec)
+		delete(spec, "sourceNamespaces")
+		out.Object["spec"] = spec
+	}
+	return out
 }
 
 // SpokePlace is where the Application lands on the managed cluster: always in the spoke Argo
@@ -182,8 +246,13 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 		a[pullmodel.AnnotationOperationBaseline] = in.OperationBaseline
 		spoke.SetAnnotations(a)
 	}
-	if _, ok := spoke.GetAnnotations()[pullmodel.AnnotationRefresh]; ok {
+	paths := feedbackPaths
+	_, refresh := spoke.GetAnnotations()[pullmodel.AnnotationRefresh]
+	if refresh {
 		annotations[pullmodel.AnnotationRefreshBaseline] = in.RefreshBaseline
+	}
+	if _, op := spoke.Object["operation"]; op || refresh {
+		paths = append(slices.Clip(paths), reconcileFeedback)
 	}
 	raw, err := json.Marshal(spoke.Object)
 	if err != nil {
@@ -205,7 +274,7 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 					Namespace: spoke.GetNamespace(),
 					Name:      spoke.GetName(),
 				},
-				FeedbackRules: []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: feedbackPaths}},
+				FeedbackRules: []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: paths}},
 				UpdateStrategy: &workv1.UpdateStrategy{
 					Type: workv1.UpdateStrategyTypeServerSideApply,
 					ServerSideApply: &workv1.ServerSideApplyConfig{
@@ -218,7 +287,31 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 			}},
 		},
 	}
-	if n := len(raw); n > MaxWorkBytes {
+	n := len(raw)
+	if in.Project != nil {
+		// The project goes with every Application that names it (OCM lets several
+		// ManifestWorks apply one object); it is orphaned, so the work agent never deletes it,
+		// not even with the last of them: a project is policy, and one of that name may have
+		// been the cluster's own before.
+		project := SpokeProject(in.Project, at.Namespace)
+		praw, err := json.Marshal(project.Object)
+		if err != nil {
+			return nil, err
+		}
+		n += len(praw)
+		id := workv1.ResourceIdentifier{Group: pullmodel.AppProjectGVK.Group, Resource: "appprojects", Namespace: project.GetNamespace(), Name: project.GetName()}
+		w.Spec.Workload.Manifests = append(w.Spec.Workload.Manifests, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: praw}})
+		w.Spec.ManifestConfigs = append(w.Spec.ManifestConfigs, workv1.ManifestConfigOption{
+			ResourceIdentifier: id,
+			UpdateStrategy: &workv1.UpdateStrategy{Type: workv1.UpdateStrategyTypeServerSideApply,
+				ServerSideApply: &workv1.ServerSideApplyConfig{Force: true}},
+		})
+		w.Spec.DeleteOption = &workv1.DeleteOption{
+			PropagationPolicy: workv1.DeletePropagationPolicyTypeSelectivelyOrphan,
+			SelectivelyOrphan: &workv1.SelectivelyOrphan{OrphaningRules: []workv1.OrphaningRule{workv1.OrphaningRule(id)}},
+		}
+	}
+	if n > MaxWorkBytes {
 		return w, &TooLargeError{Bytes: n}
 	}
 	return w, nil

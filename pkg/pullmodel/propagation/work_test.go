@@ -2,6 +2,7 @@ package propagation
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,5 +110,45 @@ func TestChecks(t *testing.T) {
 	}
 	if r := checkCluster(app, nil); r == nil || r.Reason != ReasonUnknownCluster || !strings.Contains(r.Message, `"c1"`) {
 		t.Errorf("unknown cluster: %v", r)
+	}
+}
+
+// TestReconcileTimeIsFedBackOnlyWhileARequestIsOutstanding: the spoke's Argo CD rewrites
+// status.reconciledAt on every periodic refresh, so a rule for it would make the work agent
+// write the ManifestWork's status every refresh of every Application; it is there only while a
+// sync or refresh request is, which is when the hub needs it.
+func TestReconcileTimeIsFedBackOnlyWhileARequestIsOutstanding(t *testing.T) {
+	rules := func(w *workv1.ManifestWork) []string {
+		var names []string
+		for _, r := range w.Spec.ManifestConfigs[0].FeedbackRules {
+			for _, p := range r.JsonPaths {
+				names = append(names, p.Name)
+			}
+		}
+		return names
+	}
+	idle, _ := Build(Input{App: hubApp()})
+	if slices.Contains(rules(idle), FeedbackReconciledAt) {
+		t.Errorf("idle Application's ManifestWork feeds back the reconcile time: %v", rules(idle))
+	}
+	for _, want := range []string{FeedbackHealth, FeedbackSync, FeedbackHealthMessage, FeedbackConditionType(0), FeedbackConditionMessage(MaxFedBackConditions - 1), FeedbackSyncRevision(0)} {
+		if !slices.Contains(rules(idle), want) {
+			t.Errorf("no feedback rule %s: %v", want, rules(idle))
+		}
+	}
+	withOp := hubApp()
+	withOp.Object["operation"] = map[string]any{"sync": map[string]any{"revision": "main"}}
+	refresh := hubApp()
+	refresh.SetAnnotations(map[string]string{pullmodel.AnnotationRefresh: "hard"})
+	for name, app := range map[string]*unstructured.Unstructured{"sync request": withOp, "refresh request": refresh} {
+		w, _ := Build(Input{App: app, RefreshBaseline: "2026-01-01T00:00:00Z"})
+		if !slices.Contains(rules(w), FeedbackReconciledAt) {
+			t.Errorf("%s: the reconcile time is not fed back: %v", name, rules(w))
+		}
+	}
+	// The shared list is not grown by the builds that add the rule.
+	again, _ := Build(Input{App: hubApp()})
+	if len(rules(again)) != len(rules(idle)) {
+		t.Errorf("rules grew: %d then %d", len(rules(idle)), len(rules(again)))
 	}
 }

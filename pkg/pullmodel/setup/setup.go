@@ -46,6 +46,10 @@ type Config struct {
 	// SealSecret is the Secret holding the key that seals the pull model's ManifestWorks;
 	// the manager creates it when it is missing.
 	SealSecret types.NamespacedName
+	// OfflineRelease is how long a deleted hub Application waits for its ManifestWork's deletion
+	// while the cluster is unavailable before its finalizer is released anyway; 0 waits for
+	// the cluster however long it takes.
+	OfflineRelease time.Duration
 }
 
 // DefaultSealSecretName is the name of the sealing key's Secret.
@@ -55,7 +59,7 @@ const DefaultSealSecretName = "argocd-agent-addon-pull-model-seal"
 // in 36 s with 16, 48 s with 4), a sweep every 10 minutes.
 func DefaultConfig() Config {
 	return Config{
-		Enabled: true, Concurrency: 16, SweepInterval: 10 * time.Minute, DetectInterval: time.Minute,
+		Enabled: true, Concurrency: 16, SweepInterval: 10 * time.Minute, DetectInterval: time.Minute, OfflineRelease: 5 * time.Minute,
 		Policy:     propagation.DefaultPolicy(),
 		SealSecret: types.NamespacedName{Namespace: seal.OwnNamespace(), Name: DefaultSealSecretName},
 	}
@@ -65,6 +69,9 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	if c.Concurrency < 1 {
 		return fmt.Errorf("--pull-model-concurrency must be at least 1, got %d", c.Concurrency)
+	}
+	if c.OfflineRelease < 0 {
+		return fmt.Errorf("--pull-model-offline-release-after must not be negative, got %s", c.OfflineRelease)
 	}
 	if c.SealSecret.Namespace == "" || c.SealSecret.Name == "" {
 		return fmt.Errorf("--pull-model-seal-secret must be <namespace>/<name>, got %q", c.SealSecret.String())
@@ -185,7 +192,7 @@ func start(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if err := (&propagation.Reconciler{Client: mgr.GetClient(), Cache: c, Concurrency: cfg.Concurrency, SweepInterval: cfg.SweepInterval, Policy: cfg.Policy, Sealer: sealer}).SetupWithManager(mgr); err != nil {
+	if err := (&propagation.Reconciler{Client: mgr.GetClient(), Cache: c, Concurrency: cfg.Concurrency, SweepInterval: cfg.SweepInterval, Policy: cfg.Policy, Sealer: sealer, OfflineRelease: cfg.OfflineRelease}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up pull-model propagation: %w", err)
 	}
 	if err := (&status.Reconciler{Client: mgr.GetClient(), Cache: c, Concurrency: cfg.Concurrency}).SetupWithManager(mgr); err != nil {

@@ -7,8 +7,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -71,12 +75,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if patch == nil {
 		return ctrl.Result{}, nil
 	}
-	meta, _ := patch["metadata"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
+	md, _ := patch["metadata"].(map[string]any)
+	if md == nil {
+		md = map[string]any{}
 	}
-	meta["resourceVersion"] = app.GetResourceVersion()
-	patch["metadata"] = meta
+	md["resourceVersion"] = app.GetResourceVersion()
+	patch["metadata"] = md
 	data, err := json.Marshal(patch)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -101,20 +105,27 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 	fb := propagation.FeedbackValues(w)
 	clear := clearOperation(app, w, fb)
 	out := map[string]any{}
+	want := map[string]any{}
 	if fb[propagation.FeedbackHealth] != "" || fb[propagation.FeedbackSync] != "" {
-		want := map[string]any{}
 		if v := fb[propagation.FeedbackSync]; v != "" {
-			want["sync"] = map[string]any{"status": v, "revision": orNull(fb[propagation.FeedbackRevision])}
+			sync := map[string]any{"status": v, "revision": orNull(fb[propagation.FeedbackRevision])}
+			if revs := fedBackRevisions(fb); len(revs) > 0 {
+				sync["revisions"] = revs
+			}
+			want["sync"] = sync
 		}
 		if v := fb[propagation.FeedbackHealth]; v != "" {
-			want["health"] = map[string]any{"status": v}
+			want["health"] = map[string]any{"status": v, "message": orNull(truncate(fb[propagation.FeedbackHealthMessage]))}
 		}
-		if v := fb[propagation.FeedbackReconciledAt]; v != "" {
+		// Only while a sync or refresh request is outstanding (the only time it is fed back,
+		// see propagation's feedbackPaths; a ManifestWork of an earlier release may still feed
+		// it back always), so a periodic refresh on the spoke costs the hub nothing.
+		if v := fb[propagation.FeedbackReconciledAt]; v != "" && requestOutstanding(w) {
 			want["reconciledAt"] = v
 		}
 		if phase, started := fb[propagation.FeedbackOperationPhase], fb[propagation.FeedbackOperationStarted]; phase != "" && started != "" {
 			// A field the spoke no longer reports is removed (null in a merge patch).
-			op := map[string]any{"phase": phase, "startedAt": started, "finishedAt": orNull(fb[propagation.FeedbackOperationEnded]), "message": orNull(fb[propagation.FeedbackOperationMessage])}
+			op := map[string]any{"phase": phase, "startedAt": started, "finishedAt": orNull(fb[propagation.FeedbackOperationEnded]), "message": orNull(truncate(fb[propagation.FeedbackOperationMessage]))}
 			// Required by the CRD: the request this operation runs, when the spoke started it
 			// after the ManifestWork's request was sent, else what was recorded before.
 			have, _, _ := unstructured.NestedMap(app.Object, "status", "operationState", "operation")
@@ -127,16 +138,19 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 			op["operation"] = have
 			want["operationState"] = op
 		}
-		status := map[string]any{}
-		current, _ := app.Object["status"].(map[string]any)
-		for k, v := range want {
-			if have, ok := current[k]; !ok || !subset(v, have) {
-				status[k] = v
-			}
+	}
+	status := map[string]any{}
+	current, _ := app.Object["status"].(map[string]any)
+	for k, v := range want {
+		if have, ok := current[k]; !ok || !subset(v, have) {
+			status[k] = v
 		}
-		if len(status) > 0 {
-			out["status"] = status
-		}
+	}
+	if conds, changed := conditions(app, w, fb); changed {
+		status["conditions"] = conds
+	}
+	if len(status) > 0 {
+		out["status"] = status
 	}
 	if clear {
 		out["operation"] = nil
@@ -148,6 +162,95 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 		return nil
 	}
 	return out
+}
+
+// MaxMessageBytes bounds each message written onto the hub Application (conditions, health,
+// operation): Argo CD's comparison errors can quote whole manifests, and the hub Application is
+// one etcd object.
+const MaxMessageBytes = 1024
+
+// truncate cuts s to MaxMessageBytes at a character boundary and says so.
+func truncate(s string) string {
+	if len(s) <= MaxMessageBytes {
+		return s
+	}
+	const mark = " ... (truncated)"
+	cut := MaxMessageBytes - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
+// fedBackRevisions are the spoke's sync revisions of a multi-source Application, in order.
+func fedBackRevisions(fb map[string]string) []any {
+	var out []any
+	for i := range propagation.MaxFedBackRevisions {
+		v, ok := fb[propagation.FeedbackSyncRevision(i)]
+		if !ok {
+			break
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// conditions returns the hub Application's conditions as the cluster reports them, and whether
+// they differ from what it shows: the spoke Application's conditions (as fed back), then, when
+// OCM's work agent could not apply the Application (forbidden, missing CRD or namespace), a
+// pullmodel.ConditionApplyError saying so. The hub's own delivery condition, which the
+// propagation controller writes, is kept as it is.
+func conditions(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map[string]string) ([]any, bool) {
+	var delivery, mine []any
+	for _, c := range pullmodel.Conditions(app) {
+		if m, _ := c.(map[string]any); m["type"] == pullmodel.ConditionDeliveryError {
+			delivery = append(delivery, c)
+		} else {
+			mine = append(mine, c)
+		}
+	}
+	var want []any
+	for i := range propagation.MaxFedBackConditions {
+		t := fb[propagation.FeedbackConditionType(i)]
+		if t == "" {
+			break
+		}
+		c := map[string]any{"type": t, "message": truncate(fb[propagation.FeedbackConditionMessage(i)])}
+		if at := fb[propagation.FeedbackConditionTransition(i)]; at != "" {
+			c["lastTransitionTime"] = at
+		}
+		want = append(want, c)
+	}
+	if msg, at, failed := applyFailure(w); failed {
+		want = append(want, map[string]any{
+			"type":               pullmodel.ConditionApplyError,
+			"message":            truncate("OCM's work agent on cluster " + w.Namespace + " could not apply the Application: " + msg),
+			"lastTransitionTime": at,
+		})
+	}
+	if len(want) == 0 && len(mine) == 0 {
+		return nil, false
+	}
+	x, _ := json.Marshal(want)
+	y, _ := json.Marshal(mine)
+	if bytes.Equal(x, y) {
+		return nil, false
+	}
+	return append(delivery, want...), true
+}
+
+// applyFailure reports the work agent's failure to apply the ManifestWork's Application: its
+// manifest condition Applied=False, with the message and when it began.
+func applyFailure(w *workv1.ManifestWork) (string, string, bool) {
+	for _, m := range w.Status.ResourceStatus.Manifests {
+		if m.ResourceMeta.Group != pullmodel.ArgoGroupVersion.Group || m.ResourceMeta.Resource != "applications" {
+			continue
+		}
+		if c := meta.FindStatusCondition(m.Conditions, workv1.ManifestApplied); c != nil && c.Status == metav1.ConditionFalse {
+			return c.Message, c.LastTransitionTime.UTC().Format(time.RFC3339), true
+		}
+	}
+	return "", "", false
 }
 
 // subset reports whether every field of want is in have with the same value (fields only
@@ -197,8 +300,13 @@ func clearRefresh(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map
 	if sent, ok := propagation.Refresh(w); !ok || sent != want {
 		return false
 	}
-	at := fb[propagation.FeedbackReconciledAt]
-	return at != "" && at != w.Annotations[pullmodel.AnnotationRefreshBaseline]
+	return propagation.RefreshServed(w, fb)
+}
+
+// requestOutstanding reports whether the ManifestWork carries a sync or refresh request.
+func requestOutstanding(w *workv1.ManifestWork) bool {
+	_, refresh := propagation.Refresh(w)
+	return refresh || propagation.Operation(w) != nil
 }
 
 // orNull is v, or nil (JSON null) when v is empty.
@@ -218,7 +326,12 @@ func feedbackChanged() predicate.Predicate {
 			if !ok1 || !ok2 {
 				return true
 			}
-			return o.Generation != n.Generation || !equality.Semantic.DeepEqual(propagation.FeedbackValues(o), propagation.FeedbackValues(n))
+			if o.Generation != n.Generation || !equality.Semantic.DeepEqual(propagation.FeedbackValues(o), propagation.FeedbackValues(n)) {
+				return true
+			}
+			om, _, of := applyFailure(o)
+			nm, _, nf := applyFailure(n)
+			return of != nf || om != nm
 		},
 		DeleteFunc: func(event.DeleteEvent) bool { return false },
 	}

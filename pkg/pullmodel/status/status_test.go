@@ -1,8 +1,12 @@
 package status
 
 import (
+	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -73,20 +77,104 @@ func TestPatchClearsOperationOnlyAfterTheSpokeStartedIt(t *testing.T) {
 func TestPatchClearsRefreshOnceTheSpokeReconciled(t *testing.T) {
 	app := pullmodel.NewApplication()
 	app.SetAnnotations(map[string]string{pullmodel.AnnotationRefresh: "normal"})
+	const sentAt = "2026-01-01T00:00:10Z"
 	sent := func(reconciledAt string) *workv1.ManifestWork {
 		w := work(nil, "", map[string]string{"syncStatus": "Synced", "reconciledAt": reconciledAt})
 		w.Spec.Workload.Manifests[0].Raw = []byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`)
-		w.Annotations = map[string]string{pullmodel.AnnotationRefreshBaseline: "R1"}
+		w.Annotations = map[string]string{pullmodel.AnnotationRefreshBaseline: sentAt}
 		return w
 	}
-	if p := Patch(app, sent("R1")); p != nil && p["metadata"] != nil {
-		t.Errorf("refresh cleared before the spoke reconciled again: %v", p)
+	// The spoke's reconcile time is fed back only once the request is in the ManifestWork, so
+	// the first value may well be a reconcile from before it: that one must not count.
+	for _, before := range []string{"2026-01-01T00:00:01Z", sentAt} {
+		if p := Patch(app, sent(before)); p != nil && p["metadata"] != nil {
+			t.Errorf("refresh cleared by a reconcile at %s, not after the request (%s): %v", before, sentAt, p)
+		}
 	}
-	p := Patch(app, sent("R2"))
+	p := Patch(app, sent("2026-01-01T00:00:11Z"))
 	ann, _, _ := unstructured.NestedFieldNoCopy(p, "metadata", "annotations")
 	m, ok := ann.(map[string]any)
 	if _, has := m[pullmodel.AnnotationRefresh]; !ok || !has || m[pullmodel.AnnotationRefresh] != nil {
 		t.Errorf("refresh not cleared after the spoke reconciled: %v", p)
+	}
+	if at, _, _ := unstructured.NestedString(p, "status", "reconciledAt"); at != "2026-01-01T00:00:11Z" {
+		t.Errorf("reconciledAt %q written with the clear, want the spoke's 2026-01-01T00:00:11Z (ApplicationSets compare it)", at)
+	}
+}
+
+// TestPatchWritesNoReconcileTimeAlone: the spoke's Argo CD rewrites status.reconciledAt on every
+// periodic refresh; with no request outstanding, that alone is no reason to write the hub
+// Application (a ManifestWork of an earlier release still feeds it back).
+func TestPatchWritesNoReconcileTimeAlone(t *testing.T) {
+	app := pullmodel.NewApplication()
+	app.Object["status"] = map[string]any{"sync": map[string]any{"status": "Synced"}, "health": map[string]any{"status": "Healthy"}, "reconciledAt": "2026-01-01T00:00:00Z"}
+	fb := map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "reconciledAt": "2026-01-01T00:02:00Z"}
+	if p := Patch(app, work(nil, "", fb)); p != nil {
+		t.Errorf("a periodic refresh alone patched the hub Application: %v", p)
+	}
+	fb["healthStatus"] = "Degraded"
+	p := Patch(app, work(nil, "", fb))
+	if h, _, _ := unstructured.NestedString(p, "status", "health", "status"); h != "Degraded" {
+		t.Errorf("health change not patched: %v", p)
+	}
+}
+
+// TestPatchBringsBackWhyAnApplicationFails: the spoke Application's conditions and health
+// message, and the work agent's failure to apply it, reach the hub Application, each message
+// bounded; the hub's own delivery condition stays; conditions go when the cluster has none.
+func TestPatchBringsBackWhyAnApplicationFails(t *testing.T) {
+	app := pullmodel.NewApplication()
+	delivery := map[string]any{"type": pullmodel.ConditionDeliveryError, "message": "hub says"}
+	app.Object["status"] = map[string]any{"conditions": []any{delivery}}
+	long := strings.Repeat("é", 2000)
+	fb := map[string]string{"syncStatus": "Unknown", "healthStatus": "Degraded", "healthMessage": "no pods",
+		"condition0Type": "ComparisonError", "condition0Message": "rpc error: path does not exist", "condition0LastTransitionTime": "2026-01-01T00:00:00Z",
+		"condition1Type": "SyncError", "condition1Message": long}
+	p := Patch(app, work(nil, "", fb))
+	conds, _, _ := unstructured.NestedSlice(p, "status", "conditions")
+	if len(conds) != 3 || conds[0].(map[string]any)["type"] != pullmodel.ConditionDeliveryError ||
+		conds[1].(map[string]any)["type"] != "ComparisonError" || conds[1].(map[string]any)["message"] != "rpc error: path does not exist" ||
+		conds[1].(map[string]any)["lastTransitionTime"] != "2026-01-01T00:00:00Z" || conds[2].(map[string]any)["type"] != "SyncError" {
+		t.Fatalf("conditions %v", conds)
+	}
+	msg := conds[2].(map[string]any)["message"].(string)
+	if len(msg) > MaxMessageBytes || !strings.HasSuffix(msg, "(truncated)") || !utf8.ValidString(msg) {
+		t.Errorf("long message not bounded to %d bytes at a character boundary: %d bytes, valid UTF-8 %v", MaxMessageBytes, len(msg), utf8.ValidString(msg))
+	}
+	if m, _, _ := unstructured.NestedString(p, "status", "health", "message"); m != "no pods" {
+		t.Errorf("health message %q", m)
+	}
+
+	// The work agent could not apply it: no feedback at all, and a condition says why.
+	w := work(nil, "", nil)
+	w.Namespace = "cluster1"
+	w.Status.ResourceStatus.Manifests[0].Conditions = []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionFalse,
+		Message: `applications.argoproj.io "a" is forbidden`, LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}}
+	p = Patch(app, w)
+	conds, _, _ = unstructured.NestedSlice(p, "status", "conditions")
+	if len(conds) != 2 || conds[1].(map[string]any)["type"] != pullmodel.ConditionApplyError ||
+		!strings.Contains(conds[1].(map[string]any)["message"].(string), "forbidden") || !strings.Contains(conds[1].(map[string]any)["message"].(string), "cluster1") {
+		t.Errorf("apply failure: conditions %v", conds)
+	}
+
+	// Shown already: no write. Gone on the cluster: removed, the hub's own stays.
+	app.Object["status"] = map[string]any{"conditions": conds}
+	if p := Patch(app, w); p != nil {
+		t.Errorf("conditions shown already, patched anyway: %v", p)
+	}
+	p = Patch(app, work(nil, "", nil))
+	conds, _, _ = unstructured.NestedSlice(p, "status", "conditions")
+	if len(conds) != 1 || conds[0].(map[string]any)["type"] != pullmodel.ConditionDeliveryError {
+		t.Errorf("after the cluster's conditions went: %v", conds)
+	}
+}
+
+// TestPatchMultiSourceRevisions: a multi-source Application's revisions come back in order.
+func TestPatchMultiSourceRevisions(t *testing.T) {
+	p := Patch(pullmodel.NewApplication(), work(nil, "", map[string]string{"syncStatus": "Synced", "syncRevisions0": "aaa", "syncRevisions1": "bbb"}))
+	revs, _, _ := unstructured.NestedStringSlice(p, "status", "sync", "revisions")
+	if len(revs) != 2 || revs[0] != "aaa" || revs[1] != "bbb" {
+		t.Errorf("revisions %v", revs)
 	}
 }
 

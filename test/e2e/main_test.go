@@ -14,8 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
@@ -72,6 +74,9 @@ func TestMain(m *testing.M) {
 		os.Exit(runStandInAgent())
 	}
 	flag.Parse()
+	// The API server warns that Argo CD's finalizer name has no path; the suite's clients would
+	// print that through controller-runtime's unset logger as a stack trace.
+	ctrllog.SetLogger(logr.Discard())
 	os.Exit(runSuite(m))
 }
 
@@ -185,6 +190,8 @@ func setUp() (*suite, error) {
 			"--reloader-image="+reloaderImg,
 			"--agent-cert-validity="+agentCertValidity.String(),
 			"--departure-settle="+managerDepartureSettle.String(),
+			// Short, for the pull model's offline-deletion scenario.
+			"--pull-model-offline-release-after=15s",
 			"--zap-log-level=info",
 		),
 	})

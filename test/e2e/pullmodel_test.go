@@ -277,6 +277,8 @@ spec:
 	if err := s.spokes[clusters[0]].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, &appsv1.Deployment{}); err != nil {
 		t.Errorf("%s lost its guestbook: %v", clusters[0], err)
 	}
+	// Out of the ApplicationSet's Placement now, so freezing it moves nothing else.
+	s.deleteWhileTheClusterIsOffline(t, repo.URL, gone)
 	s.pullModelTenancy(ctx, t, clusters[0], gone)
 }
 
@@ -423,6 +425,109 @@ func (s *suite) showSpokeErrorOnTheHub(t *testing.T, repoURL, cluster string) {
 	s.eventually(t, cluster+": the spoke's comparison error (path missing in Git) on the hub Application", 3*time.Minute, func(ctx context.Context) (bool, string) {
 		return hubCondition(ctx, s.hub, broken.GetName(), "ComparisonError", "path")
 	})
+}
+
+// offlineNS is the workload namespace of the offline-deletion scenario on the cluster.
+const offlineNS = "guestbook-offline"
+
+// deleteWhileTheClusterIsOffline deletes a hub Application while its cluster's klusterlet is
+// frozen: the hub Application goes after --pull-model-offline-release-after with a Warning Event
+// (the ManifestWork stays marked for deletion), and once the klusterlet runs again the work agent
+// deletes the spoke Application, whose finalizer makes the cluster's Argo CD delete the workload.
+func (s *suite) deleteWhileTheClusterIsOffline(t *testing.T, repoURL, cluster string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	// A short lease, so that the hub sees the frozen cluster as unavailable within seconds
+	// (OCM waits five lease periods).
+	s.setLeaseDuration(t, cluster, 4)
+	t.Cleanup(func() { s.setLeaseDuration(t, cluster, 60) })
+	app := fleet.NewApplication("offline-guestbook", fleet.ArgoCDNamespace, repoURL, "guestbook", offlineNS)
+	app.SetLabels(map[string]string{pullmodel.LabelPull: "true"})
+	app.SetAnnotations(map[string]string{pullmodel.AnnotationCluster: cluster, pullmodel.AnnotationSkipReconcile: "true"})
+	app.SetFinalizers([]string{pullmodel.ResourcesFinalizer})
+	if err := s.hub.Create(ctx, app); err != nil {
+		t.Fatalf("creating hub Application %s: %v", app.GetName(), err)
+	}
+	s.eventually(t, cluster+": the offline scenario's guestbook synced", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: offlineNS, Name: guestbookName}, &appsv1.Deployment{})
+		return err == nil, getState(err, "Deployment")
+	})
+	w, err := s.pullWork(ctx, cluster, app.GetName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	klusterlet := s.process(t, cluster+"-klusterlet-agent")
+	if err := klusterlet.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := klusterlet.Resume(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(resume)
+	s.eventually(t, cluster+": unavailable on the hub once its klusterlet is frozen", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		mc := &clusterv1.ManagedCluster{}
+		if err := s.hub.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+			return false, err.Error()
+		}
+		return !meta.IsStatusConditionTrue(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable), fmt.Sprint(mc.Status.Conditions)
+	})
+	if err := s.hub.Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, "hub: the Application released while its cluster is offline", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		err := s.hub.Get(ctx, client.ObjectKeyFromObject(app), pullmodel.NewApplication())
+		return apierrors.IsNotFound(err), getState(err, "Application")
+	})
+	cur := &workv1.ManifestWork{}
+	if err := s.hub.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil || cur.DeletionTimestamp == nil {
+		t.Errorf("the ManifestWork should wait, marked for deletion, for the cluster: %v", err)
+	}
+	if err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: offlineNS, Name: guestbookName}, &appsv1.Deployment{}); err != nil {
+		t.Errorf("the workload went while the cluster was frozen: %v", err)
+	}
+	resume()
+	s.eventually(t, cluster+": back, the work agent and Argo CD delete the workload and the ManifestWork", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		var left []string
+		if err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: offlineNS, Name: guestbookName}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+			left = append(left, "Deployment")
+		}
+		if err := s.hub.Get(ctx, client.ObjectKeyFromObject(w), &workv1.ManifestWork{}); !apierrors.IsNotFound(err) {
+			left = append(left, "ManifestWork")
+		}
+		return len(left) == 0, fmt.Sprint("left: ", left)
+	})
+	_ = client.IgnoreNotFound(s.spokes[cluster].Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: offlineNS}}))
+}
+
+// setLeaseDuration sets a ManagedCluster's lease period, as a hub admin may.
+func (s *suite) setLeaseDuration(t *testing.T, cluster string, seconds int32) {
+	t.Helper()
+	mc := &clusterv1.ManagedCluster{}
+	if err := s.hub.Get(context.Background(), client.ObjectKey{Name: cluster}, mc); err != nil {
+		t.Fatal(err)
+	}
+	mc.Spec.LeaseDurationSeconds = seconds
+	if err := s.hub.Update(context.Background(), mc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// process returns the fleet process of that name.
+func (s *suite) process(t *testing.T, name string) *fleet.Process {
+	t.Helper()
+	for _, p := range s.f.Processes() {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("no fleet process %s", name)
+	return nil
 }
 
 // hubCondition reports whether the hub Application has a condition of that type whose message

@@ -58,6 +58,13 @@ type ProcessSpec struct {
 // Pid is the process id (also the process group id).
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
+// Pause freezes the process group (SIGSTOP), as a machine or network that stops answering:
+// the process neither acts nor notices until Resume.
+func (p *Process) Pause() error { return syscall.Kill(-p.Pid(), syscall.SIGSTOP) }
+
+// Resume lets a paused process group run again (SIGCONT).
+func (p *Process) Resume() error { return syscall.Kill(-p.Pid(), syscall.SIGCONT) }
+
 // Exited reports whether the process has ended, and how.
 func (p *Process) Exited() (bool, error) {
 	select {
@@ -93,6 +100,8 @@ func (p *Process) Stop(grace time.Duration) error {
 	pgid := p.Pid()
 	if done, _ := p.Exited(); !done {
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		// A paused group handles the signal only once it runs again.
+		_ = syscall.Kill(-pgid, syscall.SIGCONT)
 	}
 	select {
 	case <-p.done:

@@ -72,9 +72,16 @@ type AppConditions struct {
 	// Resources are the objects the Applications deploy, when known.
 	// +optional
 	Resources []ResourceRef `json:"resources,omitempty"`
-	// ClusterConditions has one entry per cluster, sorted by cluster name.
+	// ClusterConditions has one entry per cluster, sorted by cluster name, within a size budget
+	// that keeps the report far below etcd's object limit: when the ApplicationSet spans more
+	// clusters than fit, the entries with a problem (not Synced, not Healthy, or with conditions)
+	// are kept first.
 	// +optional
 	ClusterConditions []ClusterCondition `json:"clusterConditions,omitempty"`
+	// OmittedClusters is how many clusters ClusterConditions leaves out for that budget; the
+	// summary counts them all.
+	// +optional
+	OmittedClusters int `json:"omittedClusters,omitempty"`
 	// Summary counts the clusters by state.
 	// +optional
 	Summary ReportSummary `json:"summary,omitempty"`

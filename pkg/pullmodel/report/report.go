@@ -5,16 +5,20 @@ package report
 
 import (
 	"context"
-	"sort"
+	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/util/workqueue"
 	workv1 "open-cluster-management.io/api/work/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -135,7 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		rep := &reportv1alpha1.MulticlusterApplicationSetReport{
 			ObjectMeta: metav1.ObjectMeta{
 				Namespace: req.Namespace, Name: req.Name,
-				Labels: map[string]string{pullmodel.LabelApplicationSet: "true"},
+				Labels: reportLabels(req.Namespace, req.Name),
 				OwnerReferences: []metav1.OwnerReference{{
 					APIVersion: pullmodel.ArgoGroupVersion.String(), Kind: pullmodel.ApplicationSetGVK.Kind,
 					Name: set.Name, UID: set.UID,
@@ -145,11 +149,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, client.IgnoreAlreadyExists(r.Client.Create(ctx, rep))
 	}
-	if equality.Semantic.DeepEqual(have.Statuses, want) {
+	labels := reportLabels(req.Namespace, req.Name)
+	labelsOK := true
+	for k, v := range labels {
+		labelsOK = labelsOK && have.Labels[k] == v
+	}
+	if equality.Semantic.DeepEqual(have.Statuses, want) && labelsOK {
 		return ctrl.Result{}, nil
 	}
 	upd := have.DeepCopy()
 	upd.Statuses = want
+	if upd.Labels == nil {
+		upd.Labels = map[string]string{}
+	}
+	maps.Copy(upd.Labels, labels)
 	return ctrl.Result{}, r.Client.Update(ctx, upd)
 }
 
@@ -174,11 +187,11 @@ func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
 			SyncRevision:            fb[propagation.FeedbackRevision],
 		}
 		if applied := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied); applied != nil && applied.Status == metav1.ConditionFalse {
-			c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionDeliveryError, Message: applied.Message})
+			c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionDeliveryError, Message: truncate(applied.Message)})
 		}
 		switch c.OperationStatePhase {
 		case "Failed", "Error":
-			c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionSyncError, Message: fb[propagation.FeedbackOperationMessage]})
+			c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionSyncError, Message: truncate(fb[propagation.FeedbackOperationMessage])})
 		}
 		if c.SyncStatus == "Synced" {
 			synced++
@@ -192,14 +205,8 @@ func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
 		}
 		out.ClusterConditions = append(out.ClusterConditions, c)
 	}
-	sort.Slice(out.ClusterConditions, func(i, j int) bool {
-		a, b := out.ClusterConditions[i], out.ClusterConditions[j]
-		if a.Cluster != b.Cluster {
-			return a.Cluster < b.Cluster
-		}
-		return strings.Compare(a.App, b.App) < 0
-	})
 	n := len(out.ClusterConditions)
+	out.ClusterConditions, out.OmittedClusters = withinBudget(out.ClusterConditions)
 	out.Summary = reportv1alpha1.ReportSummary{
 		Clusters:   strconv.Itoa(n),
 		Synced:     strconv.Itoa(synced),
@@ -209,6 +216,74 @@ func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
 		InProgress: strconv.Itoa(inProgress),
 	}
 	return out
+}
+
+// EntryBudget bounds the JSON size of a report's cluster entries: 700,000 bytes, about 2,800
+// clusters with short messages, under half of etcd's 1.5 MiB object limit, so that the report and a
+// concurrent update of it always fit.
+const EntryBudget = 700_000
+
+// maxMessageBytes bounds each message in an entry.
+const maxMessageBytes = 512
+
+func truncate(s string) string {
+	if len(s) <= maxMessageBytes {
+		return s
+	}
+	const mark = " ... (truncated)"
+	cut := maxMessageBytes - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
+// withinBudget returns the entries that fit EntryBudget, those with a problem first, sorted by
+// cluster and Application, and how many were left out.
+func withinBudget(all []reportv1alpha1.ClusterCondition) ([]reportv1alpha1.ClusterCondition, int) {
+	problem := func(c reportv1alpha1.ClusterCondition) bool {
+		return c.SyncStatus != "Synced" || c.HealthStatus != "Healthy" || len(c.Conditions) > 0
+	}
+	byName := func(a, b reportv1alpha1.ClusterCondition) int {
+		if a.Cluster != b.Cluster {
+			return strings.Compare(a.Cluster, b.Cluster)
+		}
+		return strings.Compare(a.App, b.App)
+	}
+	slices.SortFunc(all, func(a, b reportv1alpha1.ClusterCondition) int {
+		if pa, pb := problem(a), problem(b); pa != pb {
+			if pa {
+				return -1
+			}
+			return 1
+		}
+		return byName(a, b)
+	})
+	size, kept := 0, 0
+	for _, c := range all {
+		raw, _ := json.Marshal(c)
+		if size+len(raw)+1 > EntryBudget {
+			break
+		}
+		size += len(raw) + 1
+		kept++
+	}
+	out := all[:kept]
+	slices.SortFunc(out, byName)
+	return out, len(all) - kept
+}
+
+// LabelHostingApplicationSet on a report names its ApplicationSet as "<namespace>.<name>", the
+// label Red Hat ACM's reports carry (set only when that fits a label value).
+const LabelHostingApplicationSet = "apps.open-cluster-management.io/hosting-applicationset"
+
+// reportLabels are a report's labels for the ApplicationSet namespace/name.
+func reportLabels(namespace, name string) map[string]string {
+	labels := map[string]string{pullmodel.LabelApplicationSet: "true"}
+	if v := namespace + "." + name; len(validation.IsValidLabelValue(v)) == 0 {
+		labels[LabelHostingApplicationSet] = v
+	}
+	return labels
 }
 
 func forWork(_ context.Context, o client.Object) []reconcile.Request {

@@ -1,6 +1,9 @@
 package report
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,5 +48,60 @@ func TestBuildSummary(t *testing.T) {
 	}
 	if c := got.ClusterConditions[3].Conditions; len(c) != 1 || c[0].Type != ConditionDeliveryError || c[0].Message != "no such namespace" {
 		t.Errorf("c4 conditions %+v", c)
+	}
+}
+
+// TestReportStaysFarBelowEtcdsLimit: an ApplicationSet over 6,000 clusters, a few of them
+// failing with long messages, makes a report whose cluster entries stay within EntryBudget (half
+// of etcd's object limit), keeps every failing cluster, says how many it left out, and still
+// counts every cluster in the summary.
+func TestReportStaysFarBelowEtcdsLimit(t *testing.T) {
+	const n = 6000
+	works := make([]workv1.ManifestWork, 0, n)
+	for i := range n {
+		fb := map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "syncRevision": strings.Repeat("a", 40),
+			"operationStatePhase": "Succeeded", "operationStateStartedAt": "2026-01-01T00:00:00Z"}
+		if i%1000 == 7 {
+			fb["operationStatePhase"] = "Failed"
+			fb["operationStateMessage"] = strings.Repeat("one or more objects failed to apply ", 200)
+			fb["healthStatus"] = "Degraded"
+		}
+		works = append(works, w(fmt.Sprintf("cluster-%05d", i), fb))
+	}
+	got := Build(works)
+	raw, _ := json.Marshal(got)
+	if len(raw) > EntryBudget+4096 || len(raw) > 1536*1024/2 {
+		t.Errorf("statuses are %d bytes, over the %d byte budget", len(raw), EntryBudget)
+	}
+	if got.Summary.Clusters != "6000" || got.Summary.Healthy != "5994" {
+		t.Errorf("summary %+v, want all 6000 clusters counted", got.Summary)
+	}
+	if got.OmittedClusters == 0 || got.OmittedClusters+len(got.ClusterConditions) != n {
+		t.Errorf("%d entries and %d omitted, want a bounded list that says how many it left out", len(got.ClusterConditions), got.OmittedClusters)
+	}
+	failing := 0
+	for i, c := range got.ClusterConditions {
+		if c.HealthStatus == "Degraded" {
+			failing++
+			if len(c.Conditions) != 1 || len(c.Conditions[0].Message) > 512 {
+				t.Errorf("%s: conditions not bounded: %d bytes", c.Cluster, len(c.Conditions[0].Message))
+			}
+		}
+		if i > 0 && got.ClusterConditions[i-1].Cluster > c.Cluster {
+			t.Fatalf("entries not sorted by cluster at %d", i)
+		}
+	}
+	if failing != 6 {
+		t.Errorf("%d failing clusters kept, want all 6", failing)
+	}
+	t.Logf("6,000 clusters: %d entries, %d omitted, %d bytes", len(got.ClusterConditions), got.OmittedClusters, len(raw))
+}
+
+func TestReportLabels(t *testing.T) {
+	if l := reportLabels("openshift-gitops", "guestbook"); l[LabelHostingApplicationSet] != "openshift-gitops.guestbook" || l[pullmodel.LabelApplicationSet] != "true" {
+		t.Errorf("labels %v, want ACM's hosting-applicationset label", l)
+	}
+	if l := reportLabels("argocd", strings.Repeat("x", 70)); l[LabelHostingApplicationSet] != "" {
+		t.Errorf("an over-long label value was set: %v", l)
 	}
 }

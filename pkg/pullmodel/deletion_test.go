@@ -116,7 +116,8 @@ func TestDeletionWhileTheClusterIsOffline(t *testing.T) {
 		return hasEvent(ctx, argoNS, "offline-app", propagation.ReasonReleasedWithoutCluster)
 	})
 
-	// Available: the cluster is deleting, wait however long; the annotation releases at once.
+	// Available: the cluster is deleting, wait however long. An outage that begins long after
+	// the deletion counts from its own start, not from the deletion.
 	createCluster(t, "online1", true)
 	setAvailable(t, "online1", true)
 	deleteWithWorkAgentFinalizer("online1", "online-app", false)
@@ -124,8 +125,22 @@ func TestDeletionWhileTheClusterIsOffline(t *testing.T) {
 	if app := getApp(t, "online-app"); len(app.GetFinalizers()) != 1 {
 		t.Fatalf("released on an available cluster: finalizers %v", app.GetFinalizers())
 	}
-	patchApp(t, "online-app", fmt.Sprintf(`{"metadata":{"annotations":{%q:"true"}}}`, pullmodel.AnnotationReleaseWithoutCluster))
-	eventually(t, "released at the annotation's request", 15*time.Second, gone("online-app"))
+	setAvailable(t, "online1", false)
+	wentOffline := time.Now()
+	time.Sleep(time.Second)
+	if app := getApp(t, "online-app"); len(app.GetFinalizers()) != 1 {
+		t.Fatalf("released %s into an outage that began after the deletion: finalizers %v", time.Since(wentOffline), app.GetFinalizers())
+	}
+	eventually(t, "released once the outage itself lasted the wait", offlineRelease+20*time.Second, gone("online-app"))
+	if waited := time.Since(wentOffline); waited < offlineRelease-time.Second {
+		t.Errorf("released %s into the outage, before the %s wait", waited, offlineRelease)
+	}
+
+	// The annotation releases at once, even on an available cluster.
+	createCluster(t, "online2", true)
+	setAvailable(t, "online2", true)
+	deleteWithWorkAgentFinalizer("online2", "annotated-app", true)
+	eventually(t, "released at the annotation's request", 15*time.Second, gone("annotated-app"))
 }
 
 // TestOrphanCleanup: ManifestWorks whose hub Application is gone (deleted while the manager

@@ -111,7 +111,7 @@ func TestFailuresOnTheClusterReachTheHub(t *testing.T) {
 	app = getApp(t, app.GetName())
 	w := waitWork(t, app, "fail1")
 	setFeedback(t, w, map[string]string{"syncStatus": "Unknown", "healthStatus": "Healthy",
-		"condition0Type": "ComparisonError", "condition0Message": "Failed to load target state: app path does not exist", "condition0LastTransitionTime": "2026-01-01T00:00:00Z"})
+		"conditionTypes": "ComparisonError", "conditionMessages": "Failed to load target state: app path does not exist", "conditionTransitionTimes": "2026-01-01T00:00:00Z"})
 	eventually(t, "the spoke's ComparisonError on the hub", 10*time.Second, func(ctx context.Context) (bool, string) {
 		conds := pullmodel.Conditions(getApp(t, app.GetName()))
 		return len(conds) == 1 && conds[0].(map[string]any)["type"] == "ComparisonError" &&

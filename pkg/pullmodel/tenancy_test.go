@@ -502,6 +502,20 @@ func TestProjectIsDeliveredWithTheApplication(t *testing.T) {
 		return len(fmt.Sprint(spec["sourceRepos"])) > 0 && fmt.Sprint(spec["sourceRepos"]) == "[https://git.example/* https://charts.example/*]", fmt.Sprint(p, why)
 	})
 
+	// The project tightened so that it refuses the Application: the Application stays as it
+	// was delivered, but its stale copy of the project leaves the ManifestWork (the work agent
+	// would otherwise keep applying it over the current one).
+	if err := k8s.Patch(context.Background(), hubProject, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sourceRepos":["https://other.example/*"]}}`))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the refused Application's ManifestWork without the project", 10*time.Second, func(ctx context.Context) (bool, string) {
+		_, w, why := projectIn(ctx)
+		if w == nil || len(w.Spec.Workload.Manifests) != 1 {
+			return false, why
+		}
+		return w.Spec.DeleteOption == nil, fmt.Sprintf("delete option %+v", w.Spec.DeleteOption)
+	})
+
 	// An Application of the default project carries no project.
 	createCluster(t, "default-project1", true)
 	plain := newApp("default-project", "default-project1")

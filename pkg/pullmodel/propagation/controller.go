@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -213,9 +214,10 @@ const ReasonReleasedWithoutCluster = "ReleasedWithoutCluster"
 // releaseWithoutCluster decides whether a deleted Application's finalizer is released while
 // its ManifestWorks are still being deleted, and otherwise when to look again. A cluster that
 // is available is deleting the workload: wait for it, however long. One that is unavailable (or
-// gone) may never answer: wait OfflineRelease from the ManifestWork's deletion, so that a brief
-// outage does not count, then release; the ManifestWork stays marked for deletion, and OCM's
-// work agent deletes the Application and its workload when the cluster returns. The annotation
+// gone) may never answer: wait OfflineRelease from the ManifestWork's deletion or from the start
+// of the outage, whichever is later, so that a brief outage does not count, then release; the
+// ManifestWork stays marked for deletion, and OCM's work agent deletes the Application and its
+// workload when the cluster returns. The annotation
 // AnnotationReleaseWithoutCluster releases at once, whatever the cluster's state (whoever may
 // edit the Application may remove its finalizer anyway).
 func (r *Reconciler) releaseWithoutCluster(ctx context.Context, app *unstructured.Unstructured) (bool, time.Duration, string, error) {
@@ -241,13 +243,20 @@ func (r *Reconciler) releaseWithoutCluster(ctx context.Context, app *unstructure
 			return false, poll, "", nil
 		}
 		mc := &clusterv1.ManagedCluster{}
+		since := w.DeletionTimestamp.Time
 		switch err := r.Client.Get(ctx, client.ObjectKey{Name: w.Namespace}, mc); {
 		case err == nil && mc.DeletionTimestamp == nil && meta.IsStatusConditionTrue(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable):
 			return false, poll, "", nil
 		case err != nil && !apierrors.IsNotFound(err):
 			return false, poll, "", err
+		case err == nil:
+			// The outage must last the whole wait: one that began after the deletion counts
+			// from its own start.
+			if c := meta.FindStatusCondition(mc.Status.Conditions, clusterv1.ManagedClusterConditionAvailable); c != nil && c.LastTransitionTime.After(since) {
+				since = c.LastTransitionTime.Time
+			}
 		}
-		wait = max(wait, w.DeletionTimestamp.Add(r.OfflineRelease).Sub(r.Now()))
+		wait = max(wait, since.Add(r.OfflineRelease).Sub(r.Now()))
 		clusters = append(clusters, w.Namespace)
 	}
 	if wait > 0 {
@@ -305,6 +314,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 	// still known as this Application's once the Application is gone.
 	if refusal != nil {
 		if err := r.sealLegacy(ctx, app, cluster, name); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.dropProject(ctx, app, cluster, name); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -406,6 +418,29 @@ func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) 
 		return nil, err
 	}
 	return Authorize(r.Policy, app, f), nil
+}
+
+// dropProject takes the AppProject out of a refused Application's earlier ManifestWork. The
+// Application stays as it was delivered, but the project copy in it would go stale (a refusal
+// may be the project's own change) while the work agent keeps applying it, over the current
+// copy another Application's ManifestWork carries. The copy on the cluster stays (it is
+// orphaned); the Application's own manifest is untouched.
+func (r *Reconciler) dropProject(ctx context.Context, app *unstructured.Unstructured, cluster, name string) error {
+	w := &workv1.ManifestWork{}
+	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !ownedFor(r.Sealer, w, app) || w.DeletionTimestamp != nil || len(w.Spec.Workload.Manifests) < 2 {
+		return nil
+	}
+	upd := w.DeepCopy()
+	upd.Spec.Workload.Manifests = upd.Spec.Workload.Manifests[:1]
+	upd.Spec.ManifestConfigs = slices.DeleteFunc(upd.Spec.ManifestConfigs, func(c workv1.ManifestConfigOption) bool {
+		return c.ResourceIdentifier.Resource == "appprojects"
+	})
+	upd.Spec.DeleteOption = nil
+	log.FromContext(ctx).Info("taking the AppProject out of a refused Application's ManifestWork", "namespace", w.Namespace, "name", w.Name)
+	return r.Client.Update(ctx, upd)
 }
 
 // deliveredProject is the hub AppProject to deliver with the Application: the one it names, in
@@ -593,6 +628,31 @@ func FeedbackValues(w *workv1.ManifestWork) map[string]string {
 		}
 	}
 	return out
+}
+
+// FeedbackLists returns the spoke Application's fed-back list fields by feedback name, and
+// whether each is whole: a work agent with the RawFeedbackJsonString gate reports a list of two
+// or more items as JSON (whole); otherwise a value is its first item only, and a one-item list
+// cannot be told from it (not whole).
+func FeedbackLists(w *workv1.ManifestWork) (map[string][]string, map[string]bool) {
+	lists, whole := map[string][]string{}, map[string]bool{}
+	for _, m := range w.Status.ResourceStatus.Manifests {
+		if m.ResourceMeta.Group != pullmodel.ArgoGroupVersion.Group || m.ResourceMeta.Resource != "applications" {
+			continue
+		}
+		for _, v := range m.StatusFeedbacks.Values {
+			switch {
+			case v.Value.String != nil:
+				lists[v.Name] = []string{*v.Value.String}
+			case v.Value.JsonRaw != nil:
+				var items []string
+				if json.Unmarshal([]byte(*v.Value.JsonRaw), &items) == nil {
+					lists[v.Name], whole[v.Name] = items, true
+				}
+			}
+		}
+	}
+	return lists, whole
 }
 
 // forCluster wakes the Applications that target a cluster and those in the hub namespace named

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,58 +36,79 @@ const (
 	FeedbackReconciledAt     = "reconciledAt"
 )
 
-// Feedback names of the spoke Application's condition i and sync source revision i (see
-// feedbackPaths).
-func FeedbackConditionType(i int) string    { return fmt.Sprintf("condition%dType", i) }
-func FeedbackConditionMessage(i int) string { return fmt.Sprintf("condition%dMessage", i) }
-func FeedbackConditionTransition(i int) string {
-	return fmt.Sprintf("condition%dLastTransitionTime", i)
-}
-func FeedbackSyncRevision(i int) string { return fmt.Sprintf("syncRevisions%d", i) }
-
-// FeedbackHealthMessage is the spoke Application's health message.
-const FeedbackHealthMessage = "healthMessage"
-
-// Bounds of what comes back: OCM's work agent feeds back scalar values only (lists need its
-// alpha RawFeedbackJsonString gate, off by default), so lists come back item by item, up to
-// these counts. Argo CD seldom has more than two conditions on an Application at once.
+// Feedback names of list fields of the spoke Application (see FeedbackLists).
 const (
-	MaxFedBackConditions = 3
-	MaxFedBackRevisions  = 8
+	FeedbackConditionTypes    = "conditionTypes"
+	FeedbackConditionMessages = "conditionMessages"
+	FeedbackConditionTimes    = "conditionTransitionTimes"
+	FeedbackSyncRevisions     = "syncRevisions"
+	// FeedbackHealthMessage is the spoke Application's health message.
+	FeedbackHealthMessage = "healthMessage"
 )
 
 // feedbackPaths are the spoke Application fields fed back to the hub. The operation's start is
 // what ApplicationSet progressive sync compares with its own transition times, so it comes back
-// as the spoke wrote it. The conditions, the health message and the operation message are what a
-// person needs to see why an Application is not Synced or Healthy.
+// as the spoke wrote them. The conditions, the health message and the operation message are
+// what a person needs to see why an Application is not Synced or Healthy.
+//
+// Lists are read with [*]: OCM's work agent feeds back scalar values, so a stock one reports the
+// first item only (the first condition; an index past a list's end would put its feedback
+// condition in error), and one with its alpha RawFeedbackJsonString gate reports the whole list
+// as JSON (see FeedbackLists).
 //
 // The reconcile time is not among them: the spoke's Argo CD rewrites it on every periodic
 // refresh (120 s by default), and each change would cost a ManifestWork status write by the
 // work agent and a hub Application write, while nothing happens. It is fed back only while the
-// ManifestWork carries a sync or refresh request (reconcileFeedback), which is when the hub needs
-// it: to tell that the spoke has served the request, and for progressive sync.
-var feedbackPaths = func() []workv1.JsonPath {
-	paths := []workv1.JsonPath{
-		{Name: FeedbackHealth, Path: ".status.health.status"},
-		{Name: FeedbackSync, Path: ".status.sync.status"},
-		{Name: FeedbackOperationStarted, Path: ".status.operationState.startedAt"},
-		{Name: FeedbackOperationPhase, Path: ".status.operationState.phase"},
-		{Name: FeedbackRevision, Path: ".status.sync.revision"},
-		{Name: FeedbackOperationEnded, Path: ".status.operationState.finishedAt"},
-		{Name: FeedbackOperationMessage, Path: ".status.operationState.message"},
-		{Name: FeedbackHealthMessage, Path: ".status.health.message"},
+// hub needs it (reconcileFeedback).
+var feedbackPaths = []workv1.JsonPath{
+	{Name: FeedbackHealth, Path: ".status.health.status"},
+	{Name: FeedbackSync, Path: ".status.sync.status"},
+	{Name: FeedbackOperationStarted, Path: ".status.operationState.startedAt"},
+	{Name: FeedbackOperationPhase, Path: ".status.operationState.phase"},
+	{Name: FeedbackRevision, Path: ".status.sync.revision"},
+	{Name: FeedbackOperationEnded, Path: ".status.operationState.finishedAt"},
+	{Name: FeedbackOperationMessage, Path: ".status.operationState.message"},
+	{Name: FeedbackHealthMessage, Path: ".status.health.message"},
+	{Name: FeedbackConditionTypes, Path: ".status.conditions[*].type"},
+	{Name: FeedbackConditionMessages, Path: ".status.conditions[*].message"},
+	{Name: FeedbackConditionTimes, Path: ".status.conditions[*].lastTransitionTime"},
+	{Name: FeedbackSyncRevisions, Path: ".status.sync.revisions[*]"},
+}
+
+// reconcileAfterSyncPending reports whether the hub Application, owned by an ApplicationSet,
+// shows a finished operation but no reconcile since: the spoke's Argo CD reconciles again once
+// it has recorded the operation's end, and progressive sync waits for that reconcile time,
+// which may come after the sync request is cleared (and with it the other reason to feed the
+// time back). It costs two ManifestWork writes per such sync; Applications without an
+// ApplicationSet have no progressive sync and do not pay it.
+func reconcileAfterSyncPending(app *unstructured.Unstructured) bool {
+	if pullmodel.OwningApplicationSet(app) == "" {
+		return false
 	}
-	for i := range MaxFedBackConditions {
-		paths = append(paths,
-			workv1.JsonPath{Name: FeedbackConditionType(i), Path: fmt.Sprintf(".status.conditions[%d].type", i)},
-			workv1.JsonPath{Name: FeedbackConditionMessage(i), Path: fmt.Sprintf(".status.conditions[%d].message", i)},
-			workv1.JsonPath{Name: FeedbackConditionTransition(i), Path: fmt.Sprintf(".status.conditions[%d].lastTransitionTime", i)})
+	finished, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "finishedAt")
+	end, err := time.Parse(time.RFC3339, finished)
+	if err != nil {
+		return false
 	}
-	for i := range MaxFedBackRevisions {
-		paths = append(paths, workv1.JsonPath{Name: FeedbackSyncRevision(i), Path: fmt.Sprintf(".status.sync.revisions[%d]", i)})
+	reconciled, _, _ := unstructured.NestedString(app.Object, "status", "reconciledAt")
+	at, err := time.Parse(time.RFC3339, reconciled)
+	return err != nil || at.Before(end)
+}
+
+// FeedsBackReconcileTime reports whether a ManifestWork's feedback rules read the spoke's
+// reconcile time.
+func FeedsBackReconcileTime(w *workv1.ManifestWork) bool {
+	for _, c := range w.Spec.ManifestConfigs {
+		for _, r := range c.FeedbackRules {
+			for _, p := range r.JsonPaths {
+				if p.Name == FeedbackReconciledAt {
+					return true
+				}
+			}
+		}
 	}
-	return paths
-}()
+	return false
+}
 
 // reconcileFeedback is the rule for the spoke's reconcile time, see feedbackPaths.
 var reconcileFeedback = workv1.JsonPath{Name: FeedbackReconciledAt, Path: ".status.reconciledAt"}
@@ -251,7 +273,7 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 	if refresh {
 		annotations[pullmodel.AnnotationRefreshBaseline] = in.RefreshBaseline
 	}
-	if _, op := spoke.Object["operation"]; op || refresh {
+	if _, op := spoke.Object["operation"]; op || refresh || reconcileAfterSyncPending(app) {
 		paths = append(slices.Clip(paths), reconcileFeedback)
 	}
 	raw, err := json.Marshal(spoke.Object)

@@ -131,7 +131,7 @@ func TestReconcileTimeIsFedBackOnlyWhileARequestIsOutstanding(t *testing.T) {
 	if slices.Contains(rules(idle), FeedbackReconciledAt) {
 		t.Errorf("idle Application's ManifestWork feeds back the reconcile time: %v", rules(idle))
 	}
-	for _, want := range []string{FeedbackHealth, FeedbackSync, FeedbackHealthMessage, FeedbackConditionType(0), FeedbackConditionMessage(MaxFedBackConditions - 1), FeedbackSyncRevision(0)} {
+	for _, want := range []string{FeedbackHealth, FeedbackSync, FeedbackHealthMessage, FeedbackConditionTypes, FeedbackConditionMessages, FeedbackSyncRevisions} {
 		if !slices.Contains(rules(idle), want) {
 			t.Errorf("no feedback rule %s: %v", want, rules(idle))
 		}
@@ -145,6 +145,24 @@ func TestReconcileTimeIsFedBackOnlyWhileARequestIsOutstanding(t *testing.T) {
 		if !slices.Contains(rules(w), FeedbackReconciledAt) {
 			t.Errorf("%s: the reconcile time is not fed back: %v", name, rules(w))
 		}
+	}
+	// An ApplicationSet's Application whose last sync finished after the last reconcile the hub
+	// shows: progressive sync waits for the spoke's reconcile after the sync, which may come
+	// after the sync request is cleared.
+	synced := hubApp()
+	synced.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "set", UID: "u"}})
+	synced.Object["status"] = map[string]any{"reconciledAt": "2026-01-01T00:00:00Z", "operationState": map[string]any{"finishedAt": "2026-01-01T00:00:05Z"}}
+	if w, _ := Build(Input{App: synced}); !slices.Contains(rules(w), FeedbackReconciledAt) {
+		t.Errorf("the reconcile after a finished sync is not fed back: %v", rules(w))
+	}
+	synced.Object["status"].(map[string]any)["reconciledAt"] = "2026-01-01T00:00:06Z"
+	if w, _ := Build(Input{App: synced}); slices.Contains(rules(w), FeedbackReconciledAt) {
+		t.Errorf("reconciled since the sync, still fed back: %v", rules(w))
+	}
+	synced.Object["status"].(map[string]any)["reconciledAt"] = "2026-01-01T00:00:00Z"
+	synced.SetOwnerReferences(nil)
+	if w, _ := Build(Input{App: synced}); slices.Contains(rules(w), FeedbackReconciledAt) {
+		t.Errorf("without an ApplicationSet (no progressive sync), still fed back: %v", rules(w))
 	}
 	// The shared list is not grown by the builds that add the rule.
 	again, _ := Build(Input{App: hubApp()})

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -108,8 +109,14 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 	want := map[string]any{}
 	if fb[propagation.FeedbackHealth] != "" || fb[propagation.FeedbackSync] != "" {
 		if v := fb[propagation.FeedbackSync]; v != "" {
-			sync := map[string]any{"status": v, "revision": orNull(fb[propagation.FeedbackRevision])}
-			if revs := fedBackRevisions(fb); len(revs) > 0 {
+			// A multi-source Application's revisions, when they come back whole; else none,
+			// rather than a partial list progressive sync would pin its syncs to.
+			sync := map[string]any{"status": v, "revision": orNull(fb[propagation.FeedbackRevision]), "revisions": nil}
+			if lists, whole := propagation.FeedbackLists(w); whole[propagation.FeedbackSyncRevisions] {
+				revs := make([]any, 0, len(lists[propagation.FeedbackSyncRevisions]))
+				for _, r := range lists[propagation.FeedbackSyncRevisions] {
+					revs = append(revs, r)
+				}
 				sync["revisions"] = revs
 			}
 			want["sync"] = sync
@@ -117,10 +124,10 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 		if v := fb[propagation.FeedbackHealth]; v != "" {
 			want["health"] = map[string]any{"status": v, "message": orNull(truncate(fb[propagation.FeedbackHealthMessage]))}
 		}
-		// Only while a sync or refresh request is outstanding (the only time it is fed back,
-		// see propagation's feedbackPaths; a ManifestWork of an earlier release may still feed
-		// it back always), so a periodic refresh on the spoke costs the hub nothing.
-		if v := fb[propagation.FeedbackReconciledAt]; v != "" && requestOutstanding(w) {
+		// Only while the ManifestWork asks for it (a request outstanding, or the reconcile after
+		// a finished sync; see propagation's feedbackPaths): a ManifestWork of an earlier
+		// release may feed it back always, and a periodic refresh must cost the hub nothing.
+		if v := fb[propagation.FeedbackReconciledAt]; v != "" && (requestOutstanding(w) || propagation.FeedsBackReconcileTime(w)) {
 			want["reconciledAt"] = v
 		}
 		if phase, started := fb[propagation.FeedbackOperationPhase], fb[propagation.FeedbackOperationStarted]; phase != "" && started != "" {
@@ -164,6 +171,9 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 	return out
 }
 
+// maxConditions bounds how many of the spoke's conditions the hub Application shows.
+const maxConditions = 8
+
 // MaxMessageBytes bounds each message written onto the hub Application (conditions, health,
 // operation): Argo CD's comparison errors can quote whole manifests, and the hub Application is
 // one etcd object.
@@ -182,19 +192,6 @@ func truncate(s string) string {
 	return s[:cut] + mark
 }
 
-// fedBackRevisions are the spoke's sync revisions of a multi-source Application, in order.
-func fedBackRevisions(fb map[string]string) []any {
-	var out []any
-	for i := range propagation.MaxFedBackRevisions {
-		v, ok := fb[propagation.FeedbackSyncRevision(i)]
-		if !ok {
-			break
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
 // conditions returns the hub Application's conditions as the cluster reports them, and whether
 // they differ from what it shows: the spoke Application's conditions (as fed back), then, when
 // OCM's work agent could not apply the Application (forbidden, missing CRD or namespace), a
@@ -210,21 +207,27 @@ func conditions(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map[s
 		}
 	}
 	var want []any
-	for i := range propagation.MaxFedBackConditions {
-		t := fb[propagation.FeedbackConditionType(i)]
-		if t == "" {
-			break
+	lists, _ := propagation.FeedbackLists(w)
+	types, messages, times := lists[propagation.FeedbackConditionTypes], lists[propagation.FeedbackConditionMessages], lists[propagation.FeedbackConditionTimes]
+	for i, t := range types {
+		c := map[string]any{"type": t, "message": ""}
+		// Argo CD requires a message; a transition time is optional, so times pair with
+		// types only when every condition has one.
+		if len(messages) == len(types) {
+			c["message"] = truncate(messages[i])
 		}
-		c := map[string]any{"type": t, "message": truncate(fb[propagation.FeedbackConditionMessage(i)])}
-		if at := fb[propagation.FeedbackConditionTransition(i)]; at != "" {
-			c["lastTransitionTime"] = at
+		if len(times) == len(types) {
+			c["lastTransitionTime"] = times[i]
 		}
 		want = append(want, c)
+		if len(want) == maxConditions {
+			break
+		}
 	}
 	if msg, at, failed := applyFailure(w); failed {
 		want = append(want, map[string]any{
 			"type":               pullmodel.ConditionApplyError,
-			"message":            truncate("OCM's work agent on cluster " + w.Namespace + " could not apply the Application: " + msg),
+			"message":            truncate("OCM's work agent on cluster " + w.Namespace + " could not apply " + msg),
 			"lastTransitionTime": at,
 		})
 	}
@@ -242,15 +245,24 @@ func conditions(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map[s
 // applyFailure reports the work agent's failure to apply the ManifestWork's Application: its
 // manifest condition Applied=False, with the message and when it began.
 func applyFailure(w *workv1.ManifestWork) (string, string, bool) {
+	var msgs []string
+	var since string
 	for _, m := range w.Status.ResourceStatus.Manifests {
-		if m.ResourceMeta.Group != pullmodel.ArgoGroupVersion.Group || m.ResourceMeta.Resource != "applications" {
+		if m.ResourceMeta.Group != pullmodel.ArgoGroupVersion.Group || (m.ResourceMeta.Resource != "applications" && m.ResourceMeta.Resource != "appprojects") {
 			continue
 		}
 		if c := meta.FindStatusCondition(m.Conditions, workv1.ManifestApplied); c != nil && c.Status == metav1.ConditionFalse {
-			return c.Message, c.LastTransitionTime.UTC().Format(time.RFC3339), true
+			what := "the Application"
+			if m.ResourceMeta.Resource == "appprojects" {
+				what = "its AppProject " + m.ResourceMeta.Name
+			}
+			msgs = append(msgs, what+": "+c.Message)
+			if at := c.LastTransitionTime.UTC().Format(time.RFC3339); since == "" || at < since {
+				since = at
+			}
 		}
 	}
-	return "", "", false
+	return strings.Join(msgs, "; "), since, len(msgs) > 0
 }
 
 // subset reports whether every field of want is in have with the same value (fields only

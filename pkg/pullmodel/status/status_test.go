@@ -1,6 +1,7 @@
 package status
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -127,10 +128,17 @@ func TestPatchBringsBackWhyAnApplicationFails(t *testing.T) {
 	delivery := map[string]any{"type": pullmodel.ConditionDeliveryError, "message": "hub says"}
 	app.Object["status"] = map[string]any{"conditions": []any{delivery}}
 	long := strings.Repeat("é", 2000)
-	fb := map[string]string{"syncStatus": "Unknown", "healthStatus": "Degraded", "healthMessage": "no pods",
-		"condition0Type": "ComparisonError", "condition0Message": "rpc error: path does not exist", "condition0LastTransitionTime": "2026-01-01T00:00:00Z",
-		"condition1Type": "SyncError", "condition1Message": long}
-	p := Patch(app, work(nil, "", fb))
+	// A work agent with RawFeedbackJsonString reports the lists whole, as JSON.
+	w := work(nil, "", map[string]string{"syncStatus": "Unknown", "healthStatus": "Degraded", "healthMessage": "no pods"})
+	raw := func(name string, items ...string) {
+		b, _ := json.Marshal(items)
+		w.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values = append(w.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values,
+			workv1.FeedbackValue{Name: name, Value: workv1.FieldValue{Type: workv1.JsonRaw, JsonRaw: ptr.To(string(b))}})
+	}
+	raw("conditionTypes", "ComparisonError", "SyncError")
+	raw("conditionMessages", "rpc error: path does not exist", long)
+	raw("conditionTransitionTimes", "2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z")
+	p := Patch(app, w)
 	conds, _, _ := unstructured.NestedSlice(p, "status", "conditions")
 	if len(conds) != 3 || conds[0].(map[string]any)["type"] != pullmodel.ConditionDeliveryError ||
 		conds[1].(map[string]any)["type"] != "ComparisonError" || conds[1].(map[string]any)["message"] != "rpc error: path does not exist" ||
@@ -144,9 +152,16 @@ func TestPatchBringsBackWhyAnApplicationFails(t *testing.T) {
 	if m, _, _ := unstructured.NestedString(p, "status", "health", "message"); m != "no pods" {
 		t.Errorf("health message %q", m)
 	}
+	// A stock work agent reports the first condition only (a plain string).
+	p = Patch(app, work(nil, "", map[string]string{"syncStatus": "Unknown", "healthStatus": "Healthy",
+		"conditionTypes": "ComparisonError", "conditionMessages": "path does not exist"}))
+	conds, _, _ = unstructured.NestedSlice(p, "status", "conditions")
+	if len(conds) != 2 || conds[1].(map[string]any)["type"] != "ComparisonError" || conds[1].(map[string]any)["message"] != "path does not exist" {
+		t.Errorf("first condition from a stock work agent: %v", conds)
+	}
 
 	// The work agent could not apply it: no feedback at all, and a condition says why.
-	w := work(nil, "", nil)
+	w = work(nil, "", nil)
 	w.Namespace = "cluster1"
 	w.Status.ResourceStatus.Manifests[0].Conditions = []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionFalse,
 		Message: `applications.argoproj.io "a" is forbidden`, LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}}
@@ -169,57 +184,22 @@ func TestPatchBringsBackWhyAnApplicationFails(t *testing.T) {
 	}
 }
 
-// TestPatchMultiSourceRevisions: a multi-source Application's revisions come back in order.
+// TestPatchMultiSourceRevisions: a multi-source Application's revisions come back in order when
+// the work agent reports the list whole; from a stock work agent (first item only) none are
+// written, since progressive sync would pin its syncs to a partial list.
 func TestPatchMultiSourceRevisions(t *testing.T) {
-	p := Patch(pullmodel.NewApplication(), work(nil, "", map[string]string{"syncStatus": "Synced", "syncRevisions0": "aaa", "syncRevisions1": "bbb"}))
+	w := work(nil, "", map[string]string{"syncStatus": "Synced"})
+	w.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values = append(w.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values,
+		workv1.FeedbackValue{Name: "syncRevisions", Value: workv1.FieldValue{Type: workv1.JsonRaw, JsonRaw: ptr.To(`["aaa","bbb"]`)}})
+	p := Patch(pullmodel.NewApplication(), w)
 	revs, _, _ := unstructured.NestedStringSlice(p, "status", "sync", "revisions")
 	if len(revs) != 2 || revs[0] != "aaa" || revs[1] != "bbb" {
 		t.Errorf("revisions %v", revs)
 	}
-}
-
-// TestPatchRollingSyncRequest: RollingSync's request (with an integer, read back from the API
-// server as int64 while the ManifestWork's payload decodes it as float64) is kept on the hub
-// while the spoke runs it, cleared once it has finished, not cleared again when the
-// ApplicationSet asks anew with the same request, and an idle Application gets no writes.
-func TestPatchRollingSyncRequest(t *testing.T) {
-	const op = `{"initiatedBy":{"username":"applicationset-controller","automated":true},"sync":{"revision":"abc123","prune":true},"retry":{"limit":5}}`
-	app := func(status string) *unstructured.Unstructured {
-		raw := `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"name":"a","namespace":"argocd"},"operation":` + op
-		if status != "" {
-			raw += `,"status":` + status
-		}
-		obj, _, err := unstructured.UnstructuredJSONScheme.Decode([]byte(raw+"}"), nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return obj.(*unstructured.Unstructured)
-	}
-	sent := func(fb map[string]string) *workv1.ManifestWork {
-		w := work(nil, "", fb)
-		w.Spec.Workload.Manifests[0].Raw = []byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","operation":` + op + `}`)
-		w.Annotations = map[string]string{pullmodel.AnnotationOperationBaseline: ""}
-		return w
-	}
-	running := map[string]string{"syncStatus": "OutOfSync", "healthStatus": "Missing", "operationStatePhase": "Running", "operationStateStartedAt": "S1"}
-	p := Patch(app(""), sent(running))
-	if _, ok := p["operation"]; ok {
-		t.Error("cleared while the spoke runs it")
-	}
-	if limit, _, _ := unstructured.NestedFieldNoCopy(p, "status", "operationState", "operation", "retry", "limit"); limit == nil {
-		t.Errorf("operationState.operation is not the running request: %v", p["status"])
-	}
-	shownRunning := `{"sync":{"status":"OutOfSync","revision":null},"health":{"status":"Missing"},"operationState":{"phase":"Running","startedAt":"S1","operation":` + op + `}}`
-	if p := Patch(app(shownRunning), sent(running)); p != nil {
-		t.Errorf("idle, but patched (a write per reconcile): %v", p)
-	}
-	done := map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "operationStatePhase": "Succeeded", "operationStateStartedAt": "S1", "operationStateFinishedAt": "S2"}
-	p = Patch(app(shownRunning), sent(done))
-	if v, ok := p["operation"]; !ok || v != nil {
-		t.Errorf("not cleared once the spoke finished it: %v", p)
-	}
-	shownDone := `{"sync":{"status":"Synced","revision":null},"health":{"status":"Healthy"},"operationState":{"phase":"Succeeded","startedAt":"S1","finishedAt":"S2","operation":` + op + `}}`
-	if p := Patch(app(shownDone), sent(done)); p != nil {
-		t.Errorf("the same request asked anew is cleared or patched again: %v", p)
+	app := pullmodel.NewApplication()
+	app.Object["status"] = map[string]any{"sync": map[string]any{"status": "Synced", "revisions": []any{"aaa", "bbb"}}}
+	p = Patch(app, work(nil, "", map[string]string{"syncStatus": "Synced", "syncRevisions": "aaa"}))
+	if v, found, _ := unstructured.NestedFieldNoCopy(p, "status", "sync", "revisions"); !found || v != nil {
+		t.Errorf("a partial list must remove the revisions (null), got %v (found %v)", v, found)
 	}
 }

@@ -2,6 +2,7 @@ package pullmodel
 
 import (
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -50,4 +51,18 @@ func WithDeliveryCondition(app *unstructured.Unstructured, message string, now t
 		})
 	}
 	return out
+}
+
+// Truncate cuts a message to at most limit bytes at a character boundary and says so: Argo CD's
+// errors can quote whole manifests, and what the pull model writes them into is one etcd object.
+func Truncate(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	const mark = " ... (truncated)"
+	cut := max(limit-len(mark), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -87,16 +86,7 @@ func waitRefusedIn(t *testing.T, ns, name, reason string) {
 		if !strings.HasPrefix(msg, reason+": ") {
 			return false, "condition: " + msg
 		}
-		events := &eventsv1.EventList{}
-		if err := k8s.List(ctx, events, client.InNamespace(ns)); err != nil {
-			return false, err.Error()
-		}
-		for _, e := range events.Items {
-			if e.Regarding.Name == name && e.Reason == reason && e.Type == corev1.EventTypeWarning {
-				return true, ""
-			}
-		}
-		return false, "no Warning Event " + reason
+		return hasEvent(ctx, ns, name, reason)
 	})
 }
 

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -226,17 +225,7 @@ const EntryBudget = 700_000
 // maxMessageBytes bounds each message in an entry.
 const maxMessageBytes = 512
 
-func truncate(s string) string {
-	if len(s) <= maxMessageBytes {
-		return s
-	}
-	const mark = " ... (truncated)"
-	cut := maxMessageBytes - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
+func truncate(s string) string { return pullmodel.Truncate(s, maxMessageBytes) }
 
 // withinBudget returns the entries that fit EntryBudget, those with a problem first, sorted by
 // cluster and Application, and how many were left out.

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -179,18 +178,7 @@ const maxConditions = 8
 // one etcd object.
 const MaxMessageBytes = 1024
 
-// truncate cuts s to MaxMessageBytes at a character boundary and says so.
-func truncate(s string) string {
-	if len(s) <= MaxMessageBytes {
-		return s
-	}
-	const mark = " ... (truncated)"
-	cut := MaxMessageBytes - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
+func truncate(s string) string { return pullmodel.Truncate(s, MaxMessageBytes) }
 
 // conditions returns the hub Application's conditions as the cluster reports them, and whether
 // they differ from what it shows: the spoke Application's conditions (as fed back), then, when

@@ -3,6 +3,7 @@ package cmd
 import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/cmp"
 )
@@ -51,6 +52,23 @@ objects without one). Flags override them.`,
 	generate.Flags().StringVar(&name, "name", "", "ManifestWork base name; overrides ARGOCD_ENV_WORK_NAME and the Application's name.")
 	generate.Flags().StringVar(&namespace, "namespace", "", "Namespace for namespaced objects that name none; overrides ARGOCD_ENV_NAMESPACE.")
 	generate.Flags().IntVar(&maxKiB, "max-work-kib", cmp.DefaultMaxWorkBytes/1024, "Manifests per ManifestWork, in KiB; more are split over several works (OCM refuses works over 500 KiB).")
+	health := &cobra.Command{
+		Use:   "health-check",
+		Short: "Print the argocd-cm entry that gives ManifestWorks an Argo CD health (Lua)",
+		Long: `Argo CD has no health check for OCM's ManifestWork, so a plugin Application reads Healthy
+whatever the clusters report. Add the printed entry to argocd-cm: a ManifestWork is then Degraded
+when OCM's work agent could not apply it (with its message), Healthy once its objects exist on
+the cluster, and Progressing until then.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			out, err := yaml.Marshal(map[string]string{cmp.HealthCheckKey: cmp.HealthCheck()})
+			if err != nil {
+				return err
+			}
+			_, err = c.OutOrStdout().Write(out)
+			return err
+		},
+	}
 	var binary string
 	config := &cobra.Command{
 		Use:   "plugin-config",
@@ -92,6 +110,6 @@ and --remove takes back exactly what was added. The chart runs it as a Helm hook
 	sf.StringVar(&side.Image, "image", "", "This project's image, run as the sidecar.")
 	sf.StringVar(&side.ConfigMap, "config-map", "", "The ConfigMap holding plugin.yaml.")
 	sf.BoolVar(&remove, "remove", false, "Take the sidecar out again.")
-	c.AddCommand(generate, config, sidecar)
+	c.AddCommand(generate, config, health, sidecar)
 	return c
 }

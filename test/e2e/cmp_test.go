@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/cmp"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 )
@@ -158,7 +159,9 @@ func TestCMPPluginInHubArgoCD(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	argo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{Plugins: []string{pluginDir}})
+	// The hub admin's step (README): the ManifestWork health check in argocd-cm.
+	argo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{Plugins: []string{pluginDir},
+		ArgoCDCM: map[string]string{cmp.HealthCheckKey: cmp.HealthCheck()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,6 +219,14 @@ spec:
 		}
 		return st.Sync == "Synced" && st.Revision == sha, st.String()
 	})
+	s.eventually(t, "hub: Application Healthy once the work agent reports the ManifestWork Available", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		st, err := fleet.GetApplicationState(ctx, s.hub, fleet.ArgoCDNamespace, appName)
+		if err != nil {
+			return false, getState(err, "Application")
+		}
+		return st.Health == "Healthy", st.String()
+	})
+	s.cmpFailureIsDegraded(t, cluster)
 	if err := s.spokes[cluster].Get(ctx, client.ObjectKey{Name: "applications.argoproj.io"}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
 		t.Logf("%s: Argo CD's Application CRD lookup: %v (left by an earlier scenario; no Argo CD runs there now)", cluster, err)
 	}
@@ -229,4 +240,63 @@ spec:
 			err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: guestbookName}, &appsv1.Deployment{})
 			return apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err)
 		})
+}
+
+// cmpFailureIsDegraded delivers, through the plugin, an object of a kind the cluster does not
+// serve: OCM's work agent cannot apply it, and with the ManifestWork health check the hub
+// Application reads Degraded (without it, Healthy: Argo CD has no health for ManifestWorks).
+func (s *suite) cmpFailureIsDegraded(t *testing.T, cluster string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	const appName = "cmp-argo-unknown-kind"
+	repo, _ := s.gitRepo(t, "git-cmp-unknown", "unknown-kind", map[string]string{
+		"widgets/widget.yaml": "apiVersion: widgets.example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: default}\n",
+	})
+	app := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(fmt.Appendf(nil, `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: %s
+  namespace: %s
+  finalizers: [resources-finalizer.argocd.argoproj.io]
+spec:
+  project: default
+  source:
+    repoURL: %q
+    path: widgets
+    targetRevision: main
+    plugin:
+      name: %s-%s
+      env:
+      - {name: CLUSTERS, value: %s}
+  destination: {server: https://kubernetes.default.svc}
+  syncPolicy: {automated: {prune: true}}
+`, appName, fleet.ArgoCDNamespace, repo.URL, cmp.PluginName, cmp.PluginVersion, cluster), &app.Object); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.hub.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, "hub: the plugin Application Degraded (the ManifestWork could not be applied)", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		u := pullmodel.NewApplication()
+		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: appName}, u); err != nil {
+			return false, getState(err, "Application")
+		}
+		health, _, _ := unstructured.NestedString(u.Object, "status", "health", "status")
+		var messages []string
+		resources, _, _ := unstructured.NestedSlice(u.Object, "status", "resources")
+		for _, r := range resources {
+			if m, _, _ := unstructured.NestedString(r.(map[string]any), "health", "message"); m != "" {
+				messages = append(messages, m)
+			}
+		}
+		return health == "Degraded", fmt.Sprintf("health %s, resource messages %v", health, messages)
+	})
+	if err := s.hub.Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, "hub: the unknown-kind Application gone", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		err := s.hub.Get(ctx, client.ObjectKeyFromObject(app), pullmodel.NewApplication())
+		return apierrors.IsNotFound(err), getState(err, "Application")
+	})
 }

@@ -1,6 +1,7 @@
 package cmp
 
 import (
+	_ "embed"
 	"fmt"
 	"os"
 	"strings"
@@ -52,3 +53,15 @@ func OptionsFromEnv(getenv func(string) string) Options {
 func SplitClusters(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
 }
+
+// HealthCheckKey is the argocd-cm key under which Argo CD reads a custom health check for
+// ManifestWorks (resource.customizations.health.<group>_<kind>).
+const HealthCheckKey = "resource.customizations.health.work.open-cluster-management.io_ManifestWork"
+
+//go:embed health.lua
+var healthCheck string
+
+// HealthCheck is the Lua health check for ManifestWorks: Argo CD has none built in, so without
+// it a plugin Application is Healthy whatever the clusters report. It reads the conditions OCM's
+// work agent writes (see health.lua).
+func HealthCheck() string { return healthCheck }

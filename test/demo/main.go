@@ -130,14 +130,14 @@ func run(binary, dir string, exit bool) error {
 	}
 
 	step("installing the chart's RBAC on the hub as `helm install` would (ServiceAccount, ClusterRoles, Roles, bindings; no Deployment)")
-	if err := testenv.EnsureNamespaces(ctx, d.hub, ns, fleet.ArgoCDNamespace); err != nil {
+	if err := fleet.EnsureNamespaces(ctx, d.hub, ns, fleet.ArgoCDNamespace); err != nil {
 		return err
 	}
 	install, err := testenv.InstallChart(ctx, d.hub, ns, map[string]any{"managedNamespaces": []any{ns}})
 	if err != nil {
 		return err
 	}
-	user, groups := testenv.ManagerUser(ns, install.ServiceAccount)
+	user, groups := fleet.ServiceAccountUser(ns, install.ServiceAccount), fleet.ServiceAccountGroups(ns)
 	managerKubeconfig, _, err := f.HubUserKubeconfig("argocd-agent-addon-manager", user, groups...)
 	if err != nil {
 		return err

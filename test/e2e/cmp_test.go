@@ -167,29 +167,7 @@ func TestCMPPluginInHubArgoCD(t *testing.T) {
 	}
 	t.Logf("%-72s %7s", "hub: Argo CD up with the ocm-manifestwork plugin sidecar", time.Since(start).Round(10*time.Millisecond))
 
-	app := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(fmt.Appendf(nil, `apiVersion: argoproj.io/v1alpha1
-kind: Application
-metadata:
-  name: %s
-  namespace: %s
-  finalizers: [resources-finalizer.argocd.argoproj.io]
-spec:
-  project: default
-  source:
-    repoURL: %q
-    path: guestbook
-    targetRevision: main
-    plugin:
-      name: %s-%s
-      env:
-      - {name: CLUSTERS, value: %s}
-      - {name: NAMESPACE, value: %s}
-  destination: {server: https://kubernetes.default.svc}
-  syncPolicy: {automated: {prune: true}}
-`, appName, fleet.ArgoCDNamespace, repo.URL, cmp.PluginName, cmp.PluginVersion, cluster, workloadNS), &app.Object); err != nil {
-		t.Fatal(err)
-	}
+	app := cmpApplication(t, appName, repo.URL, "guestbook", cluster, workloadNS)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -252,28 +230,7 @@ func (s *suite) cmpFailureIsDegraded(t *testing.T, cluster string) {
 	repo, _ := s.gitRepo(t, "git-cmp-unknown", "unknown-kind", map[string]string{
 		"widgets/widget.yaml": "apiVersion: widgets.example.com/v1\nkind: Widget\nmetadata: {name: w1, namespace: default}\n",
 	})
-	app := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(fmt.Appendf(nil, `apiVersion: argoproj.io/v1alpha1
-kind: Application
-metadata:
-  name: %s
-  namespace: %s
-  finalizers: [resources-finalizer.argocd.argoproj.io]
-spec:
-  project: default
-  source:
-    repoURL: %q
-    path: widgets
-    targetRevision: main
-    plugin:
-      name: %s-%s
-      env:
-      - {name: CLUSTERS, value: %s}
-  destination: {server: https://kubernetes.default.svc}
-  syncPolicy: {automated: {prune: true}}
-`, appName, fleet.ArgoCDNamespace, repo.URL, cmp.PluginName, cmp.PluginVersion, cluster), &app.Object); err != nil {
-		t.Fatal(err)
-	}
+	app := cmpApplication(t, appName, repo.URL, "widgets", cluster, "")
 	if err := s.hub.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
@@ -299,4 +256,37 @@ spec:
 		err := s.hub.Get(ctx, client.ObjectKeyFromObject(app), pullmodel.NewApplication())
 		return apierrors.IsNotFound(err), getState(err, "Application")
 	})
+}
+
+// cmpApplication is a hub Application of the ocm-manifestwork plugin delivering path of repoURL
+// to cluster (namespace, when set, for objects that name none), with automated sync and the
+// resources finalizer.
+func cmpApplication(t *testing.T, name, repoURL, path, cluster, namespace string) *unstructured.Unstructured {
+	t.Helper()
+	env := fmt.Sprintf("      - {name: CLUSTERS, value: %s}\n", cluster)
+	if namespace != "" {
+		env += fmt.Sprintf("      - {name: NAMESPACE, value: %s}\n", namespace)
+	}
+	app := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(fmt.Appendf(nil, `apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: %s
+  namespace: %s
+  finalizers: [resources-finalizer.argocd.argoproj.io]
+spec:
+  project: default
+  source:
+    repoURL: %q
+    path: %s
+    targetRevision: main
+    plugin:
+      name: %s-%s
+      env:
+%s  destination: {server: https://kubernetes.default.svc}
+  syncPolicy: {automated: {prune: true}}
+`, name, fleet.ArgoCDNamespace, repoURL, path, cmp.PluginName, cmp.PluginVersion, env), &app.Object); err != nil {
+		t.Fatal(err)
+	}
+	return app
 }

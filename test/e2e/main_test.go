@@ -208,7 +208,7 @@ func setUp() (*suite, error) {
 // chart creates on the hub (but the Deployment and Services), and returns the install and a
 // kubeconfig for the chart's ServiceAccount.
 func (s *suite) installChart(ctx context.Context) (*testenv.ChartInstall, string, error) {
-	if err := testenv.EnsureNamespaces(ctx, s.hub, ns, fleet.ArgoCDNamespace, tenantNS); err != nil {
+	if err := fleet.EnsureNamespaces(ctx, s.hub, ns, fleet.ArgoCDNamespace, tenantNS); err != nil {
 		return nil, "", err
 	}
 	install, err := testenv.InstallChart(ctx, s.hub, ns, map[string]any{
@@ -220,7 +220,7 @@ func (s *suite) installChart(ctx context.Context) (*testenv.ChartInstall, string
 	if err != nil {
 		return nil, "", err
 	}
-	user, groups := testenv.ManagerUser(ns, install.ServiceAccount)
+	user, groups := fleet.ServiceAccountUser(ns, install.ServiceAccount), fleet.ServiceAccountGroups(ns)
 	path, _, err := s.f.HubUserKubeconfig("argocd-agent-addon-manager", user, groups...)
 	return install, path, err
 }

@@ -168,7 +168,7 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 			return nil, err
 		}
 	}
-	if err := ensureNamespaces(ctx, c, opts.Namespace); err != nil {
+	if err := EnsureNamespaces(ctx, c, opts.Namespace); err != nil {
 		return nil, err
 	}
 
@@ -503,7 +503,7 @@ func (a *ArgoCD) identity(ctx context.Context, c client.Client, cp *controlPlane
 	if sa == "" {
 		sa = "default"
 	}
-	path, _, err := cp.userKubeconfig("argocd-"+a.Namespace+"-"+component, ServiceAccountUser(a.Namespace, sa), serviceAccountGroups(a.Namespace))
+	path, _, err := cp.userKubeconfig("argocd-"+a.Namespace+"-"+component, ServiceAccountUser(a.Namespace, sa), ServiceAccountGroups(a.Namespace))
 	return path, err
 }
 

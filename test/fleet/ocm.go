@@ -160,7 +160,8 @@ func readCRDs(file string) ([]*apiextensionsv1.CustomResourceDefinition, error) 
 	}
 }
 
-func ensureNamespaces(ctx context.Context, c client.Client, names ...string) error {
+// EnsureNamespaces creates the namespaces that do not exist yet.
+func EnsureNamespaces(ctx context.Context, c client.Client, names ...string) error {
 	for _, n := range names {
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}
 		if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -181,7 +182,7 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 		return err
 	}
 	c := f.hubClient
-	if err := ensureNamespaces(ctx, c, HubNamespace, f.opts.BindingNamespace); err != nil {
+	if err := EnsureNamespaces(ctx, c, HubNamespace, f.opts.BindingNamespace); err != nil {
 		return err
 	}
 	// The permissions of OCM's bootstrap ClusterRole (cluster-manager chart), bound to the group
@@ -220,7 +221,7 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 		"addon-manager":        {"manager"},
 	}
 	for _, p := range hubComponents {
-		kubeconfig, _, err := f.hub.userKubeconfig(p.name, ServiceAccountUser(HubNamespace, p.serviceAccount), serviceAccountGroups(HubNamespace))
+		kubeconfig, _, err := f.hub.userKubeconfig(p.name, ServiceAccountUser(HubNamespace, p.serviceAccount), ServiceAccountGroups(HubNamespace))
 		if err != nil {
 			return err
 		}
@@ -261,7 +262,7 @@ func (f *Fleet) joinSpoke(ctx context.Context, cp *controlPlane) error {
 	if err != nil {
 		return err
 	}
-	if err := ensureNamespaces(ctx, sc, AgentNamespace, AddonNamespace); err != nil {
+	if err := EnsureNamespaces(ctx, sc, AgentNamespace, AddonNamespace); err != nil {
 		return err
 	}
 	// The bootstrap kubeconfig: the hub's address and CA, and a client certificate for the
@@ -279,7 +280,7 @@ func (f *Fleet) joinSpoke(ctx context.Context, cp *controlPlane) error {
 	if err := f.installKlusterletRBAC(ctx, sc, cp.name); err != nil {
 		return err
 	}
-	agentKubeconfig, _, err := cp.userKubeconfig("klusterlet-agent", ServiceAccountUser(AgentNamespace, KlusterletWorkServiceAccount), serviceAccountGroups(AgentNamespace))
+	agentKubeconfig, _, err := cp.userKubeconfig("klusterlet-agent", ServiceAccountUser(AgentNamespace, KlusterletWorkServiceAccount), ServiceAccountGroups(AgentNamespace))
 	if err != nil {
 		return err
 	}

@@ -66,10 +66,10 @@ func klusterletValues() map[string]any {
 }
 
 // ServiceAccountUser is the user name the API server gives ServiceAccount ns/name, and
-// serviceAccountGroups its groups.
+// ServiceAccountGroups its groups.
 func ServiceAccountUser(ns, name string) string { return "system:serviceaccount:" + ns + ":" + name }
 
-func serviceAccountGroups(ns string) []string {
+func ServiceAccountGroups(ns string) []string {
 	return []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}
 }
 

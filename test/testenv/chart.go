@@ -9,9 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,7 +40,7 @@ type ChartInstall struct {
 // namespace`) and creates what it renders, except what needs a pod or a network and the CRDs:
 // the ServiceAccount, every ClusterRole, Role and binding, the ConfigMaps and the admission
 // policies. The namespaces the objects go into must exist. The manager is then run as a process
-// with ManagerArgs, authenticated as the ServiceAccount (see ManagerUser).
+// with ManagerArgs, authenticated as the ServiceAccount.
 func InstallChart(ctx context.Context, c client.Client, namespace string, values map[string]any) (*ChartInstall, error) {
 	manifest, _, err := chartrender.Render(filepath.Join(RepoRoot(), "charts", "argocd-agent-addon"), namespace, ChartRelease, values)
 	if err != nil {
@@ -96,21 +94,4 @@ func (in *ChartInstall) Args(overrides ...string) []string {
 		}
 	}
 	return append(out, overrides...)
-}
-
-// EnsureNamespaces creates the namespaces that do not exist yet.
-func EnsureNamespaces(ctx context.Context, c client.Client, names ...string) error {
-	for _, n := range names {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating namespace %s: %w", n, err)
-		}
-	}
-	return nil
-}
-
-// ManagerUser returns the user name and groups the API server gives ServiceAccount
-// namespace/name.
-func ManagerUser(namespace, serviceAccount string) (string, []string) {
-	return "system:serviceaccount:" + namespace + ":" + serviceAccount,
-		[]string{"system:serviceaccounts", "system:serviceaccounts:" + namespace}
 }

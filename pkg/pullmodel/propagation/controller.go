@@ -609,22 +609,28 @@ func RefreshServed(w *workv1.ManifestWork, fb map[string]string) bool {
 	return at.After(since)
 }
 
+// applicationFeedback is what the work agent fed back for the ManifestWork's Application.
+func applicationFeedback(w *workv1.ManifestWork) []workv1.FeedbackValue {
+	var out []workv1.FeedbackValue
+	for _, m := range w.Status.ResourceStatus.Manifests {
+		if m.ResourceMeta.Group == pullmodel.ArgoGroupVersion.Group && m.ResourceMeta.Resource == "applications" {
+			out = append(out, m.StatusFeedbacks.Values...)
+		}
+	}
+	return out
+}
+
 // FeedbackValues returns the spoke Application's fed-back fields by feedback name.
 func FeedbackValues(w *workv1.ManifestWork) map[string]string {
 	out := map[string]string{}
-	for _, m := range w.Status.ResourceStatus.Manifests {
-		if m.ResourceMeta.Group != pullmodel.ArgoGroupVersion.Group || m.ResourceMeta.Resource != "applications" {
-			continue
-		}
-		for _, v := range m.StatusFeedbacks.Values {
-			switch {
-			case v.Value.String != nil:
-				out[v.Name] = *v.Value.String
-			case v.Value.Integer != nil:
-				out[v.Name] = fmt.Sprint(*v.Value.Integer)
-			case v.Value.Boolean != nil:
-				out[v.Name] = fmt.Sprint(*v.Value.Boolean)
-			}
+	for _, v := range applicationFeedback(w) {
+		switch {
+		case v.Value.String != nil:
+			out[v.Name] = *v.Value.String
+		case v.Value.Integer != nil:
+			out[v.Name] = fmt.Sprint(*v.Value.Integer)
+		case v.Value.Boolean != nil:
+			out[v.Name] = fmt.Sprint(*v.Value.Boolean)
 		}
 	}
 	return out
@@ -636,19 +642,14 @@ func FeedbackValues(w *workv1.ManifestWork) map[string]string {
 // cannot be told from it (not whole).
 func FeedbackLists(w *workv1.ManifestWork) (map[string][]string, map[string]bool) {
 	lists, whole := map[string][]string{}, map[string]bool{}
-	for _, m := range w.Status.ResourceStatus.Manifests {
-		if m.ResourceMeta.Group != pullmodel.ArgoGroupVersion.Group || m.ResourceMeta.Resource != "applications" {
-			continue
-		}
-		for _, v := range m.StatusFeedbacks.Values {
-			switch {
-			case v.Value.String != nil:
-				lists[v.Name] = []string{*v.Value.String}
-			case v.Value.JsonRaw != nil:
-				var items []string
-				if json.Unmarshal([]byte(*v.Value.JsonRaw), &items) == nil {
-					lists[v.Name], whole[v.Name] = items, true
-				}
+	for _, v := range applicationFeedback(w) {
+		switch {
+		case v.Value.String != nil:
+			lists[v.Name] = []string{*v.Value.String}
+		case v.Value.JsonRaw != nil:
+			var items []string
+			if json.Unmarshal([]byte(*v.Value.JsonRaw), &items) == nil {
+				lists[v.Name], whole[v.Name] = items, true
 			}
 		}
 	}

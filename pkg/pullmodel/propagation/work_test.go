@@ -2,6 +2,7 @@ package propagation
 
 import (
 	"errors"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -134,6 +135,15 @@ func TestReconcileTimeIsFedBackOnlyWhileARequestIsOutstanding(t *testing.T) {
 	for _, want := range []string{FeedbackHealth, FeedbackSync, FeedbackHealthMessage, FeedbackConditionTypes, FeedbackConditionMessages, FeedbackSyncRevisions} {
 		if !slices.Contains(rules(idle), want) {
 			t.Errorf("no feedback rule %s: %v", want, rules(idle))
+		}
+	}
+	// A list index past a list's end is an error for OCM's work agent (its feedback condition
+	// turns False), so lists are read with [*], never by index.
+	for _, r := range idle.Spec.ManifestConfigs[0].FeedbackRules {
+		for _, p := range r.JsonPaths {
+			if regexp.MustCompile(`\[[0-9]+\]`).MatchString(p.Path) {
+				t.Errorf("feedback rule %s reads a list by index: %s", p.Name, p.Path)
+			}
 		}
 	}
 	withOp := hubApp()

@@ -124,9 +124,9 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 			want["health"] = map[string]any{"status": v, "message": orNull(truncate(fb[propagation.FeedbackHealthMessage]))}
 		}
 		// Only while the ManifestWork asks for it (a request outstanding, or the reconcile after
-		// a finished sync; see propagation's feedbackPaths): a ManifestWork of an earlier
-		// release may feed it back always, and a periodic refresh must cost the hub nothing.
-		if v := fb[propagation.FeedbackReconciledAt]; v != "" && (requestOutstanding(w) || propagation.FeedsBackReconcileTime(w)) {
+		// a finished sync; see propagation's feedbackPaths): a periodic refresh must cost the
+		// hub nothing.
+		if v := fb[propagation.FeedbackReconciledAt]; v != "" && propagation.FeedsBackReconcileTime(w) {
 			want["reconciledAt"] = v
 		}
 		if phase, started := fb[propagation.FeedbackOperationPhase], fb[propagation.FeedbackOperationStarted]; phase != "" && started != "" {
@@ -301,12 +301,6 @@ func clearRefresh(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map
 		return false
 	}
 	return propagation.RefreshServed(w, fb)
-}
-
-// requestOutstanding reports whether the ManifestWork carries a sync or refresh request.
-func requestOutstanding(w *workv1.ManifestWork) bool {
-	_, refresh := propagation.Refresh(w)
-	return refresh || propagation.Operation(w) != nil
 }
 
 // orNull is v, or nil (JSON null) when v is empty.

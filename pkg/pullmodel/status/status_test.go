@@ -83,6 +83,9 @@ func TestPatchClearsRefreshOnceTheSpokeReconciled(t *testing.T) {
 		w := work(nil, "", map[string]string{"syncStatus": "Synced", "reconciledAt": reconciledAt})
 		w.Spec.Workload.Manifests[0].Raw = []byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","metadata":{"annotations":{"argocd.argoproj.io/refresh":"normal"}}}`)
 		w.Annotations = map[string]string{pullmodel.AnnotationRefreshBaseline: sentAt}
+		// As propagation builds it while a refresh is outstanding: with the reconcile-time rule.
+		w.Spec.ManifestConfigs = []workv1.ManifestConfigOption{{FeedbackRules: []workv1.FeedbackRule{{Type: workv1.JSONPathsType,
+			JsonPaths: []workv1.JsonPath{{Name: "reconciledAt", Path: ".status.reconciledAt"}}}}}}
 		return w
 	}
 	// The spoke's reconcile time is fed back only once the request is in the ManifestWork, so

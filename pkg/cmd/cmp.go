@@ -15,17 +15,24 @@ func newCMPCommand() *cobra.Command {
 		Use:   "cmp",
 		Short: "Argo CD Config Management Plugin: deliver a folder of manifests to managed clusters as OCM ManifestWorks",
 	}
-	var dir, clusters, name, namespace string
+	var dir, clusters, name, namespace, source string
 	var maxKiB int
 	generate := &cobra.Command{
 		Use:   "generate",
 		Short: "Print the ManifestWorks for the manifests in a folder (what the plugin's generate step runs)",
-		Long: `Reads every .yaml, .yml and .json file under the folder (multi-document YAML and Lists
-included) and prints one set of ManifestWorks per target cluster, in the hub namespace named
-after the cluster. Run by Argo CD's cmp-server, it takes its settings from the Application's
-plugin environment: ARGOCD_ENV_CLUSTERS (comma-separated cluster names), ARGOCD_ENV_WORK_NAME
-(default: the Application's name) and ARGOCD_ENV_NAMESPACE (default namespace for namespaced
-objects without one). Flags override them.`,
+		Long: `Reads the folder's manifests and prints one set of ManifestWorks per target cluster, in
+the hub namespace named after the cluster. The folder is read as Argo CD reads a source: a
+kustomization is built (kustomize build, no plugins, nothing loaded from outside it), a Helm chart
+(Chart.yaml) is rendered as helm template --include-crds renders it (hooks left out,
+dependencies from its charts/ folder), anything else is read as every .yaml, .yml and .json file
+under it (multi-document YAML and Lists included). Run by Argo CD's cmp-server, it takes its
+settings from the Application's plugin environment: ARGOCD_ENV_CLUSTERS (comma-separated cluster
+names), ARGOCD_ENV_WORK_NAME (default: the Application's name), ARGOCD_ENV_NAMESPACE (default
+namespace for namespaced objects without one; the Helm release namespace), ARGOCD_ENV_SOURCE_TYPE
+(Directory, Kustomize or Helm: overrides the detection), ARGOCD_ENV_HELM_RELEASE_NAME (default:
+the Application's name), ARGOCD_ENV_HELM_VALUES (comma-separated values files inside the chart
+folder), ARGOCD_ENV_HELM_SET (a=b,c=d) and ARGOCD_ENV_HELM_KUBE_VERSION (default: Argo CD's
+KUBE_VERSION). Flags override them.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			opts := cmp.OptionsFromEnv(nil)
@@ -38,6 +45,9 @@ objects without one). Flags override them.`,
 			if namespace != "" {
 				opts.Namespace = namespace
 			}
+			if source != "" {
+				opts.Source = cmp.SourceType(source)
+			}
 			opts.MaxWorkBytes = maxKiB * 1024
 			out, err := cmp.Generate(dir, opts)
 			if err != nil {
@@ -47,10 +57,11 @@ objects without one). Flags override them.`,
 			return err
 		},
 	}
-	generate.Flags().StringVar(&dir, "dir", ".", "Folder of manifests (Argo CD runs the plugin in the Application's source folder).")
+	generate.Flags().StringVar(&dir, "dir", ".", "Source folder: manifests, a kustomization or a Helm chart (Argo CD runs the plugin in the Application's source folder).")
 	generate.Flags().StringVar(&clusters, "clusters", "", "Comma-separated managed cluster names; overrides ARGOCD_ENV_CLUSTERS.")
 	generate.Flags().StringVar(&name, "name", "", "ManifestWork base name; overrides ARGOCD_ENV_WORK_NAME and the Application's name.")
 	generate.Flags().StringVar(&namespace, "namespace", "", "Namespace for namespaced objects that name none; overrides ARGOCD_ENV_NAMESPACE.")
+	generate.Flags().StringVar(&source, "source-type", "", "Directory, Kustomize or Helm; overrides ARGOCD_ENV_SOURCE_TYPE and the detection.")
 	generate.Flags().IntVar(&maxKiB, "max-work-kib", cmp.DefaultMaxWorkBytes/1024, "Manifests per ManifestWork, in KiB; more are split over several works (OCM refuses works over 500 KiB).")
 	health := &cobra.Command{
 		Use:   "health-check",

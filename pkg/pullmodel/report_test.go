@@ -43,7 +43,7 @@ func TestApplicationSetReport(t *testing.T) {
 		}
 		s := rep.Statuses.Summary
 		cc := rep.Statuses.ClusterConditions
-		return len(cc) == 2 && cc[1].HealthStatus == "Progressing" && s.Clusters == "2" && s.Synced == "1" && s.NotSynced == "1" && s.Healthy == "1" && s.InProgress == "1" && s.NotHealthy == "0", fmt.Sprintf("%+v", rep.Statuses)
+		return len(cc) == 2 && cc[1].HealthStatus == "Progressing" && s.Clusters == "2" && s.Synced == "1" && s.NotSynced == "1" && s.Healthy == "1" && s.InProgress == "1" && s.NotHealthy == "1", fmt.Sprintf("%+v", rep.Statuses)
 	})
 	cc := rep.Statuses.ClusterConditions
 	if len(cc) != 2 || cc[0].Cluster != "rep1" || cc[1].Cluster != "rep2" || cc[0].SyncRevision != "abc" || cc[0].App != argoNS+"/"+names[0] {

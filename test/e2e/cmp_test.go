@@ -15,6 +15,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -160,8 +161,10 @@ func TestCMPPluginInHubArgoCD(t *testing.T) {
 	}
 	start := time.Now()
 	// The hub admin's step (README): the ManifestWork health check in argocd-cm.
+	// and Applications in another namespace (Argo CD's application.namespaces) for one tenant.
 	argo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{Plugins: []string{pluginDir},
-		ArgoCDCM: map[string]string{cmp.HealthCheckKey: cmp.HealthCheck()}})
+		ArgoCDCM:  map[string]string{cmp.HealthCheckKey: cmp.HealthCheck()},
+		CmdParams: map[string]string{"application.namespaces": cmpTenantNS}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,6 +208,7 @@ func TestCMPPluginInHubArgoCD(t *testing.T) {
 		return st.Health == "Healthy", st.String()
 	})
 	s.cmpFailureIsDegraded(t, cluster)
+	s.cmpKustomizeOutsideArgoCDsNamespace(t, cluster)
 	if err := s.spokes[cluster].Get(ctx, client.ObjectKey{Name: "applications.argoproj.io"}, &apiextensionsv1.CustomResourceDefinition{}); !apierrors.IsNotFound(err) {
 		t.Logf("%s: Argo CD's Application CRD lookup: %v (left by an earlier scenario; no Argo CD runs there now)", cluster, err)
 	}
@@ -255,6 +259,78 @@ func (s *suite) cmpFailureIsDegraded(t *testing.T, cluster string) {
 	s.eventually(t, "hub: the unknown-kind Application gone", 2*time.Minute, func(ctx context.Context) (bool, string) {
 		err := s.hub.Get(ctx, client.ObjectKeyFromObject(app), pullmodel.NewApplication())
 		return apierrors.IsNotFound(err), getState(err, "Application")
+	})
+}
+
+// cmpTenantNS is a hub namespace whose Applications the hub Argo CD serves (apps in any
+// namespace), as a tenant's.
+const cmpTenantNS = "team-cmp"
+
+// cmpKustomizeOutsideArgoCDsNamespace delivers a Kustomize overlay through the plugin for an
+// Application in a tenant's namespace, under the AppProject the README asks for: only
+// ManifestWorks, only that cluster's namespace, Applications only from the tenant's namespace.
+func (s *suite) cmpKustomizeOutsideArgoCDsNamespace(t *testing.T, cluster string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	const appName, workloadNS = "guestbook", "cmp-team"
+	files := fleet.GuestbookFiles(1, guestbookImg1)
+	files["guestbook/kustomization.yaml"] = "resources: [guestbook-ui-deployment.yaml, guestbook-ui-svc.yaml]\n"
+	files["overlays/team/kustomization.yaml"] = "resources: [../../guestbook, namespace.yaml]\nnamePrefix: team-\nnamespace: " + workloadNS + "\n"
+	files["overlays/team/namespace.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + workloadNS + "}\n"
+	repo, _ := s.gitRepo(t, "git-cmp-kustomize", "guestbook-kustomize", files)
+	project := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(fmt.Appendf(nil, `apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  sourceRepos: [%[3]q]
+  sourceNamespaces: [%[1]s]
+  destinations: [{server: https://kubernetes.default.svc, namespace: %[4]s}]
+  namespaceResourceWhitelist: [{group: work.open-cluster-management.io, kind: ManifestWork}]
+  clusterResourceWhitelist: []
+`, cmpTenantNS, fleet.ArgoCDNamespace, repo.URL, cluster), &project.Object); err != nil {
+		t.Fatal(err)
+	}
+	app := cmpApplication(t, appName, repo.URL, "overlays/team", cluster, "")
+	app.SetNamespace(cmpTenantNS)
+	if err := unstructured.SetNestedField(app.Object, cmpTenantNS, "spec", "project"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(app.Object, cluster, "spec", "destination", "namespace"); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cmpTenantNS}}, project, app} {
+		if err := s.hub.Create(ctx, o); err != nil {
+			t.Fatalf("creating %s: %v", o.GetName(), err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = client.IgnoreNotFound(s.hub.Delete(ctx, app))
+		_ = client.IgnoreNotFound(s.hub.Delete(ctx, project))
+	})
+	s.eventually(t, fmt.Sprintf("%s: Deployment %s/team-%s from the overlay of an Application in %s", cluster, workloadNS, guestbookName, cmpTenantNS), 3*time.Minute,
+		func(ctx context.Context) (bool, string) {
+			err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: "team-" + guestbookName}, &appsv1.Deployment{})
+			if err != nil {
+				st, _ := fleet.GetApplicationState(ctx, s.hub, cmpTenantNS, appName)
+				return false, getState(err, "Deployment") + "; hub Application: " + st.String()
+			}
+			return true, ""
+		})
+	// The works are named after the Application's instance name, which tells it from an
+	// Application of the same name in Argo CD's namespace.
+	work := &workv1.ManifestWork{}
+	opts := cmp.Options{Name: cmp.WorkName(cmpTenantNS + "_" + appName), Application: cmpTenantNS + "_" + appName}
+	work.Namespace, work.Name = cluster, cmp.WorkBase(opts)+"-0"
+	s.waitHubObject(t, "ManifestWork of the tenant's Application", work, true)
+	if err := s.hub.Delete(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, cluster+": the overlay's Deployment removed with the tenant's Application", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: "team-" + guestbookName}, &appsv1.Deployment{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err)
 	})
 }
 

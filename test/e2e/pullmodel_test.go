@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
@@ -241,6 +244,7 @@ spec:
 		return err == nil && sum["clusters"] == "2" && sum["synced"] == "2" && sum["healthy"] == "2", fmt.Sprint(sum, err)
 	})
 	s.showSpokeErrorOnTheHub(t, repo.URL, clusters[0])
+	s.refreshRunsOnceOnTheCluster(t, clusters[0])
 
 	// cluster2 leaves the Placement.
 	gone := clusters[len(clusters)-1]
@@ -424,6 +428,130 @@ func (s *suite) showSpokeErrorOnTheHub(t *testing.T, repoURL, cluster string) {
 	t.Cleanup(func() { _ = client.IgnoreNotFound(s.hub.Delete(context.Background(), broken)) })
 	s.eventually(t, cluster+": the spoke's comparison error (path missing in Git) on the hub Application", 3*time.Minute, func(ctx context.Context) (bool, string) {
 		return hubCondition(ctx, s.hub, broken.GetName(), "ComparisonError", "path")
+	})
+}
+
+// refreshRunsOnceOnTheCluster asks for a hard refresh on the hub Application and checks that it
+// runs once on the cluster: the spoke's Argo CD clears the request when it has refreshed, and
+// OCM's work agent, applying the same manifest again, must not put the request back while the
+// hub has not yet seen it served. The manager is frozen (SIGSTOP) once the request is in the
+// ManifestWork, which holds the request there; a change of the ManifestWork's labels makes the
+// work agent apply every manifest again at once, as its periodic resync (4 to 6 minutes) would.
+func (s *suite) refreshRunsOnceOnTheCluster(t *testing.T, cluster string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	app := cluster + "-guestbook"
+	spokeApps, err := dynamic.NewForConfig(s.f.SpokeConfig(cluster))
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps := spokeApps.Resource(pullmodel.ArgoGroupVersion.WithResource("applications")).Namespace(fleet.ArgoCDNamespace)
+	spokeState := func(ctx context.Context) (refresh bool, reconciledAt string, rv string, err error) {
+		u, err := apps.Get(ctx, app, metav1.GetOptions{})
+		if err != nil {
+			return false, "", "", err
+		}
+		_, refresh = u.GetAnnotations()[pullmodel.AnnotationRefresh]
+		reconciledAt, _, _ = unstructured.NestedString(u.Object, "status", "reconciledAt")
+		return refresh, reconciledAt, u.GetResourceVersion(), nil
+	}
+	workRequests := func(ctx context.Context) (bool, *workv1.ManifestWork, error) {
+		w, err := s.pullWork(ctx, cluster, app)
+		if err != nil {
+			return false, nil, err
+		}
+		m := &unstructured.Unstructured{}
+		if err := m.UnmarshalJSON(w.Spec.Workload.Manifests[0].Raw); err != nil {
+			return false, nil, err
+		}
+		_, ok := m.GetAnnotations()[pullmodel.AnnotationRefresh]
+		return ok, w, nil
+	}
+	_, before, _, err := spokeState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The work agent waits while the request goes into the ManifestWork, and the manager is
+	// frozen before the agent can apply it: the hub then cannot clear the request.
+	klusterlet := s.process(t, cluster+"-klusterlet-agent")
+	if err := klusterlet.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	frozen := []*fleet.Process{klusterlet}
+	resume := func(p *fleet.Process) {
+		if i := slices.Index(frozen, p); i >= 0 {
+			frozen = slices.Delete(frozen, i, i+1)
+			if err := p.Resume(); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	t.Cleanup(func() {
+		for len(frozen) > 0 {
+			resume(frozen[0])
+		}
+	})
+	hubApp := pullmodel.NewApplication()
+	hubApp.SetNamespace(fleet.ArgoCDNamespace)
+	hubApp.SetName(app)
+	if err := s.hub.Patch(ctx, hubApp, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"hard"}}}`, pullmodel.AnnotationRefresh))); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, cluster+": the refresh request in the ManifestWork", time.Minute, func(ctx context.Context) (bool, string) {
+		ok, _, err := workRequests(ctx)
+		return ok, fmt.Sprint("no refresh annotation in the manifest ", err)
+	})
+	if err := s.manager.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	frozen = append(frozen, s.manager)
+	resume(klusterlet)
+	s.eventually(t, cluster+": the cluster's Argo CD ran the refresh and cleared the request", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		refresh, at, _, err := spokeState(ctx)
+		return err == nil && !refresh && at != before, fmt.Sprintf("refresh annotation %v, reconciledAt %s (before %s) %v", refresh, at, before, err)
+	})
+	_, _, rv, err := spokeState(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch, err := apps.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + app, ResourceVersion: rv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
+	still, w, err := workRequests(ctx)
+	if err != nil || !still {
+		t.Fatalf("the hub withdrew the refresh request while the manager was frozen (%v): nothing to check", err)
+	}
+	if err := s.hub.Patch(ctx, w, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"e2e-resync":"1"}}}`))); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(15 * time.Second)
+	for done := false; !done; {
+		select {
+		case ev, ok := <-watch.ResultChan():
+			if !ok {
+				t.Fatal("watch on the spoke Application ended")
+			}
+			if u, isObj := ev.Object.(*unstructured.Unstructured); isObj {
+				if _, again := u.GetAnnotations()[pullmodel.AnnotationRefresh]; again {
+					t.Errorf("%s: the work agent put the cleared refresh request back (resourceVersion %s): the cluster refreshes again", cluster, u.GetResourceVersion())
+					done = true
+				}
+			}
+		case <-deadline:
+			done = true
+		}
+	}
+	resume(s.manager)
+	s.eventually(t, "hub: the refresh served, the request withdrawn from the Application and the ManifestWork", time.Minute, func(ctx context.Context) (bool, string) {
+		u := pullmodel.NewApplication()
+		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: app}, u); err != nil {
+			return false, err.Error()
+		}
+		_, onHub := u.GetAnnotations()[pullmodel.AnnotationRefresh]
+		inWork, _, err := workRequests(ctx)
+		return !onHub && !inWork && err == nil, fmt.Sprintf("on the hub Application %v, in the ManifestWork %v %v", onHub, inWork, err)
 	})
 }
 

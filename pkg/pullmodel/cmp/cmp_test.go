@@ -61,10 +61,10 @@ data: {color: blue}
 		// Namespaces go first whatever the file order.
 		"app/z-namespace.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: demo}\n",
 		// Not manifests, or hidden: ignored.
-		"app/README.md":          "# guestbook",
-		"app/.hidden/x.yaml":     "not: [valid",
-		"app/.git/config.yaml":   "not: [valid",
-		"app/kustomization.yaml": "", // empty file: nothing
+		"app/README.md":        "# guestbook",
+		"app/.hidden/x.yaml":   "not: [valid",
+		"app/.git/config.yaml": "not: [valid",
+		"app/empty.yaml":       "", // empty file: nothing
 	}
 }
 

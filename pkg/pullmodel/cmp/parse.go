@@ -84,6 +84,12 @@ func loadFile(path, name string) ([]object, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeStream(data, name)
+}
+
+// decodeStream reads the objects of a YAML stream (several documents, Lists) that came from
+// name.
+func decodeStream(data []byte, name string) ([]object, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	var out []object
 	for doc := 1; ; doc++ {

@@ -29,9 +29,11 @@ spec:
 `, PluginName, PluginVersion, binary)
 }
 
-// OptionsFromEnv reads what Argo CD hands a plugin: the Application's name and namespace, and
-// the plugin environment of the Application's source (spec.source.plugin.env, given to the
-// plugin as ARGOCD_ENV_<NAME>): CLUSTERS, WORK_NAME, NAMESPACE.
+// OptionsFromEnv reads what Argo CD hands a plugin: the Application's instance name
+// (ARGOCD_APP_NAME), the destination's Kubernetes version (KUBE_VERSION), and the plugin
+// environment of the Application's source (spec.source.plugin.env, given to the plugin as
+// ARGOCD_ENV_<NAME>): CLUSTERS, WORK_NAME, NAMESPACE, SOURCE_TYPE, HELM_RELEASE_NAME,
+// HELM_VALUES (comma-separated files), HELM_SET (a=b,c=d) and HELM_KUBE_VERSION.
 func OptionsFromEnv(getenv func(string) string) Options {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -41,15 +43,36 @@ func OptionsFromEnv(getenv func(string) string) Options {
 	if name == "" && app != "" {
 		name = WorkName(app)
 	}
+	helm := HelmOptions{
+		ReleaseName: getenv("ARGOCD_ENV_HELM_RELEASE_NAME"),
+		ValueFiles:  SplitClusters(getenv("ARGOCD_ENV_HELM_VALUES")),
+		KubeVersion: getenv("ARGOCD_ENV_HELM_KUBE_VERSION"),
+	}
+	if helm.ReleaseName == "" {
+		// The Application's own name: an instance name outside Argo CD's namespace is
+		// "<namespace>_<name>", and an underscore is no release name.
+		_, helm.ReleaseName, _ = strings.Cut(app, "_")
+		if helm.ReleaseName == "" {
+			helm.ReleaseName = app
+		}
+	}
+	if set := getenv("ARGOCD_ENV_HELM_SET"); set != "" {
+		helm.Set = []string{set}
+	}
+	if helm.KubeVersion == "" {
+		helm.KubeVersion = getenv("KUBE_VERSION")
+	}
 	return Options{
 		Clusters:    SplitClusters(getenv("ARGOCD_ENV_CLUSTERS")),
 		Name:        name,
 		Application: app,
 		Namespace:   getenv("ARGOCD_ENV_NAMESPACE"),
+		Source:      SourceType(getenv("ARGOCD_ENV_SOURCE_TYPE")),
+		Helm:        helm,
 	}
 }
 
-// SplitClusters splits a comma- or space-separated list of cluster names.
+// SplitClusters splits a comma- or space-separated list (cluster names, values files).
 func SplitClusters(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\t' })
 }

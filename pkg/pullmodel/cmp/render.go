@@ -56,11 +56,20 @@ type Options struct {
 	Namespace string
 	// MaxWorkBytes is the manifests' budget per ManifestWork; DefaultMaxWorkBytes when 0.
 	MaxWorkBytes int
+	// Source is how the folder becomes manifests; DetectSource's answer when empty.
+	Source SourceType
+	// Helm configures a Helm source (Namespace is the release namespace).
+	Helm HelmOptions
 }
 
-// Generate loads dir and renders its ManifestWorks as a YAML stream.
+// Generate loads dir (a folder of manifests, a kustomization or a Helm chart) and renders its
+// ManifestWorks as a YAML stream.
 func Generate(dir string, opts Options) ([]byte, error) {
-	objs, err := Load(dir)
+	typ := opts.Source
+	if typ == "" {
+		typ = DetectSource(dir)
+	}
+	objs, err := LoadSource(dir, typ, opts.Namespace, opts.Helm)
 	if err != nil {
 		return nil, err
 	}

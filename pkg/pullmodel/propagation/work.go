@@ -46,6 +46,16 @@ const (
 	FeedbackHealthMessage = "healthMessage"
 )
 
+// requestsRunOnce keeps a request the spoke's Argo CD has run from being put back. Argo CD
+// clears a sync request (.operation) and a refresh request (the refresh annotation) once it
+// has run them. With any ignoreFields entry, OCM's work agent records a hash of the manifest on
+// the object and skips the apply while the manifest is unchanged (its periodic resync and a
+// change of the ManifestWork's labels included), so neither request is re-applied, and run
+// again, until the hub sends a changed manifest. OnSpokeChange keeps the path itself applied
+// whenever the manifest changes. The annotation needs no path of its own: the hash is what
+// holds it, and a JSONPath cannot name a key with dots in OCM's ignoreFields.
+var requestsRunOnce = []workv1.IgnoreField{{Condition: workv1.IgnoreFieldsConditionOnSpokeChange, JSONPaths: []string{".operation"}}}
+
 // feedbackPaths are the spoke Application fields fed back to the hub. The operation's start is
 // what ApplicationSet progressive sync compares with its own transition times, so it comes back
 // as the spoke wrote them. The conditions, the health message and the operation message are
@@ -300,10 +310,8 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 				UpdateStrategy: &workv1.UpdateStrategy{
 					Type: workv1.UpdateStrategyTypeServerSideApply,
 					ServerSideApply: &workv1.ServerSideApplyConfig{
-						Force: true,
-						// The spoke's Argo CD clears a sync request when it has run it; the
-						// work agent must not put it back until the hub sends a new payload.
-						IgnoreFields: []workv1.IgnoreField{{Condition: workv1.IgnoreFieldsConditionOnSpokeChange, JSONPaths: []string{".operation"}}},
+						Force:        true,
+						IgnoreFields: requestsRunOnce,
 					},
 				},
 			}},

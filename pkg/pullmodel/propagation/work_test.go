@@ -180,3 +180,35 @@ func TestReconcileTimeIsFedBackOnlyWhileARequestIsOutstanding(t *testing.T) {
 		t.Errorf("rules grew: %d then %d", len(rules(idle)), len(rules(again)))
 	}
 }
+
+// TestRequestsAreNotReappliedOnResync: OCM's work agent skips re-applying an unchanged manifest
+// only when its manifest config has ignoreFields (it then applies by hash); without them its
+// periodic resync would put back a refresh annotation or a sync request that the spoke's Argo
+// CD cleared, and Argo CD would run it again.
+func TestRequestsAreNotReappliedOnResync(t *testing.T) {
+	refresh := hubApp()
+	refresh.SetAnnotations(map[string]string{pullmodel.AnnotationRefresh: "hard"})
+	withOp := hubApp()
+	withOp.Object["operation"] = map[string]any{"sync": map[string]any{"revision": "main"}}
+	for name, app := range map[string]*unstructured.Unstructured{"idle": hubApp(), "refresh request": refresh, "sync request": withOp} {
+		w, err := Build(Input{App: app, RefreshBaseline: "2026-01-01T00:00:00Z"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := w.Spec.ManifestConfigs[0]
+		if cfg.ResourceIdentifier.Resource != "applications" {
+			t.Fatalf("%s: first manifest config is for %s", name, cfg.ResourceIdentifier.Resource)
+		}
+		ssa := cfg.UpdateStrategy.ServerSideApply
+		if cfg.UpdateStrategy.Type != workv1.UpdateStrategyTypeServerSideApply || ssa == nil || len(ssa.IgnoreFields) == 0 {
+			t.Errorf("%s: the Application is not applied by hash (server-side apply with ignoreFields): %+v", name, cfg.UpdateStrategy)
+			continue
+		}
+		for _, f := range ssa.IgnoreFields {
+			// OnSpokePresent would strip the field from every apply: a request would never arrive.
+			if f.Condition != workv1.IgnoreFieldsConditionOnSpokeChange {
+				t.Errorf("%s: ignoreFields condition %s", name, f.Condition)
+			}
+		}
+	}
+}

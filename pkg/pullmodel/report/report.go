@@ -179,8 +179,8 @@ func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
 		c := reportv1alpha1.ClusterCondition{
 			Cluster:                 w.Namespace,
 			App:                     w.Annotations[pullmodel.AnnotationHubAppNamespace] + "/" + w.Annotations[pullmodel.AnnotationHubAppName],
-			SyncStatus:              fb[propagation.FeedbackSync],
-			HealthStatus:            fb[propagation.FeedbackHealth],
+			SyncStatus:              orUnknown(fb[propagation.FeedbackSync]),
+			HealthStatus:            orUnknown(fb[propagation.FeedbackHealth]),
 			OperationStateStartedAt: fb[propagation.FeedbackOperationStarted],
 			OperationStatePhase:     fb[propagation.FeedbackOperationPhase],
 			SyncRevision:            fb[propagation.FeedbackRevision],
@@ -195,11 +195,12 @@ func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
 		if c.SyncStatus == "Synced" {
 			synced++
 		}
-		switch {
-		case c.HealthStatus == "Healthy":
+		// Counted as Red Hat ACM counts: Progressing is not healthy and also in progress; an
+		// Application whose cluster has not reported is Unknown, not healthy.
+		switch c.HealthStatus {
+		case "Healthy":
 			healthy++
-		case c.HealthStatus == "Progressing" || c.HealthStatus == "" || c.OperationStatePhase == "Running":
-			// Not yet reported counts as on its way.
+		case "Progressing":
 			inProgress++
 		}
 		out.ClusterConditions = append(out.ClusterConditions, c)
@@ -211,7 +212,7 @@ func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
 		Synced:     strconv.Itoa(synced),
 		NotSynced:  strconv.Itoa(n - synced),
 		Healthy:    strconv.Itoa(healthy),
-		NotHealthy: strconv.Itoa(n - healthy - inProgress),
+		NotHealthy: strconv.Itoa(n - healthy),
 		InProgress: strconv.Itoa(inProgress),
 	}
 	return out
@@ -262,14 +263,27 @@ func withinBudget(all []reportv1alpha1.ClusterCondition) ([]reportv1alpha1.Clust
 	return out, len(all) - kept
 }
 
-// LabelHostingApplicationSet on a report names its ApplicationSet as "<namespace>.<name>", the
-// label Red Hat ACM's reports carry (set only when that fits a label value).
+// orUnknown is a status the cluster has not reported yet, as Red Hat ACM's reports show it.
+func orUnknown(s string) string {
+	if s == "" {
+		return "Unknown"
+	}
+	return s
+}
+
+// LabelHostingApplicationSet on a report names its ApplicationSet as "<namespace>.<name>", cut to
+// a label value's 63 characters, the label Red Hat ACM's reports carry (left off when the cut
+// value is not a valid label value).
 const LabelHostingApplicationSet = "apps.open-cluster-management.io/hosting-applicationset"
 
 // reportLabels are a report's labels for the ApplicationSet namespace/name.
 func reportLabels(namespace, name string) map[string]string {
 	labels := map[string]string{pullmodel.LabelApplicationSet: "true"}
-	if v := namespace + "." + name; len(validation.IsValidLabelValue(v)) == 0 {
+	v := namespace + "." + name
+	if len(v) > validation.LabelValueMaxLength {
+		v = v[:validation.LabelValueMaxLength]
+	}
+	if len(validation.IsValidLabelValue(v)) == 0 {
 		labels[LabelHostingApplicationSet] = v
 	}
 	return labels

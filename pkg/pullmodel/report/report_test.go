@@ -36,7 +36,9 @@ func TestBuildSummary(t *testing.T) {
 		deleting, notApplied,
 	})
 	s := got.Summary
-	if s.Clusters != "4" || s.Synced != "2" || s.NotSynced != "2" || s.Healthy != "1" || s.InProgress != "2" || s.NotHealthy != "1" {
+	// As Red Hat ACM counts: Progressing is in progress and not healthy; c4, not reported, is
+	// Unknown and not healthy.
+	if s.Clusters != "4" || s.Synced != "2" || s.NotSynced != "2" || s.Healthy != "1" || s.InProgress != "1" || s.NotHealthy != "3" {
 		t.Errorf("summary %+v", s)
 	}
 	var order []string
@@ -45,6 +47,9 @@ func TestBuildSummary(t *testing.T) {
 	}
 	if len(order) != 4 || order[0] != "c1" || order[3] != "c4" {
 		t.Errorf("clusters %v, want sorted c1..c4 without the deleting one", order)
+	}
+	if c := got.ClusterConditions[3]; c.HealthStatus != "Unknown" || c.SyncStatus != "Unknown" {
+		t.Errorf("c4, not reported: health %q sync %q, want Unknown", c.HealthStatus, c.SyncStatus)
 	}
 	if c := got.ClusterConditions[3].Conditions; len(c) != 1 || c[0].Type != ConditionDeliveryError || c[0].Message != "no such namespace" {
 		t.Errorf("c4 conditions %+v", c)
@@ -101,7 +106,11 @@ func TestReportLabels(t *testing.T) {
 	if l := reportLabels("openshift-gitops", "guestbook"); l[LabelHostingApplicationSet] != "openshift-gitops.guestbook" || l[pullmodel.LabelApplicationSet] != "true" {
 		t.Errorf("labels %v, want ACM's hosting-applicationset label", l)
 	}
-	if l := reportLabels("argocd", strings.Repeat("x", 70)); l[LabelHostingApplicationSet] != "" {
-		t.Errorf("an over-long label value was set: %v", l)
+	// Cut to 63 characters, as ACM does; left off if the cut value ends in a separator.
+	if l := reportLabels("argocd", strings.Repeat("x", 70)); l[LabelHostingApplicationSet] != "argocd."+strings.Repeat("x", 56) {
+		t.Errorf("an over-long name: label %v, want the first 63 characters", l)
+	}
+	if l := reportLabels("argocd", strings.Repeat("x", 55)+"-y"); l[LabelHostingApplicationSet] != "" {
+		t.Errorf("a cut value ending in '-' was set: %v", l)
 	}
 }

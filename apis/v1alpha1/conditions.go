@@ -16,6 +16,9 @@ const (
 	// ConditionBlocklistHasRoom is False when the principal's TLS blocklist is nearly full or
 	// could not take a revocation.
 	ConditionBlocklistHasRoom = "BlocklistHasRoom"
+	// ConditionForeignArgoCD is True when selected clusters run an Argo CD the components addon
+	// did not install (and, with existingArgoCD LeaveAlone, get no components).
+	ConditionForeignArgoCD = "ForeignArgoCDFound"
 )
 
 // Condition reasons.
@@ -69,6 +72,10 @@ const (
 	// serving certificate until the agents have applied the trust bundle that verifies the new
 	// one.
 	ReasonWaitingForTrustRollout = "WaitingForTrustRollout"
+	// Reasons of ConditionForeignArgoCD.
+	ReasonForeignArgoCDLeftAlone = "LeftAlone"
+	ReasonForeignArgoCDReplaced  = "Replaced"
+	ReasonNoForeignArgoCD        = "NoneFound"
 )
 
 // Labels and annotations this project puts on the objects it creates.

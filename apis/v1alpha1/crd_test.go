@@ -161,6 +161,14 @@ spec:
 spec:
   placementRef: {kind: Placement, name: p}
   argoCDAgentAddon: {mode: autonomous, applicationMapping: Namespace}`,
+		"an operator-made Argo CD's redis, existing Argo CD replaced elsewhere, assigned user IDs": `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon:
+    argoCDComponents: Existing
+    redis: {address: "example-argocd-redis:6379", passwordSecretName: example-argocd-redis-initial-password, passwordSecretKey: admin.password}
+    existingArgoCD: Replace
+    userIDs: Assigned`,
 		"an external issuer of another group": `
 spec:
   placementRef: {kind: Placement, name: p}
@@ -187,6 +195,22 @@ spec:
 spec:
   placementRef: {kind: Placement, name: p}
   argoCDAgentAddon: {mode: autonomous, applicationMapping: Destination}`, []string{"spec.argoCDAgentAddon", "applicationMapping Destination needs mode managed"}},
+		{"redis of an Argo CD the addon installs", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {redis: {address: "example-argocd-redis:6379"}}`, []string{"spec.argoCDAgentAddon", "redis configures the agent for an Argo CD the addon does not install"}},
+		{"redis address without a port", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {argoCDComponents: Existing, redis: {address: "example-argocd-redis"}}`, []string{"spec.argoCDAgentAddon.redis.address", "address must be host:port"}},
+		{"unknown existingArgoCD", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {existingArgoCD: Adopt}`, []string{"spec.argoCDAgentAddon.existingArgoCD", `Unsupported value: "Adopt"`, `"LeaveAlone"`, `"Replace"`}},
+		{"unknown userIDs", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {userIDs: Random}`, []string{"spec.argoCDAgentAddon.userIDs", `Unsupported value: "Random"`, `"Fixed"`, `"Assigned"`}},
 		{"unknown application mapping", `
 spec:
   placementRef: {kind: Placement, name: p}

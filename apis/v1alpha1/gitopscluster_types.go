@@ -31,6 +31,34 @@ const (
 	ArgoCDComponentsExisting ArgoCDComponents = "Existing"
 )
 
+// ExistingArgoCD says what the components addon does on a selected cluster where it finds an
+// Argo CD it did not install.
+// +kubebuilder:validation:Enum=LeaveAlone;Replace
+type ExistingArgoCD string
+
+const (
+	// ExistingArgoCDLeaveAlone installs nothing of Argo CD's on such a cluster and reports it:
+	// the components go only where a probe found no other Argo CD.
+	ExistingArgoCDLeaveAlone ExistingArgoCD = "LeaveAlone"
+	// ExistingArgoCDReplace installs the components whatever is there: an Argo CD in the
+	// install namespace is taken over (its settings replaced, its controllers and CRDs moved to
+	// the paired release, and deleted with the addon).
+	ExistingArgoCDReplace ExistingArgoCD = "Replace"
+)
+
+// UserIDs says who picks the user IDs the pods on the managed clusters run as.
+// +kubebuilder:validation:Enum=Fixed;Assigned
+type UserIDs string
+
+const (
+	// UserIDsFixed runs the agent and redis as UID 999, the user their images are built for.
+	UserIDsFixed UserIDs = "Fixed"
+	// UserIDsAssigned sets no runAsUser, runAsGroup or fsGroup: the platform assigns them, as
+	// OpenShift's restricted-v2 security context constraint does (it refuses pods asking for a
+	// UID outside the namespace's range).
+	UserIDsAssigned UserIDs = "Assigned"
+)
+
 // ApplicationMapping says how argocd-agent's principal picks the agent an Application goes to.
 // +kubebuilder:validation:Enum=Namespace;Destination
 type ApplicationMapping string
@@ -76,6 +104,7 @@ type PlacementReference struct {
 // The principal namespace cannot change: the cluster secrets and certificate records live
 // there, and moving would strand them. Delete and re-create the GitOpsCluster to move.
 // +kubebuilder:validation:XValidation:rule="!has(self.applicationMapping) || self.applicationMapping != 'Destination' || !has(self.mode) || self.mode == 'managed'",message="applicationMapping Destination needs mode managed: argocd-agent refuses destination-based mapping for autonomous agents"
+// +kubebuilder:validation:XValidation:rule="!has(self.redis) || self.argoCDComponents == 'Existing'",message="redis configures the agent for an Argo CD the addon does not install: it needs argoCDComponents Existing (the addon's own redis is argocd-redis)"
 // +kubebuilder:validation:XValidation:rule="has(self.principalNamespace) == has(oldSelf.principalNamespace) && (!has(self.principalNamespace) || self.principalNamespace == oldSelf.principalNamespace)",message="principalNamespace is immutable; delete and re-create the GitOpsCluster to use another principal"
 type ArgoCDAgentAddonSpec struct {
 	// Mode is the argocd-agent mode: managed (the hub is the source of truth) or autonomous
@@ -127,6 +156,31 @@ type ArgoCDAgentAddonSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == 'Install' || self == 'Existing'",message="argoCDComponents must be Install (the addon installs Argo CD beside the agent) or Existing (the cluster's own Argo CD is used)"
 	// +optional
 	ArgoCDComponents ArgoCDComponents `json:"argoCDComponents,omitempty"`
+
+	// ExistingArgoCD applies with argoCDComponents Install: LeaveAlone (the default) installs
+	// the components only on clusters where a probe found no Argo CD the addon did not install
+	// (no application-controller, repo-server or argocd-cm in the install namespace, and no
+	// Application CRD, which another namespace's Argo CD would share), and lists the others in
+	// status.foreignArgoCD; choose Existing for them (the ManagedCluster label or a GitOpsCluster
+	// of their own). Replace installs the components everywhere, taking over what is there.
+	// +kubebuilder:default=LeaveAlone
+	// +optional
+	ExistingArgoCD ExistingArgoCD `json:"existingArgoCD,omitempty"`
+
+	// Redis says where the agent finds the redis of the clusters' own Argo CD (argoCDComponents
+	// Existing), when it is not Argo CD's default argocd-redis:6379 with the password in Secret
+	// argocd-redis, key auth: an Argo CD made by the argocd-operator, say, names them after its
+	// ArgoCD object (<name>-redis:6379, Secret <name>-redis-initial-password, key admin.password).
+	// +optional
+	Redis *RedisEndpoint `json:"redis,omitempty"`
+
+	// UserIDs: Fixed (the default) runs the agent and redis as UID 999; Assigned lets the
+	// platform assign the UIDs, for OpenShift clusters (restricted-v2). One GitOpsCluster
+	// renders the same pods on all its clusters: give OpenShift clusters a GitOpsCluster of
+	// their own.
+	// +kubebuilder:default=Fixed
+	// +optional
+	UserIDs UserIDs `json:"userIDs,omitempty"`
 
 	// ApplicationMapping says how the principal routes Applications to agents: Namespace (the
 	// default) by the hub namespace named after the cluster, Destination by
@@ -259,6 +313,36 @@ type PrincipalEndpoint struct {
 	Source PrincipalSource `json:"source"`
 }
 
+// RedisEndpoint is the redis of an Argo CD the addon does not install, in the agent's namespace.
+type RedisEndpoint struct {
+	// Address is the redis Service's host:port. Default argocd-redis:6379.
+	// +kubebuilder:validation:MaxLength=260
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?:[0-9]{1,5}$')",message="address must be host:port, e.g. example-argocd-redis:6379"
+	// +optional
+	Address string `json:"address,omitempty"`
+	// PasswordSecretName is the Secret in the agent namespace holding the redis password.
+	// Default argocd-redis.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="passwordSecretName must be a Secret name"
+	// +optional
+	PasswordSecretName string `json:"passwordSecretName,omitempty"`
+	// PasswordSecretKey is the key of the password in that Secret. Default auth.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[-._a-zA-Z0-9]+$')",message="passwordSecretKey must be a Secret key"
+	// +optional
+	PasswordSecretKey string `json:"passwordSecretKey,omitempty"`
+}
+
+// FoundArgoCD is an Argo CD found on a cluster that the components addon did not install.
+type FoundArgoCD struct {
+	// Cluster is the managed cluster.
+	Cluster string `json:"cluster"`
+	// Found says what was found, e.g. "StatefulSet argocd/argocd-application-controller
+	// (quay.io/argoproj/argocd:v3.6.1)".
+	// +kubebuilder:validation:MaxLength=1024
+	Found string `json:"found"`
+}
+
 // GitOpsClusterStatus is the observed state of the fleet.
 type GitOpsClusterStatus struct {
 	// ObservedGeneration is the spec generation the status describes.
@@ -307,6 +391,36 @@ type GitOpsClusterStatus struct {
 	// the GitOpsCluster installs the components on the others.
 	// +optional
 	ExistingArgoCDClusters int32 `json:"existingArgoCDClusters,omitempty"`
+
+	// ForeignArgoCDClusters is the number of selected clusters where the components were not
+	// installed because an Argo CD the addon did not install was found there (existingArgoCD
+	// LeaveAlone).
+	// +optional
+	ForeignArgoCDClusters int32 `json:"foreignArgoCDClusters,omitempty"`
+
+	// ForeignArgoCD lists up to twenty of them, with what was found.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	ForeignArgoCD []FoundArgoCD `json:"foreignArgoCD,omitempty"`
+
+	// OtherArgoCDVersionClusters is the number of selected clusters that keep their own Argo CD
+	// (argoCDComponents Existing, the opt-out label, or one left alone) whose
+	// application-controller runs another release than the one the agent is built against:
+	// argocd-agent follows Argo CD's types and behaviour of that release, and a skew may break it.
+	// +optional
+	OtherArgoCDVersionClusters int32 `json:"otherArgoCDVersionClusters,omitempty"`
+
+	// OtherArgoCDVersions lists up to twenty of them, with the release found.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	OtherArgoCDVersions []FoundArgoCD `json:"otherArgoCDVersions,omitempty"`
+
+	// ProbingClusters is the number of selected clusters whose probe has not reported yet; the
+	// components wait for it.
+	// +optional
+	ProbingClusters int32 `json:"probingClusters,omitempty"`
 
 	// RevokedAgents is the number of clusters in spec.revokedClusters whose agent is revoked.
 	// +optional

@@ -41,6 +41,29 @@ type TemplateInput struct {
 	// DestinationBasedMapping runs the agent with --destination-based-mapping (managed mode
 	// only), for a principal that routes Applications by spec.destination.name.
 	DestinationBasedMapping bool
+	// AssignedUserIDs leaves the pod's UID and GID to the platform (OpenShift).
+	AssignedUserIDs bool
+	// Redis is where the agent finds Argo CD's redis; empty fields take RedisAddress,
+	// RedisSecretName and RedisSecretKey.
+	Redis Redis
+}
+
+// Redis is the address of Argo CD's redis and the Secret key holding its password.
+type Redis struct {
+	Address, SecretName, SecretKey string
+}
+
+func (r Redis) withDefaults() Redis {
+	if r.Address == "" {
+		r.Address = RedisAddress
+	}
+	if r.SecretName == "" {
+		r.SecretName = RedisSecretName
+	}
+	if r.SecretKey == "" {
+		r.SecretKey = RedisSecretKey
+	}
+	return r
 }
 
 // UnreadableSigningCAName is the signingCA the template names: a Secret of that name cannot
@@ -68,7 +91,7 @@ func BuildAddOnTemplate(in TemplateInput) (*addonv1alpha1.AddOnTemplate, error) 
 		roleBinding(),
 		clusterRole(in.AddonName, in.Mode, in.DestinationBasedMapping),
 		clusterRoleBinding(in.AddonName),
-		deployment(in.SignerName, in.ImagePullSecrets, in.DestinationBasedMapping),
+		deployment(in.SignerName, in.ImagePullSecrets, in.DestinationBasedMapping, in.AssignedUserIDs, in.Redis.withDefaults()),
 	}
 	manifests := make([]workv1.Manifest, 0, len(objs))
 	for _, obj := range objs {
@@ -363,7 +386,7 @@ func agentSubject() rbacv1.Subject {
 // agentArgs configures argocd-agent v0.9.0 by flags (cmd/argocd-agent/agent.go).
 // The client cert comes from the files OCM mounts for the CustomSigner
 // registration; the root CA from the argocd-agent-ca secret.
-func agentArgs(signerName string, destinationBasedMapping bool) []string {
+func agentArgs(signerName string, destinationBasedMapping bool, redisAddress string) []string {
 	dir := ClientCertMountDir(signerName)
 	args := []string{
 		"agent",
@@ -375,7 +398,7 @@ func agentArgs(signerName string, destinationBasedMapping bool) []string {
 		"--root-ca-secret-name=" + SpokeCASecretName,
 		"--tls-client-cert=" + dir + "/tls.crt",
 		"--tls-client-key=" + dir + "/tls.key",
-		"--redis-addr=" + RedisAddress,
+		"--redis-addr=" + redisAddress,
 		"--log-level=" + tag(VarLogLevel),
 		"--ignore-unmanaged-apps=" + tag(VarIgnoreUnmanagedApps),
 		fmt.Sprintf("--healthz-port=%d", HealthzPort),
@@ -425,7 +448,7 @@ func resources(cpuReq, memReq, cpuLim, memLim string) corev1.ResourceRequirement
 //
 // The client-certificate volume is deliberately absent: OCM adds it, and the
 // mount at ClientCertMountDir, to every container of the Deployment.
-func deployment(signerName string, pullSecrets []string, destinationBasedMapping bool) *appsv1.Deployment {
+func deployment(signerName string, pullSecrets []string, destinationBasedMapping, assignedUserIDs bool, redis Redis) *appsv1.Deployment {
 	selector := map[string]string{LabelName: AgentName, LabelPartOf: partOfValue}
 	podLabels := spokeLabels()
 	podLabels[LabelComponent] = "agent"
@@ -434,12 +457,12 @@ func deployment(signerName string, pullSecrets []string, destinationBasedMapping
 		Name:            AgentContainerName,
 		Image:           tag(VarAgentImage),
 		ImagePullPolicy: corev1.PullIfNotPresent,
-		Args:            agentArgs(signerName, destinationBasedMapping),
+		Args:            agentArgs(signerName, destinationBasedMapping, redis.Address),
 		Env: []corev1.EnvVar{{
 			Name: "REDIS_PASSWORD",
 			ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: RedisSecretName},
-				Key:                  RedisSecretKey,
+				LocalObjectReference: corev1.LocalObjectReference{Name: redis.SecretName},
+				Key:                  redis.SecretKey,
 				Optional:             ptr.To(true),
 			}},
 		}},
@@ -485,6 +508,15 @@ func deployment(signerName string, pullSecrets []string, destinationBasedMapping
 		SecurityContext: restrictedContainerSecurityContext(),
 	}
 
+	podSecurity := &corev1.PodSecurityContext{
+		RunAsNonRoot:   ptr.To(true),
+		RunAsUser:      ptr.To[int64](AgentRunAsUser),
+		RunAsGroup:     ptr.To[int64](AgentRunAsUser),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+	if assignedUserIDs {
+		podSecurity.RunAsUser, podSecurity.RunAsGroup = nil, nil
+	}
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: "Deployment"},
 		ObjectMeta: namespacedMeta(AgentName),
@@ -497,14 +529,9 @@ func deployment(signerName string, pullSecrets []string, destinationBasedMapping
 				Spec: corev1.PodSpec{
 					ServiceAccountName:    AgentName,
 					ShareProcessNamespace: ptr.To(true),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						RunAsUser:      ptr.To[int64](AgentRunAsUser),
-						RunAsGroup:     ptr.To[int64](AgentRunAsUser),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers:       []corev1.Container{agent, reloader},
-					ImagePullSecrets: pullSecretRefs(pullSecrets),
+					SecurityContext:       podSecurity,
+					Containers:            []corev1.Container{agent, reloader},
+					ImagePullSecrets:      pullSecretRefs(pullSecrets),
 				},
 			},
 		},

@@ -712,3 +712,50 @@ func TestManagedAgentIgnoresUnmanagedApplications(t *testing.T) {
 		}
 	}
 }
+
+// TestAssignedUserIDs: for OpenShift's restricted-v2 the agent's pod names no UID or GID (the
+// platform assigns one in the namespace's range) and stays non-root; by default it runs as the
+// image's user.
+func TestAssignedUserIDs(t *testing.T) {
+	in := validTemplateInput(t)
+	fixed := renderTemplate(t, mustTemplate(t, in), mustADC(t, validADCInput())).deployment.Spec.Template.Spec.SecurityContext
+	if fixed.RunAsUser == nil || *fixed.RunAsUser != AgentRunAsUser {
+		t.Errorf("default: runAsUser %v, want %d", fixed.RunAsUser, AgentRunAsUser)
+	}
+	in.AssignedUserIDs = true
+	d := renderTemplate(t, mustTemplate(t, in), mustADC(t, validADCInput())).deployment
+	sc := d.Spec.Template.Spec.SecurityContext
+	if sc.RunAsUser != nil || sc.RunAsGroup != nil || sc.FSGroup != nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Errorf("assigned: pod security context %+v", sc)
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if c.SecurityContext != nil && (c.SecurityContext.RunAsUser != nil || c.SecurityContext.RunAsGroup != nil) {
+			t.Errorf("assigned: container %s names a UID: %+v", c.Name, c.SecurityContext)
+		}
+	}
+}
+
+// TestRedisOfAnExistingArgoCD: the agent dials the redis it is given and reads the password
+// from the Secret key it is given (an operator-made Argo CD names them after its ArgoCD
+// object); by default Argo CD's own argocd-redis.
+func TestRedisOfAnExistingArgoCD(t *testing.T) {
+	agent := func(in TemplateInput) corev1.Container {
+		for _, c := range renderTemplate(t, mustTemplate(t, in), mustADC(t, validADCInput())).deployment.Spec.Template.Spec.Containers {
+			if c.Name == AgentContainerName {
+				return c
+			}
+		}
+		t.Fatal("no agent container")
+		return corev1.Container{}
+	}
+	in := validTemplateInput(t)
+	c := agent(in)
+	if !slices.Contains(c.Args, "--redis-addr=argocd-redis:6379") || c.Env[0].ValueFrom.SecretKeyRef.Name != "argocd-redis" || c.Env[0].ValueFrom.SecretKeyRef.Key != "auth" {
+		t.Errorf("default: args %v env %+v", c.Args, c.Env[0].ValueFrom.SecretKeyRef)
+	}
+	in.Redis = Redis{Address: "example-argocd-redis:6379", SecretName: "example-argocd-redis-initial-password", SecretKey: "admin.password"}
+	c = agent(in)
+	if !slices.Contains(c.Args, "--redis-addr=example-argocd-redis:6379") || c.Env[0].ValueFrom.SecretKeyRef.Name != "example-argocd-redis-initial-password" || c.Env[0].ValueFrom.SecretKeyRef.Key != "admin.password" {
+		t.Errorf("operator's redis: args %v env %+v", c.Args, c.Env[0].ValueFrom.SecretKeyRef)
+	}
+}

@@ -139,6 +139,8 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		SigningCANamespace: principalNS,
 		CABundlePEM:        hub.Bundle, Mode: mode, ImagePullSecrets: r.Config.SpokeImagePullSecrets,
 		DestinationBasedMapping: goc.Spec.ArgoCDAgentAddon.ApplicationMapping == v1alpha1.ApplicationMappingDestination,
+		AssignedUserIDs:         goc.Spec.ArgoCDAgentAddon.UserIDs == v1alpha1.UserIDsAssigned,
+		Redis:                   existingRedis(goc),
 	})
 	if err != nil {
 		return addOnNames{}, fmt.Errorf("building AddOnTemplate: %w", err)
@@ -497,4 +499,14 @@ func applicationMapping(goc *v1alpha1.GitOpsCluster) v1alpha1.ApplicationMapping
 		return m
 	}
 	return v1alpha1.ApplicationMappingNamespace
+}
+
+// existingRedis is the redis of the clusters' own Argo CD the GitOpsCluster names (defaults
+// where it names none).
+func existingRedis(goc *v1alpha1.GitOpsCluster) addon.Redis {
+	r := goc.Spec.ArgoCDAgentAddon.Redis
+	if r == nil || goc.Spec.ArgoCDAgentAddon.ArgoCDComponents != v1alpha1.ArgoCDComponentsExisting {
+		return addon.Redis{}
+	}
+	return addon.Redis{Address: r.Address, SecretName: r.PasswordSecretName, SecretKey: r.PasswordSecretKey}
 }

@@ -38,6 +38,12 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 	if err := r.deleteComponentsPlacement(ctx, goc); err != nil {
 		return err
 	}
+	if err := r.dropClearance(ctx, goc); err != nil {
+		return err
+	}
+	if err := r.deleteProbes(ctx, goc); err != nil {
+		return err
+	}
 	owner := client.MatchingLabels{v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name}
 	var templates addonv1alpha1.AddOnTemplateList
 	if err := r.Client.List(ctx, &templates, owner); err != nil {

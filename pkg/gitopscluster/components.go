@@ -64,6 +64,7 @@ func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCl
 	}
 	tmpl, err := spoke.BuildAddOnTemplate(spoke.Input{
 		TemplateName: name, AddonName: cma.Name, Mode: mode, ImagePullSecrets: r.Config.SpokeImagePullSecrets,
+		AssignedUserIDs: goc.Spec.ArgoCDAgentAddon.UserIDs == v1alpha1.UserIDsAssigned,
 	})
 	if err != nil {
 		return fmt.Errorf("building the Argo CD components AddOnTemplate: %w", err)

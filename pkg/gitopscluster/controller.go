@@ -294,6 +294,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if status.ExistingArgoCDClusters, err = r.existingArgoCDClusters(ctx, goc, obs.selected); err != nil {
 				return ctrl.Result{}, err
 			}
+			foreign, err := r.clearForComponents(ctx, goc, obs.selected, obs.invalid)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			r.reportForeign(goc, status, foreign, setCond)
 			waiting, err := r.pruneDeploymentConfigs(ctx, goc, applied.config, sets.List(obs.selected))
 			if err != nil {
 				return ctrl.Result{}, err

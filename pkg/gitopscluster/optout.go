@@ -28,26 +28,25 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
-// A cluster labelled LabelArgoCDComponents=Existing keeps its own Argo CD while its GitOpsCluster
-// installs the components on the others. One template renders the same objects on every cluster,
-// so the cluster is kept out of the components addon's placement instead: the components addon
-// installs by a Placement of the manager's, a copy of the user's with "label NotIn (Existing)"
-// added to every predicate. OCM then never creates the components' ManagedClusterAddOn on such a
-// cluster, so nothing of Argo CD's is ever rendered there, not even for a moment when it joins
-// (setting a template override on the ManagedClusterAddOn after OCM created it would race OCM's
-// first rendering). The agent's addon keeps the user's Placement.
+// The components addon installs by a Placement of the manager's, a copy of the user's in which
+// every predicate also requires the GitOpsCluster's clearance label (set by clearForComponents
+// on the user's selected clusters that may get the components) and excludes clusters labelled
+// LabelArgoCDComponents=Existing, which keep their own Argo CD. OCM then never creates the
+// components' ManagedClusterAddOn on any other cluster, so nothing of Argo CD's is ever
+// rendered there, not even for a moment when it joins (a template override set on the
+// ManagedClusterAddOn after OCM created it would race OCM's first rendering). The agent's addon
+// keeps the user's Placement.
 //
-// A Placement with numberOfClusters picks the best N of its candidates; removing some candidates
-// would let others in, so the copy would not select a subset of the user's clusters. Such a
-// Placement is used as it is and the label has no effect (status.existingArgoCDClusters says 0).
+// The clearance label is set only on clusters the user's Placement selects, so the copy needs
+// no numberOfClusters (with it, the copy would pick the best N of fewer candidates and could
+// take clusters the user's Placement did not).
 
-// componentsPlacementSpec is the user's Placement with the opt-out label excluded, or nil when
-// the user's Placement must be used as it is.
-func componentsPlacementSpec(pl *clusterv1beta1.Placement) *clusterv1beta1.PlacementSpec {
-	if pl.Spec.NumberOfClusters != nil {
-		return nil
-	}
+// componentsPlacementSpec is the user's Placement restricted to the clusters cleared for the
+// GitOpsCluster's components.
+func componentsPlacementSpec(goc *v1alpha1.GitOpsCluster, pl *clusterv1beta1.Placement) *clusterv1beta1.PlacementSpec {
 	spec := pl.Spec.DeepCopy()
+	spec.NumberOfClusters = nil
+	cleared := metav1.LabelSelectorRequirement{Key: names.ComponentsClearedLabel(goc), Operator: metav1.LabelSelectorOpExists}
 	exclude := metav1.LabelSelectorRequirement{Key: v1alpha1.LabelArgoCDComponents, Operator: metav1.LabelSelectorOpNotIn,
 		Values: []string{string(v1alpha1.ArgoCDComponentsExisting)}}
 	if len(spec.Predicates) == 0 {
@@ -55,7 +54,7 @@ func componentsPlacementSpec(pl *clusterv1beta1.Placement) *clusterv1beta1.Place
 	}
 	for i := range spec.Predicates {
 		sel := &spec.Predicates[i].RequiredClusterSelector.LabelSelector
-		sel.MatchExpressions = append(sel.MatchExpressions, exclude)
+		sel.MatchExpressions = append(sel.MatchExpressions, cleared, exclude)
 	}
 	return spec
 }
@@ -71,13 +70,7 @@ func (r *Reconciler) applyComponentsPlacement(ctx context.Context, goc *v1alpha1
 		}
 		return "", err
 	}
-	spec := componentsPlacementSpec(user)
-	if spec == nil {
-		if err := r.deleteComponentsPlacement(ctx, goc); err != nil {
-			return "", err
-		}
-		return user.Name, nil
-	}
+	spec := componentsPlacementSpec(goc, user)
 	pl := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: goc.Namespace, Name: names.ComponentsPlacementName(goc), Labels: ownerLabels(goc)}, Spec: *spec}
 	if err := controllerutil.SetControllerReference(goc, pl, r.Client.Scheme()); err != nil {
 		return "", err
@@ -119,9 +112,6 @@ func (r *Reconciler) existingArgoCDClusters(ctx context.Context, goc *v1alpha1.G
 	user := &clusterv1beta1.Placement{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, user); err != nil {
 		return 0, client.IgnoreNotFound(err)
-	}
-	if componentsPlacementSpec(user) == nil {
-		return 0, nil
 	}
 	var labelled clusterv1.ManagedClusterList
 	if err := r.Client.List(ctx, &labelled, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -118,24 +117,26 @@ func TestClusterLabelKeepsItsOwnArgoCD(t *testing.T) {
 		return nil
 	})
 
-	// numberOfClusters picks the best N candidates: a copy without some candidates could pick
-	// others, so the user's Placement is used as it is and the label has no effect.
+	// numberOfClusters picks the best N candidates: the copy takes the clusters the manager
+	// cleared, which are only ever the user's selected ones, so it keeps no numberOfClusters
+	// (the best N of fewer candidates could be others) and the label still counts.
 	base = user.DeepCopy()
 	user.Spec.NumberOfClusters = ptr.To[int32](2)
 	if err := k8s.Patch(ctx, user, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "components by the user's Placement, the copy gone", func() error {
-		if e, err := componentsEntry(t, ns, "p"); err != nil || e == nil {
-			return fmt.Errorf("components entry on the user's Placement missing (%v)", err)
+	eventually(t, "components by the copy, without numberOfClusters", func() error {
+		pl := &clusterv1beta1.Placement{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: derived}, pl); err != nil {
+			return err
 		}
-		if e, _ := componentsEntry(t, ns, derived); e != nil {
-			return fmt.Errorf("components entry on %s still there", derived)
+		if pl.Spec.NumberOfClusters != nil {
+			return fmt.Errorf("the copy has numberOfClusters %d", *pl.Spec.NumberOfClusters)
 		}
-		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: derived}, &clusterv1beta1.Placement{}); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("the copy is still there (%v)", err)
+		if e, _ := componentsEntry(t, ns, "p"); e != nil {
+			return fmt.Errorf("components entry on the user's Placement")
 		}
-		if n := getGOC(t, ns, "fleet").Status.ExistingArgoCDClusters; n != 0 {
+		if n := getGOC(t, ns, "fleet").Status.ExistingArgoCDClusters; n != 1 {
 			return fmt.Errorf("existingArgoCDClusters = %d", n)
 		}
 		return nil

@@ -42,6 +42,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/clusters"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
 
 // Options are the manager's process-level settings, bound to command-line flags.
@@ -264,6 +265,8 @@ func CacheOptions(opts Options) cache.Options {
 		&addonv1alpha1.ClusterManagementAddOn{}: {Transform: keepAll},
 		// Every ManagedCluster, but only what is read of it.
 		&clusterv1.ManagedCluster{}: {Transform: TrimManagedCluster},
+		// Only the probes that look for an Argo CD before the components go to a cluster.
+		&workv1.ManifestWork{}: {Label: spoke.ProbeSelector()},
 	}
 	// Only this project's ConfigMaps (ledgers, revocation record): a hub has many others.
 	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})}

@@ -77,3 +77,22 @@ func ValidAgentName(cluster, principalNS string) string {
 	}
 	return ""
 }
+
+// ComponentsKey is a short digest of a GitOpsCluster's namespace/name, for the label keys and
+// object names of its Argo CD components that must stay short.
+func ComponentsKey(goc *v1alpha1.GitOpsCluster) string {
+	sum := sha256.Sum256([]byte(goc.Namespace + "/" + goc.Name))
+	return hex.EncodeToString(sum[:])[:12]
+}
+
+// ComponentsClearedLabel is the ManagedCluster label by which the manager clears a selected
+// cluster for a GitOpsCluster's Argo CD components: the components' Placement selects only
+// clusters carrying it.
+func ComponentsClearedLabel(goc *v1alpha1.GitOpsCluster) string {
+	return "argocd-agent-addon.open-cluster-management.io/components-" + ComponentsKey(goc)
+}
+
+// ProbeWorkName is the name of a GitOpsCluster's probe ManifestWork in each cluster's namespace.
+func ProbeWorkName(goc *v1alpha1.GitOpsCluster) string {
+	return "argocd-agent-addon-probe-" + ComponentsKey(goc)
+}

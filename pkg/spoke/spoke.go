@@ -52,6 +52,9 @@ type Input struct {
 	Mode string
 	// ImagePullSecrets are added to every pod; the Secrets must exist in the agent namespace.
 	ImagePullSecrets []string
+	// AssignedUserIDs drops every fixed UID, GID and fsGroup of the pods (redis runs as 999 in
+	// Argo CD's install), so that the platform assigns them (OpenShift's restricted-v2).
+	AssignedUserIDs bool
 }
 
 // LabelInstalledBy marks every object the components template creates, so that a person (and a
@@ -203,6 +206,7 @@ func BuildAddOnTemplate(in Input) (*addonv1alpha1.AddOnTemplate, error) {
 // renderKey is what the rendered manifests depend on: not the template's name.
 type renderKey struct {
 	addonName, mode, pullSecrets string
+	assignedUserIDs              bool
 }
 
 // rendered holds the manifests rendered per renderKey. A hub has one or two keys (the modes its
@@ -212,7 +216,7 @@ var rendered sync.Map
 
 // renderedManifests returns fresh copies of the manifests for in, rendering them once per key.
 func renderedManifests(in Input) ([]workv1.Manifest, error) {
-	key := renderKey{addonName: in.AddonName, mode: in.Mode, pullSecrets: strings.Join(in.ImagePullSecrets, ",")}
+	key := renderKey{addonName: in.AddonName, mode: in.Mode, pullSecrets: strings.Join(in.ImagePullSecrets, ","), assignedUserIDs: in.AssignedUserIDs}
 	cached, ok := rendered.Load(key)
 	if !ok {
 		objs, err := Objects(in.Mode)
@@ -332,6 +336,9 @@ func adaptPodTemplate(o *unstructured.Unstructured, in Input) error {
 			}
 		}
 	}
+	if in.AssignedUserIDs {
+		dropFixedIDs(o)
+	}
 	if len(in.ImagePullSecrets) > 0 {
 		refs := make([]any, 0, len(in.ImagePullSecrets))
 		for _, s := range in.ImagePullSecrets {
@@ -342,6 +349,31 @@ func adaptPodTemplate(o *unstructured.Unstructured, in Input) error {
 		}
 	}
 	return nil
+}
+
+// dropFixedIDs removes runAsUser, runAsGroup and fsGroup from a workload's pod and containers.
+func dropFixedIDs(o *unstructured.Unstructured) {
+	spec, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+	if spec == nil {
+		return
+	}
+	drop := func(sc any) {
+		if m, ok := sc.(map[string]any); ok {
+			delete(m, "runAsUser")
+			delete(m, "runAsGroup")
+			delete(m, "fsGroup")
+		}
+	}
+	drop(spec["securityContext"])
+	for _, field := range []string{"initContainers", "containers"} {
+		list, _ := spec[field].([]any)
+		for _, c := range list {
+			if m, ok := c.(map[string]any); ok {
+				drop(m["securityContext"])
+			}
+		}
+	}
+	_ = unstructured.SetNestedMap(o.Object, spec, "spec", "template", "spec")
 }
 
 func containers(o *unstructured.Unstructured) []map[string]any {

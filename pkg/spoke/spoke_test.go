@@ -348,6 +348,16 @@ func TestDefaultAppProjectIsCreatedOnce(t *testing.T) {
 		if !createOnly {
 			t.Errorf("%s: the default AppProject is not create-only: %+v", mode, tpl.Spec.AgentSpec.ManifestConfigs)
 		}
+		// argocd-agent writes the GnuPG keys in managed mode: the work agent must not own
+		// their content.
+		gpg := slices.ContainsFunc(tpl.Spec.AgentSpec.ManifestConfigs, func(c workv1.ManifestConfigOption) bool {
+			id := c.ResourceIdentifier
+			return id.Group == "" && id.Resource == "configmaps" && id.Name == GPGKeysConfigMap && id.Namespace == "*" &&
+				c.UpdateStrategy != nil && c.UpdateStrategy.Type == workv1.UpdateStrategyTypeCreateOnly
+		})
+		if !gpg {
+			t.Errorf("%s: %s is not create-only: %+v", mode, GPGKeysConfigMap, tpl.Spec.AgentSpec.ManifestConfigs)
+		}
 	}
 }
 
@@ -429,5 +439,48 @@ func TestRedisPasswordIsGeneratedOnTheCluster(t *testing.T) {
 	if len(env) == 0 || env[0].ValueFrom == nil || env[0].ValueFrom.SecretKeyRef == nil ||
 		env[0].ValueFrom.SecretKeyRef.Name != addon.RedisSecretName || env[0].ValueFrom.SecretKeyRef.Key != addon.RedisSecretKey {
 		t.Errorf("redis does not read its password from %s/%s: %+v", addon.RedisSecretName, addon.RedisSecretKey, env)
+	}
+}
+
+// TestAssignedUserIDsReachEveryWorkload: with AssignedUserIDs no pod or container of the
+// components, init containers included, names a UID, GID or fsGroup (redis runs as 999 in
+// Argo CD's install, outside OpenShift's restricted-v2 range); by default redis keeps it.
+func TestAssignedUserIDsReachEveryWorkload(t *testing.T) {
+	fixedIDs := func(objs []*unstructured.Unstructured) []string {
+		var found []string
+		for _, o := range objs {
+			spec, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+			if spec == nil {
+				continue
+			}
+			check := func(where string, sc any) {
+				m, _ := sc.(map[string]any)
+				for _, k := range []string{"runAsUser", "runAsGroup", "fsGroup"} {
+					if _, ok := m[k]; ok {
+						found = append(found, o.GetKind()+"/"+o.GetName()+" "+where+" "+k)
+					}
+				}
+			}
+			check("pod", spec["securityContext"])
+			for _, field := range []string{"initContainers", "containers"} {
+				list, _ := spec[field].([]any)
+				for _, c := range list {
+					check(field, c.(map[string]any)["securityContext"])
+				}
+			}
+		}
+		return found
+	}
+	for _, mode := range []string{addon.ModeManaged, addon.ModeAutonomous} {
+		if found := fixedIDs(render(t, build(t, mode), testValues())); len(found) == 0 {
+			t.Errorf("%s: the default template names no UID (redis runs as 999 upstream)", mode)
+		}
+		tpl, err := BuildAddOnTemplate(Input{TemplateName: "argocd-components-ns.goc", AddonName: testAddon, Mode: mode, AssignedUserIDs: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found := fixedIDs(render(t, tpl, testValues())); len(found) > 0 {
+			t.Errorf("%s: assigned user IDs, yet %v", mode, found)
+		}
 	}
 }

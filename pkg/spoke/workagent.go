@@ -65,13 +65,25 @@ func defaultAppProject() *unstructured.Unstructured {
 	}}
 }
 
-// createOnly lists the manifests the work agent creates when missing and never updates: the
-// default AppProject, in whatever namespace OCM installs the components.
+// GPGKeysConfigMap is Argo CD's ConfigMap of GnuPG public keys. argocd-agent writes it in
+// managed mode (the principal sends the keys), so the work agent only creates it.
+const GPGKeysConfigMap = "argocd-gpg-keys-cm"
+
+// createOnly lists the manifests the work agent creates when missing and never updates, in
+// whatever namespace OCM installs the components: the default AppProject, and the GnuPG keys
+// ConfigMap, which the repo-server mounts and the agent fills (an update would put back the
+// install's empty data over the agent's).
 func createOnly() []workv1.ManifestConfigOption {
-	return []workv1.ManifestConfigOption{{
-		ResourceIdentifier: workv1.ResourceIdentifier{Group: "argoproj.io", Resource: "appprojects", Name: DefaultAppProjectName, Namespace: "*"},
-		UpdateStrategy:     &workv1.UpdateStrategy{Type: workv1.UpdateStrategyTypeCreateOnly},
-		// The API server's default, set so that the stored template equals the built one.
-		FeedbackScrapeType: workv1.FeedbackPollType,
-	}}
+	option := func(group, resource, name string) workv1.ManifestConfigOption {
+		return workv1.ManifestConfigOption{
+			ResourceIdentifier: workv1.ResourceIdentifier{Group: group, Resource: resource, Name: name, Namespace: "*"},
+			UpdateStrategy:     &workv1.UpdateStrategy{Type: workv1.UpdateStrategyTypeCreateOnly},
+			// The API server's default, set so that the stored template equals the built one.
+			FeedbackScrapeType: workv1.FeedbackPollType,
+		}
+	}
+	return []workv1.ManifestConfigOption{
+		option("argoproj.io", "appprojects", DefaultAppProjectName),
+		option("", "configmaps", GPGKeysConfigMap),
+	}
 }

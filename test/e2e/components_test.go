@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 )
 
@@ -454,5 +456,168 @@ func TestArgoCDComponentsClusterLabel(t *testing.T) {
 	})
 	if b := untouched(ctx); b != "" {
 		t.Errorf("%s after the GitOpsCluster's deletion: %s", cluster, b)
+	}
+}
+
+// TestForeignArgoCDIsLeftAlone: cluster1 runs its own Argo CD, a newer release (the fleet's
+// v3.6.1, installed from its install.yaml) with an edited argocd-cm, in the namespace the
+// components would go to. A GitOpsCluster with the default argoCDComponents (Install) selects
+// it, without the opt-out label: the probe (read-only, applied by OCM's real work agent) finds
+// that Argo CD, the GitOpsCluster names the cluster and what it found, the agent is installed,
+// and nothing of the cluster's Argo CD is ever owned, changed or downgraded. The user then
+// chooses Existing for the cluster, and the report clears.
+func TestForeignArgoCDIsLeftAlone(t *testing.T) {
+	if env == nil {
+		t.Skip(skipWhy)
+	}
+	s := env
+	const cluster, name = "cluster1", "foreign-argocd-e2e"
+	c1 := s.spokes[cluster]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	s.labelClusters(t)
+
+	// The cluster admin's kubectl apply of install.yaml, workloads included.
+	theirs, err := s.f.StartArgoCD(ctx, cluster, fleet.ArgoCDOptions{Namespace: agentNS, Workloads: true, ArgoCDCM: map[string]string{"timeout.reconciliation": "300s"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := theirs.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Later scenarios run their own Argo CD in this namespace, as processes.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, w := range []client.Object{
+			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: fleet.ArgoCDApplicationController}},
+			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: fleet.ArgoCDRepoServer}},
+			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: fleet.ArgoCDApplicationSetController}},
+			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: fleet.ArgoCDServer}},
+		} {
+			_ = client.IgnoreNotFound(c1.Delete(ctx, w))
+		}
+	})
+	untouched := func(ctx context.Context) string {
+		cm := &corev1.ConfigMap{}
+		if err := c1.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "argocd-cm"}, cm); err != nil {
+			return "the cluster's argocd-cm: " + err.Error()
+		}
+		if ownedByAppliedManifestWork(cm) || cm.Data["timeout.reconciliation"] != "300s" || cm.Labels[spoke.LabelInstalledBy] != "" {
+			return fmt.Sprintf("the cluster's argocd-cm was taken over: owners %v, labels %v, data %v", cm.OwnerReferences, cm.Labels, cm.Data)
+		}
+		sts := &appsv1.StatefulSet{}
+		if err := c1.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "argocd-application-controller"}, sts); err != nil {
+			return "the cluster's application-controller: " + err.Error()
+		}
+		if img := sts.Spec.Template.Spec.Containers[0].Image; ownedByAppliedManifestWork(sts) || !strings.HasSuffix(img, ":v3.6.1") {
+			return fmt.Sprintf("the cluster's application-controller was taken over: owners %v, image %s", sts.OwnerReferences, img)
+		}
+		err := s.hub.Get(ctx, client.ObjectKey{Namespace: cluster, Name: addonName + "-argocd"}, &addonv1alpha1.ManagedClusterAddOn{})
+		if !apierrors.IsNotFound(err) {
+			return "OCM made the components' ManagedClusterAddOn: " + getState(err, "ManagedClusterAddOn")
+		}
+		return ""
+	}
+	if b := untouched(ctx); b != "" {
+		t.Fatalf("before the GitOpsCluster: %s", b)
+	}
+	pl := &clusterv1beta1.Placement{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       clusterv1beta1.PlacementSpec{Predicates: placementPredicates([]string{cluster})},
+	}
+	goc := &v1alpha1.GitOpsCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.GitOpsClusterSpec{
+			PlacementRef: v1alpha1.PlacementReference{Kind: "Placement", Name: name},
+			ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{
+				PrincipalServerAddress: "127.0.0.1",
+				PrincipalServerPort:    &intstr.IntOrString{Type: intstr.Int, IntVal: 443},
+			},
+		},
+	}
+	for _, o := range []client.Object{pl, goc} {
+		if err := s.hub.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setLabel := func(ctx context.Context, value string) {
+		t.Helper()
+		mc := &clusterv1.ManagedCluster{}
+		if err := s.hub.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+			t.Fatal(err)
+		}
+		base := mc.DeepCopy()
+		if value == "" {
+			delete(mc.Labels, v1alpha1.LabelArgoCDComponents)
+		} else {
+			mc.Labels[v1alpha1.LabelArgoCDComponents] = value
+		}
+		if err := s.hub.Patch(ctx, mc, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		for _, o := range []client.Object{goc, pl} {
+			_ = client.IgnoreNotFound(s.hub.Delete(ctx, o))
+		}
+		setLabel(ctx, "")
+	})
+
+	var broken string
+	check := func(ctx context.Context) {
+		if b := untouched(ctx); b != "" && broken == "" {
+			broken = b
+		}
+	}
+	s.eventually(t, cluster+": the GitOpsCluster reports the cluster's own Argo CD v3.6.1", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		check(ctx)
+		g := &v1alpha1.GitOpsCluster{}
+		if err := s.hub.Get(ctx, client.ObjectKeyFromObject(goc), g); err != nil {
+			return false, err.Error()
+		}
+		found := len(g.Status.ForeignArgoCD) == 1 && g.Status.ForeignArgoCD[0].Cluster == cluster &&
+			strings.Contains(g.Status.ForeignArgoCD[0].Found, "StatefulSet "+agentNS+"/argocd-application-controller (quay.io/argoproj/argocd:v3.6.1)")
+		return found && meta.IsStatusConditionTrue(g.Status.Conditions, v1alpha1.ConditionForeignArgoCD), fmt.Sprintf("foreign %+v, probing %d", g.Status.ForeignArgoCD, g.Status.ProbingClusters)
+	})
+	s.eventually(t, cluster+": the agent installed beside it", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		check(ctx)
+		_, err := s.agentDeployment(ctx, cluster)
+		return err == nil, getState(err, "agent Deployment")
+	})
+	// Some more time for a late apply to show.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && broken == "" {
+		check(ctx)
+		time.Sleep(500 * time.Millisecond)
+	}
+	if broken != "" {
+		t.Fatalf("%s: %s", cluster, broken)
+	}
+
+	// The user's choice for this cluster: keep its Argo CD.
+	setLabel(ctx, string(v1alpha1.ArgoCDComponentsExisting))
+	s.eventually(t, "hub: the report clears once the cluster is labelled Existing; the version skew is shown", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		check(ctx)
+		g := &v1alpha1.GitOpsCluster{}
+		if err := s.hub.Get(ctx, client.ObjectKeyFromObject(goc), g); err != nil {
+			return false, err.Error()
+		}
+		// The Argo CD it keeps is another release than the agent's: reported as such.
+		skew := len(g.Status.OtherArgoCDVersions) == 1 && strings.Contains(g.Status.OtherArgoCDVersions[0].Found, "Argo CD v3.6.1")
+		return meta.IsStatusConditionFalse(g.Status.Conditions, v1alpha1.ConditionForeignArgoCD) && g.Status.ExistingArgoCDClusters == 1 && skew,
+			fmt.Sprintf("conditions %v, other versions %+v", g.Status.Conditions, g.Status.OtherArgoCDVersions)
+	})
+	if err := s.hub.Delete(ctx, goc); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, cluster+": agent removed with the GitOpsCluster", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		_, err := s.agentDeployment(ctx, cluster)
+		return apierrors.IsNotFound(err), getState(err, "agent Deployment")
+	})
+	if b := untouched(ctx); b != "" || broken != "" {
+		t.Errorf("%s: %s %s", cluster, broken, b)
 	}
 }

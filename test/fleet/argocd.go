@@ -114,6 +114,11 @@ type ArgoCDOptions struct {
 	// installed Secret argocd-redis. Nothing is written to the cluster. Without it, StartArgoCD
 	// installs Argo CD as a user applies install.yaml (and runs argocd-server too).
 	Installed bool
+	// Workloads also creates install.yaml's Deployment and StatefulSet objects of the components
+	// it runs, as kubectl apply of install.yaml does (no kubelet starts their pods: the
+	// processes stand in for them), for a test that needs them to be there, as on a cluster
+	// where someone installed Argo CD.
+	Workloads bool
 	// Plugins are Config Management Plugins, each a folder holding a plugin.yaml: each runs as
 	// argocd-cmp-server, the repo-server's sidecar in a pod, on a Unix socket in a folder the
 	// repo-server is pointed at (ARGOCD_PLUGINSOCKFILEPATH, as the shared plugins volume).
@@ -193,6 +198,17 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 		// moved to that namespace as Argo CD's docs ask for a namespace other than argocd.
 		if err := a.install(ctx, c, manifest, opts.ArgoCDCM, cmdParams); err != nil {
 			return fail(err)
+		}
+		if opts.Workloads {
+			for _, w := range manifest.workloads {
+				w := w.DeepCopy()
+				w.SetNamespace(a.Namespace)
+				if err := createOrReplace(ctx, c, w, func(have client.Object) {
+					have.(*unstructured.Unstructured).Object["spec"] = w.Object["spec"]
+				}); err != nil {
+					return fail(fmt.Errorf("%s: %s %s: %w", cluster, w.GetKind(), w.GetName(), err))
+				}
+			}
 		}
 		// The install's redis pod runs this as its init container before Redis starts.
 		if _, err := f.RunAsServiceAccount(ctx, cluster, a.Namespace, argoCDRedis, "admin", "redis-initial-password", "--namespace="+a.Namespace); err != nil {
@@ -525,6 +541,8 @@ func (f *Fleet) shortSocketPath(dir, name string) (string, error) {
 // argoManifest is what the fleet takes from Argo CD's install.yaml: the ConfigMaps and Secrets,
 // and each component's container environment.
 type argoManifest struct {
+	// workloads are install.yaml's Deployments and StatefulSets of the components the fleet runs.
+	workloads      []*unstructured.Unstructured
 	configMaps     []*corev1.ConfigMap
 	secrets        []*corev1.Secret
 	rbac           []*unstructured.Unstructured // ServiceAccounts, (Cluster)Roles and their bindings
@@ -567,6 +585,7 @@ func readArgoManifest(path string) (*argoManifest, error) {
 			default:
 				continue
 			}
+			m.workloads = append(m.workloads, u)
 			// Both kinds have the pod template at the same place.
 			d := &appsv1.Deployment{}
 			spec, _, _ := unstructured.NestedMap(u.Object, "spec", "template")

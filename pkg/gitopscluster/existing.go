@@ -1,0 +1,311 @@
+package gitopscluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
+)
+
+// The components never go to a cluster unasked where an Argo CD the addon did not install runs
+// (spoke.ReadProbe says why). The components addon installs by a Placement of the manager's
+// that selects only ManagedClusters carrying the GitOpsCluster's clearance label
+// (names.ComponentsClearedLabel), and the manager sets that label only on clusters of the
+// user's Placement whose probe found nothing foreign, or on all of them with existingArgoCD
+// Replace. A cluster that joins is not selected until its probe has answered, so nothing of
+// Argo CD's is rendered there before; a cluster already running the components keeps them
+// while its probe is recreated or the hub restarts (its answer would be the addon's own
+// objects anyway).
+
+// maxForeignListed bounds status.foreignArgoCD.
+const maxForeignListed = 20
+
+// foreignReport is what the probes found, for the status.
+type foreignReport struct {
+	// foreign are the clusters with another Argo CD, sorted, with what was found.
+	foreign []v1alpha1.FoundArgoCD
+	// probing counts clusters whose probe has not answered.
+	probing int
+	// otherVersion are the clusters keeping their own Argo CD whose application-controller
+	// runs another release than the one the agent is built against.
+	otherVersion []v1alpha1.FoundArgoCD
+}
+
+// installNamespace is where the GitOpsCluster's agent and components go on each cluster.
+func (r *Reconciler) installNamespace(goc *v1alpha1.GitOpsCluster) string {
+	if ns := goc.Spec.ArgoCDAgentAddon.AgentNamespace; ns != "" {
+		return ns
+	}
+	return r.Config.DefaultAgentNamespace
+}
+
+// clearForComponents probes the selected clusters, sets the clearance label on those the
+// components may go to, and reports the Argo CD of the clusters that keep their own when its
+// version is not the one the agent is built against. With selected nil (selection unknown)
+// nothing changes.
+func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, selected sets.Set[string], invalid map[string]string) (foreignReport, error) {
+	var rep foreignReport
+	if selected == nil {
+		return rep, nil
+	}
+	key := names.ComponentsClearedLabel(goc)
+	probes := map[string]*workv1.ManifestWork{}
+	var probeList workv1.ManifestWorkList
+	if err := r.Client.List(ctx, &probeList, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
+		return rep, err
+	}
+	for i := range probeList.Items {
+		probes[probeList.Items[i].Namespace] = &probeList.Items[i]
+	}
+	var optedOut clusterv1.ManagedClusterList
+	if err := r.Client.List(ctx, &optedOut, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {
+		return rep, err
+	}
+	ownArgoCD := sets.New[string]()
+	for _, mc := range optedOut.Items {
+		ownArgoCD.Insert(mc.Name)
+	}
+	var current clusterv1.ManagedClusterList
+	if err := r.Client.List(ctx, &current, client.HasLabels{key}); err != nil {
+		return rep, err
+	}
+	labelled := sets.New[string]()
+	for _, mc := range current.Items {
+		labelled.Insert(mc.Name)
+	}
+	paired := ""
+	if imgs, err := spoke.UpstreamImages(); err == nil {
+		paired = spoke.ImageTag(imgs.ArgoCD)
+	}
+	install := componentsWanted(goc)
+	replace := goc.Spec.ArgoCDAgentAddon.ExistingArgoCD == v1alpha1.ExistingArgoCDReplace
+	components := ComponentsAddonName(r.Config.AddonName)
+	cleared := sets.New[string]()
+	for _, c := range sets.List(selected) {
+		if invalid[c] != "" {
+			// No agent goes to a cluster whose name cannot be an agent's, nor components.
+			continue
+		}
+		w := probes[c]
+		delete(probes, c)
+		if w == nil {
+			// One cluster's probe failing (its namespace gone, say) holds only that cluster.
+			if err := r.createProbe(ctx, goc, c); err != nil {
+				log.FromContext(ctx).Error(err, "probing a cluster for an Argo CD", "cluster", c)
+			}
+		}
+		verdict, found := spoke.ReadProbe(w, components)
+		keepsItsOwn := !install || ownArgoCD.Has(c) || verdict == spoke.ProbeForeign && !replace
+		if img := spoke.ProbedControllerImage(w); keepsItsOwn && img != "" && paired != "" && spoke.ImageTag(img) != paired {
+			rep.otherVersion = append(rep.otherVersion, v1alpha1.FoundArgoCD{Cluster: c,
+				Found: truncateFound(fmt.Sprintf("Argo CD %s (%s); the agent is built against Argo CD %s", spoke.ImageTag(img), img, paired))})
+		}
+		if !install || ownArgoCD.Has(c) {
+			continue
+		}
+		switch {
+		case verdict == spoke.ProbeForeign:
+			if replace {
+				cleared.Insert(c)
+			}
+			rep.foreign = append(rep.foreign, v1alpha1.FoundArgoCD{Cluster: c, Found: truncateFound(found)})
+		case verdict == spoke.ProbeClear, replace:
+			cleared.Insert(c)
+		case labelled.Has(c):
+			// Unknown while the probe is recreated: keep what runs there.
+			cleared.Insert(c)
+		default:
+			installed, err := r.componentsInstalled(ctx, c)
+			if err != nil {
+				return rep, err
+			}
+			if installed {
+				cleared.Insert(c)
+			} else {
+				rep.probing++
+			}
+		}
+	}
+	// Label changes first: a cluster leaves the components' Placement before anything else.
+	if err := r.setClearance(ctx, key, labelled, cleared); err != nil {
+		return rep, err
+	}
+	// Probes of clusters no longer selected.
+	for _, w := range probes {
+		if err := client.IgnoreNotFound(r.Client.Delete(ctx, w)); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// truncateFound keeps a finding within the status field's bound.
+func truncateFound(s string) string {
+	if len(s) <= 1024 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:1021], "") + "..."
+}
+
+func (r *Reconciler) createProbe(ctx context.Context, goc *v1alpha1.GitOpsCluster, cluster string) error {
+	w, err := spoke.BuildProbe(names.ProbeWorkName(goc), cluster, r.installNamespace(goc), names.ComponentsKey(goc), ownerLabels(goc))
+	if err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, w); client.IgnoreAlreadyExists(err) != nil {
+		return fmt.Errorf("creating the Argo CD probe in namespace %s: %w", cluster, err)
+	}
+	return nil
+}
+
+// componentsInstalled reports whether the components addon is installed on the cluster already
+// (by an earlier version of the manager, or before the probe was recreated).
+func (r *Reconciler) componentsInstalled(ctx context.Context, cluster string) (bool, error) {
+	reader := r.ComponentsAddOns
+	if reader == nil {
+		return false, nil
+	}
+	mca := &addonv1alpha1.ManagedClusterAddOn{}
+	err := reader.Get(ctx, types.NamespacedName{Namespace: cluster, Name: ComponentsAddonName(r.Config.AddonName)}, mca)
+	if err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return true, nil
+}
+
+// setClearance makes the label key present exactly on the clusters in want.
+func (r *Reconciler) setClearance(ctx context.Context, key string, have, want sets.Set[string]) error {
+	for _, c := range sets.List(have.Difference(want)) {
+		if err := r.patchClusterLabel(ctx, c, key, nil); err != nil {
+			return err
+		}
+	}
+	value := "true"
+	for _, c := range sets.List(want.Difference(have)) {
+		if err := r.patchClusterLabel(ctx, c, key, &value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropClearance removes the GitOpsCluster's clearance label from every ManagedCluster.
+func (r *Reconciler) dropClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+	key := names.ComponentsClearedLabel(goc)
+	var current clusterv1.ManagedClusterList
+	if err := r.Client.List(ctx, &current, client.HasLabels{key}); err != nil {
+		return err
+	}
+	for _, mc := range current.Items {
+		if err := r.patchClusterLabel(ctx, mc.Name, key, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteProbes deletes every probe of the GitOpsCluster (it is going).
+func (r *Reconciler) deleteProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+	var list workv1.ManifestWorkList
+	if err := r.Client.List(ctx, &list, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
+		return err
+	}
+	for i := range list.Items {
+		if err := client.IgnoreNotFound(r.Client.Delete(ctx, &list.Items[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// patchClusterLabel sets (value non-nil) or removes one label of a ManagedCluster with a merge
+// patch, which touches nothing else of it.
+func (r *Reconciler) patchClusterLabel(ctx context.Context, cluster, key string, value *string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: value}}})
+	if err != nil {
+		return err
+	}
+	mc := &clusterv1.ManagedCluster{}
+	mc.Name = cluster
+	if err := r.Client.Patch(ctx, mc, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("labelling ManagedCluster %s: %w", cluster, err)
+	}
+	return nil
+}
+
+// reportForeign writes the probes' findings into the status and the ForeignArgoCDFound
+// condition, with an Event when the set of such clusters grows.
+func (r *Reconciler) reportForeign(goc *v1alpha1.GitOpsCluster, status *v1alpha1.GitOpsClusterStatus, rep foreignReport, setCond func(string, bool, string, string)) {
+	status.ForeignArgoCDClusters = int32(len(rep.foreign))
+	status.ProbingClusters = int32(rep.probing)
+	listed := rep.foreign
+	if len(listed) > maxForeignListed {
+		listed = listed[:maxForeignListed]
+	}
+	status.ForeignArgoCD = slices.Clone(listed)
+	status.OtherArgoCDVersionClusters = int32(len(rep.otherVersion))
+	status.OtherArgoCDVersions = slices.Clone(rep.otherVersion[:min(len(rep.otherVersion), maxForeignListed)])
+	if len(rep.otherVersion) > int(goc.Status.OtherArgoCDVersionClusters) {
+		r.event(goc, corev1.EventTypeWarning, "ArgoCDVersionSkew", "ProbeClusters",
+			"%d selected cluster(s) keep their own Argo CD at another release than the agent's (first: %s: %s)", len(rep.otherVersion), rep.otherVersion[0].Cluster, rep.otherVersion[0].Found)
+	}
+	if len(rep.foreign) == 0 {
+		setCond(v1alpha1.ConditionForeignArgoCD, false, v1alpha1.ReasonNoForeignArgoCD, "no selected cluster runs an Argo CD the addon did not install")
+		return
+	}
+	clusters := make([]string, 0, len(listed))
+	for _, f := range listed {
+		clusters = append(clusters, f.Cluster)
+	}
+	list := strings.Join(clusters, ", ")
+	if len(rep.foreign) > len(listed) {
+		list += fmt.Sprintf(" and %d more", len(rep.foreign)-len(listed))
+	}
+	reason, msg := v1alpha1.ReasonForeignArgoCDLeftAlone, fmt.Sprintf("%d selected cluster(s) run an Argo CD the addon did not install and get no Argo CD components (existingArgoCD: LeaveAlone): %s; for each, label its ManagedCluster %s=Existing to use that Argo CD, or set existingArgoCD: Replace to take it over",
+		len(rep.foreign), list, v1alpha1.LabelArgoCDComponents)
+	if goc.Spec.ArgoCDAgentAddon.ExistingArgoCD == v1alpha1.ExistingArgoCDReplace {
+		reason, msg = v1alpha1.ReasonForeignArgoCDReplaced, fmt.Sprintf("%d selected cluster(s) ran an Argo CD the addon did not install, replaced as existingArgoCD: Replace asks: %s", len(rep.foreign), list)
+	}
+	if prev := goc.Status.ForeignArgoCDClusters; int(prev) < len(rep.foreign) || !equality.Semantic.DeepEqual(goc.Status.ForeignArgoCD, status.ForeignArgoCD) && int(prev) == 0 {
+		r.event(goc, corev1.EventTypeWarning, "ForeignArgoCDFound", "ProbeClusters", "%s", msg)
+	}
+	setCond(v1alpha1.ConditionForeignArgoCD, true, reason, msg)
+}
+
+// watchProbes wakes the GitOpsClusters of a cluster when its probe's status changes.
+func (r *Reconciler) watchProbes(b *builder.Builder) *builder.Builder {
+	return b.Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(r.forProbe), builder.WithPredicates(predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*workv1.ManifestWork), e.ObjectNew.(*workv1.ManifestWork)
+			return !equality.Semantic.DeepEqual(o.Status, n.Status)
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}))
+}
+
+func (r *Reconciler) forProbe(ctx context.Context, o client.Object) []ctrl.Request {
+	return r.forManagedCluster(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: o.GetNamespace()}})
+}

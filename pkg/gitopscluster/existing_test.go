@@ -1,0 +1,240 @@
+package gitopscluster_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
+)
+
+// probeObject is what OCM's work agent reports for one of a probe's manifests: present or
+// not, and the feedback of a present one.
+type probeObject struct {
+	present            bool
+	installedBy, image string
+}
+
+// reportProbe writes the status OCM's work agent would write for the probe in cluster's
+// namespace: Applied for its generation and, per manifest in order, Available and feedback.
+func reportProbe(t *testing.T, cluster string, goc *v1alpha1.GitOpsCluster, objs ...probeObject) {
+	t.Helper()
+	ctx := context.Background()
+	w := &workv1.ManifestWork{}
+	eventually(t, cluster+": the probe exists", func() error {
+		return k8s.Get(ctx, types.NamespacedName{Namespace: cluster, Name: names.ProbeWorkName(goc)}, w)
+	})
+	now := metav1.Now()
+	w.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestWorkComplete", ObservedGeneration: w.Generation, LastTransitionTime: now}}
+	w.Status.ResourceStatus.Manifests = nil
+	for i, cfg := range w.Spec.ManifestConfigs {
+		o := probeObject{}
+		if i < len(objs) {
+			o = objs[i]
+		}
+		status, reason := metav1.ConditionFalse, "ResourceNotAvailable"
+		if o.present {
+			status, reason = metav1.ConditionTrue, "ResourceAvailable"
+		}
+		kind := map[string]string{"statefulsets": "StatefulSet", "deployments": "Deployment", "configmaps": "ConfigMap", "customresourcedefinitions": "CustomResourceDefinition"}[cfg.ResourceIdentifier.Resource]
+		mc := workv1.ManifestCondition{
+			ResourceMeta: workv1.ManifestResourceMeta{Ordinal: int32(i), Group: cfg.ResourceIdentifier.Group, Resource: cfg.ResourceIdentifier.Resource, Kind: kind,
+				Namespace: cfg.ResourceIdentifier.Namespace, Name: cfg.ResourceIdentifier.Name},
+			Conditions: []metav1.Condition{{Type: workv1.ManifestAvailable, Status: status, Reason: reason, ObservedGeneration: w.Generation, LastTransitionTime: now}},
+		}
+		if o.installedBy != "" {
+			mc.StatusFeedbacks.Values = append(mc.StatusFeedbacks.Values, workv1.FeedbackValue{Name: spoke.FeedbackInstalledBy, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(o.installedBy)}})
+		}
+		if o.image != "" {
+			mc.StatusFeedbacks.Values = append(mc.StatusFeedbacks.Values, workv1.FeedbackValue{Name: spoke.FeedbackImage, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(o.image)}})
+		}
+		w.Status.ResourceStatus.Manifests = append(w.Status.ResourceStatus.Manifests, mc)
+	}
+	if err := k8s.Status().Update(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func clusterLabels(t *testing.T, cluster string) map[string]string {
+	t.Helper()
+	mc := &clusterv1.ManagedCluster{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Name: cluster}, mc); err != nil {
+		t.Fatal(err)
+	}
+	return mc.Labels
+}
+
+// TestForeignArgoCDGetsNoComponents: the components go to a selected cluster only once its probe
+// found no Argo CD the addon did not install there; a cluster running another Argo CD (here
+// a newer release in the install namespace) is reported by name, with what was found, and gets
+// nothing until existingArgoCD says Replace. A cluster whose probe has not answered waits.
+func TestForeignArgoCDGetsNoComponents(t *testing.T) {
+	ctx := context.Background()
+	const ns = "existing-argocd"
+	createNamespace(t, ns)
+	createManagedClusters(t, "ea-clear", "ea-theirs", "ea-ours", "ea-silent")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, "ea-clear", "ea-theirs", "ea-ours", "ea-silent")
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	goc := getGOC(t, ns, "fleet")
+	key := names.ComponentsClearedLabel(goc)
+	components := gitopscluster.ComponentsAddonName(gitopscluster.DefaultConfig().AddonName)
+
+	// Nothing answered yet: no cluster is cleared.
+	eventually(t, "every selected cluster probed and waiting", func() error {
+		g := getGOC(t, ns, "fleet")
+		if g.Status.ProbingClusters != 4 {
+			return fmt.Errorf("probingClusters = %d", g.Status.ProbingClusters)
+		}
+		return nil
+	})
+	for _, c := range []string{"ea-clear", "ea-theirs", "ea-ours", "ea-silent"} {
+		if _, ok := clusterLabels(t, c)[key]; ok {
+			t.Fatalf("%s cleared before its probe answered", c)
+		}
+	}
+	reportProbe(t, "ea-clear", goc)
+	reportProbe(t, "ea-theirs", goc, probeObject{present: true, image: "quay.io/argoproj/argocd:v3.6.1"}, probeObject{present: true, image: "quay.io/argoproj/argocd:v3.6.1"},
+		probeObject{present: true}, probeObject{present: true})
+	reportProbe(t, "ea-ours", goc, probeObject{present: true, installedBy: components, image: "quay.io/argoproj/argocd:v3.4.3"}, probeObject{}, probeObject{},
+		probeObject{present: true, installedBy: components})
+
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionForeignArgoCD, metav1.ConditionTrue, v1alpha1.ReasonForeignArgoCDLeftAlone)
+	eventually(t, "the clear and the addon's own clusters cleared, the other one not", func() error {
+		for c, want := range map[string]bool{"ea-clear": true, "ea-ours": true, "ea-theirs": false, "ea-silent": false} {
+			if _, got := clusterLabels(t, c)[key]; got != want {
+				return fmt.Errorf("%s cleared = %v, want %v", c, got, want)
+			}
+		}
+		return nil
+	})
+	g := getGOC(t, ns, "fleet")
+	if g.Status.ForeignArgoCDClusters != 1 || len(g.Status.ForeignArgoCD) != 1 || g.Status.ForeignArgoCD[0].Cluster != "ea-theirs" ||
+		!strings.Contains(g.Status.ForeignArgoCD[0].Found, "StatefulSet "+gitopscluster.DefaultConfig().DefaultAgentNamespace+"/argocd-application-controller (quay.io/argoproj/argocd:v3.6.1)") ||
+		!strings.Contains(g.Status.ForeignArgoCD[0].Found, "CustomResourceDefinition applications.argoproj.io") {
+		t.Errorf("status: %d foreign, %+v", g.Status.ForeignArgoCDClusters, g.Status.ForeignArgoCD)
+	}
+	if g.Status.ProbingClusters != 1 {
+		t.Errorf("probingClusters = %d, want 1 (ea-silent)", g.Status.ProbingClusters)
+	}
+	if c := findCond(g, v1alpha1.ConditionForeignArgoCD); !strings.Contains(c.Message, "ea-theirs") || !strings.Contains(c.Message, v1alpha1.LabelArgoCDComponents+"=Existing") {
+		t.Errorf("the condition does not say which cluster and what to do: %s", c.Message)
+	}
+	eventually(t, "a Warning Event names the cluster", func() error {
+		var list eventsv1.EventList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == "fleet" && e.Type == corev1.EventTypeWarning && e.Reason == "ForeignArgoCDFound" && strings.Contains(e.Note, "ea-theirs") {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d", len(list.Items))
+	})
+
+	// The person chooses Existing for that cluster: it is no longer reported as foreign, and
+	// its Argo CD, another release than the agent's, is reported as such.
+	labelManagedCluster(t, "ea-theirs", string(v1alpha1.ArgoCDComponentsExisting))
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionForeignArgoCD, metav1.ConditionFalse, v1alpha1.ReasonNoForeignArgoCD)
+	eventually(t, "the Argo CD it keeps reported as another release", func() error {
+		g := getGOC(t, ns, "fleet")
+		if g.Status.OtherArgoCDVersionClusters != 1 || len(g.Status.OtherArgoCDVersions) != 1 || g.Status.OtherArgoCDVersions[0].Cluster != "ea-theirs" ||
+			!strings.Contains(g.Status.OtherArgoCDVersions[0].Found, "Argo CD v3.6.1") {
+			return fmt.Errorf("other versions %d %+v", g.Status.OtherArgoCDVersionClusters, g.Status.OtherArgoCDVersions)
+		}
+		return nil
+	})
+	labelManagedCluster(t, "ea-theirs", "")
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionForeignArgoCD, metav1.ConditionTrue, v1alpha1.ReasonForeignArgoCDLeftAlone)
+
+	// Or Replace, for the whole GitOpsCluster: an explicit choice to take it over.
+	g = getGOC(t, ns, "fleet")
+	base := g.DeepCopy()
+	g.Spec.ArgoCDAgentAddon.ExistingArgoCD = v1alpha1.ExistingArgoCDReplace
+	if err := k8s.Patch(ctx, g, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionForeignArgoCD, metav1.ConditionTrue, v1alpha1.ReasonForeignArgoCDReplaced)
+	eventually(t, "every cluster cleared with Replace", func() error {
+		for _, c := range []string{"ea-clear", "ea-theirs", "ea-ours", "ea-silent"} {
+			if _, ok := clusterLabels(t, c)[key]; !ok {
+				return fmt.Errorf("%s not cleared", c)
+			}
+		}
+		return nil
+	})
+
+	// A cluster leaving the selection loses its label and probe; the GitOpsCluster's deletion
+	// removes the rest.
+	setDecisions(t, ns, "p", 1, "ea-clear", "ea-theirs", "ea-ours")
+	eventually(t, "ea-silent released", func() error {
+		if _, ok := clusterLabels(t, "ea-silent")[key]; ok {
+			return fmt.Errorf("still labelled")
+		}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: "ea-silent", Name: names.ProbeWorkName(goc)}, &workv1.ManifestWork{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("probe still there (%v)", err)
+		}
+		return nil
+	})
+	if err := k8s.Delete(ctx, getGOC(t, ns, "fleet")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "labels and probes gone with the GitOpsCluster", func() error {
+		for _, c := range []string{"ea-clear", "ea-theirs", "ea-ours"} {
+			if _, ok := clusterLabels(t, c)[key]; ok {
+				return fmt.Errorf("%s still labelled", c)
+			}
+			if err := k8s.Get(ctx, types.NamespacedName{Namespace: c, Name: names.ProbeWorkName(goc)}, &workv1.ManifestWork{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%s: probe still there (%v)", c, err)
+			}
+		}
+		return nil
+	})
+}
+
+// TestUserIDsAssignedReachesBothTemplates: a GitOpsCluster for OpenShift clusters
+// (userIDs: Assigned) writes an agent template and a components template whose pods name no
+// UID, GID or fsGroup.
+func TestUserIDsAssignedReachesBothTemplates(t *testing.T) {
+	const ns = "assigned-uids"
+	createNamespace(t, ns)
+	createManagedClusters(t, "au-1")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, "au-1")
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"), func(g *v1alpha1.GitOpsCluster) {
+		g.Spec.ArgoCDAgentAddon.UserIDs = v1alpha1.UserIDsAssigned
+	})
+	goc := getGOC(t, ns, "fleet")
+	for _, name := range []string{names.TemplateName(goc), names.ComponentsTemplateName(goc)} {
+		eventually(t, "template "+name+" without fixed user IDs", func() error {
+			tpl := &addonv1alpha1.AddOnTemplate{}
+			if err := k8s.Get(context.Background(), types.NamespacedName{Name: name}, tpl); err != nil {
+				return err
+			}
+			for _, m := range tpl.Spec.AgentSpec.Workload.Manifests {
+				for _, k := range []string{`"runAsUser"`, `"runAsGroup"`, `"fsGroup"`} {
+					if strings.Contains(string(m.Raw), k) {
+						return fmt.Errorf("a manifest names %s: %.200s", k, m.Raw)
+					}
+				}
+			}
+			return nil
+		})
+	}
+}

@@ -1,0 +1,179 @@
+package spoke
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	workv1 "open-cluster-management.io/api/work/v1"
+)
+
+// The components addon must never modify an Argo CD it did not install: OCM's work agent takes
+// every object it applies, replaces the data of Argo CD's ConfigMaps and Secrets, moves the CRDs
+// and controllers to the paired release, and deletes them with the addon. Before the components
+// go to a cluster, a probe looks: a ManifestWork of read-only manifests (OCM's ReadOnly update
+// strategy: the work agent only reads them and reports whether each exists, with feedback) for
+// the objects an Argo CD install always has. An object there without the components addon's
+// LabelInstalledBy is another Argo CD's.
+
+// LabelProbe marks the probe ManifestWorks; its value is the GitOpsCluster's key (see
+// names.ComponentsKey).
+const LabelProbe = "argocd-agent-addon.open-cluster-management.io/argocd-probe"
+
+// Feedback names of a probe's manifests.
+const (
+	FeedbackInstalledBy = "installedBy"
+	FeedbackImage       = "image"
+)
+
+// probed are the objects every Argo CD install has: its two workloads in the install namespace,
+// the ConfigMap its settings live in, and the Application CRD, which is cluster-wide (an Argo CD
+// in another namespace shares it).
+func probed(namespace string) []*unstructured.Unstructured {
+	obj := func(apiVersion, kind, ns, name string) *unstructured.Unstructured {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion(apiVersion)
+		o.SetKind(kind)
+		o.SetNamespace(ns)
+		o.SetName(name)
+		return o
+	}
+	return []*unstructured.Unstructured{
+		obj("apps/v1", "StatefulSet", namespace, "argocd-application-controller"),
+		obj("apps/v1", "Deployment", namespace, "argocd-repo-server"),
+		obj("v1", "ConfigMap", namespace, "argocd-cm"),
+		obj("apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "applications.argoproj.io"),
+	}
+}
+
+// installedByPath reads LabelInstalledBy; a key with dots is escaped for Kubernetes JSONPath.
+var installedByPath = ".metadata.labels." + strings.ReplaceAll(LabelInstalledBy, ".", `\.`)
+
+// BuildProbe is the probe ManifestWork for the components to be installed into namespace of
+// cluster, for the GitOpsCluster whose key is key.
+func BuildProbe(name, cluster, namespace, key string, labels map[string]string) (*workv1.ManifestWork, error) {
+	w := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cluster, Labels: map[string]string{LabelProbe: key}}}
+	for k, v := range labels {
+		w.Labels[k] = v
+	}
+	for _, o := range probed(namespace) {
+		raw, err := o.MarshalJSON()
+		if err != nil {
+			return nil, err
+		}
+		w.Spec.Workload.Manifests = append(w.Spec.Workload.Manifests, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}})
+		paths := []workv1.JsonPath{{Name: FeedbackInstalledBy, Path: installedByPath}}
+		if o.GetKind() == "StatefulSet" || o.GetKind() == "Deployment" {
+			// Every pod template has a first container.
+			paths = append(paths, workv1.JsonPath{Name: FeedbackImage, Path: ".spec.template.spec.containers[0].image"})
+		}
+		w.Spec.ManifestConfigs = append(w.Spec.ManifestConfigs, workv1.ManifestConfigOption{
+			ResourceIdentifier: workv1.ResourceIdentifier{Group: o.GroupVersionKind().Group, Resource: strings.ToLower(o.GetKind()) + "s", Namespace: o.GetNamespace(), Name: o.GetName()},
+			FeedbackRules:      []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: paths}},
+			UpdateStrategy:     &workv1.UpdateStrategy{Type: workv1.UpdateStrategyTypeReadOnly},
+		})
+	}
+	return w, nil
+}
+
+// Verdict is what a probe found.
+type Verdict int
+
+const (
+	// ProbeUnknown: the work agent has not reported on the probe's current generation.
+	ProbeUnknown Verdict = iota
+	// ProbeClear: none of the probed objects exists, or each is the components addon's.
+	ProbeClear
+	// ProbeForeign: an Argo CD the components addon did not install is there.
+	ProbeForeign
+)
+
+// ReadProbe tells what the work agent reported for a probe: for ProbeForeign, what it found
+// ("StatefulSet argocd/argocd-application-controller (quay.io/argoproj/argocd:v3.6.1)").
+// addonName is the components addon, whose objects carry LabelInstalledBy=addonName.
+func ReadProbe(w *workv1.ManifestWork, addonName string) (Verdict, string) {
+	if w == nil {
+		return ProbeUnknown, ""
+	}
+	applied := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied)
+	if applied == nil || applied.ObservedGeneration != w.Generation || len(w.Status.ResourceStatus.Manifests) < len(w.Spec.Workload.Manifests) {
+		return ProbeUnknown, ""
+	}
+	var found []string
+	for _, m := range w.Status.ResourceStatus.Manifests {
+		available := meta.FindStatusCondition(m.Conditions, workv1.ManifestAvailable)
+		if available == nil || available.ObservedGeneration != w.Generation && available.ObservedGeneration != 0 {
+			return ProbeUnknown, ""
+		}
+		if available.Status != metav1.ConditionTrue {
+			continue // absent
+		}
+		values := map[string]string{}
+		for _, v := range m.StatusFeedbacks.Values {
+			if v.Value.String != nil {
+				values[v.Name] = *v.Value.String
+			}
+		}
+		if values[FeedbackInstalledBy] == addonName {
+			continue
+		}
+		what := m.ResourceMeta.Kind + " " + m.ResourceMeta.Name
+		if m.ResourceMeta.Namespace != "" {
+			what = m.ResourceMeta.Kind + " " + m.ResourceMeta.Namespace + "/" + m.ResourceMeta.Name
+		}
+		if img := values[FeedbackImage]; img != "" {
+			what += fmt.Sprintf(" (%s)", img)
+		}
+		found = append(found, what)
+	}
+	if len(found) > 0 {
+		return ProbeForeign, strings.Join(found, ", ")
+	}
+	return ProbeClear, ""
+}
+
+// ProbeSelector selects the probe ManifestWorks, for the manager's cache.
+func ProbeSelector() labels.Selector {
+	req, err := labels.NewRequirement(LabelProbe, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*req)
+}
+
+// ProbedControllerImage is the image of the application-controller the probe found, "" when
+// there is none (or the probe has not answered).
+func ProbedControllerImage(w *workv1.ManifestWork) string {
+	if w == nil {
+		return ""
+	}
+	for _, m := range w.Status.ResourceStatus.Manifests {
+		if m.ResourceMeta.Kind != "StatefulSet" || m.ResourceMeta.Name != "argocd-application-controller" {
+			continue
+		}
+		if !meta.IsStatusConditionTrue(m.Conditions, workv1.ManifestAvailable) {
+			return ""
+		}
+		for _, v := range m.StatusFeedbacks.Values {
+			if v.Name == FeedbackImage && v.Value.String != nil {
+				return *v.Value.String
+			}
+		}
+	}
+	return ""
+}
+
+// ImageTag is the tag of an image reference ("" for a digest-only or untagged one).
+func ImageTag(image string) string {
+	image, _, _ = strings.Cut(image, "@")
+	slash := strings.LastIndex(image, "/")
+	if i := strings.LastIndex(image, ":"); i > slash {
+		return image[i+1:]
+	}
+	return ""
+}

@@ -1,0 +1,124 @@
+package spoke
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/jsonpath"
+	"k8s.io/utils/ptr"
+	workv1 "open-cluster-management.io/api/work/v1"
+)
+
+// TestProbeIsReadOnly: a probe never writes to the cluster: every manifest is ReadOnly, and its
+// feedback paths parse as the work agent parses them and read the addon's label (a key with
+// dots) and the first container's image.
+func TestProbeIsReadOnly(t *testing.T) {
+	w, err := BuildProbe("probe", "c1", "argocd", "k", map[string]string{"x": "y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Namespace != "c1" || w.Labels[LabelProbe] != "k" || w.Labels["x"] != "y" {
+		t.Errorf("metadata %+v", w.ObjectMeta)
+	}
+	if len(w.Spec.ManifestConfigs) != len(w.Spec.Workload.Manifests) || len(w.Spec.Workload.Manifests) != 4 {
+		t.Fatalf("%d manifests, %d configs", len(w.Spec.Workload.Manifests), len(w.Spec.ManifestConfigs))
+	}
+	sts := map[string]any{"metadata": map[string]any{"labels": map[string]any{LabelInstalledBy: "addon"}},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{map[string]any{"image": "img:1"}}}}}}
+	for i, c := range w.Spec.ManifestConfigs {
+		if c.UpdateStrategy == nil || c.UpdateStrategy.Type != workv1.UpdateStrategyTypeReadOnly {
+			t.Errorf("manifest %d (%s) is not read-only: %+v", i, c.ResourceIdentifier.Resource, c.UpdateStrategy)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(w.Spec.Workload.Manifests[i].Raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		md := m["metadata"].(map[string]any)
+		if md["name"] != c.ResourceIdentifier.Name || (md["namespace"] != nil && md["namespace"] != c.ResourceIdentifier.Namespace) {
+			t.Errorf("manifest %d %v does not match its config %+v", i, md, c.ResourceIdentifier)
+		}
+		for _, p := range c.FeedbackRules[0].JsonPaths {
+			jp := jsonpath.New(p.Name).AllowMissingKeys(true)
+			if err := jp.Parse("{" + p.Path + "}"); err != nil {
+				t.Fatalf("%s: %v", p.Path, err)
+			}
+			res, err := jp.FindResults(sts)
+			if err != nil || len(res) != 1 || len(res[0]) != 1 {
+				t.Fatalf("%s: %v %v", p.Path, res, err)
+			}
+			want := map[string]string{FeedbackInstalledBy: "addon", FeedbackImage: "img:1"}[p.Name]
+			if got := res[0][0].Interface(); got != want {
+				t.Errorf("%s reads %v, want %s", p.Path, got, want)
+			}
+		}
+	}
+}
+
+func probeStatus(w *workv1.ManifestWork, present []bool, installedBy []string) {
+	w.Generation = 1
+	w.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: metav1.ConditionTrue, ObservedGeneration: 1}}
+	w.Status.ResourceStatus.Manifests = nil
+	for i, c := range w.Spec.ManifestConfigs {
+		st := metav1.ConditionFalse
+		if present[i] {
+			st = metav1.ConditionTrue
+		}
+		mc := workv1.ManifestCondition{ResourceMeta: workv1.ManifestResourceMeta{Kind: "K" + c.ResourceIdentifier.Resource, Name: c.ResourceIdentifier.Name, Namespace: c.ResourceIdentifier.Namespace},
+			Conditions: []metav1.Condition{{Type: workv1.ManifestAvailable, Status: st, ObservedGeneration: 1}}}
+		if installedBy[i] != "" {
+			mc.StatusFeedbacks.Values = []workv1.FeedbackValue{{Name: FeedbackInstalledBy, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(installedBy[i])}}}
+		}
+		w.Status.ResourceStatus.Manifests = append(w.Status.ResourceStatus.Manifests, mc)
+	}
+}
+
+func TestReadProbe(t *testing.T) {
+	w, _ := BuildProbe("probe", "c1", "argocd", "k", nil)
+	if v, _ := ReadProbe(w, "addon"); v != ProbeUnknown {
+		t.Errorf("no status: %v", v)
+	}
+	probeStatus(w, []bool{false, false, false, false}, []string{"", "", "", ""})
+	if v, _ := ReadProbe(w, "addon"); v != ProbeClear {
+		t.Errorf("nothing there: %v", v)
+	}
+	probeStatus(w, []bool{true, true, false, true}, []string{"addon", "addon", "", "addon"})
+	if v, _ := ReadProbe(w, "addon"); v != ProbeClear {
+		t.Errorf("the addon's own: %v", v)
+	}
+	// Only the CRD, another namespace's Argo CD: installing would change it.
+	probeStatus(w, []bool{false, false, false, true}, []string{"", "", "", ""})
+	if v, found := ReadProbe(w, "addon"); v != ProbeForeign || !strings.Contains(found, "applications.argoproj.io") {
+		t.Errorf("a foreign CRD: %v %q", v, found)
+	}
+	// Another addon's label is not this one's.
+	probeStatus(w, []bool{true, false, false, false}, []string{"other-addon", "", "", ""})
+	if v, found := ReadProbe(w, "addon"); v != ProbeForeign || !strings.Contains(found, "argocd/argocd-application-controller") {
+		t.Errorf("another addon's: %v %q", v, found)
+	}
+	// A report for an older generation, or a manifest not reported, is no answer.
+	w.Generation = 2
+	if v, _ := ReadProbe(w, "addon"); v != ProbeUnknown {
+		t.Errorf("stale: %v", v)
+	}
+	probeStatus(w, []bool{false, false, false, false}, []string{"", "", "", ""})
+	w.Status.ResourceStatus.Manifests = w.Status.ResourceStatus.Manifests[:3]
+	if v, _ := ReadProbe(w, "addon"); v != ProbeUnknown {
+		t.Errorf("partial: %v", v)
+	}
+}
+
+func TestImageTag(t *testing.T) {
+	for image, want := range map[string]string{
+		"quay.io/argoproj/argocd:v3.6.1":                    "v3.6.1",
+		"registry:5000/argoproj/argocd:v3.4.3":              "v3.4.3",
+		"registry:5000/argoproj/argocd":                     "",
+		"quay.io/argoproj/argocd:v3.6.1@sha256:0123456789":  "v3.6.1",
+		"quay.io/argoproj/argocd@sha256:0123456789abcdef00": "",
+	} {
+		if got := ImageTag(image); got != want {
+			t.Errorf("%s: %q, want %q", image, got, want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
@@ -174,6 +175,18 @@ type ArgoCDAgentAddonSpec struct {
 	// +optional
 	Redis *RedisEndpoint `json:"redis,omitempty"`
 
+	// NodePlacement puts every pod the addon runs on the clusters (the agent and each Argo CD
+	// component, StatefulSet included) on the nodes it selects and tolerates.
+	// +optional
+	NodePlacement *NodePlacement `json:"nodePlacement,omitempty"`
+
+	// ContainerResources set the resources of containers the addon runs on the clusters, init
+	// containers included, by workload and container name; later entries win.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	ContainerResources []ContainerResources `json:"containerResources,omitempty"`
+
 	// UserIDs: Fixed (the default) runs the agent and redis as UID 999; Assigned lets the
 	// platform assign the UIDs, for OpenShift clusters (restricted-v2). One GitOpsCluster
 	// renders the same pods on all its clusters: give OpenShift clusters a GitOpsCluster of
@@ -311,6 +324,34 @@ type PrincipalEndpoint struct {
 	Port int32 `json:"port"`
 	// Source is where the endpoint was found.
 	Source PrincipalSource `json:"source"`
+}
+
+// NodePlacement selects the nodes of the pods the addon runs on the managed clusters.
+type NodePlacement struct {
+	// NodeSelector is added to every pod's nodeSelector.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations are added to every pod's tolerations.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// ContainerResources sets the resources of the containers of one workload.
+type ContainerResources struct {
+	// Workload is the Deployment or StatefulSet: argocd-agent-agent, argocd-application-controller,
+	// argocd-repo-server, argocd-redis, argocd-applicationset-controller, or "*" for all.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Workload string `json:"workload"`
+	// Container is the container's name, init containers included; "*" or empty for every
+	// container of the workload.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Container string `json:"container,omitempty"`
+	// Resources replace the container's requests and limits.
+	Resources corev1.ResourceRequirements `json:"resources"`
 }
 
 // RedisEndpoint is the redis of an Argo CD the addon does not install, in the agent's namespace.

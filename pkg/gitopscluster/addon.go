@@ -145,6 +145,9 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	if err != nil {
 		return addOnNames{}, fmt.Errorf("building AddOnTemplate: %w", err)
 	}
+	if err := addon.ApplyPodSettings(tmpl.Spec.AgentSpec.Workload.Manifests, podSettings(goc)); err != nil {
+		return addOnNames{}, fmt.Errorf("placing the agent's pods: %w", err)
+	}
 	tmpl.Labels = ownerLabels(goc)
 	if err := r.writeTemplate(ctx, goc, tmpl); err != nil {
 		return addOnNames{}, err
@@ -509,4 +512,17 @@ func existingRedis(goc *v1alpha1.GitOpsCluster) addon.Redis {
 		return addon.Redis{}
 	}
 	return addon.Redis{Address: r.Address, SecretName: r.PasswordSecretName, SecretKey: r.PasswordSecretKey}
+}
+
+// podSettings are the GitOpsCluster's node placement and container resources for every pod
+// the addon runs on its clusters.
+func podSettings(goc *v1alpha1.GitOpsCluster) addon.PodSettings {
+	var p addon.PodSettings
+	if np := goc.Spec.ArgoCDAgentAddon.NodePlacement; np != nil {
+		p.NodeSelector, p.Tolerations = np.NodeSelector, np.Tolerations
+	}
+	for _, r := range goc.Spec.ArgoCDAgentAddon.ContainerResources {
+		p.Resources = append(p.Resources, addon.ContainerResources{Workload: r.Workload, Container: r.Container, Resources: r.Resources})
+	}
+	return p
 }

@@ -69,6 +69,9 @@ func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCl
 	if err != nil {
 		return fmt.Errorf("building the Argo CD components AddOnTemplate: %w", err)
 	}
+	if err := addon.ApplyPodSettings(tmpl.Spec.AgentSpec.Workload.Manifests, podSettings(goc)); err != nil {
+		return fmt.Errorf("placing the Argo CD components' pods: %w", err)
+	}
 	if err := r.writeTemplate(ctx, goc, tmpl); err != nil {
 		return err
 	}

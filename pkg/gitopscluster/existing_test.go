@@ -9,7 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
@@ -236,5 +238,72 @@ func TestUserIDsAssignedReachesBothTemplates(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// TestPodSettingsReachEveryWorkload: a GitOpsCluster's node placement and container resources
+// are in every workload of both templates, the application-controller StatefulSet and redis's
+// init container included (OCM's decorators reach neither), and the spoke registry reaches
+// them too (their images are template variables the manager fills with the mirror).
+func TestPodSettingsReachEveryWorkload(t *testing.T) {
+	const ns = "pod-settings"
+	createNamespace(t, ns)
+	createManagedClusters(t, "ps-1")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, "ps-1")
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"), func(g *v1alpha1.GitOpsCluster) {
+		g.Spec.ArgoCDAgentAddon.NodePlacement = &v1alpha1.NodePlacement{
+			NodeSelector: map[string]string{"node-role.kubernetes.io/infra": ""},
+			Tolerations:  []corev1.Toleration{{Key: "infra", Operator: corev1.TolerationOpExists}},
+		}
+		g.Spec.ArgoCDAgentAddon.ContainerResources = []v1alpha1.ContainerResources{{Workload: "*",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("48Mi")}}}}
+	})
+	goc := getGOC(t, ns, "fleet")
+	seen := map[string]bool{}
+	for _, name := range []string{names.TemplateName(goc), names.ComponentsTemplateName(goc)} {
+		eventually(t, "template "+name+" places and sizes every pod", func() error {
+			tpl := &addonv1alpha1.AddOnTemplate{}
+			if err := k8s.Get(context.Background(), types.NamespacedName{Name: name}, tpl); err != nil {
+				return err
+			}
+			for _, m := range tpl.Spec.AgentSpec.Workload.Manifests {
+				o := &unstructured.Unstructured{}
+				if err := o.UnmarshalJSON(m.Raw); err != nil {
+					return err
+				}
+				if o.GetKind() != "Deployment" && o.GetKind() != "StatefulSet" {
+					continue
+				}
+				spec, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+				if sel, _ := spec["nodeSelector"].(map[string]any); sel == nil || sel["node-role.kubernetes.io/infra"] != "" {
+					return fmt.Errorf("%s %s: nodeSelector %v", o.GetKind(), o.GetName(), spec["nodeSelector"])
+				}
+				if tol, _ := spec["tolerations"].([]any); len(tol) == 0 {
+					return fmt.Errorf("%s %s: no tolerations", o.GetKind(), o.GetName())
+				}
+				for _, field := range []string{"initContainers", "containers"} {
+					list, _ := spec[field].([]any)
+					for _, c := range list {
+						// Every image is a template variable the manager fills from the
+						// configured registry (TestSpokeRegistryAndPullSecrets checks the values).
+						if img, _ := c.(map[string]any)["image"].(string); !strings.HasPrefix(img, "{{") {
+							return fmt.Errorf("%s %s %s: image %q is not a template variable", o.GetKind(), o.GetName(), field, img)
+						}
+						mem, _, _ := unstructured.NestedString(c.(map[string]any), "resources", "requests", "memory")
+						if mem != "48Mi" {
+							return fmt.Errorf("%s %s %s %v: memory request %q", o.GetKind(), o.GetName(), field, c.(map[string]any)["name"], mem)
+						}
+						seen[o.GetKind()+"/"+field] = true
+					}
+				}
+			}
+			return nil
+		})
+	}
+	for _, want := range []string{"StatefulSet/containers", "Deployment/initContainers", "Deployment/containers"} {
+		if !seen[want] {
+			t.Errorf("no %s checked: %v", want, seen)
+		}
 	}
 }

@@ -169,6 +169,14 @@ spec:
     redis: {address: "example-argocd-redis:6379", passwordSecretName: example-argocd-redis-initial-password, passwordSecretKey: admin.password}
     existingArgoCD: Replace
     userIDs: Assigned`,
+		"Argo CD configuration from the hub": `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon:
+    argoCDConfig:
+      argocd-cm: {timeout.reconciliation: 90s}
+      argocd-tls-certs-cm: {git.example.com: "-----BEGIN CERTIFICATE-----"}
+      sshKnownHosts: "git.example.com ssh-ed25519 AAAA"`,
 		"an external issuer of another group": `
 spec:
   placementRef: {kind: Placement, name: p}
@@ -211,6 +219,10 @@ spec:
 spec:
   placementRef: {kind: Placement, name: p}
   argoCDAgentAddon: {userIDs: Random}`, []string{"spec.argoCDAgentAddon.userIDs", `Unsupported value: "Random"`, `"Fixed"`, `"Assigned"`}},
+		{"Argo CD configuration with an existing Argo CD", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {argoCDComponents: Existing, argoCDConfig: {argocd-cm: {a: b}}}`, []string{"spec.argoCDAgentAddon", "argoCDConfig configures the Argo CD the addon installs"}},
 		{"unknown application mapping", `
 spec:
   placementRef: {kind: Placement, name: p}

@@ -105,6 +105,7 @@ type PlacementReference struct {
 // The principal namespace cannot change: the cluster secrets and certificate records live
 // there, and moving would strand them. Delete and re-create the GitOpsCluster to move.
 // +kubebuilder:validation:XValidation:rule="!has(self.applicationMapping) || self.applicationMapping != 'Destination' || !has(self.mode) || self.mode == 'managed'",message="applicationMapping Destination needs mode managed: argocd-agent refuses destination-based mapping for autonomous agents"
+// +kubebuilder:validation:XValidation:rule="!has(self.argoCDConfig) || self.argoCDComponents != 'Existing'",message="argoCDConfig configures the Argo CD the addon installs: it needs argoCDComponents Install"
 // +kubebuilder:validation:XValidation:rule="!has(self.redis) || self.argoCDComponents == 'Existing'",message="redis configures the agent for an Argo CD the addon does not install: it needs argoCDComponents Existing (the addon's own redis is argocd-redis)"
 // +kubebuilder:validation:XValidation:rule="has(self.principalNamespace) == has(oldSelf.principalNamespace) && (!has(self.principalNamespace) || self.principalNamespace == oldSelf.principalNamespace)",message="principalNamespace is immutable; delete and re-create the GitOpsCluster to use another principal"
 type ArgoCDAgentAddonSpec struct {
@@ -174,6 +175,12 @@ type ArgoCDAgentAddonSpec struct {
 	// ArgoCD object (<name>-redis:6379, Secret <name>-redis-initial-password, key admin.password).
 	// +optional
 	Redis *RedisEndpoint `json:"redis,omitempty"`
+
+	// ArgoCDConfig sets keys of the Argo CD ConfigMaps the addon installs on every cluster
+	// (argoCDComponents Install). The keys given replace the install's; the others stay. Edits
+	// made on a cluster are reverted at the next apply: this is where that configuration lives.
+	// +optional
+	ArgoCDConfig *ArgoCDConfig `json:"argoCDConfig,omitempty"`
 
 	// NodePlacement puts every pod the addon runs on the clusters (the agent and each Argo CD
 	// component, StatefulSet included) on the nodes it selects and tolerates.
@@ -324,6 +331,32 @@ type PrincipalEndpoint struct {
 	Port int32 `json:"port"`
 	// Source is where the endpoint was found.
 	Source PrincipalSource `json:"source"`
+}
+
+// ArgoCDConfig holds keys of the Argo CD ConfigMaps the addon installs, by ConfigMap.
+type ArgoCDConfig struct {
+	// ArgoCDCM keys go into argocd-cm: resource.exclusions, timeout.reconciliation, ...
+	// +kubebuilder:validation:MaxProperties=128
+	// +optional
+	ArgoCDCM map[string]string `json:"argocd-cm,omitempty"`
+	// ArgoCDCmdParamsCM keys go into argocd-cmd-params-cm: controller.status.processors,
+	// reposerver.parallelism.limit, ...
+	// +kubebuilder:validation:MaxProperties=128
+	// +optional
+	ArgoCDCmdParamsCM map[string]string `json:"argocd-cmd-params-cm,omitempty"`
+	// ArgoCDRBACCM keys go into argocd-rbac-cm.
+	// +kubebuilder:validation:MaxProperties=128
+	// +optional
+	ArgoCDRBACCM map[string]string `json:"argocd-rbac-cm,omitempty"`
+	// ArgoCDTLSCertsCM keys go into argocd-tls-certs-cm: a Git server's host name, its CA
+	// certificates in PEM.
+	// +kubebuilder:validation:MaxProperties=128
+	// +optional
+	ArgoCDTLSCertsCM map[string]string `json:"argocd-tls-certs-cm,omitempty"`
+	// SSHKnownHosts replaces the install's list of SSH known hosts (argocd-ssh-known-hosts-cm,
+	// key ssh_known_hosts): include the hosts of the install's list you still use.
+	// +optional
+	SSHKnownHosts *string `json:"sshKnownHosts,omitempty"`
 }
 
 // NodePlacement selects the nodes of the pods the addon runs on the managed clusters.

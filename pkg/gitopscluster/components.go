@@ -72,6 +72,9 @@ func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCl
 	if err := addon.ApplyPodSettings(tmpl.Spec.AgentSpec.Workload.Manifests, podSettings(goc)); err != nil {
 		return fmt.Errorf("placing the Argo CD components' pods: %w", err)
 	}
+	if err := spoke.ApplyConfigMapData(tmpl.Spec.AgentSpec.Workload.Manifests, argoCDConfig(goc)); err != nil {
+		return err
+	}
 	if err := r.writeTemplate(ctx, goc, tmpl); err != nil {
 		return err
 	}
@@ -147,4 +150,22 @@ func (r *Reconciler) releaseAddOnEntries(ctx context.Context, goc *v1alpha1.GitO
 		return err
 	}
 	return r.applyCMAEntryTo(ctx, goc, r.componentsCMA(), "", nil)
+}
+
+// argoCDConfig is the GitOpsCluster's Argo CD configuration by ConfigMap name.
+func argoCDConfig(goc *v1alpha1.GitOpsCluster) map[string]map[string]string {
+	c := goc.Spec.ArgoCDAgentAddon.ArgoCDConfig
+	if c == nil {
+		return nil
+	}
+	out := map[string]map[string]string{
+		spoke.ArgoCDCM:          c.ArgoCDCM,
+		spoke.ArgoCDCmdParamsCM: c.ArgoCDCmdParamsCM,
+		spoke.ArgoCDRBACCM:      c.ArgoCDRBACCM,
+		spoke.ArgoCDTLSCertsCM:  c.ArgoCDTLSCertsCM,
+	}
+	if c.SSHKnownHosts != nil {
+		out[spoke.ArgoCDSSHKnownHosts] = map[string]string{spoke.SSHKnownHostsKey: *c.SSHKnownHosts}
+	}
+	return out
 }

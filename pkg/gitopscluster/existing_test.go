@@ -307,3 +307,65 @@ func TestPodSettingsReachEveryWorkload(t *testing.T) {
 		}
 	}
 }
+
+// TestArgoCDConfigFromTheHub: the GitOpsCluster's Argo CD configuration lands in the components
+// template's ConfigMaps; a key the API server would refuse on the clusters is refused here,
+// with a condition, and the template already there is kept.
+func TestArgoCDConfigFromTheHub(t *testing.T) {
+	ctx := context.Background()
+	const ns = "argocd-config"
+	createNamespace(t, ns)
+	createManagedClusters(t, "ac-1")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, "ac-1")
+	known := "git.example.com ssh-ed25519 AAAA\n"
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"), func(g *v1alpha1.GitOpsCluster) {
+		g.Spec.ArgoCDAgentAddon.ArgoCDConfig = &v1alpha1.ArgoCDConfig{
+			ArgoCDCM:      map[string]string{"timeout.reconciliation": "90s"},
+			SSHKnownHosts: &known,
+		}
+	})
+	goc := getGOC(t, ns, "fleet")
+	data := func() (map[string]map[string]string, string, error) {
+		tpl := &addonv1alpha1.AddOnTemplate{}
+		if err := k8s.Get(ctx, types.NamespacedName{Name: names.ComponentsTemplateName(goc)}, tpl); err != nil {
+			return nil, "", err
+		}
+		out := map[string]map[string]string{}
+		for _, m := range tpl.Spec.AgentSpec.Workload.Manifests {
+			o := &unstructured.Unstructured{}
+			if err := o.UnmarshalJSON(m.Raw); err != nil {
+				return nil, "", err
+			}
+			if o.GetKind() == "ConfigMap" {
+				out[o.GetName()], _, _ = unstructured.NestedStringMap(o.Object, "data")
+			}
+		}
+		return out, tpl.ResourceVersion, nil
+	}
+	var rv string
+	eventually(t, "the configuration in the components template", func() error {
+		d, v, err := data()
+		if err != nil {
+			return err
+		}
+		rv = v
+		if d["argocd-cm"]["timeout.reconciliation"] != "90s" || d["argocd-ssh-known-hosts-cm"]["ssh_known_hosts"] != known {
+			return fmt.Errorf("argocd-cm %v, known hosts %q", d["argocd-cm"], d["argocd-ssh-known-hosts-cm"]["ssh_known_hosts"])
+		}
+		return nil
+	})
+	g := getGOC(t, ns, "fleet")
+	base := g.DeepCopy()
+	g.Spec.ArgoCDAgentAddon.ArgoCDConfig.ArgoCDCM["not a key"] = "x"
+	if err := k8s.Patch(ctx, g, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	g = conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionFalse, v1alpha1.ReasonAddOnApplyFailed)
+	if c := findCond(g, v1alpha1.ConditionAddOnConfigured); !strings.Contains(c.Message, `"not a key"`) {
+		t.Errorf("the condition does not name the key: %s", c.Message)
+	}
+	if _, v, err := data(); err != nil || v != rv {
+		t.Errorf("the template was changed (%v)", err)
+	}
+}

@@ -167,6 +167,34 @@ func TestArgoCDComponents(t *testing.T) {
 		return len(missing) == 0, "missing: " + strings.Join(missing, ", ")
 	})
 
+	// 3b. Argo CD's configuration is set on the hub: a change of the GitOpsCluster's
+	// argoCDConfig reaches the cluster's argocd-cm, and the install's other keys stay.
+	cm0 := &corev1.ConfigMap{}
+	if err := c2.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "argocd-cm"}, cm0); err != nil {
+		t.Fatal(err)
+	}
+	cur := &v1alpha1.GitOpsCluster{}
+	if err := s.hub.Get(ctx, client.ObjectKeyFromObject(goc), cur); err != nil {
+		t.Fatal(err)
+	}
+	base := cur.DeepCopy()
+	cur.Spec.ArgoCDAgentAddon.ArgoCDConfig = &v1alpha1.ArgoCDConfig{ArgoCDCM: map[string]string{"statusbadge.enabled": "true"}}
+	if err := s.hub.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, componentsCluster+": a setting made on the hub in the cluster's argocd-cm", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		cm := &corev1.ConfigMap{}
+		if err := c2.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "argocd-cm"}, cm); err != nil {
+			return false, err.Error()
+		}
+		for k, v := range cm0.Data {
+			if cm.Data[k] != v {
+				return false, "the install's key " + k + " changed"
+			}
+		}
+		return cm.Data["statusbadge.enabled"] == "true", fmt.Sprintf("data keys %v", mapsKeys(cm.Data))
+	})
+
 	// 4. Argo CD's controllers on what the addon installed sync an Application put into the
 	// agent namespace.
 	repo, sha := s.gitRepo(t, "git-components", "guestbook", fleet.GuestbookFiles(1, guestbookImg1))

@@ -88,6 +88,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	status := goc.Status.DeepCopy()
 	// configRollout: an older AddOnDeploymentConfig is still in use by a rollout in progress.
 	configRollout := false
+	// foreign is what the probes found; syncProbes acts on it after the status is written.
+	var foreign foreignReport
 	status.ObservedGeneration = goc.Generation
 	gen := goc.Generation
 	setCond := func(t string, ok bool, reason, msg string) {
@@ -294,8 +296,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if status.ExistingArgoCDClusters, err = r.existingArgoCDClusters(ctx, goc, obs.selected); err != nil {
 				return ctrl.Result{}, err
 			}
-			foreign, err := r.clearForComponents(ctx, goc, obs.selected, obs.invalid)
-			if err != nil {
+			if foreign, err = r.clearForComponents(ctx, goc, obs.selected, obs.invalid); err != nil {
 				return ctrl.Result{}, err
 			}
 			r.reportForeign(goc, status, foreign, setCond)
@@ -354,6 +355,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	if err := r.writeStatus(ctx, goc, status); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.syncProbes(ctx, goc, foreign); err != nil {
 		return ctrl.Result{}, err
 	}
 

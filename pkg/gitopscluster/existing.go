@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
 
@@ -50,6 +52,10 @@ type foreignReport struct {
 	// otherVersion are the clusters keeping their own Argo CD whose application-controller
 	// runs another release than the one the agent is built against.
 	otherVersion []v1alpha1.FoundArgoCD
+	// missingProbes are selected clusters without a probe; staleProbes the probes of clusters
+	// no longer selected (see syncProbes).
+	missingProbes []string
+	staleProbes   []*workv1.ManifestWork
 }
 
 // installNamespace is where the GitOpsCluster's agent and components go on each cluster.
@@ -102,6 +108,7 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 	replace := goc.Spec.ArgoCDAgentAddon.ExistingArgoCD == v1alpha1.ExistingArgoCDReplace
 	components := ComponentsAddonName(r.Config.AddonName)
 	cleared := sets.New[string]()
+	var missing []string
 	for _, c := range sets.List(selected) {
 		if invalid[c] != "" {
 			// No agent goes to a cluster whose name cannot be an agent's, nor components.
@@ -110,10 +117,7 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 		w := probes[c]
 		delete(probes, c)
 		if w == nil {
-			// One cluster's probe failing (its namespace gone, say) holds only that cluster.
-			if err := r.createProbe(ctx, goc, c); err != nil {
-				log.FromContext(ctx).Error(err, "probing a cluster for an Argo CD", "cluster", c)
-			}
+			missing = append(missing, c)
 		}
 		verdict, found := spoke.ReadProbe(w, components)
 		keepsItsOwn := !install || ownArgoCD.Has(c) || verdict == spoke.ProbeForeign && !replace
@@ -151,13 +155,43 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 	if err := r.setClearance(ctx, key, labelled, cleared); err != nil {
 		return rep, err
 	}
-	// Probes of clusters no longer selected.
+	rep.missingProbes = missing
 	for _, w := range probes {
-		if err := client.IgnoreNotFound(r.Client.Delete(ctx, w)); err != nil {
-			return rep, err
-		}
+		rep.staleProbes = append(rep.staleProbes, w)
 	}
 	return rep, nil
+}
+
+// syncProbes creates the probes the report found missing and deletes those of clusters no
+// longer selected. It runs after the status is written: a custom resource costs the API server
+// several times a Secret, and thousands of probe creations would otherwise hold a new fleet's
+// Ready by seconds; their answers come later anyway, each waking the GitOpsCluster.
+func (r *Reconciler) syncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster, rep foreignReport) error {
+	// One cluster's probe failing (its namespace gone, say) holds only that cluster.
+	parallel.Each(r.Config.WriteConcurrency, rep.missingProbes, func(c string) {
+		if err := r.createProbe(ctx, goc, c); err != nil {
+			log.FromContext(ctx).Error(err, "probing a cluster for an Argo CD", "cluster", c)
+		}
+	})
+	return writeAll(r.Config.WriteConcurrency, rep.staleProbes, func(w *workv1.ManifestWork) error {
+		return client.IgnoreNotFound(r.Client.Delete(ctx, w))
+	})
+}
+
+// writeAll runs write for every item, a few at a time, and returns the first error.
+func writeAll[T any](n int, items []T, write func(T) error) error {
+	var mu sync.Mutex
+	var first error
+	parallel.Each(n, items, func(it T) {
+		if err := write(it); err != nil {
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+		}
+	})
+	return first
 }
 
 // truncateFound keeps a finding within the status field's bound.
@@ -194,20 +228,17 @@ func (r *Reconciler) componentsInstalled(ctx context.Context, cluster string) (b
 	return true, nil
 }
 
-// setClearance makes the label key present exactly on the clusters in want.
+// setClearance makes the label key present exactly on the clusters in want; removals first.
 func (r *Reconciler) setClearance(ctx context.Context, key string, have, want sets.Set[string]) error {
-	for _, c := range sets.List(have.Difference(want)) {
-		if err := r.patchClusterLabel(ctx, c, key, nil); err != nil {
-			return err
-		}
+	if err := writeAll(r.Config.WriteConcurrency, sets.List(have.Difference(want)), func(c string) error {
+		return r.patchClusterLabel(ctx, c, key, nil)
+	}); err != nil {
+		return err
 	}
 	value := "true"
-	for _, c := range sets.List(want.Difference(have)) {
-		if err := r.patchClusterLabel(ctx, c, key, &value); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeAll(r.Config.WriteConcurrency, sets.List(want.Difference(have)), func(c string) error {
+		return r.patchClusterLabel(ctx, c, key, &value)
+	})
 }
 
 // dropClearance removes the GitOpsCluster's clearance label from every ManagedCluster.
@@ -217,12 +248,9 @@ func (r *Reconciler) dropClearance(ctx context.Context, goc *v1alpha1.GitOpsClus
 	if err := r.Client.List(ctx, &current, client.HasLabels{key}); err != nil {
 		return err
 	}
-	for _, mc := range current.Items {
-		if err := r.patchClusterLabel(ctx, mc.Name, key, nil); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeAll(r.Config.WriteConcurrency, current.Items, func(mc clusterv1.ManagedCluster) error {
+		return r.patchClusterLabel(ctx, mc.Name, key, nil)
+	})
 }
 
 // deleteProbes deletes every probe of the GitOpsCluster (it is going).
@@ -231,12 +259,9 @@ func (r *Reconciler) deleteProbes(ctx context.Context, goc *v1alpha1.GitOpsClust
 	if err := r.Client.List(ctx, &list, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
 		return err
 	}
-	for i := range list.Items {
-		if err := client.IgnoreNotFound(r.Client.Delete(ctx, &list.Items[i])); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeAll(r.Config.WriteConcurrency, list.Items, func(w workv1.ManifestWork) error {
+		return client.IgnoreNotFound(r.Client.Delete(ctx, &w))
+	})
 }
 
 // patchClusterLabel sets (value non-nil) or removes one label of a ManagedCluster with a merge

@@ -145,6 +145,75 @@ func TestSizesFitOCMAndEtcd(t *testing.T) {
 		if len(raw) > etcdLimit*3/4 {
 			t.Errorf("%s: the AddOnTemplate is %d bytes, too close to etcd's limit of %d", mode, len(raw), etcdLimit)
 		}
+		// OCM keeps the rendered template once per cluster: at 5,000 clusters every 100 KB
+		// is 500 MB of the hub's etcd.
+		if perCluster := map[string]int{addon.ModeManaged: 100_000, addon.ModeAutonomous: 450_000}[mode]; len(raw) > perCluster {
+			t.Errorf("%s: the components are %d bytes per cluster, more than %d", mode, len(raw), perCluster)
+		}
+	}
+}
+
+// TestCRDsKeepTheirValidation: the components' CRDs lose their documentation and the
+// Application's status schema (only Argo CD's controllers write it), nothing users write:
+// every property of an Application's spec and operation is still there, and a property named
+// "description" (AppProject's spec.description) is a field, not documentation, and stays.
+func TestCRDsKeepTheirValidation(t *testing.T) {
+	all, err := upstreamObjects()
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream := map[string]*unstructured.Unstructured{}
+	for _, o := range all {
+		if o.GetKind() == "CustomResourceDefinition" {
+			upstream[o.GetName()] = o
+		}
+	}
+	schema := func(o *unstructured.Unstructured, path ...string) map[string]any {
+		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
+		m, _, _ := unstructured.NestedMap(versions[0].(map[string]any), append([]string{"schema", "openAPIV3Schema"}, path...)...)
+		return m
+	}
+	var fields func(prefix string, s map[string]any, out map[string]bool)
+	fields = func(prefix string, s map[string]any, out map[string]bool) {
+		props, _ := s["properties"].(map[string]any)
+		for k, v := range props {
+			out[prefix+"."+k] = true
+			fields(prefix+"."+k, v.(map[string]any), out)
+		}
+		if items, ok := s["items"].(map[string]any); ok {
+			fields(prefix+"[]", items, out)
+		}
+	}
+	for _, o := range render(t, build(t, addon.ModeAutonomous), testValues()) {
+		if o.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		raw, _ := o.MarshalJSON()
+		if strings.Contains(string(raw), `"description":"`) {
+			t.Errorf("%s keeps documentation", o.GetName())
+		}
+		for _, part := range []string{"spec", "operation"} {
+			want, got := map[string]bool{}, map[string]bool{}
+			if s := schema(upstream[o.GetName()], "properties", part); s != nil {
+				fields(part, s, want)
+				fields(part, schema(o, "properties", part), got)
+			}
+			for f := range want {
+				if !got[f] {
+					t.Errorf("%s: %s lost its schema", o.GetName(), f)
+				}
+			}
+		}
+		if o.GetName() == "applications.argoproj.io" {
+			if st := schema(o, "properties", "status"); st["x-kubernetes-preserve-unknown-fields"] != true || st["type"] != "object" {
+				t.Errorf("Application status schema %v", st)
+			}
+		}
+		if o.GetName() == "appprojects.argoproj.io" {
+			if d := schema(o, "properties", "spec", "properties", "description"); d["type"] != "string" {
+				t.Errorf("AppProject spec.description is gone: %v", d)
+			}
+		}
 	}
 }
 

@@ -35,6 +35,7 @@ type controlPlane struct {
 	dir             string
 	ca              *ca
 	url             string
+	etcdURL         string
 	adminConfig     *rest.Config
 	adminKubeconfig string
 	kcmHealthz      string
@@ -65,6 +66,7 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 		return nil, err
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
+	cp.etcdURL = etcdURL
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
 	if _, err := f.start(ProcessSpec{
 		Name: name + "-etcd",

@@ -366,10 +366,13 @@ func (f *Fleet) ClusterSet() string       { return f.opts.ClusterSet }
 func (f *Fleet) BindingNamespace() string { return f.opts.BindingNamespace }
 
 // HubConfig is a cluster-admin rest.Config for the hub; HubKubeconfigPath the same as a file.
-func (f *Fleet) HubConfig() *rest.Config    { return rest.CopyConfig(f.hub.adminConfig) }
-func (f *Fleet) HubKubeconfigPath() string  { return f.hub.adminKubeconfig }
-func (f *Fleet) HubClient() client.Client   { return f.hubClient }
-func (f *Fleet) HubURL() string             { return f.hub.url }
+func (f *Fleet) HubConfig() *rest.Config   { return rest.CopyConfig(f.hub.adminConfig) }
+func (f *Fleet) HubKubeconfigPath() string { return f.hub.adminKubeconfig }
+func (f *Fleet) HubClient() client.Client  { return f.hubClient }
+func (f *Fleet) HubURL() string            { return f.hub.url }
+
+// HubEtcdURL is the hub etcd's client URL (plain HTTP on loopback), e.g. for its /metrics.
+func (f *Fleet) HubEtcdURL() string         { return f.hub.etcdURL }
 func (f *Fleet) HubCAPath() string          { return f.hub.ca.certPath }
 func (f *Fleet) HubCAKeyPath() string       { return f.hub.ca.keyPath }
 func (f *Fleet) spokeList() []*controlPlane { return sortedPlanes(f.spokes) }

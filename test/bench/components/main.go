@@ -1,0 +1,235 @@
+// Command components measures what the Argo CD components cost the hub's etcd per cluster: it
+// starts the local fleet's hub (OCM's own controllers, addon-manager included, and one real
+// managed cluster), adds simulated ManagedClusters (accepted, no agent), runs the manager under
+// the chart's RBAC, applies a GitOpsCluster that installs the components on all of them, waits
+// until OCM's addon-manager has rendered their ManifestWorks for every cluster, and prints the
+// growth of etcd's database (in use) per cluster, with the ManifestWorks' own size.
+//
+// The simulated clusters run no work agent, so their ManifestWorks carry no status; on a real
+// fleet each also holds the work agent's status (about 300 bytes per manifest).
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+const ns = "bench"
+
+func main() {
+	n := flag.Int("clusters", 200, "simulated managed clusters")
+	mode := flag.String("mode", "managed", "agent mode: managed or autonomous")
+	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
+	flag.Parse()
+	if err := run(*n, *mode, *binary); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(n int, mode, binary string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	bin, err := filepath.Abs(binary)
+	if err != nil {
+		return err
+	}
+	f, err := fleet.Start(ctx, fleet.Options{Clusters: []string{"cluster1"}, BindingNamespace: ns,
+		HubCRDPaths: []string{filepath.Join(testenv.RepoRoot(), "manifests", "crds")}, Logf: logf})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = f.Stop() }()
+	scheme := fleet.Scheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	hub, err := client.New(f.HubConfig(), client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	if err := fleet.EnsureNamespaces(ctx, hub, ns); err != nil {
+		return err
+	}
+	install, err := testenv.InstallChart(ctx, hub, ns, map[string]any{"managedNamespaces": []any{ns}})
+	if err != nil {
+		return err
+	}
+	kubeconfig, _, err := f.HubUserKubeconfig("argocd-agent-addon-manager", fleet.ServiceAccountUser(ns, install.ServiceAccount), fleet.ServiceAccountGroups(ns)...)
+	if err != nil {
+		return err
+	}
+	if _, err := f.StartProcess(fleet.ProcessSpec{Name: "argocd-agent-addon-manager", Path: bin, Args: install.Args(
+		"--kubeconfig="+kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false")}); err != nil {
+		return err
+	}
+
+	logf("creating %d simulated managed clusters", n)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("sim-%05d", i)
+	}
+	var firstErr error
+	parallel.Each(16, names, func(name string) {
+		mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			clusterv1beta2.ClusterSetLabel: f.ClusterSet(), "bench": "components"}},
+			Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}
+		if err := hub.Create(ctx, mc); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	})
+	if firstErr != nil {
+		return firstErr
+	}
+	// OCM's registration controller makes each accepted cluster's namespace.
+	if err := waitFor(ctx, "the simulated clusters' namespaces", func() (bool, string) {
+		var list corev1.NamespaceList
+		if err := hub.List(ctx, &list, client.HasLabels{clusterv1.ClusterNameLabelKey}); err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) >= n+1, fmt.Sprintf("%d of %d", len(list.Items), n+1)
+	}); err != nil {
+		return err
+	}
+	time.Sleep(5 * time.Second)
+	before, err := etcdInUse(ctx, f.HubEtcdURL())
+	if err != nil {
+		return err
+	}
+
+	// No agent runs on the simulated clusters: OCM taints them unavailable, and no probe
+	// answers, so the GitOpsCluster takes the explicit choice to install everywhere.
+	tolerate := []clusterv1beta1.Toleration{
+		{Key: clusterv1.ManagedClusterTaintUnavailable, Operator: clusterv1beta1.TolerationOpExists},
+		{Key: clusterv1.ManagedClusterTaintUnreachable, Operator: clusterv1beta1.TolerationOpExists},
+	}
+	pl := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "components"}, Spec: clusterv1beta1.PlacementSpec{
+		Predicates: []clusterv1beta1.ClusterPredicate{{RequiredClusterSelector: clusterv1beta1.ClusterSelector{
+			LabelSelector: metav1.LabelSelector{MatchLabels: map[string]string{"bench": "components"}}}}},
+		Tolerations: tolerate}}
+	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "components"}, Spec: v1alpha1.GitOpsClusterSpec{
+		PlacementRef: v1alpha1.PlacementReference{Kind: v1alpha1.PlacementKind, Name: pl.Name},
+		ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{Mode: v1alpha1.AgentMode(mode), PrincipalServerAddress: "principal.example.com",
+			PrincipalServerPort: &intstr.IntOrString{Type: intstr.Int, IntVal: 443}, ExistingArgoCD: v1alpha1.ExistingArgoCDReplace}}}
+	start := time.Now()
+	for _, o := range []client.Object{pl, goc} {
+		if err := hub.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	const componentsAddon = "argocd-agent-addon-argocd"
+	var works workv1.ManifestWorkList
+	if err := waitFor(ctx, "OCM's addon-manager rendering the components for every cluster", func() (bool, string) {
+		works = workv1.ManifestWorkList{}
+		if err := hub.List(ctx, &works, client.MatchingLabels{"open-cluster-management.io/addon-name": componentsAddon}); err != nil {
+			return false, err.Error()
+		}
+		clusters := map[string]bool{}
+		for _, w := range works.Items {
+			clusters[w.Namespace] = true
+		}
+		return len(clusters) >= n, fmt.Sprintf("%d of %d clusters", len(clusters), n)
+	}); err != nil {
+		return err
+	}
+	rendered := time.Since(start)
+	time.Sleep(10 * time.Second)
+	after, err := etcdInUse(ctx, f.HubEtcdURL())
+	if err != nil {
+		return err
+	}
+	var all workv1.ManifestWorkList
+	if err := hub.List(ctx, &all); err != nil {
+		return err
+	}
+	bytesBy := map[string]int{}
+	for _, w := range all.Items {
+		w.ManagedFields = nil
+		raw, _ := json.Marshal(w)
+		kind := "other"
+		switch w.Labels["open-cluster-management.io/addon-name"] {
+		case componentsAddon:
+			kind = "components"
+		case "argocd-agent-addon":
+			kind = "agent"
+		}
+		if strings.HasPrefix(w.Name, "argocd-agent-addon-probe-") {
+			kind = "probe"
+		}
+		bytesBy[kind] += len(raw)
+	}
+	per := float64(after-before) / float64(n)
+	fmt.Printf("mode %s, %d simulated clusters: components rendered for all in %s\n", mode, n, rendered.Round(time.Second))
+	fmt.Printf("  hub etcd database in use: %d -> %d bytes, %.0f bytes per cluster (every object of the install, with managed fields and etcd's own overhead)\n", before, after, per)
+	fmt.Printf("  ManifestWorks per cluster (JSON without managed fields): components %d bytes, agent %d bytes, probe %d bytes\n",
+		bytesBy["components"]/n, bytesBy["agent"]/(n+1), bytesBy["probe"]/max(1, n))
+	fmt.Printf("  at 5,000 clusters: about %.2f GB of etcd (default quota 2 GiB)\n", per*5000/1e9)
+	return nil
+}
+
+func waitFor(ctx context.Context, what string, cond func() (bool, string)) error {
+	last := ""
+	for deadline := time.Now().Add(30 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+		ok, state := cond()
+		if ok {
+			logf("%s: done", what)
+			return nil
+		}
+		if state != last {
+			logf("%s: %s", what, state)
+			last = state
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("%s: gave up (%s)", what, last)
+}
+
+// etcdInUse reads etcd's logical database size from its metrics.
+func etcdInUse(ctx context.Context, etcdURL string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, etcdURL+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "etcd_mvcc_db_total_size_in_use_in_bytes "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return int64(f), err
+		}
+	}
+	return 0, fmt.Errorf("no etcd_mvcc_db_total_size_in_use_in_bytes in %s/metrics", etcdURL)
+}

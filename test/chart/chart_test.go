@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -48,6 +49,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/cmd"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
@@ -921,5 +923,49 @@ func TestRenderCertManagerRBACOnlyWhenEnabled(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("cert-manager grants = %v, want %v", got, want)
+	}
+}
+
+// TestChartDefaultsAreTheBinarys: every flag the chart's default values pass to the manager
+// that sets a lifetime or a limit has the binary's own default, so the chart and the README
+// (which documents the binary's) never disagree; a certificate lifetime above all, since
+// argocd-agent v0.9.0 cannot recall a certificate before it expires.
+func TestChartDefaultsAreTheBinarys(t *testing.T) {
+	objs, err := render(t, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep := find(objs, "Deployment", releaseName)
+	c, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(c[0].(map[string]any), "args")
+	var manager *cobra.Command
+	for _, sub := range cmd.NewRootCommand().Commands() {
+		if sub.Name() == "manager" {
+			manager = sub
+		}
+	}
+	if manager == nil {
+		t.Fatal("no manager command")
+	}
+	checked := 0
+	for _, a := range args {
+		name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if !ok || !slices.Contains([]string{"agent-cert-validity", "max-csr-age"}, name) {
+			continue
+		}
+		f := manager.Flags().Lookup(name)
+		if f == nil {
+			t.Errorf("the chart passes --%s, which the binary does not know", name)
+			continue
+		}
+		checked++
+		want, _ := time.ParseDuration(f.DefValue)
+		got, err := time.ParseDuration(value)
+		if err != nil || got != want {
+			t.Errorf("--%s: the chart's default is %s, the binary's %s", name, value, f.DefValue)
+		}
+	}
+	if checked == 0 {
+		t.Fatalf("the chart passes none of the compared flags: %v", args)
 	}
 }

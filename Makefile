@@ -120,6 +120,11 @@ bench-fleet: build ## Reconciler benchmark on a real API server (BENCH_CLUSTERS,
 	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
 	go run ./test/bench/fleet --manager $(BIN)/argocd-agent-addon --clusters $(BENCH_CLUSTERS) --idle $(BENCH_IDLE)
 
+.PHONY: bench-components
+bench-components: build ## Hub etcd per cluster for the Argo CD components, rendered by OCM's addon-manager (BENCH_COMPONENTS_CLUSTERS, default 200; both modes).
+	go run ./test/bench/components --manager $(BIN)/argocd-agent-addon --clusters $(or $(BENCH_COMPONENTS_CLUSTERS),200) --mode managed
+	go run ./test/bench/components --manager $(BIN)/argocd-agent-addon --clusters $(or $(BENCH_COMPONENTS_CLUSTERS),200) --mode autonomous
+
 .PHONY: bench-pullmodel
 bench-pullmodel: build ## Basic pull model benchmark: 5,000 Applications over 500 clusters on one API server.
 	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \

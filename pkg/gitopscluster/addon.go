@@ -81,7 +81,12 @@ func (r *Reconciler) agentImage(ctx context.Context, goc *v1alpha1.GitOpsCluster
 }
 
 // addOnNames are the current AddOnTemplate and AddOnDeploymentConfig of a GitOpsCluster.
-type addOnNames struct{ template, config string }
+type addOnNames struct {
+	template, config string
+	// componentsWaiting: the components' entry still names the user's Placement until the
+	// copy has caught up (see applyComponents).
+	componentsWaiting bool
+}
 
 // applyAddOn writes the AddOnDeploymentConfig, the AddOnTemplate and this GitOpsCluster's entry
 // of the ClusterManagementAddOn, each only when it differs from what is there.
@@ -162,7 +167,8 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	if err := r.applyCMAEntry(ctx, goc, &entry); err != nil {
 		return addOnNames{}, fmt.Errorf("writing ClusterManagementAddOn %s: %w", r.Config.AddonName, err)
 	}
-	if err := r.applyComponents(ctx, goc, mode, types.NamespacedName{Namespace: adc.Namespace, Name: adc.Name}, rollout); err != nil {
+	componentsWaiting, err := r.applyComponents(ctx, goc, mode, types.NamespacedName{Namespace: adc.Namespace, Name: adc.Name}, rollout)
+	if err != nil {
 		return addOnNames{}, err
 	}
 	// Templates of this GitOpsCluster under an earlier naming scheme are no longer referenced.
@@ -177,7 +183,7 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 			}
 		}
 	}
-	return addOnNames{template: tmpl.Name, config: adc.Name}, nil
+	return addOnNames{template: tmpl.Name, config: adc.Name, componentsWaiting: componentsWaiting}, nil
 }
 
 // templateOwner returns "<namespace>/<name>" of the GitOpsCluster that owns the AddOnTemplate

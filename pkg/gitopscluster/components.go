@@ -8,11 +8,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
@@ -49,44 +51,86 @@ func (r *Reconciler) componentsCMA() *addonv1alpha1.ClusterManagementAddOn {
 }
 
 // applyComponents writes the components template and this GitOpsCluster's entry of the
-// components addon, or removes both when the clusters' existing Argo CD is to be used.
-func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, mode string, adc types.NamespacedName, rollout clusterv1alpha1.RolloutStrategy) error {
+// components addon, or removes both when the clusters' existing Argo CD is to be used. It
+// reports waiting while the entry keeps naming the user's Placement (see below).
+func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, mode string, adc types.NamespacedName, rollout clusterv1alpha1.RolloutStrategy) (bool, error) {
 	cma := r.componentsCMA()
 	name := names.ComponentsTemplateName(goc)
 	if !componentsWanted(goc) {
 		if err := r.applyCMAEntryTo(ctx, goc, cma, "", nil); err != nil {
-			return fmt.Errorf("releasing ClusterManagementAddOn %s: %w", cma.Name, err)
+			return false, fmt.Errorf("releasing ClusterManagementAddOn %s: %w", cma.Name, err)
 		}
 		if err := r.deleteComponentsPlacement(ctx, goc); err != nil {
-			return err
+			return false, err
 		}
-		return r.deleteOwnedTemplate(ctx, goc, name)
+		return false, r.deleteOwnedTemplate(ctx, goc, name)
 	}
 	tmpl, err := spoke.BuildAddOnTemplate(spoke.Input{
 		TemplateName: name, AddonName: cma.Name, Mode: mode, ImagePullSecrets: r.Config.SpokeImagePullSecrets,
 		AssignedUserIDs: goc.Spec.ArgoCDAgentAddon.UserIDs == v1alpha1.UserIDsAssigned,
 	})
 	if err != nil {
-		return fmt.Errorf("building the Argo CD components AddOnTemplate: %w", err)
+		return false, fmt.Errorf("building the Argo CD components AddOnTemplate: %w", err)
 	}
 	if err := addon.ApplyPodSettings(tmpl.Spec.AgentSpec.Workload.Manifests, podSettings(goc)); err != nil {
-		return fmt.Errorf("placing the Argo CD components' pods: %w", err)
+		return false, fmt.Errorf("placing the Argo CD components' pods: %w", err)
 	}
 	if err := spoke.ApplyConfigMapData(tmpl.Spec.AgentSpec.Workload.Manifests, argoCDConfig(goc)); err != nil {
-		return err
+		return false, err
 	}
 	if err := r.writeTemplate(ctx, goc, tmpl); err != nil {
-		return err
+		return false, err
 	}
 	placement, err := r.applyComponentsPlacement(ctx, goc)
 	if err != nil {
-		return err
+		return false, err
+	}
+	// Earlier versions installed by the user's Placement when it had numberOfClusters. OCM
+	// removes the addon from every cluster its entry's Placement does not decide, so the entry
+	// moves to the copy only once the copy decides every cluster that has the components.
+	if waiting, err := r.copyBehind(ctx, goc, cma.Name, placement); err != nil || waiting {
+		return waiting, err
 	}
 	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: placement}, tmpl.Name, adc, rollout)
 	if err := r.applyCMAEntryTo(ctx, goc, cma, placement, &entry); err != nil {
-		return fmt.Errorf("writing ClusterManagementAddOn %s: %w", cma.Name, err)
+		return false, fmt.Errorf("writing ClusterManagementAddOn %s: %w", cma.Name, err)
 	}
-	return nil
+	return false, nil
+}
+
+// copyBehind reports whether the components addon's entry still names the user's Placement
+// while the copy (placement) decides fewer clusters than carry the clearance label.
+func (r *Reconciler) copyBehind(ctx context.Context, goc *v1alpha1.GitOpsCluster, cmaName, placement string) (bool, error) {
+	if placement == goc.Spec.PlacementRef.Name {
+		return false, nil
+	}
+	live := &addonv1alpha1.ClusterManagementAddOn{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: cmaName}, live); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	onUsers := false
+	for _, p := range live.Spec.InstallStrategy.Placements {
+		if p.PlacementRef.Namespace == goc.Namespace && p.PlacementRef.Name == goc.Spec.PlacementRef.Name {
+			onUsers = true
+		}
+	}
+	if !onUsers {
+		return false, nil
+	}
+	var cleared clusterv1.ManagedClusterList
+	if err := r.Client.List(ctx, &cleared, client.HasLabels{names.ComponentsClearedLabel(goc)}); err != nil {
+		return false, err
+	}
+	decided, _, err := fleet.SelectedClustersAndPages(ctx, r.Client, goc.Namespace, placement)
+	if err != nil {
+		return false, err
+	}
+	for _, mc := range cleared.Items {
+		if !decided.Has(mc.Name) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // writeTemplate writes one of goc's AddOnTemplates with its owner labels, only when it differs,

@@ -90,6 +90,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	configRollout := false
 	// foreign is what the probes found; syncProbes acts on it after the status is written.
 	var foreign foreignReport
+	// componentsWaiting: the components' entry waits for its Placement copy (applyComponents).
+	componentsWaiting := false
 	status.ObservedGeneration = goc.Generation
 	gen := goc.Generation
 	setCond := func(t string, ok bool, reason, msg string) {
@@ -263,7 +265,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		setCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonCertificatesIssued, msg)
 	}
 
-	// 5. OCM addon objects. One GitOpsCluster per Placement writes its entry of the
+	// 5. OCM addon objects. The clusters the Argo CD components may go to are cleared first:
+	// the components' Placement selects only cleared clusters, so a cluster running them must
+	// carry its label before that Placement requires it (an upgrade keeps what runs).
+	if obs.selected != nil {
+		if foreign, err = r.clearForComponents(ctx, goc, obs.selected, obs.invalid, obs.teardownBlocked != ""); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	// One GitOpsCluster per Placement writes its entry of the
 	// ClusterManagementAddOn (entries are keyed by Placement): the oldest.
 	placementOwner, err := fleet.PlacementOwner(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
 	if err != nil {
@@ -290,13 +300,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	} else {
 		name := applied.template
+		componentsWaiting = applied.componentsWaiting
 		status.AddOnTemplate = applied.template
 		status.AddOnDeploymentConfig = applied.config
 		if obs.selected != nil {
 			if status.ExistingArgoCDClusters, err = r.existingArgoCDClusters(ctx, goc, obs.selected); err != nil {
-				return ctrl.Result{}, err
-			}
-			if foreign, err = r.clearForComponents(ctx, goc, obs.selected, obs.invalid); err != nil {
 				return ctrl.Result{}, err
 			}
 			r.reportForeign(goc, status, foreign, setCond)
@@ -361,6 +369,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 
+	if componentsWaiting {
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
+	}
 	if configRollout {
 		// ManagedClusterAddOn config changes wake this reconcile; this is only a safety net.
 		return ctrl.Result{RequeueAfter: 2 * time.Minute}, nil

@@ -52,10 +52,13 @@ type foreignReport struct {
 	// otherVersion are the clusters keeping their own Argo CD whose application-controller
 	// runs another release than the one the agent is built against.
 	otherVersion []v1alpha1.FoundArgoCD
+	// labelFailures are the clusters whose clearance label could not be changed.
+	labelFailures []string
 	// missingProbes are selected clusters without a probe; staleProbes the probes of clusters
 	// no longer selected (see syncProbes).
-	missingProbes []string
-	staleProbes   []*workv1.ManifestWork
+	missingProbes  []string
+	staleProbes    []*workv1.ManifestWork
+	outdatedProbes []*workv1.ManifestWork
 }
 
 // installNamespace is where the GitOpsCluster's agent and components go on each cluster.
@@ -70,7 +73,11 @@ func (r *Reconciler) installNamespace(goc *v1alpha1.GitOpsCluster) string {
 // components may go to, and reports the Argo CD of the clusters that keep their own when its
 // version is not the one the agent is built against. With selected nil (selection unknown)
 // nothing changes.
-func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, selected sets.Set[string], invalid map[string]string) (foreignReport, error) {
+//
+// With selectionPartial (the Placement is missing, being deleted, or its decision pages are
+// mid-update) clusters are only added: no label is removed and no probe deleted on a
+// selection that cannot be trusted to say who left.
+func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, selected sets.Set[string], invalid map[string]string, selectionPartial bool) (foreignReport, error) {
 	var rep foreignReport
 	if selected == nil {
 		return rep, nil
@@ -109,6 +116,14 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 	components := ComponentsAddonName(r.Config.AddonName)
 	cleared := sets.New[string]()
 	var missing []string
+	// A probe that looks elsewhere than the components would go (the install namespace
+	// changed, say) is replaced, and reads as unanswered meanwhile.
+	installNS := r.installNamespace(goc)
+	for _, w := range probes {
+		if !spoke.ProbeCurrent(w, installNS) {
+			rep.outdatedProbes = append(rep.outdatedProbes, w)
+		}
+	}
 	for _, c := range sets.List(selected) {
 		if invalid[c] != "" {
 			// No agent goes to a cluster whose name cannot be an agent's, nor components.
@@ -118,6 +133,9 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 		delete(probes, c)
 		if w == nil {
 			missing = append(missing, c)
+		}
+		if w != nil && !spoke.ProbeCurrent(w, installNS) {
+			w = nil // outdated: no answer yet
 		}
 		verdict, found := spoke.ReadProbe(w, components)
 		keepsItsOwn := !install || ownArgoCD.Has(c) || verdict == spoke.ProbeForeign && !replace
@@ -151,10 +169,13 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 			}
 		}
 	}
-	// Label changes first: a cluster leaves the components' Placement before anything else.
-	if err := r.setClearance(ctx, key, labelled, cleared); err != nil {
-		return rep, err
+	if selectionPartial {
+		cleared = cleared.Union(labelled)
+		probes = nil
 	}
+	// Label changes first: a cluster leaves the components' Placement before anything else.
+	// A cluster whose label cannot be written stays as it was; the others go on.
+	rep.labelFailures = r.setClearance(ctx, key, labelled, cleared)
 	rep.missingProbes = missing
 	for _, w := range probes {
 		rep.staleProbes = append(rep.staleProbes, w)
@@ -173,7 +194,10 @@ func (r *Reconciler) syncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster
 			log.FromContext(ctx).Error(err, "probing a cluster for an Argo CD", "cluster", c)
 		}
 	})
-	return writeAll(r.Config.WriteConcurrency, rep.staleProbes, func(w *workv1.ManifestWork) error {
+	// An outdated probe is deleted, and the pass its deletion wakes creates it anew: probes are
+	// never changed, so the manager needs no right to change ManifestWorks for them.
+	gone := append(slices.Clone(rep.staleProbes), rep.outdatedProbes...)
+	return writeAll(r.Config.WriteConcurrency, gone, func(w *workv1.ManifestWork) error {
 		return client.IgnoreNotFound(r.Client.Delete(ctx, w))
 	})
 }
@@ -225,20 +249,29 @@ func (r *Reconciler) componentsInstalled(ctx context.Context, cluster string) (b
 	if err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
-	return true, nil
+	return mca.DeletionTimestamp == nil, nil
 }
 
-// setClearance makes the label key present exactly on the clusters in want; removals first.
-func (r *Reconciler) setClearance(ctx context.Context, key string, have, want sets.Set[string]) error {
-	if err := writeAll(r.Config.WriteConcurrency, sets.List(have.Difference(want)), func(c string) error {
-		return r.patchClusterLabel(ctx, c, key, nil)
-	}); err != nil {
-		return err
+// setClearance makes the label key present exactly on the clusters in want, removals first,
+// and returns the clusters whose label could not be changed (each logged).
+func (r *Reconciler) setClearance(ctx context.Context, key string, have, want sets.Set[string]) []string {
+	var mu sync.Mutex
+	var failed []string
+	patch := func(value *string) func(string) {
+		return func(c string) {
+			if err := r.patchClusterLabel(ctx, c, key, value); err != nil {
+				log.FromContext(ctx).Error(err, "clearing a cluster for the Argo CD components", "cluster", c)
+				mu.Lock()
+				failed = append(failed, c)
+				mu.Unlock()
+			}
+		}
 	}
+	parallel.Each(r.Config.WriteConcurrency, sets.List(have.Difference(want)), patch(nil))
 	value := "true"
-	return writeAll(r.Config.WriteConcurrency, sets.List(want.Difference(have)), func(c string) error {
-		return r.patchClusterLabel(ctx, c, key, &value)
-	})
+	parallel.Each(r.Config.WriteConcurrency, sets.List(want.Difference(have)), patch(&value))
+	slices.Sort(failed)
+	return failed
 }
 
 // dropClearance removes the GitOpsCluster's clearance label from every ManagedCluster.
@@ -294,6 +327,10 @@ func (r *Reconciler) reportForeign(goc *v1alpha1.GitOpsCluster, status *v1alpha1
 	if len(rep.otherVersion) > int(goc.Status.OtherArgoCDVersionClusters) {
 		r.event(goc, corev1.EventTypeWarning, "ArgoCDVersionSkew", "ProbeClusters",
 			"%d selected cluster(s) keep their own Argo CD at another release than the agent's (first: %s: %s)", len(rep.otherVersion), rep.otherVersion[0].Cluster, rep.otherVersion[0].Found)
+	}
+	if n := len(rep.labelFailures); n > 0 {
+		r.event(goc, corev1.EventTypeWarning, "ClearanceFailed", "ProbeClusters",
+			"the clearance label of %d cluster(s) could not be changed (first: %s); they keep their components as they are", n, rep.labelFailures[0])
 	}
 	if len(rep.foreign) == 0 {
 		setCond(v1alpha1.ConditionForeignArgoCD, false, v1alpha1.ReasonNoForeignArgoCD, "no selected cluster runs an Argo CD the addon did not install")

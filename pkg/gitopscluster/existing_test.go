@@ -369,3 +369,45 @@ func TestArgoCDConfigFromTheHub(t *testing.T) {
 		t.Errorf("the template was changed (%v)", err)
 	}
 }
+
+// TestProbeFollowsTheInstallNamespace: a probe that looks at another namespace than the
+// components would go to (agentNamespace changed) is replaced, and its old answer counts for
+// nothing: the cluster is not cleared on it.
+func TestProbeFollowsTheInstallNamespace(t *testing.T) {
+	ctx := context.Background()
+	const ns = "probe-namespace"
+	createNamespace(t, ns)
+	createManagedClusters(t, "pn-1")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, "pn-1")
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	goc := getGOC(t, ns, "fleet")
+	reportProbe(t, "pn-1", goc) // nothing in the first namespace
+	key := names.ComponentsClearedLabel(goc)
+	eventually(t, "cleared on the first namespace", func() error {
+		if _, ok := clusterLabels(t, "pn-1")[key]; !ok {
+			return fmt.Errorf("not cleared")
+		}
+		return nil
+	})
+	base := goc.DeepCopy()
+	goc.Spec.ArgoCDAgentAddon.AgentNamespace = "gitops-elsewhere"
+	if err := k8s.Patch(ctx, goc, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the probe looks at the new namespace", func() error {
+		w := &workv1.ManifestWork{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: "pn-1", Name: names.ProbeWorkName(goc)}, w); err != nil {
+			return err
+		}
+		for _, c := range w.Spec.ManifestConfigs {
+			if c.ResourceIdentifier.Namespace != "" && c.ResourceIdentifier.Namespace != "gitops-elsewhere" {
+				return fmt.Errorf("probe still reads %s", c.ResourceIdentifier.Namespace)
+			}
+		}
+		if len(w.Status.ResourceStatus.Manifests) > 0 {
+			return fmt.Errorf("the new probe carries an answer already")
+		}
+		return nil
+	})
+}

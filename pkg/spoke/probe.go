@@ -76,10 +76,16 @@ func BuildProbe(name, cluster, namespace, key string, labels map[string]string) 
 			ResourceIdentifier: workv1.ResourceIdentifier{Group: o.GroupVersionKind().Group, Resource: strings.ToLower(o.GetKind()) + "s", Namespace: o.GetNamespace(), Name: o.GetName()},
 			FeedbackRules:      []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: paths}},
 			UpdateStrategy:     &workv1.UpdateStrategy{Type: workv1.UpdateStrategyTypeReadOnly},
+			// The API server's default, set so that a stored probe equals a built one.
+			FeedbackScrapeType: workv1.FeedbackPollType,
 		})
 	}
 	return w, nil
 }
+
+// reasonResourceNotAvailable is the reason OCM's work agent gives a ManifestAvailable=False
+// condition when the object does not exist (other reasons say it could not read it).
+const reasonResourceNotAvailable = "ResourceNotAvailable"
 
 // Verdict is what a probe found.
 type Verdict int
@@ -104,14 +110,28 @@ func ReadProbe(w *workv1.ManifestWork, addonName string) (Verdict, string) {
 	if applied == nil || applied.ObservedGeneration != w.Generation || len(w.Status.ResourceStatus.Manifests) < len(w.Spec.Workload.Manifests) {
 		return ProbeUnknown, ""
 	}
+	// The status must be about the objects the spec names now (a probe whose namespace
+	// changed reports the old one until the work agent catches up).
+	want := map[string]bool{}
+	for _, c := range w.Spec.ManifestConfigs {
+		want[c.ResourceIdentifier.Resource+"/"+c.ResourceIdentifier.Namespace+"/"+c.ResourceIdentifier.Name] = true
+	}
 	var found []string
 	for _, m := range w.Status.ResourceStatus.Manifests {
+		if !want[m.ResourceMeta.Resource+"/"+m.ResourceMeta.Namespace+"/"+m.ResourceMeta.Name] {
+			return ProbeUnknown, ""
+		}
 		available := meta.FindStatusCondition(m.Conditions, workv1.ManifestAvailable)
 		if available == nil || available.ObservedGeneration != w.Generation && available.ObservedGeneration != 0 {
 			return ProbeUnknown, ""
 		}
-		if available.Status != metav1.ConditionTrue {
+		switch {
+		case available.Status == metav1.ConditionTrue:
+		case available.Status == metav1.ConditionFalse && available.Reason == reasonResourceNotAvailable:
 			continue // absent
+		default:
+			// The work agent could not read it (FetchingResourceFailed, ...): not an answer.
+			return ProbeUnknown, ""
 		}
 		values := map[string]string{}
 		for _, v := range m.StatusFeedbacks.Values {
@@ -176,4 +196,22 @@ func ImageTag(image string) string {
 		return image[i+1:]
 	}
 	return ""
+}
+
+// ProbeCurrent reports whether a stored probe looks at the objects BuildProbe would for
+// namespace (compared by what it reads, not by the whole spec, which the API server defaults).
+func ProbeCurrent(w *workv1.ManifestWork, namespace string) bool {
+	want := map[workv1.ResourceIdentifier]bool{}
+	for _, o := range probed(namespace) {
+		want[workv1.ResourceIdentifier{Group: o.GroupVersionKind().Group, Resource: strings.ToLower(o.GetKind()) + "s", Namespace: o.GetNamespace(), Name: o.GetName()}] = true
+	}
+	if len(w.Spec.ManifestConfigs) != len(want) || len(w.Spec.Workload.Manifests) != len(want) {
+		return false
+	}
+	for _, c := range w.Spec.ManifestConfigs {
+		if !want[c.ResourceIdentifier] || c.UpdateStrategy == nil || c.UpdateStrategy.Type != workv1.UpdateStrategyTypeReadOnly {
+			return false
+		}
+	}
+	return true
 }

@@ -65,8 +65,13 @@ func probeStatus(w *workv1.ManifestWork, present []bool, installedBy []string) {
 		if present[i] {
 			st = metav1.ConditionTrue
 		}
-		mc := workv1.ManifestCondition{ResourceMeta: workv1.ManifestResourceMeta{Kind: "K" + c.ResourceIdentifier.Resource, Name: c.ResourceIdentifier.Name, Namespace: c.ResourceIdentifier.Namespace},
-			Conditions: []metav1.Condition{{Type: workv1.ManifestAvailable, Status: st, ObservedGeneration: 1}}}
+		reason := "ResourceAvailable"
+		if !present[i] {
+			reason = "ResourceNotAvailable"
+		}
+		mc := workv1.ManifestCondition{ResourceMeta: workv1.ManifestResourceMeta{Kind: "K" + c.ResourceIdentifier.Resource, Resource: c.ResourceIdentifier.Resource,
+			Name: c.ResourceIdentifier.Name, Namespace: c.ResourceIdentifier.Namespace},
+			Conditions: []metav1.Condition{{Type: workv1.ManifestAvailable, Status: st, Reason: reason, ObservedGeneration: 1}}}
 		if installedBy[i] != "" {
 			mc.StatusFeedbacks.Values = []workv1.FeedbackValue{{Name: FeedbackInstalledBy, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(installedBy[i])}}}
 		}
@@ -97,6 +102,19 @@ func TestReadProbe(t *testing.T) {
 	if v, found := ReadProbe(w, "addon"); v != ProbeForeign || !strings.Contains(found, "argocd/argocd-application-controller") {
 		t.Errorf("another addon's: %v %q", v, found)
 	}
+	// A read that failed on the cluster is no answer (it must not read as absent).
+	probeStatus(w, []bool{false, false, false, false}, []string{"", "", "", ""})
+	w.Status.ResourceStatus.Manifests[0].Conditions[0].Status = metav1.ConditionUnknown
+	w.Status.ResourceStatus.Manifests[0].Conditions[0].Reason = "FetchingResourceFailed"
+	if v, _ := ReadProbe(w, "addon"); v != ProbeUnknown {
+		t.Errorf("a failed read: %v", v)
+	}
+	// A status about other objects (the probe's namespace changed) is no answer.
+	probeStatus(w, []bool{false, false, false, false}, []string{"", "", "", ""})
+	w.Status.ResourceStatus.Manifests[0].ResourceMeta.Namespace = "old-namespace"
+	if v, _ := ReadProbe(w, "addon"); v != ProbeUnknown {
+		t.Errorf("a status of another namespace: %v", v)
+	}
 	// A report for an older generation, or a manifest not reported, is no answer.
 	w.Generation = 2
 	if v, _ := ReadProbe(w, "addon"); v != ProbeUnknown {
@@ -120,5 +138,19 @@ func TestImageTag(t *testing.T) {
 		if got := ImageTag(image); got != want {
 			t.Errorf("%s: %q, want %q", image, got, want)
 		}
+	}
+}
+
+func TestProbeCurrent(t *testing.T) {
+	w, _ := BuildProbe("probe", "c1", "argocd", "k", nil)
+	if !ProbeCurrent(w, "argocd") {
+		t.Errorf("a built probe is not current")
+	}
+	if ProbeCurrent(w, "gitops") {
+		t.Errorf("a probe of argocd is current for gitops")
+	}
+	w.Spec.ManifestConfigs[0].UpdateStrategy.Type = workv1.UpdateStrategyTypeServerSideApply
+	if ProbeCurrent(w, "argocd") {
+		t.Errorf("a probe that would write is current")
 	}
 }

@@ -363,22 +363,7 @@ func TestArgoCDComponentsClusterLabel(t *testing.T) {
 	defer cancel()
 
 	s.labelClusters(t)
-	setLabel := func(ctx context.Context, value string) {
-		t.Helper()
-		mc := &clusterv1.ManagedCluster{}
-		if err := s.hub.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
-			t.Fatal(err)
-		}
-		base := mc.DeepCopy()
-		if value == "" {
-			delete(mc.Labels, v1alpha1.LabelArgoCDComponents)
-		} else {
-			mc.Labels[v1alpha1.LabelArgoCDComponents] = value
-		}
-		if err := s.hub.Patch(ctx, mc, client.MergeFrom(base)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setLabel := func(ctx context.Context, value string) { s.setComponentsLabel(ctx, t, cluster, value) }
 	setLabel(ctx, string(v1alpha1.ArgoCDComponentsExisting))
 	if err := client.IgnoreAlreadyExists(c1.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNS}})); err != nil {
 		t.Fatal(err)
@@ -569,22 +554,7 @@ func TestForeignArgoCDIsLeftAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	setLabel := func(ctx context.Context, value string) {
-		t.Helper()
-		mc := &clusterv1.ManagedCluster{}
-		if err := s.hub.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
-			t.Fatal(err)
-		}
-		base := mc.DeepCopy()
-		if value == "" {
-			delete(mc.Labels, v1alpha1.LabelArgoCDComponents)
-		} else {
-			mc.Labels[v1alpha1.LabelArgoCDComponents] = value
-		}
-		if err := s.hub.Patch(ctx, mc, client.MergeFrom(base)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setLabel := func(ctx context.Context, value string) { s.setComponentsLabel(ctx, t, cluster, value) }
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
@@ -647,5 +617,24 @@ func TestForeignArgoCDIsLeftAlone(t *testing.T) {
 	})
 	if b := untouched(ctx); b != "" || broken != "" {
 		t.Errorf("%s: %s %s", cluster, broken, b)
+	}
+}
+
+// setComponentsLabel sets (or, with "", removes) a ManagedCluster's argocd-components label, as
+// a hub admin may.
+func (s *suite) setComponentsLabel(ctx context.Context, t *testing.T, cluster, value string) {
+	t.Helper()
+	mc := &clusterv1.ManagedCluster{}
+	if err := s.hub.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+		t.Fatal(err)
+	}
+	base := mc.DeepCopy()
+	if value == "" {
+		delete(mc.Labels, v1alpha1.LabelArgoCDComponents)
+	} else {
+		mc.Labels[v1alpha1.LabelArgoCDComponents] = value
+	}
+	if err := s.hub.Patch(ctx, mc, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
 	}
 }

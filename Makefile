@@ -27,6 +27,12 @@ help: ## List the targets.
 build: ## Build bin/argocd-agent-addon.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/argocd-agent-addon ./cmd/argocd-agent-addon
 
+IMAGE ?= argocd-agent-addon:$(VERSION)
+.PHONY: image
+image: build ## Build the container image without a container engine (bin/image, bin/argocd-agent-addon-image.tar); PUSH=1 pushes it to IMAGE.
+	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} \
+	go run ./hack/image --binary $(BIN)/argocd-agent-addon --version $(VERSION) --revision $(GIT_COMMIT) --tag $(IMAGE) $(if $(PUSH),--push $(IMAGE))
+
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).
 	docker build --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) -t $(IMG) .

@@ -981,3 +981,26 @@ func TestChartDefaultsAreTheBinarys(t *testing.T) {
 		t.Fatalf("the chart passes none of the compared flags: %v", args)
 	}
 }
+
+// TestNotesWarnOfAnImageWithoutRegistry: the default image names no registry, and the same
+// image runs beside every agent on every managed cluster; helm install says so at once instead
+// of every pod failing to pull it later.
+func TestNotesWarnOfAnImageWithoutRegistry(t *testing.T) {
+	notes := func(vals map[string]any) string {
+		install := action.NewInstall(&action.Configuration{})
+		install.DryRun, install.ClientOnly, install.Replace = true, true, true
+		install.ReleaseName, install.Namespace = releaseName, releaseNS
+		install.KubeVersion = &chartutil.KubeVersion{Version: "v1.36.0", Major: "1", Minor: "36"}
+		rel, err := install.Run(loadChart(t), vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rel.Info.Notes
+	}
+	if n := notes(map[string]any{}); !strings.Contains(n, "WARNING: image.repository") || !strings.Contains(n, "make image") {
+		t.Errorf("default values: no warning in the notes:\n%s", n)
+	}
+	if n := notes(map[string]any{"image": map[string]any{"repository": "registry.example.com/gitops/argocd-agent-addon"}}); strings.Contains(n, "WARNING") {
+		t.Errorf("an image with a registry: warned anyway:\n%s", n)
+	}
+}

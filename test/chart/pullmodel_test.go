@@ -42,7 +42,7 @@ func TestPullModelAdmissionPolicy(t *testing.T) {
 	c := env.Client
 	n := 0
 	for _, o := range objs {
-		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") {
+		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") && strings.HasSuffix(o.GetName(), "-pull-model") {
 			if err := c.Create(ctx, o); err != nil {
 				t.Fatalf("creating %s: %v", o.GetKind(), err)
 			}
@@ -299,4 +299,89 @@ func TestPullModelWithTheChartsRBAC(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestManagedClusterLabelPolicy: RBAC cannot limit a patch to some labels, so the chart's
+// admission policy does: the manager's ServiceAccount may add and remove its own
+// components-* labels of a ManagedCluster and change nothing else of it; others are not bound
+// by the policy.
+func TestManagedClusterLabelPolicy(t *testing.T) {
+	objs, err := render(t, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.StartForTest(t, testenv.Options{WithoutProjectCRDs: true})
+	ctx := context.Background()
+	admin := env.Client
+	n := 0
+	for _, o := range objs {
+		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") && strings.HasSuffix(o.GetName(), "-managedcluster-labels") {
+			if err := admin.Create(ctx, o); err != nil {
+				t.Fatalf("creating %s: %v", o.GetKind(), err)
+			}
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("rendered %d managedcluster policy objects, want a policy and its binding", n)
+	}
+	sa := fmt.Sprintf("system:serviceaccount:%s:%s", releaseNS, releaseName)
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "mc-patch"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"}, Verbs: []string{"get", "patch"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "mc-patch"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "mc-patch"},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: sa}}}
+	mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "mc1", Labels: map[string]string{"env": "prod"}},
+		Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}
+	for _, o := range []client.Object{role, binding, mc} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	asSA := rest.CopyConfig(env.Config)
+	asSA.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
+	manager, err := client.New(asSA, client.Options{Scheme: admin.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := func(c client.Client, body string) error {
+		return c.Patch(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "mc1"}}, client.RawPatch(types.MergePatchType, []byte(body)))
+	}
+	// The policy takes effect once the API server has loaded it: wait for a refusal.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := patch(manager, `{"metadata":{"labels":{"env":"dev"}}}`)
+		if err != nil && strings.Contains(err.Error(), "may add and remove only labels") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the manager changed another label: %v", err)
+		}
+		_ = patch(admin, `{"metadata":{"labels":{"env":"prod"}}}`)
+		time.Sleep(200 * time.Millisecond)
+	}
+	for name, body := range map[string]string{
+		"adding its clearance label":   `{"metadata":{"labels":{"argocd-agent-addon.open-cluster-management.io/components-abc":"true"}}}`,
+		"removing its clearance label": `{"metadata":{"labels":{"argocd-agent-addon.open-cluster-management.io/components-abc":null}}}`,
+	} {
+		if err := patch(manager, body); err != nil {
+			t.Errorf("%s: refused: %v", name, err)
+		}
+	}
+	for name, body := range map[string]string{
+		"removing another label": `{"metadata":{"labels":{"env":null}}}`,
+		"joining a cluster set":  `{"metadata":{"labels":{"cluster.open-cluster-management.io/clusterset":"other"}}}`,
+		"changing the spec":      `{"spec":{"hubAcceptsClient":false}}`,
+		"adding an annotation":   `{"metadata":{"annotations":{"a":"b"}}}`,
+		"adding a finalizer":     `{"metadata":{"finalizers":["example.com/hold"]}}`,
+		"opting the cluster out": `{"metadata":{"labels":{"argocd-agent-addon.open-cluster-management.io/argocd-components":"Existing"}}}`,
+	} {
+		if err := patch(manager, body); err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("%s: allowed (%v)", name, err)
+		}
+	}
+	// Anyone else is not bound by it.
+	if err := patch(admin, `{"metadata":{"labels":{"env":"dev"}}}`); err != nil {
+		t.Errorf("the admin was refused: %v", err)
+	}
 }

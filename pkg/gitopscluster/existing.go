@@ -148,7 +148,9 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 		}
 		switch {
 		case verdict == spoke.ProbeForeign:
-			if replace {
+			// A cluster already cleared keeps its label: its components run there, and one
+			// report (an object's label edited, say) must not uninstall them. It is reported.
+			if replace || labelled.Has(c) {
 				cleared.Insert(c)
 			}
 			rep.foreign = append(rep.foreign, v1alpha1.FoundArgoCD{Cluster: c, Found: truncateFound(found)})

@@ -150,6 +150,22 @@ func TestForeignArgoCDGetsNoComponents(t *testing.T) {
 		return fmt.Errorf("none among %d", len(list.Items))
 	})
 
+	// A cleared cluster whose probe later reports something foreign (one report, an object's
+	// label edited on the cluster, say) keeps its label: nothing is uninstalled on it; it is
+	// reported, and cleared again once the probe says so.
+	reportProbe(t, "ea-clear", goc, probeObject{present: true, image: "quay.io/argoproj/argocd:v3.4.3"})
+	eventually(t, "ea-clear reported but still cleared", func() error {
+		g := getGOC(t, ns, "fleet")
+		if g.Status.ForeignArgoCDClusters != 2 {
+			return fmt.Errorf("foreign %d %+v", g.Status.ForeignArgoCDClusters, g.Status.ForeignArgoCD)
+		}
+		return nil
+	})
+	if _, ok := clusterLabels(t, "ea-clear")[key]; !ok {
+		t.Fatalf("one foreign report took ea-clear's clearance away: its components would be uninstalled")
+	}
+	reportProbe(t, "ea-clear", goc)
+
 	// The person chooses Existing for that cluster: it is no longer reported as foreign, and
 	// its Argo CD, another release than the agent's, is reported as such.
 	labelManagedCluster(t, "ea-theirs", string(v1alpha1.ArgoCDComponentsExisting))

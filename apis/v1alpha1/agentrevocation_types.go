@@ -42,7 +42,7 @@ type AgentRevocationStatus struct {
 // re-admitted with the fresh key of its next certificate request.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:metadata:annotations="argocd-agent-addon.open-cluster-management.io/crd-revision=2"
+// +kubebuilder:metadata:annotations="argocd-agent-addon.open-cluster-management.io/crd-revision=3"
 // +kubebuilder:resource:shortName=agentrevocation;agentrev
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="the name must be a ManagedCluster name: a DNS label of at most 63 characters"
 // +kubebuilder:printcolumn:name="Enforced",type=string,JSONPath=`.status.conditions[?(@.type=="Enforced")].status`

@@ -37,7 +37,7 @@ type ArgoCDClusterRegistrationStatus struct {
 // clusters itself.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:metadata:annotations="argocd-agent-addon.open-cluster-management.io/crd-revision=2"
+// +kubebuilder:metadata:annotations="argocd-agent-addon.open-cluster-management.io/crd-revision=3"
 // +kubebuilder:resource:shortName=argocdclusters
 // +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.spec.placementRef.name`
 // +kubebuilder:printcolumn:name="Registered",type=integer,JSONPath=`.status.registeredClusters`

@@ -223,6 +223,18 @@ spec:
 spec:
   placementRef: {kind: Placement, name: p}
   argoCDAgentAddon: {argoCDComponents: Existing, argoCDConfig: {argocd-cm: {a: b}}}`, []string{"spec.argoCDAgentAddon", "argoCDConfig configures the Argo CD the addon installs"}},
+		{"a cluster's Argo CD configuration with an existing Argo CD", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {argoCDComponents: Existing, clusterArgoCDConfig: [{clusterName: c1, argocd-cm: {a: b}}]}`, []string{"spec.argoCDAgentAddon", "clusterArgoCDConfig configures the Argo CD the addon installs"}},
+		{"a cluster's Argo CD configuration for a name no cluster can have", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {clusterArgoCDConfig: [{clusterName: Cluster_1, argocd-cm: {a: b}}]}`, []string{"spec.argoCDAgentAddon.clusterArgoCDConfig[0].clusterName", "clusterName must be a ManagedCluster name"}},
+		{"the same cluster twice", `
+spec:
+  placementRef: {kind: Placement, name: p}
+  argoCDAgentAddon: {clusterArgoCDConfig: [{clusterName: c1, argocd-cm: {a: b}}, {clusterName: c1}]}`, []string{"spec.argoCDAgentAddon.clusterArgoCDConfig[1]", "Duplicate value"}},
 		{"unknown application mapping", `
 spec:
   placementRef: {kind: Placement, name: p}

@@ -106,6 +106,7 @@ type PlacementReference struct {
 // there, and moving would strand them. Delete and re-create the GitOpsCluster to move.
 // +kubebuilder:validation:XValidation:rule="!has(self.applicationMapping) || self.applicationMapping != 'Destination' || !has(self.mode) || self.mode == 'managed'",message="applicationMapping Destination needs mode managed: argocd-agent refuses destination-based mapping for autonomous agents"
 // +kubebuilder:validation:XValidation:rule="!has(self.argoCDConfig) || self.argoCDComponents != 'Existing'",message="argoCDConfig configures the Argo CD the addon installs: it needs argoCDComponents Install"
+// +kubebuilder:validation:XValidation:rule="!has(self.clusterArgoCDConfig) || self.argoCDComponents != 'Existing'",message="clusterArgoCDConfig configures the Argo CD the addon installs: it needs argoCDComponents Install"
 // +kubebuilder:validation:XValidation:rule="!has(self.redis) || self.argoCDComponents == 'Existing'",message="redis configures the agent for an Argo CD the addon does not install: it needs argoCDComponents Existing (the addon's own redis is argocd-redis)"
 // +kubebuilder:validation:XValidation:rule="has(self.principalNamespace) == has(oldSelf.principalNamespace) && (!has(self.principalNamespace) || self.principalNamespace == oldSelf.principalNamespace)",message="principalNamespace is immutable; delete and re-create the GitOpsCluster to use another principal"
 type ArgoCDAgentAddonSpec struct {
@@ -181,6 +182,18 @@ type ArgoCDAgentAddonSpec struct {
 	// made on a cluster are reverted at the next apply: this is where that configuration lives.
 	// +optional
 	ArgoCDConfig *ArgoCDConfig `json:"argoCDConfig,omitempty"`
+
+	// ClusterArgoCDConfig sets keys for single clusters on top of argoCDConfig: a key given
+	// here replaces the GitOpsCluster's for that cluster, sshKnownHosts replaces the whole
+	// list. Such a cluster gets an AddOnTemplate of its own, named in its components
+	// ManagedClusterAddOn's configs (OCM's per-cluster override); an entry for a cluster this
+	// GitOpsCluster does not select is kept but unused, and listed in the AddOnConfigured
+	// condition.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=clusterName
+	// +optional
+	ClusterArgoCDConfig []ClusterArgoCDConfig `json:"clusterArgoCDConfig,omitempty"`
 
 	// NodePlacement puts every pod the addon runs on the clusters (the agent and each Argo CD
 	// component, StatefulSet included) on the nodes it selects and tolerates.
@@ -359,6 +372,17 @@ type ArgoCDConfig struct {
 	SSHKnownHosts *string `json:"sshKnownHosts,omitempty"`
 }
 
+// ClusterArgoCDConfig is the Argo CD configuration of one cluster, over the GitOpsCluster's.
+type ClusterArgoCDConfig struct {
+	// ClusterName is the ManagedCluster's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="clusterName must be a ManagedCluster name (a DNS subdomain)"
+	ClusterName string `json:"clusterName"`
+
+	ArgoCDConfig `json:",inline"`
+}
+
 // NodePlacement selects the nodes of the pods the addon runs on the managed clusters.
 type NodePlacement struct {
 	// NodeSelector is added to every pod's nodeSelector.
@@ -514,7 +538,7 @@ type GitOpsClusterStatus struct {
 // GitOpsCluster turns an OCM Placement into a fleet of argocd-agents.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:metadata:annotations="argocd-agent-addon.open-cluster-management.io/crd-revision=2"
+// +kubebuilder:metadata:annotations="argocd-agent-addon.open-cluster-management.io/crd-revision=3"
 // +kubebuilder:resource:shortName=gitopscluster;goc
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.argoCDAgentAddon.mode`
 // +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.spec.placementRef.name`

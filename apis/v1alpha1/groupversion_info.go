@@ -34,5 +34,5 @@ func addKnownTypes(s *runtime.Scheme) error {
 // two at start.
 const (
 	AnnotationCRDRevision = "argocd-agent-addon.open-cluster-management.io/crd-revision"
-	CRDRevision           = 2
+	CRDRevision           = 3
 )

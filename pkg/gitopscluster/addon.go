@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -86,11 +87,13 @@ type addOnNames struct {
 	// componentsWaiting: the components' entry still names the user's Placement until the
 	// copy has caught up (see applyComponents).
 	componentsWaiting bool
+	// clusterConfigs: the clusters' own Argo CD configurations (see applyClusterConfigs).
+	clusterConfigs clusterConfigs
 }
 
 // applyAddOn writes the AddOnDeploymentConfig, the AddOnTemplate and this GitOpsCluster's entry
 // of the ClusterManagementAddOn, each only when it differs from what is there.
-func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, hub *hubPKI) (addOnNames, error) {
+func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, hub *hubPKI, owned sets.Set[string]) (addOnNames, error) {
 	image, err := r.agentImage(ctx, goc, principalNS)
 	if err != nil {
 		return addOnNames{}, err
@@ -167,23 +170,24 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	if err := r.applyCMAEntry(ctx, goc, &entry); err != nil {
 		return addOnNames{}, fmt.Errorf("writing ClusterManagementAddOn %s: %w", r.Config.AddonName, err)
 	}
-	componentsWaiting, err := r.applyComponents(ctx, goc, mode, types.NamespacedName{Namespace: adc.Namespace, Name: adc.Name}, rollout)
+	componentsWaiting, clusterCfg, err := r.applyComponents(ctx, goc, mode, types.NamespacedName{Namespace: adc.Namespace, Name: adc.Name}, rollout, owned)
 	if err != nil {
 		return addOnNames{}, err
 	}
-	// Templates of this GitOpsCluster under an earlier naming scheme are no longer referenced.
+	// Other templates of this GitOpsCluster (an earlier naming scheme, a cluster's configuration
+	// that was removed) are no longer referenced.
 	var templates addonv1alpha1.AddOnTemplateList
 	if err := r.Client.List(ctx, &templates, client.MatchingLabels{v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name}); err != nil {
 		return addOnNames{}, err
 	}
 	for i := range templates.Items {
-		if old := &templates.Items[i]; old.Name != tmpl.Name && old.Name != names.ComponentsTemplateName(goc) {
+		if old := &templates.Items[i]; old.Name != tmpl.Name && old.Name != names.ComponentsTemplateName(goc) && !clusterCfg.templates.Has(old.Name) {
 			if err := r.Client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
 				return addOnNames{}, fmt.Errorf("deleting the replaced AddOnTemplate %s: %w", old.Name, err)
 			}
 		}
 	}
-	return addOnNames{template: tmpl.Name, config: adc.Name, componentsWaiting: componentsWaiting}, nil
+	return addOnNames{template: tmpl.Name, config: adc.Name, componentsWaiting: componentsWaiting, clusterConfigs: clusterCfg}, nil
 }
 
 // templateOwner returns "<namespace>/<name>" of the GitOpsCluster that owns the AddOnTemplate

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1alpha1 "open-cluster-management.io/api/cluster/v1alpha1"
@@ -53,49 +54,53 @@ func (r *Reconciler) componentsCMA() *addonv1alpha1.ClusterManagementAddOn {
 // applyComponents writes the components template and this GitOpsCluster's entry of the
 // components addon, or removes both when the clusters' existing Argo CD is to be used. It
 // reports waiting while the entry keeps naming the user's Placement (see below).
-func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, mode string, adc types.NamespacedName, rollout clusterv1alpha1.RolloutStrategy) (bool, error) {
+func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, mode string, adc types.NamespacedName, rollout clusterv1alpha1.RolloutStrategy, owned sets.Set[string]) (bool, clusterConfigs, error) {
 	cma := r.componentsCMA()
 	name := names.ComponentsTemplateName(goc)
 	if !componentsWanted(goc) {
 		if err := r.applyCMAEntryTo(ctx, goc, cma, "", nil); err != nil {
-			return false, fmt.Errorf("releasing ClusterManagementAddOn %s: %w", cma.Name, err)
+			return false, clusterConfigs{}, fmt.Errorf("releasing ClusterManagementAddOn %s: %w", cma.Name, err)
 		}
 		if err := r.deleteComponentsPlacement(ctx, goc); err != nil {
-			return false, err
+			return false, clusterConfigs{}, err
 		}
-		return false, r.deleteOwnedTemplate(ctx, goc, name)
+		return false, clusterConfigs{}, r.deleteOwnedTemplate(ctx, goc, name)
 	}
+	var cfg clusterConfigs
 	tmpl, err := spoke.BuildAddOnTemplate(spoke.Input{
 		TemplateName: name, AddonName: cma.Name, Mode: mode, ImagePullSecrets: r.Config.SpokeImagePullSecrets,
 		AssignedUserIDs: goc.Spec.ArgoCDAgentAddon.UserIDs == v1alpha1.UserIDsAssigned,
 	})
 	if err != nil {
-		return false, fmt.Errorf("building the Argo CD components AddOnTemplate: %w", err)
+		return false, cfg, fmt.Errorf("building the Argo CD components AddOnTemplate: %w", err)
 	}
 	if err := addon.ApplyPodSettings(tmpl.Spec.AgentSpec.Workload.Manifests, podSettings(goc)); err != nil {
-		return false, fmt.Errorf("placing the Argo CD components' pods: %w", err)
+		return false, cfg, fmt.Errorf("placing the Argo CD components' pods: %w", err)
 	}
-	if err := spoke.ApplyConfigMapData(tmpl.Spec.AgentSpec.Workload.Manifests, argoCDConfig(goc)); err != nil {
-		return false, err
+	if err := spoke.ApplyConfigMapData(tmpl.Spec.AgentSpec.Workload.Manifests, configData(goc.Spec.ArgoCDAgentAddon.ArgoCDConfig)); err != nil {
+		return false, cfg, err
 	}
 	if err := r.writeTemplate(ctx, goc, tmpl); err != nil {
-		return false, err
+		return false, cfg, err
+	}
+	if cfg, err = r.applyClusterConfigs(ctx, goc, tmpl, owned); err != nil {
+		return false, cfg, err
 	}
 	placement, err := r.applyComponentsPlacement(ctx, goc)
 	if err != nil {
-		return false, err
+		return false, cfg, err
 	}
 	// Earlier versions installed by the user's Placement when it had numberOfClusters. OCM
 	// removes the addon from every cluster its entry's Placement does not decide, so the entry
 	// moves to the copy only once the copy decides every cluster that has the components.
 	if waiting, err := r.copyBehind(ctx, goc, cma.Name, placement); err != nil || waiting {
-		return waiting, err
+		return waiting, cfg, err
 	}
 	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: placement}, tmpl.Name, adc, rollout)
 	if err := r.applyCMAEntryTo(ctx, goc, cma, placement, &entry); err != nil {
-		return false, fmt.Errorf("writing ClusterManagementAddOn %s: %w", cma.Name, err)
+		return false, cfg, fmt.Errorf("writing ClusterManagementAddOn %s: %w", cma.Name, err)
 	}
-	return false, nil
+	return false, cfg, nil
 }
 
 // copyBehind reports whether the components addon's entry still names the user's Placement
@@ -196,9 +201,8 @@ func (r *Reconciler) releaseAddOnEntries(ctx context.Context, goc *v1alpha1.GitO
 	return r.applyCMAEntryTo(ctx, goc, r.componentsCMA(), "", nil)
 }
 
-// argoCDConfig is the GitOpsCluster's Argo CD configuration by ConfigMap name.
-func argoCDConfig(goc *v1alpha1.GitOpsCluster) map[string]map[string]string {
-	c := goc.Spec.ArgoCDAgentAddon.ArgoCDConfig
+// configData is an Argo CD configuration by ConfigMap name.
+func configData(c *v1alpha1.ArgoCDConfig) map[string]map[string]string {
 	if c == nil {
 		return nil
 	}

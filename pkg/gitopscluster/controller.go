@@ -64,6 +64,14 @@ type observation struct {
 	conflict []string
 }
 
+// trustedOwned is owned when the selection can be trusted to remove things, else nil.
+func (o *observation) trustedOwned() sets.Set[string] {
+	if o.selected == nil || o.teardownBlocked != "" {
+		return nil
+	}
+	return o.owned
+}
+
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
@@ -293,7 +301,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	} else if disc.Endpoint == nil {
 		setCond(v1alpha1.ConditionAddOnConfigured, false, disc.Reason, "waiting for the principal endpoint: "+disc.Message)
-	} else if applied, err := r.applyAddOn(ctx, goc, principalNS, disc.Endpoint, hub); err != nil {
+	} else if applied, err := r.applyAddOn(ctx, goc, principalNS, disc.Endpoint, hub, obs.trustedOwned()); err != nil {
 		setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonAddOnApplyFailed, err.Error())
 		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonAddOnApplyFailed, "ApplyAddOn", err.Error())
 		_ = r.writeStatus(ctx, goc, status)
@@ -327,8 +335,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			}
 			setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonApplicationMappingConflict, mappingConflict)
 		} else {
-			setCond(v1alpha1.ConditionAddOnConfigured, true, v1alpha1.ReasonAddOnApplied,
-				fmt.Sprintf("ClusterManagementAddOn %s lists Placement %s/%s with AddOnTemplate %s", r.Config.AddonName, goc.Namespace, goc.Spec.PlacementRef.Name, name))
+			msg := fmt.Sprintf("ClusterManagementAddOn %s lists Placement %s/%s with AddOnTemplate %s", r.Config.AddonName, goc.Namespace, goc.Spec.PlacementRef.Name, name)
+			setCond(v1alpha1.ConditionAddOnConfigured, true, v1alpha1.ReasonAddOnApplied, msg+applied.clusterConfigs.notes())
 		}
 	}
 

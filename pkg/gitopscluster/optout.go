@@ -163,6 +163,15 @@ func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*bui
 				DeleteFunc:  func(event.DeleteEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
+		// A new components addon of a cluster with its own Argo CD configuration must be
+		// pointed at that cluster's template.
+		WatchesRawSource(source.Kind[client.Object](r.ComponentsAddOns, &addonv1alpha1.ManagedClusterAddOn{},
+			handler.EnqueueRequestsFromMapFunc(r.forClusterConfig), predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return true },
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				DeleteFunc:  func(event.DeleteEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forManagedCluster), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(e event.CreateEvent) bool { return e.Object.GetLabels()[v1alpha1.LabelArgoCDComponents] != "" },
 			UpdateFunc: func(e event.UpdateEvent) bool {
@@ -177,4 +186,24 @@ func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*bui
 // does for the cluster a ManagedClusterAddOn lives in.
 func (r *Reconciler) forManagedCluster(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.forManagedClusterAddOn(ctx, &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: o.GetName()}})
+}
+
+// forClusterConfig wakes the GitOpsClusters that give the cluster of a ManagedClusterAddOn an
+// Argo CD configuration of its own.
+func (r *Reconciler) forClusterConfig(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.GitOpsClusterList
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing GitOpsClusters for a new ManagedClusterAddOn", "cluster", o.GetNamespace())
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		for _, e := range list.Items[i].Spec.ArgoCDAgentAddon.ClusterArgoCDConfig {
+			if e.ClusterName == o.GetNamespace() {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+				break
+			}
+		}
+	}
+	return out
 }

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"strconv"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,29 +27,54 @@ var projectKinds = map[string]string{
 const upgradeHint = "helm upgrade does not update CRDs: apply them from the chart of this version, " +
 	"kubectl apply --server-side -f charts/argocd-agent-addon/crds/"
 
-// CheckCRDs returns an error when the hub serves none of one of the project's kinds (the
-// manager could not start its caches), and warnings for CRDs whose revision is older than this
-// build needs (AnnotationCRDRevision), or that cannot be read.
+// foreignHint names the other projects that define a GitOpsCluster CRD of the same name.
+const foreignHint = "argocd-pull-integration (v1alpha1) and Red Hat ACM's multicloud-integrations (v1beta1) define " +
+	"gitopsclusters.apps.open-cluster-management.io too; only one of them can be installed on a hub (docs/install.md, " +
+	"\"A hub with another GitOpsCluster CRD\")"
+
+// CheckCRDs returns an error when one of the project's kinds is not served by this project's
+// CRD (none at all, or one of another project of the same name: the manager never runs against
+// a foreign schema), and warnings for CRDs whose revision is older than this build needs
+// (AnnotationCRDRevision), or that cannot be read.
 func CheckCRDs(ctx context.Context, mapper meta.RESTMapper, reader client.Reader) (warnings []string, err error) {
-	for kind, plural := range projectKinds {
+	for _, kind := range []string{"GitOpsCluster", "ArgoCDClusterRegistration", "AgentRevocation"} {
+		plural := projectKinds[kind]
+		name := plural + "." + v1alpha1.GroupVersion.Group
+		crd := &unstructured.Unstructured{}
+		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
+		readErr := reader.Get(ctx, types.NamespacedName{Name: name}, crd)
+		if readErr == nil {
+			rev, marked := crd.GetAnnotations()[v1alpha1.AnnotationCRDRevision]
+			if !marked || !servesVersion(crd, v1alpha1.GroupVersion.Version) {
+				return nil, fmt.Errorf("CRD %s is not this project's (it carries no %s annotation or does not serve %s): the manager will not run against another schema; %s",
+					name, v1alpha1.AnnotationCRDRevision, v1alpha1.GroupVersion.Version, foreignHint)
+			}
+			if n, _ := strconv.Atoi(rev); n < v1alpha1.CRDRevision {
+				warnings = append(warnings, fmt.Sprintf("CRD %s is at revision %s, older than the %d this manager needs: new fields and validation are missing; %s",
+					name, rev, v1alpha1.CRDRevision, upgradeHint))
+			}
+		} else if !apierrors.IsNotFound(readErr) {
+			warnings = append(warnings, fmt.Sprintf("cannot read CRD %s to check its revision: %v", name, readErr))
+		}
 		if _, err := mapper.RESTMapping(v1alpha1.GroupVersion.WithKind(kind).GroupKind(), v1alpha1.GroupVersion.Version); err != nil {
 			if meta.IsNoMatchError(err) {
-				return nil, fmt.Errorf("the hub serves no %s (%s.%s/%s): the installed CRDs are older than this manager; %s",
-					kind, plural, v1alpha1.GroupVersion.Group, v1alpha1.GroupVersion.Version, upgradeHint)
+				return nil, fmt.Errorf("the hub serves no %s (%s/%s): the installed CRDs are older than this manager; %s",
+					kind, name, v1alpha1.GroupVersion.Version, upgradeHint)
 			}
 			return nil, fmt.Errorf("looking up %s: %w", kind, err)
 		}
-		crd := &metav1.PartialObjectMetadata{}
-		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
-		name := plural + "." + v1alpha1.GroupVersion.Group
-		if err := reader.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
-			warnings = append(warnings, fmt.Sprintf("cannot read CRD %s to check its revision: %v", name, err))
-			continue
-		}
-		if rev, _ := strconv.Atoi(crd.GetAnnotations()[v1alpha1.AnnotationCRDRevision]); rev < v1alpha1.CRDRevision {
-			warnings = append(warnings, fmt.Sprintf("CRD %s is at revision %d, older than the %d this manager needs: new fields and validation are missing; %s",
-				name, rev, v1alpha1.CRDRevision, upgradeHint))
-		}
 	}
 	return warnings, nil
+}
+
+// servesVersion reports whether the CRD serves version.
+func servesVersion(crd *unstructured.Unstructured, version string) bool {
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if m["name"] == version && m["served"] == true {
+			return true
+		}
+	}
+	return false
 }

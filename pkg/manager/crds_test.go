@@ -8,8 +8,10 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
@@ -75,4 +77,59 @@ func freshMapper(t *testing.T, cfg *rest.Config) meta.RESTMapper {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestAnotherProjectsGitOpsClusterCRDStopsTheManager: a hub where argocd-pull-integration's or
+// Red Hat ACM's GitOpsCluster CRD holds the name (Helm then skips the chart's) stops the manager
+// with an error that says so, rather than running against their schema.
+func TestAnotherProjectsGitOpsClusterCRDStopsTheManager(t *testing.T) {
+	env := testenv.StartForTest(t, testenv.Options{WithoutOCM: true})
+	ctx := context.Background()
+	const name = "gitopsclusters.apps.open-cluster-management.io"
+	foreign := func(t *testing.T, err error) {
+		t.Helper()
+		if err == nil || !strings.Contains(err.Error(), "not this project's") || !strings.Contains(err.Error(), "argocd-pull-integration") {
+			t.Fatalf("want an error naming the foreign CRD, got %v", err)
+		}
+	}
+
+	// argocd-pull-integration's: v1alpha1, without this project's revision annotation.
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := env.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(crd.DeepCopy())
+	delete(crd.Annotations, v1alpha1.AnnotationCRDRevision)
+	if err := env.Client.Patch(ctx, crd, patch); err != nil {
+		t.Fatal(err)
+	}
+	_, err := manager.CheckCRDs(ctx, freshMapper(t, env.Config), env.Client)
+	foreign(t, err)
+
+	// ACM's: v1beta1 only.
+	if err := env.Client.Delete(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	acm := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: v1alpha1.GroupVersion.Group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gitopsclusters", Singular: "gitopscluster", Kind: "GitOpsCluster", ListKind: "GitOpsClusterList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1beta1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
+		},
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := env.Client.Create(ctx, acm)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("creating ACM's CRD: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	_, err = manager.CheckCRDs(ctx, freshMapper(t, env.Config), env.Client)
+	foreign(t, err)
 }

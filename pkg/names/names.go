@@ -32,6 +32,20 @@ func ComponentsTemplateName(goc *v1alpha1.GitOpsCluster) string {
 	return perGitOpsCluster("argocd-components-", goc)
 }
 
+// ComponentsClusterTemplateName is the name of the components AddOnTemplate that carries one
+// cluster's own Argo CD configuration (spec.argoCDAgentAddon.clusterArgoCDConfig): the
+// GitOpsCluster's components template name, cut to leave room, and a hash of the
+// GitOpsCluster and the cluster (cluster names may hold dots, so joining them could collide).
+func ComponentsClusterTemplateName(goc *v1alpha1.GitOpsCluster, cluster string) string {
+	sum := sha256.Sum256([]byte(goc.Namespace + "/" + goc.Name + "/" + cluster))
+	suffix := "-" + hex.EncodeToString(sum[:])[:12]
+	base := ComponentsTemplateName(goc)
+	if len(base)+len(suffix) > validation.DNS1123SubdomainMaxLength {
+		base = strings.TrimRight(base[:validation.DNS1123SubdomainMaxLength-len(suffix)], ".-")
+	}
+	return base + suffix
+}
+
 // ComponentsPlacementName is the deterministic name of the Placement (in the GitOpsCluster's
 // namespace) by which the Argo CD components are installed, "argocd-components-<name>", cut
 // like TemplateName.

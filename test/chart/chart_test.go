@@ -1004,3 +1004,51 @@ func TestNotesWarnOfAnImageWithoutRegistry(t *testing.T) {
 		t.Errorf("an image with a registry: warned anyway:\n%s", n)
 	}
 }
+
+// TestInstallStopsOnAnotherProjectsGitOpsClusterCRD: on a hub where argocd-pull-integration's
+// GitOpsCluster CRD holds the name, helm install fails and says why, instead of skipping the
+// chart's CRD in silence; an older CRD of this project's does not stop it.
+func TestInstallStopsOnAnotherProjectsGitOpsClusterCRD(t *testing.T) {
+	env := testenv.StartForTest(t, testenv.Options{WithoutProjectCRDs: true})
+	ctx := context.Background()
+	kubeconfig, err := env.KubeconfigFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNS}}); err != nil {
+		t.Fatal(err)
+	}
+	crd := &unstructured.Unstructured{}
+	crd.SetUnstructuredContent(map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "gitopsclusters.apps.open-cluster-management.io"},
+		"spec": map[string]any{
+			"group": "apps.open-cluster-management.io", "scope": "Namespaced",
+			"names": map[string]any{"plural": "gitopsclusters", "singular": "gitopscluster", "kind": "GitOpsCluster", "listKind": "GitOpsClusterList"},
+			"versions": []any{map[string]any{"name": "v1alpha1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+		},
+	})
+	if err := env.Client.Create(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	install := action.NewInstall(helmConfig(t, kubeconfig))
+	install.ReleaseName, install.Namespace = releaseName, releaseNS
+	_, err = install.Run(loadChart(t), map[string]any{})
+	if err == nil || !strings.Contains(err.Error(), "not this project's") {
+		t.Fatalf("helm install on another project's GitOpsCluster CRD: want a refusal, got %v", err)
+	}
+
+	// This project's CRD of an earlier revision: the install goes on (the manager warns).
+	mark := []byte(`{"metadata":{"annotations":{"` + v1alpha1.AnnotationCRDRevision + `":"1"}}}`)
+	if err := env.Client.Patch(ctx, crd, client.RawPatch(types.MergePatchType, mark)); err != nil {
+		t.Fatal(err)
+	}
+	install = action.NewInstall(helmConfig(t, kubeconfig))
+	install.ReleaseName, install.Namespace = releaseName, releaseNS
+	install.DryRunOption = "server"
+	install.DryRun = true
+	if _, err := install.Run(loadChart(t), map[string]any{}); err != nil {
+		t.Fatalf("helm install over this project's older CRD: %v", err)
+	}
+}

@@ -194,6 +194,24 @@ func TestArgoCDComponents(t *testing.T) {
 		}
 		return cm.Data["statusbadge.enabled"] == "true", fmt.Sprintf("data keys %v", mapsKeys(cm.Data))
 	})
+	// And for this cluster alone (clusterArgoCDConfig): OCM's addon-manager renders the
+	// cluster's own template, which its ManagedClusterAddOn names, over the GitOpsCluster's.
+	if err := s.hub.Get(ctx, client.ObjectKeyFromObject(goc), cur); err != nil {
+		t.Fatal(err)
+	}
+	base = cur.DeepCopy()
+	cur.Spec.ArgoCDAgentAddon.ClusterArgoCDConfig = []v1alpha1.ClusterArgoCDConfig{{ClusterName: componentsCluster,
+		ArgoCDConfig: v1alpha1.ArgoCDConfig{ArgoCDCM: map[string]string{"ui.bannercontent": componentsCluster}}}}
+	if err := s.hub.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, componentsCluster+": a setting made on the hub for this cluster alone, over the GitOpsCluster's", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		cm := &corev1.ConfigMap{}
+		if err := c2.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: "argocd-cm"}, cm); err != nil {
+			return false, err.Error()
+		}
+		return cm.Data["ui.bannercontent"] == componentsCluster && cm.Data["statusbadge.enabled"] == "true", fmt.Sprintf("data %v", cm.Data)
+	})
 
 	// 4. Argo CD's controllers on what the addon installed sync an Application put into the
 	// agent namespace.

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -455,8 +456,10 @@ func TestRenderNonDefaults(t *testing.T) {
 			roles++
 		}
 	}
-	if roles != 2 {
-		t.Errorf("want a Secrets Role in each of the 2 managed namespaces, got %d", roles)
+	// The two listed, and the principal's (the release namespace here), which the chart's
+	// principal and default GitOpsCluster use.
+	if roles != 3 {
+		t.Errorf("want a Secrets Role in each of the 3 managed namespaces, got %d", roles)
 	}
 	dep := find(objs, "Deployment", releaseName)
 	img, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
@@ -938,47 +941,133 @@ func TestRenderCertManagerRBACOnlyWhenEnabled(t *testing.T) {
 	}
 }
 
-// TestChartDefaultsAreTheBinarys: every flag the chart's default values pass to the manager
-// that sets a lifetime or a limit has the binary's own default, so the chart and the README
-// (which documents the binary's) never disagree; a certificate lifetime above all, since
-// argocd-agent v0.9.0 cannot recall a certificate before it expires.
+// TestChartDefaultsAreTheBinarys: every flag of the manager is settable through the chart (a
+// typed value passed on every install, or one passed only when given), and every value the
+// chart passes by default is the binary's own default, so the chart and the docs (which
+// document the binary's) never disagree (a certificate lifetime above all: argocd-agent v0.9.0
+// cannot recall a certificate before it expires). extraArgs come last.
 func TestChartDefaultsAreTheBinarys(t *testing.T) {
-	objs, err := render(t, map[string]any{})
-	if err != nil {
-		t.Fatal(err)
+	// Flags the chart passes only when their value is given, or sets from the release.
+	onlyWhenGiven := map[string]string{
+		"metrics-cert-dir":             "metrics.certSecret",
+		"pprof-bind-address":           "pprof.port",
+		"spoke-image-registry":         "spoke.imageRegistry",
+		"spoke-image-pull-secrets":     "spoke.imagePullSecrets",
+		"cert-manager-allowed-issuers": "certManager.allowedIssuers",
+		"pull-model-namespaces":        "pullModel.namespaces",
+		"kubeconfig":                   "never: the manager uses its ServiceAccount",
 	}
-	dep := find(objs, "Deployment", releaseName)
-	c, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
-	args, _, _ := unstructured.NestedStringSlice(c[0].(map[string]any), "args")
-	var manager *cobra.Command
-	for _, sub := range cmd.NewRootCommand().Commands() {
-		if sub.Name() == "manager" {
-			manager = sub
-		}
+	// Values the chart sets on purpose to something else than the binary's default.
+	onPurpose := map[string]string{
+		"leader-elect":              "a Deployment may run replicas",
+		"leader-election-namespace": "the release namespace",
+		"managed-namespaces":        "the release namespace (and the principal's): the binary's empty list means all",
+		"reloader-image":            "the chart's own image",
+		"pull-model-seal-secret":    "a Secret of the release",
 	}
-	if manager == nil {
-		t.Fatal("no manager command")
+	args := renderedManagerArgs(t, map[string]any{"extraArgs": []any{"--zap-devel=true"}})
+	if args[len(args)-1] != "--zap-devel=true" {
+		t.Errorf("extraArgs are not last: %v", args)
 	}
-	checked := 0
-	for _, a := range args {
+	manager := managerCommand(t)
+	passed := map[string]bool{}
+	for _, a := range args[1:] {
 		name, value, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
-		if !ok || !slices.Contains([]string{"agent-cert-validity", "max-csr-age"}, name) {
+		if !ok {
+			t.Errorf("argument %q is not --name=value", a)
 			continue
 		}
+		passed[name] = true
 		f := manager.Flags().Lookup(name)
 		if f == nil {
 			t.Errorf("the chart passes --%s, which the binary does not know", name)
 			continue
 		}
-		checked++
-		want, _ := time.ParseDuration(f.DefValue)
-		got, err := time.ParseDuration(value)
-		if err != nil || got != want {
+		if _, ok := onPurpose[name]; ok || strings.HasPrefix(name, "zap-") {
+			continue
+		}
+		if err := f.Value.Set(value); err != nil {
+			t.Errorf("--%s=%s: the binary refuses the chart's default: %v", name, value, err)
+		} else if f.Value.String() != f.DefValue {
 			t.Errorf("--%s: the chart's default is %s, the binary's %s", name, value, f.DefValue)
 		}
 	}
-	if checked == 0 {
-		t.Fatalf("the chart passes none of the compared flags: %v", args)
+	manager.Flags().VisitAll(func(f *pflag.Flag) {
+		if _, ok := onlyWhenGiven[f.Name]; !ok && !passed[f.Name] && !strings.HasPrefix(f.Name, "zap-") && f.Name != "help" {
+			t.Errorf("--%s cannot be set through the chart's values (only extraArgs)", f.Name)
+		}
+	})
+}
+
+func managerCommand(t *testing.T) *cobra.Command {
+	t.Helper()
+	for _, sub := range cmd.NewRootCommand().Commands() {
+		if sub.Name() == "manager" {
+			return sub
+		}
+	}
+	t.Fatal("no manager command")
+	return nil
+}
+
+// renderedManagerArgs renders the chart with vals and returns the manager's arguments.
+func renderedManagerArgs(t *testing.T, vals map[string]any) []string {
+	t.Helper()
+	objs, err := render(t, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return managerArgs(t, objs)
+}
+
+// TestPrincipalBesideTheHubArgoCD: principal.namespace puts the chart's principal, and the
+// chart's default GitOpsCluster, beside the hub's Argo CD (whose redis and Secret it names),
+// and gives the manager that namespace's Secrets; without it all stays in the release namespace.
+func TestPrincipalBesideTheHubArgoCD(t *testing.T) {
+	objs, err := render(t, map[string]any{
+		"principal": map[string]any{"install": true, "namespace": "argocd", "redisPasswordSecret": map[string]any{"name": "argocd-redis-ha", "key": "pw"}},
+		"defaults":  map[string]any{"create": true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"Deployment", "Service", "ServiceAccount", "Role", "RoleBinding", "GitOpsCluster", "Placement", "ManagedClusterSetBinding"} {
+		for _, o := range objs {
+			if o.GetKind() != kind || o.GetName() == releaseName || strings.HasPrefix(o.GetName(), releaseName+"-") {
+				continue
+			}
+			if o.GetNamespace() != "argocd" {
+				t.Errorf("%s %s is in namespace %q, not beside the hub's Argo CD", kind, o.GetName(), o.GetNamespace())
+			}
+		}
+	}
+	p := find(objs, "Deployment", "argocd-agent-principal")
+	c, _, _ := unstructured.NestedSlice(p.Object, "spec", "template", "spec", "containers")
+	container := c[0].(map[string]any)
+	args, _, _ := unstructured.NestedStringSlice(container, "args")
+	if !slices.Contains(args, "--namespace=argocd") {
+		t.Errorf("principal arguments %v", args)
+	}
+	env, _, _ := unstructured.NestedSlice(container, "env")
+	if ref := fmt.Sprint(env); !strings.Contains(ref, "argocd-redis-ha") || !strings.Contains(ref, "pw") {
+		t.Errorf("the principal's redis password is not taken from the given Secret: %v", env)
+	}
+	margs := renderedManagerArgs(t, map[string]any{"principal": map[string]any{"install": true, "namespace": "argocd"}})
+	if !slices.Contains(margs, "--managed-namespaces="+releaseNS+",argocd") {
+		t.Errorf("the manager does not manage the principal's namespace: %v", margs)
+	}
+	roles := 0
+	for _, o := range objs {
+		if o.GetKind() == "Role" && o.GetNamespace() == "argocd" && strings.HasPrefix(o.GetName(), releaseName) {
+			roles++
+		}
+	}
+	if roles == 0 {
+		t.Error("no Role gives the manager the principal namespace's Secrets")
+	}
+	margs = renderedManagerArgs(t, map[string]any{"principal": map[string]any{"install": true}})
+	if !slices.Contains(margs, "--managed-namespaces="+releaseNS) {
+		t.Errorf("without principal.namespace: %v", margs)
 	}
 }
 

@@ -27,11 +27,21 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* The principal namespaces the manager may touch Secrets and Deployments in. */}}
 {{- define "argocd-agent-addon.managedNamespaces" -}}
-{{- if .Values.managedNamespaces -}}
-{{- join "," .Values.managedNamespaces -}}
-{{- else -}}
-{{- .Release.Namespace -}}
+{{- $list := .Values.managedNamespaces | default (list .Release.Namespace) -}}
+{{- $principal := include "argocd-agent-addon.principalNamespace" . -}}
+{{- if and (or .Values.principal.install .Values.defaults.create) (not (has $principal $list)) -}}
+{{- $list = append $list $principal -}}
 {{- end -}}
+{{- join "," $list -}}
+{{- end -}}
+
+{{/*
+The namespace of the principal the chart runs (principal.install) and of the chart's default
+GitOpsCluster: principal.namespace, else the release namespace. The principal belongs beside the
+hub's Argo CD, whose redis and Applications it uses; the manager manages its Secrets there.
+*/}}
+{{- define "argocd-agent-addon.principalNamespace" -}}
+{{- .Values.principal.namespace | default .Release.Namespace -}}
 {{- end -}}
 
 {{/*

@@ -9,11 +9,14 @@ GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/argocd-agent-addon/argocd-agent-addon/pkg/version.Version=$(VERSION) -X github.com/argocd-agent-addon/argocd-agent-addon/pkg/version.GitCommit=$(GIT_COMMIT)
 IMG ?= argocd-agent-addon:$(VERSION)
 
-# Pinned tools, built from the Go module proxy into bin/.
+# Pinned tools, built from the Go module proxy into the cache that hack/lib/binary-cache.sh
+# shares between the clones of this machine (a checkout's own bin/tools when it has them).
+BINARY_CACHE ?= $(or $(ARGOCD_AGENT_ADDON_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/argocd-agent-addon)
 CONTROLLER_GEN_VERSION := v0.21.0
 STATICCHECK_VERSION := v0.8.2
-CONTROLLER_GEN := $(BIN)/tools/controller-gen-$(CONTROLLER_GEN_VERSION)
-STATICCHECK := $(BIN)/tools/staticcheck-$(STATICCHECK_VERSION)
+TOOLS := $(if $(wildcard $(BIN)/tools/controller-gen-$(CONTROLLER_GEN_VERSION)),$(BIN)/tools,$(BINARY_CACHE)/tools)
+CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
+STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 
 GO_TEST_FLAGS ?= -count=1
 TEST_TIMEOUT ?= 30m
@@ -54,14 +57,14 @@ verify: ## Fail when generated files are stale.
 	hack/verify-generated.sh
 
 $(CONTROLLER_GEN):
-	@mkdir -p $(BIN)/tools
-	GOBIN=$(BIN)/tools/.gobin go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
-	mv $(BIN)/tools/.gobin/controller-gen $@
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS)/.gobin-cg go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(TOOLS)/.gobin-cg/controller-gen $@
 
 $(STATICCHECK):
-	@mkdir -p $(BIN)/tools
-	GOBIN=$(BIN)/tools/.gobin go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
-	mv $(BIN)/tools/.gobin/staticcheck $@
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS)/.gobin-sc go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(TOOLS)/.gobin-sc/staticcheck $@
 
 ##@ Checks and tests
 .PHONY: lint
@@ -83,17 +86,36 @@ ocm-binaries: ## Build or locate the OCM hub controllers and klusterlet agent fo
 argocd-binaries: ## Build or locate Argo CD (one binary for every component) and its CRDs for the local fleet.
 	hack/argocd-binaries.sh
 
+# The packages that start the local fleet (OCM, Argo CD and kube-controller-manager as processes).
+E2E_PACKAGES := ./test/e2e/ ./test/fleet/
+
 .PHONY: test
-test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests.
-	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
-	export OCM_BINARIES_DIR="$$(hack/ocm-binaries.sh)"; \
-	export ARGOCD_BINARIES_DIR="$$(hack/argocd-binaries.sh)"; \
+test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
+	$(TEST_ENV) \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
-	go test ./pkg/signer/ -run '^$$' -fuzz FuzzCheckCSR -fuzztime 15s -fuzzminimizetime 100x
+
+# The test binaries: built once per machine into the shared cache, then only looked up. The
+# three scripts run at once (each builds alone under its own lock).
+TEST_ENV = mkdir -p $(BIN); \
+	hack/test-binaries.sh >$(BIN)/.k8s-dir & k8s=$$!; \
+	hack/ocm-binaries.sh >$(BIN)/.ocm-dir & ocm=$$!; \
+	hack/argocd-binaries.sh >$(BIN)/.argocd-dir & argocd=$$!; \
+	wait $$k8s; wait $$ocm; wait $$argocd; \
+	export KUBEBUILDER_ASSETS="$$(cat $(BIN)/.k8s-dir)" OCM_BINARIES_DIR="$$(cat $(BIN)/.ocm-dir)" ARGOCD_BINARIES_DIR="$$(cat $(BIN)/.argocd-dir)";
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no API server).
 	go test $(GO_TEST_FLAGS) -short ./...
+
+.PHONY: test-integration
+test-integration: ## Tests against a real API server (envtest), without the local fleet's e2e.
+	$(TEST_ENV) \
+	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $$(go list ./... | grep -v -e /test/e2e -e /test/fleet)
+
+.PHONY: test-e2e
+test-e2e: ## The e2e suite on the local fleet (hub and managed clusters as processes).
+	$(TEST_ENV) \
+	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $(E2E_PACKAGES)
 
 .PHONY: fault
 FAULT_KILLS ?= 20
@@ -109,9 +131,7 @@ fuzz: ## Fuzz the signer's CSR checks for two minutes.
 ##@ Run
 .PHONY: demo
 demo: build ## Start a local OCM hub and two managed clusters, run the manager, apply the example, deploy a guestbook with Argo CD and show the result.
-	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)"; \
-	export OCM_BINARIES_DIR="$$(hack/ocm-binaries.sh)"; \
-	export ARGOCD_BINARIES_DIR="$$(hack/argocd-binaries.sh)"; \
+	$(TEST_ENV) \
 	go run ./test/demo $(if $(DEMO_EXIT),--exit)
 
 .PHONY: clean

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints a directory holding the Argo CD binary and CRDs the local fleet (test/fleet) runs and
-# installs. Order: $ARGOCD_BINARIES_DIR if set; else the cache under bin/argocd/; else build from
+# installs. Order: $ARGOCD_BINARIES_DIR if set; else the shared cache (hack/lib/binary-cache.sh) or bin/argocd/; else build from
 # the Go module proxy and cache the result. Progress goes to stderr, the directory alone to stdout.
 #
 #   argocd                             one binary for every component; it picks the component by
@@ -24,7 +24,6 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ARGOCD_VERSION="${ARGOCD_VERSION:-3.6.1}"
 ARGOCD_GOTOOLCHAIN="${ARGOCD_GOTOOLCHAIN:-go1.27.4}"
 GOOS_GOARCH="$(go env GOOS)-$(go env GOARCH)"
-OUT="${ROOT}/bin/argocd/${ARGOCD_VERSION}-${GOOS_GOARCH}"
 LINKS=(argocd-application-controller argocd-repo-server argocd-applicationset-controller argocd-server)
 # The links come last, so a complete set means the binary and the CRDs are in place.
 BINARIES=(argocd "${LINKS[@]}")
@@ -34,6 +33,7 @@ log() { echo "argocd-binaries: $*" >&2; }
 
 # shellcheck source=lib/binary-cache.sh
 source "${ROOT}/hack/lib/binary-cache.sh"
+binary_cache_at "argocd/${ARGOCD_VERSION}-${GOOS_GOARCH}"
 binary_cache_enter "${ARGOCD_BINARIES_DIR:-}"
 
 # A cache made when fewer components had links: the binary is there, and the files written
@@ -47,7 +47,7 @@ if [[ -x "${OUT}/argocd" ]]; then
   fi
 fi
 
-WORK="${ROOT}/bin/.build/argocd-${ARGOCD_VERSION}"
+WORK="${BUILD_DIR}/argocd-${ARGOCD_VERSION}"
 mkdir -p "${WORK}"
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints a directory holding the Open Cluster Management binaries the local fleet (test/fleet)
-# runs as plain processes. Order: $OCM_BINARIES_DIR if set; else the cache under bin/ocm/; else
+# runs as plain processes. Order: $OCM_BINARIES_DIR if set; else the shared cache (hack/lib/binary-cache.sh) or bin/ocm/; else
 # build them from the Go module proxy and cache the result. Progress goes to stderr, the
 # directory alone to stdout.
 #
@@ -20,7 +20,6 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OCM_VERSION="${OCM_VERSION:-1.2.1}"
 GOOS_GOARCH="$(go env GOOS)-$(go env GOARCH)"
-OUT="${ROOT}/bin/ocm/${OCM_VERSION}-${GOOS_GOARCH}"
 read -r -a BINARIES <<<"${OCM_BINARIES_LIST:-registration placement addon registration-operator}"
 # OCM's own manifests (RBAC templates the operator renders), copied from the same module so that
 # the local fleet runs every component with the identity and rights OCM gives it.
@@ -30,9 +29,10 @@ log() { echo "ocm-binaries: $*" >&2; }
 
 # shellcheck source=lib/binary-cache.sh
 source "${ROOT}/hack/lib/binary-cache.sh"
+binary_cache_at "ocm/${OCM_VERSION}-${GOOS_GOARCH}"
 binary_cache_enter "${OCM_BINARIES_DIR:-}"
 
-WORK="${ROOT}/bin/.build/ocm-${OCM_VERSION}"
+WORK="${BUILD_DIR}/ocm-${OCM_VERSION}"
 mkdir -p "${WORK}"
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0

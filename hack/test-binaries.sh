@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prints a directory holding kube-apiserver, etcd and kube-controller-manager for envtest
-# and the local fleet. Order: $KUBEBUILDER_ASSETS if set; else the cache under bin/; else
+# and the local fleet. Order: $KUBEBUILDER_ASSETS if set; else the shared cache (hack/lib/binary-cache.sh) or bin/; else
 # build them from the Go module proxy and cache the result. Progress goes to stderr, the
 # directory alone to stdout.
 set -euo pipefail
@@ -9,16 +9,16 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 K8S_VERSION="${K8S_VERSION:-1.36.3}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.8}"
 GOOS_GOARCH="$(go env GOOS)-$(go env GOARCH)"
-OUT="${ROOT}/bin/k8s/${K8S_VERSION}-${GOOS_GOARCH}"
 BINARIES=(kube-apiserver kube-controller-manager etcd)
 
 log() { echo "test-binaries: $*" >&2; }
 
 # shellcheck source=lib/binary-cache.sh
 source "${ROOT}/hack/lib/binary-cache.sh"
+binary_cache_at "k8s/${K8S_VERSION}-${GOOS_GOARCH}"
 binary_cache_enter "${KUBEBUILDER_ASSETS:-}"
 
-WORK="${ROOT}/bin/.build/k8s-${K8S_VERSION}"
+WORK="${BUILD_DIR}/k8s-${K8S_VERSION}"
 mkdir -p "${WORK}"
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
@@ -69,7 +69,7 @@ fi
 
 if [[ ! -x "${OUT}/etcd" ]]; then
   log "building etcd v${ETCD_VERSION} from the Go module proxy"
-  EWORK="${ROOT}/bin/.build/etcd-${ETCD_VERSION}"
+  EWORK="${BUILD_DIR}/etcd-${ETCD_VERSION}"
   mkdir -p "${EWORK}"
   printf 'module local/etcd-binary\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' "${ETCD_VERSION}" >"${EWORK}/go.mod"
   printf 'package main\n' >"${EWORK}/doc.go"

@@ -29,6 +29,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/status"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -185,6 +186,37 @@ func (s *suite) scenarioInstall(t *testing.T) {
 	s.waitReady(t, 1, 1)
 	t.Logf("README example to Ready on a real fleet: %s", time.Since(applied).Round(100*time.Millisecond))
 	s.checkTemplateSpecHash(t, "cluster1")
+	s.checkStatusCommand(t, u.GetNamespace()+"/"+u.GetName(), "cluster1")
+}
+
+// checkStatusCommand runs the status command's printer on the hub (as `argocd-agent-addon
+// status` does) and checks that it shows the GitOpsCluster Ready, and the cluster with its agent
+// available, the agent image OCM applied and the certificates the ledger holds for it.
+func (s *suite) checkStatusCommand(t *testing.T, goc, cluster string) {
+	t.Helper()
+	s.eventually(t, "argocd-agent-addon status shows "+cluster+" ready", time.Minute, func(ctx context.Context) (bool, string) {
+		var out strings.Builder
+		if err := status.Print(ctx, s.hub, &out, status.Options{AddonName: addonName, Now: time.Now()}); err != nil {
+			return false, err.Error()
+		}
+		text := out.String()
+		var gocLine, clusterLine string
+		for _, l := range strings.Split(text, "\n") {
+			f := strings.Fields(l)
+			switch {
+			case len(f) > 0 && f[0] == goc:
+				gocLine = l
+			case len(f) > 0 && f[0] == cluster:
+				clusterLine = l
+			}
+		}
+		ok := strings.Contains(gocLine, " True") && !strings.Contains(text, "=False") && strings.Contains(clusterLine, "Available=True") &&
+			strings.Contains(clusterLine, "argocd-agent") && strings.Contains(clusterLine, ", expiring ")
+		if ok {
+			t.Logf("argocd-agent-addon status:\n%s", text)
+		}
+		return ok, text
+	})
 }
 
 // checkTemplateSpecHash compares the spec hash OCM's addon manager recorded for the agent's

@@ -21,6 +21,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
@@ -142,21 +143,21 @@ func (r *Reconciler) principalElder(ctx context.Context, goc *v1alpha1.GitOpsClu
 	if err := r.Client.List(ctx, &list); err != nil {
 		return nil, err
 	}
+	return elderOf(list.Items, goc, ns, counts), nil
+}
+
+// elderOf returns the first of goc and the live GitOpsClusters of principal namespace ns in
+// items that count, in fleet.Less order: the same rule that decides which GitOpsCluster owns a
+// cluster.
+func elderOf(items []v1alpha1.GitOpsCluster, goc *v1alpha1.GitOpsCluster, ns string, counts func(*v1alpha1.GitOpsCluster) bool) *v1alpha1.GitOpsCluster {
 	elder := goc
-	for i := range list.Items {
-		o := &list.Items[i]
-		if o.DeletionTimestamp.IsZero() && names.PrincipalNamespace(o) == ns && counts(o) && olderThan(o, elder) {
+	for i := range items {
+		o := &items[i]
+		if o.DeletionTimestamp.IsZero() && names.PrincipalNamespace(o) == ns && counts(o) && fleet.Less(o, elder) {
 			elder = o
 		}
 	}
-	return elder, nil
-}
-
-func olderThan(a, b *v1alpha1.GitOpsCluster) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	return elder
 }
 
 // ensureCertManagerPKI keeps the principal's PKI in namespace ns issued by cert-manager:

@@ -402,23 +402,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
-// selectionUnknown says why a Placement's decisions may not be read as the full selection, or
-// "": it is being deleted (decisions go first), it has no PlacementDecision yet (a re-created
-// Placement), or OCM's scheduler has reported a different number of clusters than the pages
-// hold (pages mid-update).
-func selectionUnknown(pl *clusterv1beta1.Placement, selected sets.Set[string], pages int) string {
-	switch {
-	case !pl.DeletionTimestamp.IsZero():
-		return "the Placement is being deleted"
-	case pages == 0:
-		return "the Placement has no PlacementDecision yet"
-	case meta.FindStatusCondition(pl.Status.Conditions, clusterv1beta1.PlacementConditionSatisfied) != nil &&
-		int(pl.Status.NumberOfSelectedClusters) != selected.Len():
-		return fmt.Sprintf("the Placement reports %d selected cluster(s) but its decisions list %d (OCM is rewriting them)", pl.Status.NumberOfSelectedClusters, selected.Len())
-	}
-	return ""
-}
-
 func (r *Reconciler) observePlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (*observation, error) {
 	obs := &observation{owned: sets.New[string](), invalid: map[string]string{}}
 	pl := &clusterv1beta1.Placement{}
@@ -434,7 +417,7 @@ func (r *Reconciler) observePlacement(ctx context.Context, goc *v1alpha1.GitOpsC
 		return nil, err
 	}
 	obs.selected = selected
-	obs.teardownBlocked = selectionUnknown(pl, selected, pages)
+	obs.teardownBlocked = fleet.SelectionUnknown(pl, selected, pages)
 	// Ownership in one pass: every other live GitOpsCluster's selection is read once (from the
 	// cache), not looked up again for each selected cluster.
 	others, err := r.otherSelections(ctx, goc)

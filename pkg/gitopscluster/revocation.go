@@ -24,7 +24,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 )
 
 // departures remembers, per principal namespace and cluster, when a cluster was first seen
@@ -549,7 +548,7 @@ func (r *Reconciler) adoptLedger(ctx context.Context, principalNS, cluster strin
 // after an hour.
 func (r *Reconciler) deleteRevokedCSRs(ctx context.Context, cluster string) error {
 	var csrs certificatesv1.CertificateSigningRequestList
-	if err := r.Client.List(ctx, &csrs, client.MatchingLabels{signer.ClusterNameLabel: cluster, signer.AddonNameLabel: r.Config.AddonName}); err != nil {
+	if err := r.Client.List(ctx, &csrs, client.MatchingLabels{names.CSRClusterNameLabel: cluster, names.CSRAddonNameLabel: r.Config.AddonName}); err != nil {
 		return err
 	}
 	for i := range csrs.Items {
@@ -558,7 +557,7 @@ func (r *Reconciler) deleteRevokedCSRs(ctx context.Context, cluster string) erro
 			continue
 		}
 		for _, c := range csr.Status.Conditions {
-			if c.Type == certificatesv1.CertificateFailed && c.Reason == signer.ReasonRevoked {
+			if c.Type == certificatesv1.CertificateFailed && c.Reason == names.ReasonCSRRevoked {
 				if err := r.Client.Delete(ctx, csr); client.IgnoreNotFound(err) != nil {
 					return fmt.Errorf("deleting the revoked certificate request %s of cluster %s: %w", csr.Name, cluster, err)
 				}

@@ -45,7 +45,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.GitOpsCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&clusterv1beta1.Placement{}, handler.EnqueueRequestsFromMapFunc(r.forPlacement)).
 		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(r.forPlacementDecision),
-			builder.WithPredicates(decisionsChanged())).
+			builder.WithPredicates(fleet.DecisionsChanged())).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace), builder.WithPredicates(r.principalServices())).
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace),
 			builder.WithPredicates(r.named(r.Config.PrincipalDeploymentName), podTemplateChanged())).
@@ -239,15 +239,6 @@ func (r *Reconciler) pkiOrOwnedSecrets() predicate.Predicate {
 		}
 		return o.GetLabels()[v1alpha1.LabelOwnerName] != ""
 	})
-}
-
-// decisionsChanged ignores PlacementDecision updates that leave the decisions as they were.
-func decisionsChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*clusterv1beta1.PlacementDecision)
-		n, ok2 := e.ObjectNew.(*clusterv1beta1.PlacementDecision)
-		return !ok1 || !ok2 || !reflect.DeepEqual(o.Status.Decisions, n.Status.Decisions) || !reflect.DeepEqual(o.Labels, n.Labels)
-	}}
 }
 
 // nodeAddressOrReadinessChanged ignores node heartbeats, which update every node every few

@@ -110,3 +110,13 @@ func ComponentsClearedLabel(goc *v1alpha1.GitOpsCluster) string {
 func ProbeWorkName(goc *v1alpha1.GitOpsCluster) string {
 	return "argocd-agent-addon-probe-" + ComponentsKey(goc)
 }
+
+// Labels OCM's registration agent puts on every addon CSR (hints set by the requester, which
+// the signer cross-checks against spec.username), and the reason of the Failed condition the
+// signer gives a CSR of a revoked cluster: the signer writes them, the GitOpsCluster reconciler
+// reads them.
+const (
+	CSRClusterNameLabel = "open-cluster-management.io/cluster-name"
+	CSRAddonNameLabel   = "open-cluster-management.io/addon-name"
+	ReasonCSRRevoked    = "Revoked"
+)

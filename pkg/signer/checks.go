@@ -25,13 +25,15 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
 // Labels OCM's registration agent puts on every addon CSR. They are hints set
 // by the requester, so CheckCSR cross-checks them against spec.username.
 const (
-	ClusterNameLabel = "open-cluster-management.io/cluster-name"
-	AddonNameLabel   = "open-cluster-management.io/addon-name"
+	ClusterNameLabel = names.CSRClusterNameLabel
+	AddonNameLabel   = names.CSRAddonNameLabel
 )
 
 // Reasons. Each check has exactly one; they double as metric label values.

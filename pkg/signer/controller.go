@@ -53,7 +53,7 @@ const (
 	// ReasonClusterNotAccepted: the hub does not accept the cluster (spec.hubAcceptsClient false).
 	ReasonClusterNotAccepted = "ClusterNotAccepted"
 	// ReasonRevoked: the owning GitOpsCluster lists the cluster in spec.revokedClusters.
-	ReasonRevoked = "Revoked"
+	ReasonRevoked = names.ReasonCSRRevoked
 	// ReasonTooManyCertificates: the cluster already holds the maximum number of unexpired
 	// certificates from this signer.
 	ReasonTooManyCertificates = "TooManyCertificates"

@@ -164,7 +164,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, reg *v1alpha1.ArgoCDCl
 		}
 	}
 
-	unknown := selectionUnknown(pl, selected, pages)
+	unknown := fleet.SelectionUnknown(pl, selected, pages)
 	if unknown == "" {
 		for cluster, s := range owned {
 			if selected.Has(cluster) {
@@ -291,20 +291,6 @@ func (r *Reconciler) event(reg *v1alpha1.ArgoCDClusterRegistration, eventType, r
 	if r.Recorder != nil {
 		r.Recorder.Eventf(reg, nil, eventType, reason, action, format, args...)
 	}
-}
-
-// selectionUnknown says why the Placement's decisions may not be read as its whole selection.
-func selectionUnknown(pl *clusterv1beta1.Placement, selected sets.Set[string], pages int) string {
-	switch {
-	case !pl.DeletionTimestamp.IsZero():
-		return "the Placement is being deleted"
-	case pages == 0:
-		return "the Placement has no PlacementDecision yet"
-	case meta.FindStatusCondition(pl.Status.Conditions, clusterv1beta1.PlacementConditionSatisfied) != nil &&
-		int(pl.Status.NumberOfSelectedClusters) != selected.Len():
-		return fmt.Sprintf("the Placement reports %d selected cluster(s) but its decisions list %d", pl.Status.NumberOfSelectedClusters, selected.Len())
-	}
-	return ""
 }
 
 // summarize lists at most five names, mapped through f when given.

@@ -3,7 +3,6 @@ package clusters
 import (
 	"context"
 	"fmt"
-	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -64,7 +63,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string) er
 				return r.forPlacement(ctx, o.GetNamespace(), p)
 			}
 			return nil
-		}), builder.WithPredicates(decisionsChanged())).
+		}), builder.WithPredicates(fleet.DecisionsChanged())).
 		// A selected cluster registered on the hub after the Placement chose it.
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(createOrDelete())).
 		// A registration's own secret changed or deleted by someone else is put back; a foreign
@@ -148,14 +147,6 @@ func ownedOrForeignClusterSecretDeleted() predicate.Predicate {
 			return owned(e.Object) || e.Object.GetLabels()[LabelSecretType] == "cluster"
 		},
 	}
-}
-
-func decisionsChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, ok1 := e.ObjectOld.(*clusterv1beta1.PlacementDecision)
-		n, ok2 := e.ObjectNew.(*clusterv1beta1.PlacementDecision)
-		return !ok1 || !ok2 || !reflect.DeepEqual(o.Status.Decisions, n.Status.Decisions) || !reflect.DeepEqual(o.Labels, n.Labels)
-	}}
 }
 
 // createOrDelete ignores ManagedCluster updates: their status and leases change all the time.

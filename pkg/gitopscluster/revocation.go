@@ -310,7 +310,7 @@ const blocklistNearFullPercent = 80
 func (r *Reconciler) reportBlocklistRoom(goc *v1alpha1.GitOpsCluster, principalNS string, res revocationResult, setCond func(string, bool, string, string)) {
 	pct := res.blocklistBytes * 100 / ledger.BlocklistBudget
 	usage := fmt.Sprintf("the blocklist %s/%s holds %d key(s), %d%% of the %d bytes it may use", principalNS, ledger.BlocklistName, res.blocklistKeys, pct, ledger.BlocklistBudget)
-	const advice = "; keys leave as their certificates expire: a shorter clientCertificateValidity keeps fewer of them (see the README, Revocation)"
+	const advice = "; keys leave as their certificates expire: a shorter clientCertificateValidity keeps fewer of them (see docs/pki.md, Revocation)"
 	reason, msg := v1alpha1.ReasonBlocklistWithinCapacity, usage
 	switch {
 	case res.blocklistFull:

@@ -17,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -31,6 +32,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/lint/support"
+	"helm.sh/helm/v3/pkg/strvals"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -1139,5 +1141,58 @@ func TestInstallStopsOnAnotherProjectsGitOpsClusterCRD(t *testing.T) {
 	install.DryRun = true
 	if _, err := install.Run(loadChart(t), map[string]any{}); err != nil {
 		t.Fatalf("helm install over this project's older CRD: %v", err)
+	}
+}
+
+// TestReadmeInstall renders the chart with the values the README's "Install on a real hub" sets
+// (its helm install command and the principal options of the same step) and checks what the
+// README and docs/install.md promise: the manager and the cert-reloader beside every agent run
+// the pushed image, agent certificates live 24h, the principal runs beside the hub's Argo CD in
+// argocd with the manager managing that namespace, and everything else is in the release
+// namespace the command names.
+func TestReadmeInstall(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	step := text[strings.Index(text, "## Install on a real hub"):]
+	step = step[:strings.Index(step, "\n3. ")]
+	vals := map[string]any{}
+	namespace := ""
+	for _, f := range strings.Fields(strings.ReplaceAll(strings.ReplaceAll(step, "`", " "), "\\", " ")) {
+		if (strings.HasPrefix(f, "image.") || strings.HasPrefix(f, "principal.")) && strings.Contains(f, "=") {
+			if err := strvals.ParseInto(f, vals); err != nil {
+				t.Fatalf("README value %q: %v", f, err)
+			}
+		}
+	}
+	if i := strings.Index(step, "--namespace "); i >= 0 {
+		namespace = strings.Fields(step[i+len("--namespace "):])[0]
+	}
+	if namespace != releaseNS || vals["image"] == nil || vals["principal"] == nil {
+		t.Fatalf("the README's install step no longer reads as expected: namespace %q, values %v", namespace, vals)
+	}
+	objs, err := render(t, vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image := fmt.Sprintf("%v:%v", vals["image"].(map[string]any)["repository"], vals["image"].(map[string]any)["tag"])
+	dep := find(objs, "Deployment", releaseName)
+	c, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	if got := c[0].(map[string]any)["image"]; got != image {
+		t.Errorf("manager image %v, the README pushes %s", got, image)
+	}
+	args := managerArgs(t, objs)
+	for _, want := range []string{"--reloader-image=" + image, "--agent-cert-validity=24h", "--managed-namespaces=" + releaseNS + ",argocd"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("the manager is not run with %s: %v", want, args)
+		}
+	}
+	if p := find(objs, "Deployment", "argocd-agent-principal"); p == nil || p.GetNamespace() != "argocd" {
+		t.Errorf("the principal is not installed beside the hub's Argo CD: %v", p)
+	}
+	if dep.GetNamespace() != releaseNS {
+		t.Errorf("the manager is in %q", dep.GetNamespace())
 	}
 }

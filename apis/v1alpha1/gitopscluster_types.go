@@ -75,10 +75,6 @@ const (
 	ApplicationMappingDestination ApplicationMapping = "Destination"
 )
 
-// LabelArgoCDComponents on a ManagedCluster set to "Existing" keeps the addon from installing
-// the Argo CD components on that cluster, whatever its GitOpsCluster says.
-const LabelArgoCDComponents = "argocd-agent-addon.open-cluster-management.io/argocd-components"
-
 // PlacementKind is the only kind a placementRef may name.
 const PlacementKind = "Placement"
 

@@ -14,10 +14,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
 
-// AnnotationConfigCluster names, on a components AddOnTemplate of one cluster's own Argo CD
-// configuration, the cluster it is for (the template's name holds only a hash of it).
-const AnnotationConfigCluster = "argocd-agent-addon.open-cluster-management.io/cluster"
-
 // addOnTemplatesConfig is the config kind OCM reads an addon's AddOnTemplate from.
 var addOnTemplatesConfig = addonv1alpha1.ConfigGroupResource{Group: addonv1alpha1.GroupName, Resource: "addontemplates"}
 
@@ -49,7 +45,7 @@ func (r *Reconciler) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitO
 		}
 		tmpl := base.DeepCopy()
 		tmpl.Name = names.ComponentsClusterTemplateName(goc, entry.ClusterName)
-		tmpl.Annotations = map[string]string{AnnotationConfigCluster: entry.ClusterName}
+		tmpl.Annotations = map[string]string{v1alpha1.AnnotationConfigCluster: entry.ClusterName}
 		if err := spoke.ApplyConfigMapData(tmpl.Spec.AgentSpec.Workload.Manifests, configData(&entry.ArgoCDConfig)); err != nil {
 			return out, fmt.Errorf("cluster %s: %w", entry.ClusterName, err)
 		}

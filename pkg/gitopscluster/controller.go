@@ -2,6 +2,7 @@ package gitopscluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -109,14 +110,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
 	}
+	// noteCond is setCond that also emits an Event (Warning unless ok) when the condition did not
+	// already say this: an Event per change, not per pass.
+	noteCond := func(t string, ok bool, reason, action, msg string) {
+		if c := meta.FindStatusCondition(goc.Status.Conditions, t); c == nil || c.Reason != reason || (c.Status == metav1.ConditionTrue) != ok {
+			eventType := corev1.EventTypeWarning
+			if ok {
+				eventType = corev1.EventTypeNormal
+			}
+			r.event(goc, eventType, reason, action, "%s", msg)
+		}
+		setCond(t, ok, reason, msg)
+	}
 	principalNS := names.PrincipalNamespace(goc)
 
 	// 1. Placement.
 	obs, err := r.observePlacement(ctx, goc, principalNS)
 	if err != nil {
 		setCond(v1alpha1.ConditionPlacementResolved, false, v1alpha1.ReasonPlacementReadFailed, err.Error())
-		_ = r.writeStatus(ctx, goc, status)
-		return ctrl.Result{}, err
+		return ctrl.Result{}, errors.Join(err, r.writeStatus(ctx, goc, status))
 	}
 	if !obs.placementFound {
 		obs.teardownBlocked = "the Placement does not exist"
@@ -192,10 +204,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		hub, err = r.ensureHubPKI(ctx, principalNS, append(hosts, others...), setting)
 	}
 	if problem, ok := asPKIProblem(err); ok {
-		if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionCertificatesReady); c == nil || c.Reason != problem.Reason {
-			r.event(goc, corev1.EventTypeWarning, problem.Reason, "IssueCertificates", problem.Message)
-		}
-		setCond(v1alpha1.ConditionCertificatesReady, false, problem.Reason, problem.Message)
+		noteCond(v1alpha1.ConditionCertificatesReady, false, problem.Reason, "IssueCertificates", problem.Message)
 		if err := r.observeAgents(ctx, obs, status, setCond); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -205,8 +214,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonCertificatesFailed, err.Error())
 		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonCertificatesFailed, "IssueCertificates", err.Error())
-		_ = r.writeStatus(ctx, goc, status)
-		return ctrl.Result{}, err
+		return ctrl.Result{}, errors.Join(err, r.writeStatus(ctx, goc, status))
 	}
 	if hub.EmergencyRotation != "" {
 		r.event(goc, corev1.EventTypeWarning, "CAEmergencyRotation", "IssueCertificates", "%s", hub.EmergencyRotation)
@@ -229,8 +237,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	clusterRenewal, err := r.syncClusterSecrets(ctx, goc, principalNS, obs, hub, rec.secrets, rec.revoked)
 	if err != nil {
 		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonCertificatesFailed, err.Error())
-		_ = r.writeStatus(ctx, goc, status)
-		return ctrl.Result{}, err
+		return ctrl.Result{}, errors.Join(err, r.writeStatus(ctx, goc, status))
 	}
 	revocation, revErr := r.reconcileRevocation(ctx, goc, principalNS, obs, rec)
 	status.RevokedAgents = int32(revocation.revoked)
@@ -249,21 +256,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.reportBlocklistRoom(goc, principalNS, revocation, setCond)
 	if revErr != nil {
-		_ = r.writeStatus(ctx, goc, status)
-		return ctrl.Result{}, revErr
+		return ctrl.Result{}, errors.Join(revErr, r.writeStatus(ctx, goc, status))
 	}
 	if hub.Problem != nil {
-		if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionCertificatesReady); c == nil || c.Reason != hub.Problem.Reason {
-			r.event(goc, corev1.EventTypeWarning, hub.Problem.Reason, "IssueCertificates", hub.Problem.Message)
-		}
-		setCond(v1alpha1.ConditionCertificatesReady, false, hub.Problem.Reason, hub.Problem.Message+"; agents keep using the CA already in namespace "+principalNS)
+		noteCond(v1alpha1.ConditionCertificatesReady, false, hub.Problem.Reason, "IssueCertificates", hub.Problem.Message+"; agents keep using the CA already in namespace "+principalNS)
 	} else if hub.Waiting != "" {
-		if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionCertificatesReady); c == nil || c.Reason != v1alpha1.ReasonWaitingForTrustRollout {
-			r.event(goc, corev1.EventTypeNormal, v1alpha1.ReasonWaitingForTrustRollout, "IssueCertificates", hub.Waiting)
-		}
 		// Every certificate in use is valid and every agent still connects: the fleet stays
 		// Ready while the new anchor rolls out, so routine rotations raise no alert.
-		setCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonWaitingForTrustRollout, hub.Waiting)
+		noteCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonWaitingForTrustRollout, "IssueCertificates", hub.Waiting)
 	} else {
 		msg := fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s (%s); %d agent cluster secret(s)", principalNS, setting, obs.owned.Len())
 		if hub.Notice != "" {
@@ -290,11 +290,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if placementOwner != nil && (placementOwner.Namespace != goc.Namespace || placementOwner.Name != goc.Name) {
 		msg := fmt.Sprintf("Placement %s/%s is already used by the older GitOpsCluster %s/%s, which configures the agents of its clusters; point this GitOpsCluster at another Placement, or delete one of them",
 			goc.Namespace, goc.Spec.PlacementRef.Name, placementOwner.Namespace, placementOwner.Name)
-		if !meta.IsStatusConditionFalse(goc.Status.Conditions, v1alpha1.ConditionAddOnConfigured) ||
-			meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionAddOnConfigured).Reason != v1alpha1.ReasonPlacementInUse {
-			r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonPlacementInUse, "ApplyAddOn", msg)
-		}
-		setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonPlacementInUse, msg)
+		noteCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonPlacementInUse, "ApplyAddOn", msg)
 		// Release whatever this GitOpsCluster applied before the other one came first.
 		if err := r.releaseAddOnEntries(ctx, goc); err != nil {
 			return ctrl.Result{}, err
@@ -304,8 +300,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	} else if applied, err := r.applyAddOn(ctx, goc, principalNS, disc.Endpoint, hub, obs.trustedOwned()); err != nil {
 		setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonAddOnApplyFailed, err.Error())
 		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonAddOnApplyFailed, "ApplyAddOn", err.Error())
-		_ = r.writeStatus(ctx, goc, status)
-		return ctrl.Result{}, err
+		return ctrl.Result{}, errors.Join(err, r.writeStatus(ctx, goc, status))
 	} else {
 		name := applied.template
 		componentsWaiting = applied.componentsWaiting
@@ -330,10 +325,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonClusterConflict,
 				"clusters selected by more than one GitOpsCluster (one ManagedClusterAddOn can carry only one configuration): "+summarize(obs.conflict))
 		} else if mappingConflict != "" {
-			if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionAddOnConfigured); c == nil || c.Reason != v1alpha1.ReasonApplicationMappingConflict {
-				r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonApplicationMappingConflict, "ApplyAddOn", mappingConflict)
-			}
-			setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonApplicationMappingConflict, mappingConflict)
+			noteCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonApplicationMappingConflict, "ApplyAddOn", mappingConflict)
 		} else {
 			msg := fmt.Sprintf("ClusterManagementAddOn %s lists Placement %s/%s with AddOnTemplate %s", r.Config.AddonName, goc.Namespace, goc.Spec.PlacementRef.Name, name)
 			setCond(v1alpha1.ConditionAddOnConfigured, true, v1alpha1.ReasonAddOnApplied, msg+applied.clusterConfigs.notes())

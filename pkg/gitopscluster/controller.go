@@ -2,19 +2,12 @@ package gitopscluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"sort"
 	"strings"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
@@ -23,14 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownwrites"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
 )
 
 // Reconciler turns one GitOpsCluster into its fleet objects and status.
@@ -75,7 +66,6 @@ func (o *observation) trustedOwned() sets.Set[string] {
 
 // Reconcile implements reconcile.Reconciler.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
 	goc := &v1alpha1.GitOpsCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, goc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -94,304 +84,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 
-	status := goc.Status.DeepCopy()
-	// configRollout: an older AddOnDeploymentConfig is still in use by a rollout in progress.
-	configRollout := false
-	// foreign is what the probes found; syncProbes acts on it after the status is written.
-	var foreign foreignReport
-	// componentsWaiting: the components' entry waits for its Placement copy (applyComponents).
-	componentsWaiting := false
-	status.ObservedGeneration = goc.Generation
-	gen := goc.Generation
-	setCond := func(t string, ok bool, reason, msg string) {
-		s := metav1.ConditionFalse
-		if ok {
-			s = metav1.ConditionTrue
-		}
-		meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
-	}
-	// noteCond is setCond that also emits an Event (Warning unless ok) when the condition did not
-	// already say this: an Event per change, not per pass.
-	noteCond := func(t string, ok bool, reason, action, msg string) {
-		if c := meta.FindStatusCondition(goc.Status.Conditions, t); c == nil || c.Reason != reason || (c.Status == metav1.ConditionTrue) != ok {
-			eventType := corev1.EventTypeWarning
-			if ok {
-				eventType = corev1.EventTypeNormal
-			}
-			r.event(goc, eventType, reason, action, "%s", msg)
-		}
-		setCond(t, ok, reason, msg)
-	}
-	principalNS := names.PrincipalNamespace(goc)
-
-	// 1. Placement.
-	obs, err := r.observePlacement(ctx, goc, principalNS)
-	if err != nil {
-		setCond(v1alpha1.ConditionPlacementResolved, false, v1alpha1.ReasonPlacementReadFailed, err.Error())
-		return ctrl.Result{}, errors.Join(err, r.writeStatus(ctx, goc, status))
-	}
-	if !obs.placementFound {
-		obs.teardownBlocked = "the Placement does not exist"
-		setCond(v1alpha1.ConditionPlacementResolved, false, v1alpha1.ReasonPlacementNotFound,
-			fmt.Sprintf("Placement %s/%s not found; create it (cluster.open-cluster-management.io/v1beta1) in the GitOpsCluster's namespace", goc.Namespace, goc.Spec.PlacementRef.Name))
-	} else {
-		msg := fmt.Sprintf("Placement %s selects %d cluster(s)", goc.Spec.PlacementRef.Name, obs.selected.Len())
-		if len(obs.invalid) > 0 {
-			msg += fmt.Sprintf("; skipped cluster names that are not valid agent names: %s", summarize(slices.Sorted(maps.Keys(obs.invalid))))
-		}
-		setCond(v1alpha1.ConditionPlacementResolved, true, v1alpha1.ReasonPlacementResolved, msg)
-	}
-	if obs.selected != nil {
-		status.SelectedClusters = int32(obs.selected.Len())
-	} else {
-		// No Placement, nothing selected: stale counts would read as a healthy fleet.
-		status.SelectedClusters, status.AvailableAgents, status.UnavailableClusters = 0, 0, nil
-	}
-
-	// 2. Principal endpoint.
-	disc, err := principal.DiscoverKeeping(ctx, r.Client, goc.Spec.ArgoCDAgentAddon, types.NamespacedName{Namespace: principalNS, Name: r.Config.PrincipalServiceName}, goc.Status.Principal)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if disc.Endpoint != nil {
-		if status.Principal == nil || *status.Principal != *disc.Endpoint {
-			r.event(goc, corev1.EventTypeNormal, "PrincipalDiscovered", "Discover", disc.Message)
-		}
-		status.Principal = disc.Endpoint
-	}
-	setCond(v1alpha1.ConditionPrincipalDiscovered, disc.Endpoint != nil, disc.Reason, disc.Message)
-
-	// 3. Hub PKI.
-	notAllowed, err := fleet.PrincipalAllowed(ctx, r.Client, goc)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if !r.namespaceManaged(principalNS) || notAllowed != "" {
-		reason := v1alpha1.ReasonNamespaceNotManaged
-		msg := fmt.Sprintf("the manager may not manage Secrets in principal namespace %s; add it to the manager's --managed-namespaces (Helm value managedNamespaces)", principalNS)
-		if notAllowed != "" {
-			reason = v1alpha1.ReasonPrincipalNotAllowed
-			msg = fmt.Sprintf("this GitOpsCluster may not use the principal in namespace %s: %s", principalNS, notAllowed)
-		}
-		setCond(v1alpha1.ConditionCertificatesReady, false, reason, msg)
-		setCond(v1alpha1.ConditionAddOnConfigured, false, reason, msg)
-		if err := r.observeAgents(ctx, obs, status, setCond); err != nil {
-			return ctrl.Result{}, err
-		}
-		setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, msg)
-		r.event(goc, corev1.EventTypeWarning, reason, "IssueCertificates", msg)
-		return ctrl.Result{}, r.writeStatus(ctx, goc, status)
-	}
-	var hosts []string
-	if disc.Endpoint != nil {
-		hosts = append(hosts, disc.Endpoint.Address)
-	}
-	others, err := r.principalHostsOfOthers(ctx, goc, principalNS)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	setting, decider, err := r.principalPKISetting(ctx, goc, principalNS)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if own := settingOf(goc); !own.equal(setting) {
-		err = &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
-			"this GitOpsCluster asks for %s, but the PKI of principal namespace %s follows the older GitOpsCluster %s/%s, which asks for %s; give every GitOpsCluster of that principal the same spec.argoCDAgentAddon.certManager",
-			own, principalNS, decider.Namespace, decider.Name, setting)}
-	}
-	var hub *hubPKI
-	if err == nil {
-		hub, err = r.ensureHubPKI(ctx, principalNS, append(hosts, others...), setting)
-	}
-	if problem, ok := asPKIProblem(err); ok {
-		noteCond(v1alpha1.ConditionCertificatesReady, false, problem.Reason, "IssueCertificates", problem.Message)
-		if err := r.observeAgents(ctx, obs, status, setCond); err != nil {
-			return ctrl.Result{}, err
-		}
-		setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, problem.Message)
-		return ctrl.Result{RequeueAfter: certManagerRecheck}, r.writeStatus(ctx, goc, status)
-	}
-	if err != nil {
-		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonCertificatesFailed, err.Error())
-		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonCertificatesFailed, "IssueCertificates", err.Error())
-		return ctrl.Result{}, errors.Join(err, r.writeStatus(ctx, goc, status))
-	}
-	if hub.EmergencyRotation != "" {
-		r.event(goc, corev1.EventTypeWarning, "CAEmergencyRotation", "IssueCertificates", "%s", hub.EmergencyRotation)
-	}
-	if len(hub.Issued) > 0 {
-		r.event(goc, corev1.EventTypeNormal, "CertificatesIssued", "IssueCertificates", "issued %s in namespace %s", strings.Join(hub.Issued, ", "), principalNS)
-	}
-	if err := r.restartPrincipalIfNeeded(ctx, goc, principalNS, hub.PrincipalCertHash, hub.JWTKeyRotatedFor); err != nil {
-		return ctrl.Result{}, err
-	}
-	r.checkSignerExclusive(ctx, goc, principalNS, setCond)
-
-	// 4. Agent registration secrets on the principal, and revocation of the agents that go.
-	// One read of the cluster secrets and ledgers serves both: the revocation acts only on
-	// clusters the sync leaves alone.
-	rec, err := r.readAgentRecords(ctx, goc, principalNS)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	clusterRenewal, err := r.syncClusterSecrets(ctx, goc, principalNS, obs, hub, rec.secrets, rec.revoked)
-	if err != nil {
-		setCond(v1alpha1.ConditionCertificatesReady, false, v1alpha1.ReasonCertificatesFailed, err.Error())
-		return ctrl.Result{}, errors.Join(err, r.writeStatus(ctx, goc, status))
-	}
-	revocation, revErr := r.reconcileRevocation(ctx, goc, principalNS, obs, rec)
-	status.RevokedAgents = int32(revocation.revoked)
-	status.PendingDepartures = int32(revocation.pending)
-	if revocation.paused != "" {
-		if !meta.IsStatusConditionTrue(goc.Status.Conditions, v1alpha1.ConditionRevocationPaused) {
-			r.event(goc, corev1.EventTypeWarning, "RevocationPaused", "RevokeAgents", revocation.paused)
-		}
-		setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonTooManyDepartures, revocation.paused)
-	} else if obs.teardownBlocked != "" && revocation.pending > 0 {
-		setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonSelectionUnknown,
-			fmt.Sprintf("%d agent(s) outside the selection are kept: %s; nothing is revoked until the selection is known", revocation.pending, obs.teardownBlocked))
-	} else {
-		setCond(v1alpha1.ConditionRevocationPaused, false, v1alpha1.ReasonRevocationAllowed,
-			fmt.Sprintf("agents leaving the selection are revoked after %s and a live check; %d pending", r.Config.DepartureSettle, revocation.pending))
-	}
-	r.reportBlocklistRoom(goc, principalNS, revocation, setCond)
-	if revErr != nil {
-		return ctrl.Result{}, errors.Join(revErr, r.writeStatus(ctx, goc, status))
-	}
-	if hub.Problem != nil {
-		noteCond(v1alpha1.ConditionCertificatesReady, false, hub.Problem.Reason, "IssueCertificates", hub.Problem.Message+"; agents keep using the CA already in namespace "+principalNS)
-	} else if hub.Waiting != "" {
-		// Every certificate in use is valid and every agent still connects: the fleet stays
-		// Ready while the new anchor rolls out, so routine rotations raise no alert.
-		noteCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonWaitingForTrustRollout, "IssueCertificates", hub.Waiting)
-	} else {
-		msg := fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s (%s); %d agent cluster secret(s)", principalNS, setting, obs.owned.Len())
-		if hub.Notice != "" {
-			msg += "; " + hub.Notice
-			r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonWaitingForTrustRollout, "IssueCertificates", hub.Notice)
-		}
-		setCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonCertificatesIssued, msg)
-	}
-
-	// 5. OCM addon objects. The clusters the Argo CD components may go to are cleared first:
-	// the components' Placement selects only cleared clusters, so a cluster running them must
-	// carry its label before that Placement requires it (an upgrade keeps what runs).
-	if obs.selected != nil {
-		if foreign, err = r.clearForComponents(ctx, goc, obs.selected, obs.invalid, obs.teardownBlocked != ""); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	// One GitOpsCluster per Placement writes its entry of the
-	// ClusterManagementAddOn (entries are keyed by Placement): the oldest.
-	placementOwner, err := fleet.PlacementOwner(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if placementOwner != nil && (placementOwner.Namespace != goc.Namespace || placementOwner.Name != goc.Name) {
-		msg := fmt.Sprintf("Placement %s/%s is already used by the older GitOpsCluster %s/%s, which configures the agents of its clusters; point this GitOpsCluster at another Placement, or delete one of them",
-			goc.Namespace, goc.Spec.PlacementRef.Name, placementOwner.Namespace, placementOwner.Name)
-		noteCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonPlacementInUse, "ApplyAddOn", msg)
-		// Release whatever this GitOpsCluster applied before the other one came first.
-		if err := r.releaseAddOnEntries(ctx, goc); err != nil {
-			return ctrl.Result{}, err
-		}
-	} else if disc.Endpoint == nil {
-		setCond(v1alpha1.ConditionAddOnConfigured, false, disc.Reason, "waiting for the principal endpoint: "+disc.Message)
-	} else if applied, err := r.applyAddOn(ctx, goc, principalNS, disc.Endpoint, hub, obs.trustedOwned()); err != nil {
-		setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonAddOnApplyFailed, err.Error())
-		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonAddOnApplyFailed, "ApplyAddOn", err.Error())
-		return ctrl.Result{}, errors.Join(err, r.writeStatus(ctx, goc, status))
-	} else {
-		name := applied.template
-		componentsWaiting = applied.componentsWaiting
-		status.AddOnTemplate = applied.template
-		status.AddOnDeploymentConfig = applied.config
-		if obs.selected != nil {
-			if status.ExistingArgoCDClusters, err = r.existingArgoCDClusters(ctx, goc, obs.selected); err != nil {
-				return ctrl.Result{}, err
-			}
-			r.reportForeign(goc, status, foreign, setCond)
-			waiting, err := r.pruneDeploymentConfigs(ctx, goc, applied.config, sets.List(obs.selected))
-			if err != nil {
-				return ctrl.Result{}, err
-			}
-			configRollout = waiting
-		}
-		mappingConflict, err := r.applicationMappingConflict(ctx, goc, principalNS)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if len(obs.conflict) > 0 {
-			setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonClusterConflict,
-				"clusters selected by more than one GitOpsCluster (one ManagedClusterAddOn can carry only one configuration): "+summarize(obs.conflict))
-		} else if mappingConflict != "" {
-			noteCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonApplicationMappingConflict, "ApplyAddOn", mappingConflict)
-		} else {
-			msg := fmt.Sprintf("ClusterManagementAddOn %s lists Placement %s/%s with AddOnTemplate %s", r.Config.AddonName, goc.Namespace, goc.Spec.PlacementRef.Name, name)
-			setCond(v1alpha1.ConditionAddOnConfigured, true, v1alpha1.ReasonAddOnApplied, msg+applied.clusterConfigs.notes())
-		}
-	}
-
-	// 6. Agent availability, and agents a version change has not reached yet.
-	if err := r.observeAgents(ctx, obs, status, setCond); err != nil {
-		return ctrl.Result{}, err
-	}
-	if obs.selected != nil && r.namespaceManaged(principalNS) {
-		if status.AgentsOnOtherVersion, err = r.agentsOnOtherVersion(ctx, goc, principalNS, sets.List(obs.selected)); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-
-	// 7. Summary.
-	ready, notReady := true, []string{}
-	for _, t := range []string{v1alpha1.ConditionPlacementResolved, v1alpha1.ConditionPrincipalDiscovered, v1alpha1.ConditionCertificatesReady, v1alpha1.ConditionAddOnConfigured, v1alpha1.ConditionAgentsAvailable} {
-		if !meta.IsStatusConditionTrue(status.Conditions, t) {
-			ready = false
-			notReady = append(notReady, t)
-		}
-	}
-	wasReady := meta.IsStatusConditionTrue(goc.Status.Conditions, v1alpha1.ConditionReady)
-	if ready {
-		setCond(v1alpha1.ConditionReady, true, v1alpha1.ReasonReady, fmt.Sprintf("%d of %d agent(s) available", status.AvailableAgents, status.SelectedClusters))
-		if !wasReady {
-			r.event(goc, corev1.EventTypeNormal, "Ready", "Reconcile", "the argocd-agent fleet is ready")
-		}
-	} else {
-		setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, "not true yet: "+strings.Join(notReady, ", "))
-		if wasReady {
-			r.event(goc, corev1.EventTypeWarning, "NotReady", "Reconcile", "the argocd-agent fleet is no longer ready: %s", strings.Join(notReady, ", "))
-		}
-	}
-	if err := r.writeStatus(ctx, goc, status); err != nil {
-		return ctrl.Result{}, err
-	}
-	if err := r.syncProbes(ctx, goc, foreign); err != nil {
-		return ctrl.Result{}, err
-	}
-
-	if componentsWaiting {
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, nil
-	}
-	if configRollout {
-		// ManagedClusterAddOn config changes wake this reconcile; this is only a safety net.
-		return ctrl.Result{RequeueAfter: 2 * time.Minute}, nil
-	}
-	if revocation.requeue > 0 {
-		return ctrl.Result{RequeueAfter: revocation.requeue}, nil
-	}
-	next := hub.NextRenewal
-	if !clusterRenewal.IsZero() && (next.IsZero() || clusterRenewal.Before(next)) {
-		next = clusterRenewal
-	}
-	if !next.IsZero() {
-		wait := next.Sub(r.Config.Now())
-		if wait < time.Second {
-			wait = time.Second
-		}
-		logger.V(1).Info("next certificate renewal", "after", wait)
-		return ctrl.Result{RequeueAfter: wait}, nil
-	}
-	return ctrl.Result{}, nil
+	return r.reconcileNormal(ctx, goc)
 }
 
 func (r *Reconciler) observePlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (*observation, error) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -426,4 +428,48 @@ func TestProbeFollowsTheInstallNamespace(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestUnknownSelectionKeepsClearance: while the selection cannot be read in full (the
+// Placement's decisions are gone, as when it is re-created), no cluster loses its clearance
+// label, which would make OCM uninstall its components; once the decisions are back, a cluster
+// they leave out loses it.
+func TestUnknownSelectionKeepsClearance(t *testing.T) {
+	ctx := context.Background()
+	const ns = "clearance-unknown"
+	createNamespace(t, ns)
+	createManagedClusters(t, "cu-1", "cu-2")
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, "cu-1", "cu-2")
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	goc := getGOC(t, ns, "fleet")
+	key := names.ComponentsClearedLabel(goc)
+	reportProbe(t, "cu-1", goc)
+	reportProbe(t, "cu-2", goc)
+	cleared := func(want map[string]bool) func() error {
+		return func() error {
+			for c, w := range want {
+				if _, got := clusterLabels(t, c)[key]; got != w {
+					return fmt.Errorf("%s cleared = %v, want %v", c, got, w)
+				}
+			}
+			return nil
+		}
+	}
+	eventually(t, "both clusters cleared", cleared(map[string]bool{"cu-1": true, "cu-2": true}))
+
+	if err := k8s.DeleteAllOf(ctx, &clusterv1beta1.PlacementDecision{}, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionPlacementResolved, metav1.ConditionTrue, v1alpha1.ReasonPlacementResolved)
+	eventually(t, "the pass without decisions has run", func() error {
+		if g := getGOC(t, ns, "fleet"); g.Status.SelectedClusters != 0 {
+			return fmt.Errorf("selectedClusters = %d", g.Status.SelectedClusters)
+		}
+		return nil
+	})
+	consistently(t, "no clearance taken while the selection is unknown", 3*time.Second, cleared(map[string]bool{"cu-1": true, "cu-2": true}))
+
+	setDecisions(t, ns, "p", 1, "cu-1")
+	eventually(t, "cu-2 released once the selection is known", cleared(map[string]bool{"cu-1": true, "cu-2": false}))
 }

@@ -1,0 +1,407 @@
+package gitopscluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
+)
+
+// pass is one reconcile of a live GitOpsCluster: what its phases read and decided, and the
+// status they build. The status is written once, at the end, or by the phase that stops the
+// pass early (with the condition that says why).
+type pass struct {
+	r           *Reconciler
+	goc         *v1alpha1.GitOpsCluster
+	status      *v1alpha1.GitOpsClusterStatus
+	principalNS string
+
+	obs            *observation
+	disc           principal.Result
+	setting        pkiSetting
+	hub            *hubPKI
+	clusterRenewal time.Time
+	revocation     revocationResult
+	// foreign is what the probes found; syncProbes acts on it after the status is written.
+	foreign foreignReport
+	// configRollout: an older AddOnDeploymentConfig is still in use by a rollout in progress.
+	configRollout bool
+	// componentsWaiting: the components' entry waits for its Placement copy (applyComponents).
+	componentsWaiting bool
+}
+
+// stop ends a pass early with this result.
+type stop struct {
+	res ctrl.Result
+	err error
+}
+
+func stopWith(err error) *stop { return &stop{err: err} }
+
+// reconcileNormal runs the phases of a live GitOpsCluster in order; a phase that returns a stop
+// ends the pass there. Then Ready summarizes the conditions, the status is written, and the
+// probes follow what it says.
+func (r *Reconciler) reconcileNormal(ctx context.Context, goc *v1alpha1.GitOpsCluster) (ctrl.Result, error) {
+	p := &pass{r: r, goc: goc, status: goc.Status.DeepCopy(), principalNS: names.PrincipalNamespace(goc)}
+	p.status.ObservedGeneration = goc.Generation
+	for _, phase := range []func(context.Context) *stop{p.placement, p.discovery, p.pki, p.agentRecords, p.addOn, p.availability} {
+		if s := phase(ctx); s != nil {
+			return s.res, s.err
+		}
+	}
+	p.summarize()
+	if err := r.writeStatus(ctx, goc, p.status); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.syncProbes(ctx, goc, p.foreign); err != nil {
+		return ctrl.Result{}, err
+	}
+	return p.requeue(ctx), nil
+}
+
+// setCond sets a condition of the status being built.
+func (p *pass) setCond(t string, ok bool, reason, msg string) {
+	s := metav1.ConditionFalse
+	if ok {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&p.status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: p.goc.Generation})
+}
+
+// noteCond is setCond that also emits an Event (Warning unless ok) when the condition did not
+// already say this: an Event per change, not per pass.
+func (p *pass) noteCond(t string, ok bool, reason, action, msg string) {
+	if c := meta.FindStatusCondition(p.goc.Status.Conditions, t); c == nil || c.Reason != reason || (c.Status == metav1.ConditionTrue) != ok {
+		eventType := corev1.EventTypeWarning
+		if ok {
+			eventType = corev1.EventTypeNormal
+		}
+		p.r.event(p.goc, eventType, reason, action, "%s", msg)
+	}
+	p.setCond(t, ok, reason, msg)
+}
+
+// fail records err in condition t with reason, writes the status and stops the pass.
+func (p *pass) fail(ctx context.Context, t, reason string, err error) *stop {
+	p.setCond(t, false, reason, err.Error())
+	return stopWith(errors.Join(err, p.r.writeStatus(ctx, p.goc, p.status)))
+}
+
+// notReady writes the status with Ready False for msg, after the agents' availability, and
+// stops the pass: what follows needs what is missing.
+func (p *pass) notReady(ctx context.Context, msg string, res ctrl.Result) *stop {
+	if err := p.r.observeAgents(ctx, p.obs, p.status, p.setCond); err != nil {
+		return stopWith(err)
+	}
+	p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, msg)
+	return &stop{res: res, err: p.r.writeStatus(ctx, p.goc, p.status)}
+}
+
+// placement reads the selection.
+func (p *pass) placement(ctx context.Context) *stop {
+	goc := p.goc
+	obs, err := p.r.observePlacement(ctx, goc, p.principalNS)
+	if err != nil {
+		return p.fail(ctx, v1alpha1.ConditionPlacementResolved, v1alpha1.ReasonPlacementReadFailed, err)
+	}
+	p.obs = obs
+	if !obs.placementFound {
+		obs.teardownBlocked = "the Placement does not exist"
+		p.setCond(v1alpha1.ConditionPlacementResolved, false, v1alpha1.ReasonPlacementNotFound,
+			fmt.Sprintf("Placement %s/%s not found; create it (cluster.open-cluster-management.io/v1beta1) in the GitOpsCluster's namespace", goc.Namespace, goc.Spec.PlacementRef.Name))
+	} else {
+		msg := fmt.Sprintf("Placement %s selects %d cluster(s)", goc.Spec.PlacementRef.Name, obs.selected.Len())
+		if len(obs.invalid) > 0 {
+			msg += fmt.Sprintf("; skipped cluster names that are not valid agent names: %s", summarize(slices.Sorted(maps.Keys(obs.invalid))))
+		}
+		p.setCond(v1alpha1.ConditionPlacementResolved, true, v1alpha1.ReasonPlacementResolved, msg)
+	}
+	if obs.selected != nil {
+		p.status.SelectedClusters = int32(obs.selected.Len())
+	} else {
+		// No Placement, nothing selected: stale counts would read as a healthy fleet.
+		p.status.SelectedClusters, p.status.AvailableAgents, p.status.UnavailableClusters = 0, 0, nil
+	}
+	return nil
+}
+
+// discovery finds the principal endpoint.
+func (p *pass) discovery(ctx context.Context) *stop {
+	goc := p.goc
+	disc, err := principal.DiscoverKeeping(ctx, p.r.Client, goc.Spec.ArgoCDAgentAddon, types.NamespacedName{Namespace: p.principalNS, Name: p.r.Config.PrincipalServiceName}, goc.Status.Principal)
+	if err != nil {
+		return stopWith(err)
+	}
+	p.disc = disc
+	if disc.Endpoint != nil {
+		if p.status.Principal == nil || *p.status.Principal != *disc.Endpoint {
+			p.r.event(goc, corev1.EventTypeNormal, "PrincipalDiscovered", "Discover", disc.Message)
+		}
+		p.status.Principal = disc.Endpoint
+	}
+	p.setCond(v1alpha1.ConditionPrincipalDiscovered, disc.Endpoint != nil, disc.Reason, disc.Message)
+	return nil
+}
+
+// pki keeps the principal's PKI (self-managed or cert-manager's), once this GitOpsCluster may
+// use the principal namespace, and restarts the principal when its certificate changed.
+func (p *pass) pki(ctx context.Context) *stop {
+	r, goc, principalNS := p.r, p.goc, p.principalNS
+	notAllowed, err := fleet.PrincipalAllowed(ctx, r.Client, goc)
+	if err != nil {
+		return stopWith(err)
+	}
+	if !r.namespaceManaged(principalNS) || notAllowed != "" {
+		reason := v1alpha1.ReasonNamespaceNotManaged
+		msg := fmt.Sprintf("the manager may not manage Secrets in principal namespace %s; add it to the manager's --managed-namespaces (Helm value managedNamespaces)", principalNS)
+		if notAllowed != "" {
+			reason = v1alpha1.ReasonPrincipalNotAllowed
+			msg = fmt.Sprintf("this GitOpsCluster may not use the principal in namespace %s: %s", principalNS, notAllowed)
+		}
+		p.setCond(v1alpha1.ConditionCertificatesReady, false, reason, msg)
+		p.setCond(v1alpha1.ConditionAddOnConfigured, false, reason, msg)
+		if err := r.observeAgents(ctx, p.obs, p.status, p.setCond); err != nil {
+			return stopWith(err)
+		}
+		p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, msg)
+		r.event(goc, corev1.EventTypeWarning, reason, "IssueCertificates", msg)
+		return stopWith(r.writeStatus(ctx, goc, p.status))
+	}
+	var hosts []string
+	if p.disc.Endpoint != nil {
+		hosts = append(hosts, p.disc.Endpoint.Address)
+	}
+	others, err := r.principalHostsOfOthers(ctx, goc, principalNS)
+	if err != nil {
+		return stopWith(err)
+	}
+	setting, decider, err := r.principalPKISetting(ctx, goc, principalNS)
+	if err != nil {
+		return stopWith(err)
+	}
+	p.setting = setting
+	if own := settingOf(goc); !own.equal(setting) {
+		err = &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
+			"this GitOpsCluster asks for %s, but the PKI of principal namespace %s follows the older GitOpsCluster %s/%s, which asks for %s; give every GitOpsCluster of that principal the same spec.argoCDAgentAddon.certManager",
+			own, principalNS, decider.Namespace, decider.Name, setting)}
+	}
+	if err == nil {
+		p.hub, err = r.ensureHubPKI(ctx, principalNS, append(hosts, others...), setting)
+	}
+	if problem, ok := asPKIProblem(err); ok {
+		p.noteCond(v1alpha1.ConditionCertificatesReady, false, problem.Reason, "IssueCertificates", problem.Message)
+		return p.notReady(ctx, problem.Message, ctrl.Result{RequeueAfter: certManagerRecheck})
+	}
+	if err != nil {
+		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonCertificatesFailed, "IssueCertificates", err.Error())
+		return p.fail(ctx, v1alpha1.ConditionCertificatesReady, v1alpha1.ReasonCertificatesFailed, err)
+	}
+	if p.hub.EmergencyRotation != "" {
+		r.event(goc, corev1.EventTypeWarning, "CAEmergencyRotation", "IssueCertificates", "%s", p.hub.EmergencyRotation)
+	}
+	if len(p.hub.Issued) > 0 {
+		r.event(goc, corev1.EventTypeNormal, "CertificatesIssued", "IssueCertificates", "issued %s in namespace %s", strings.Join(p.hub.Issued, ", "), principalNS)
+	}
+	if err := r.restartPrincipalIfNeeded(ctx, goc, principalNS, p.hub.PrincipalCertHash, p.hub.JWTKeyRotatedFor); err != nil {
+		return stopWith(err)
+	}
+	r.checkSignerExclusive(ctx, goc, principalNS, p.setCond)
+	return nil
+}
+
+// agentRecords keeps the agents' registration secrets on the principal and revokes the agents
+// that go. One read of the cluster secrets and ledgers serves both: the revocation acts only on
+// clusters the sync leaves alone. Then CertificatesReady says how the PKI stands.
+func (p *pass) agentRecords(ctx context.Context) *stop {
+	r, goc, principalNS, obs, hub := p.r, p.goc, p.principalNS, p.obs, p.hub
+	rec, err := r.readAgentRecords(ctx, goc, principalNS)
+	if err != nil {
+		return stopWith(err)
+	}
+	if p.clusterRenewal, err = r.syncClusterSecrets(ctx, goc, principalNS, obs, hub, rec.secrets, rec.revoked); err != nil {
+		return p.fail(ctx, v1alpha1.ConditionCertificatesReady, v1alpha1.ReasonCertificatesFailed, err)
+	}
+	revocation, revErr := r.reconcileRevocation(ctx, goc, principalNS, obs, rec)
+	p.revocation = revocation
+	p.status.RevokedAgents = int32(revocation.revoked)
+	p.status.PendingDepartures = int32(revocation.pending)
+	if revocation.paused != "" {
+		if !meta.IsStatusConditionTrue(goc.Status.Conditions, v1alpha1.ConditionRevocationPaused) {
+			r.event(goc, corev1.EventTypeWarning, "RevocationPaused", "RevokeAgents", revocation.paused)
+		}
+		p.setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonTooManyDepartures, revocation.paused)
+	} else if obs.teardownBlocked != "" && revocation.pending > 0 {
+		p.setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonSelectionUnknown,
+			fmt.Sprintf("%d agent(s) outside the selection are kept: %s; nothing is revoked until the selection is known", revocation.pending, obs.teardownBlocked))
+	} else {
+		p.setCond(v1alpha1.ConditionRevocationPaused, false, v1alpha1.ReasonRevocationAllowed,
+			fmt.Sprintf("agents leaving the selection are revoked after %s and a live check; %d pending", r.Config.DepartureSettle, revocation.pending))
+	}
+	r.reportBlocklistRoom(goc, principalNS, revocation, p.setCond)
+	if revErr != nil {
+		return stopWith(errors.Join(revErr, r.writeStatus(ctx, goc, p.status)))
+	}
+	switch {
+	case hub.Problem != nil:
+		p.noteCond(v1alpha1.ConditionCertificatesReady, false, hub.Problem.Reason, "IssueCertificates", hub.Problem.Message+"; agents keep using the CA already in namespace "+principalNS)
+	case hub.Waiting != "":
+		// Every certificate in use is valid and every agent still connects: the fleet stays
+		// Ready while the new anchor rolls out, so routine rotations raise no alert.
+		p.noteCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonWaitingForTrustRollout, "IssueCertificates", hub.Waiting)
+	default:
+		msg := fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s (%s); %d agent cluster secret(s)", principalNS, p.setting, obs.owned.Len())
+		if hub.Notice != "" {
+			msg += "; " + hub.Notice
+			r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonWaitingForTrustRollout, "IssueCertificates", hub.Notice)
+		}
+		p.setCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonCertificatesIssued, msg)
+	}
+	return nil
+}
+
+// addOn writes the OCM addon objects. The clusters the Argo CD components may go to are
+// cleared first: the components' Placement selects only cleared clusters, so a cluster running
+// them must carry its label before that Placement requires it (an upgrade keeps what runs).
+func (p *pass) addOn(ctx context.Context) *stop {
+	r, goc, obs := p.r, p.goc, p.obs
+	if obs.selected != nil {
+		var err error
+		if p.foreign, err = r.clearForComponents(ctx, goc, obs.selected, obs.invalid, obs.teardownBlocked != ""); err != nil {
+			return stopWith(err)
+		}
+	}
+	// One GitOpsCluster per Placement writes its entry of the ClusterManagementAddOn (entries
+	// are keyed by Placement): the oldest.
+	placementOwner, err := fleet.PlacementOwner(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
+	if err != nil {
+		return stopWith(err)
+	}
+	if placementOwner != nil && (placementOwner.Namespace != goc.Namespace || placementOwner.Name != goc.Name) {
+		msg := fmt.Sprintf("Placement %s/%s is already used by the older GitOpsCluster %s/%s, which configures the agents of its clusters; point this GitOpsCluster at another Placement, or delete one of them",
+			goc.Namespace, goc.Spec.PlacementRef.Name, placementOwner.Namespace, placementOwner.Name)
+		p.noteCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonPlacementInUse, "ApplyAddOn", msg)
+		// Release whatever this GitOpsCluster applied before the other one came first.
+		if err := r.releaseAddOnEntries(ctx, goc); err != nil {
+			return stopWith(err)
+		}
+		return nil
+	}
+	if p.disc.Endpoint == nil {
+		p.setCond(v1alpha1.ConditionAddOnConfigured, false, p.disc.Reason, "waiting for the principal endpoint: "+p.disc.Message)
+		return nil
+	}
+	applied, err := r.applyAddOn(ctx, goc, p.principalNS, p.disc.Endpoint, p.hub, obs.trustedOwned())
+	if err != nil {
+		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonAddOnApplyFailed, "ApplyAddOn", err.Error())
+		return p.fail(ctx, v1alpha1.ConditionAddOnConfigured, v1alpha1.ReasonAddOnApplyFailed, err)
+	}
+	p.componentsWaiting = applied.componentsWaiting
+	p.status.AddOnTemplate = applied.template
+	p.status.AddOnDeploymentConfig = applied.config
+	if obs.selected != nil {
+		if p.status.ExistingArgoCDClusters, err = r.existingArgoCDClusters(ctx, goc, obs.selected); err != nil {
+			return stopWith(err)
+		}
+		r.reportForeign(goc, p.status, p.foreign, p.setCond)
+		if p.configRollout, err = r.pruneDeploymentConfigs(ctx, goc, applied.config, sets.List(obs.selected)); err != nil {
+			return stopWith(err)
+		}
+	}
+	mappingConflict, err := r.applicationMappingConflict(ctx, goc, p.principalNS)
+	if err != nil {
+		return stopWith(err)
+	}
+	switch {
+	case len(obs.conflict) > 0:
+		p.setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonClusterConflict,
+			"clusters selected by more than one GitOpsCluster (one ManagedClusterAddOn can carry only one configuration): "+summarize(obs.conflict))
+	case mappingConflict != "":
+		p.noteCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonApplicationMappingConflict, "ApplyAddOn", mappingConflict)
+	default:
+		msg := fmt.Sprintf("ClusterManagementAddOn %s lists Placement %s/%s with AddOnTemplate %s", r.Config.AddonName, goc.Namespace, goc.Spec.PlacementRef.Name, applied.template)
+		p.setCond(v1alpha1.ConditionAddOnConfigured, true, v1alpha1.ReasonAddOnApplied, msg+applied.clusterConfigs.notes())
+	}
+	return nil
+}
+
+// availability counts the available agents, and those a version change has not reached yet.
+func (p *pass) availability(ctx context.Context) *stop {
+	r, obs := p.r, p.obs
+	if err := r.observeAgents(ctx, obs, p.status, p.setCond); err != nil {
+		return stopWith(err)
+	}
+	if obs.selected != nil && r.namespaceManaged(p.principalNS) {
+		var err error
+		if p.status.AgentsOnOtherVersion, err = r.agentsOnOtherVersion(ctx, p.goc, p.principalNS, sets.List(obs.selected)); err != nil {
+			return stopWith(err)
+		}
+	}
+	return nil
+}
+
+// summarize sets Ready from the conditions it stands for, with an Event when it changes.
+func (p *pass) summarize() {
+	ready, notReady := true, []string{}
+	for _, t := range []string{v1alpha1.ConditionPlacementResolved, v1alpha1.ConditionPrincipalDiscovered, v1alpha1.ConditionCertificatesReady, v1alpha1.ConditionAddOnConfigured, v1alpha1.ConditionAgentsAvailable} {
+		if !meta.IsStatusConditionTrue(p.status.Conditions, t) {
+			ready = false
+			notReady = append(notReady, t)
+		}
+	}
+	wasReady := meta.IsStatusConditionTrue(p.goc.Status.Conditions, v1alpha1.ConditionReady)
+	if ready {
+		p.setCond(v1alpha1.ConditionReady, true, v1alpha1.ReasonReady, fmt.Sprintf("%d of %d agent(s) available", p.status.AvailableAgents, p.status.SelectedClusters))
+		if !wasReady {
+			p.r.event(p.goc, corev1.EventTypeNormal, "Ready", "Reconcile", "the argocd-agent fleet is ready")
+		}
+		return
+	}
+	p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, "not true yet: "+strings.Join(notReady, ", "))
+	if wasReady {
+		p.r.event(p.goc, corev1.EventTypeWarning, "NotReady", "Reconcile", "the argocd-agent fleet is no longer ready: %s", strings.Join(notReady, ", "))
+	}
+}
+
+// requeue is when the next pass is due without an event: while the components wait for their
+// Placement copy or a configuration rolls out, for a pending revocation, else at the next
+// certificate renewal.
+func (p *pass) requeue(ctx context.Context) ctrl.Result {
+	switch {
+	case p.componentsWaiting:
+		return ctrl.Result{RequeueAfter: 5 * time.Second}
+	case p.configRollout:
+		// ManagedClusterAddOn config changes wake this reconcile; this is only a safety net.
+		return ctrl.Result{RequeueAfter: 2 * time.Minute}
+	case p.revocation.requeue > 0:
+		return ctrl.Result{RequeueAfter: p.revocation.requeue}
+	}
+	next := p.hub.NextRenewal
+	if !p.clusterRenewal.IsZero() && (next.IsZero() || p.clusterRenewal.Before(next)) {
+		next = p.clusterRenewal
+	}
+	if next.IsZero() {
+		return ctrl.Result{}
+	}
+	wait := next.Sub(p.r.Config.Now())
+	if wait < time.Second {
+		wait = time.Second
+	}
+	log.FromContext(ctx).V(1).Info("next certificate renewal", "after", wait)
+	return ctrl.Result{RequeueAfter: wait}
+}

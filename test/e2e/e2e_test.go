@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -33,8 +35,17 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
-// readmeExample is the upstream README's GitOpsCluster, applied unchanged.
-const readmeExample = testenv.ReadmeGitOpsCluster
+// readmeExample is the GitOpsCluster of the install steps (examples/gitopscluster.yaml), which
+// is the upstream README's, applied unchanged (TestInstallExampleIsUpstreamsReadme).
+var readmeExample = mustReadExample("gitopscluster.yaml")
+
+func mustReadExample(name string) string {
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "examples", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
 
 // TestFleetE2E runs the scenarios in order on the package's fleet; each needs the state the
 // previous one left, so the first failure skips the rest.

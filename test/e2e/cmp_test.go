@@ -325,6 +325,23 @@ spec:
 	opts := cmp.Options{Name: cmp.WorkName(cmpTenantNS + "_" + appName), Application: cmpTenantNS + "_" + appName}
 	work.Namespace, work.Name = cluster, cmp.WorkBase(opts)+"-0"
 	s.waitHubObject(t, "ManifestWork of the tenant's Application", work, true)
+	// Argo CD deletes, on the resources finalizer, what its resource tree holds: wait until the
+	// hub Application lists the ManifestWork it just created, as it would long before a person
+	// deletes it (deleted in the same second, Argo CD deleted nothing and the work stayed).
+	s.eventually(t, "hub: the tenant's Application lists its ManifestWork", time.Minute, func(ctx context.Context) (bool, string) {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(app.GroupVersionKind())
+		if err := s.hub.Get(ctx, client.ObjectKeyFromObject(app), live); err != nil {
+			return false, err.Error()
+		}
+		resources, _, _ := unstructured.NestedSlice(live.Object, "status", "resources")
+		for _, r := range resources {
+			if m, ok := r.(map[string]any); ok && m["kind"] == "ManifestWork" && m["name"] == work.Name {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("status.resources %v", resources)
+	})
 	if err := s.hub.Delete(ctx, app); err != nil {
 		t.Fatal(err)
 	}

@@ -67,12 +67,12 @@ func (r *Reconciler) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitO
 		mca := &mcas.Items[i]
 		want, current := wanted[mca.Namespace], templateConfig(mca)
 		switch {
-		case want != "" && current == want:
+		case current == want: // none wanted and none named, or already this cluster's
 			continue
-		case want != "" && current != "" && current != names.ComponentsClusterTemplateName(goc, mca.Namespace):
+		case want != "" && current != "": // want is never another's name, so current is
 			out.heldByOthers = append(out.heldByOthers, mca.Namespace)
 			continue
-		case want == "" && (current == "" || current != names.ComponentsClusterTemplateName(goc, mca.Namespace)):
+		case want == "" && current != names.ComponentsClusterTemplateName(goc, mca.Namespace): // not ours to remove
 			continue
 		}
 		if err := r.setTemplateConfig(ctx, mca, want); err != nil {

@@ -28,7 +28,7 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newManagerCommand(), newVersionCommand(), newToolsCommand(), newCMPCommand(), newStatusCommand())
+	root.AddCommand(newManagerCommand(), newVersionCommand(), newToolsCommand(), newCMPCommand(), newStatusCommand(), newResourceReporterCommand())
 	return root
 }
 

@@ -57,6 +57,9 @@ const (
 	// resources finalizer without waiting for the cluster to delete the workload (see
 	// propagation's offline release).
 	AnnotationReleaseWithoutCluster = "apps.open-cluster-management.io/release-without-cluster"
+	// AnnotationResourceList on a spoke Application is the list of objects it deploys, written
+	// by the cluster's resource reporter (see package resourcelist) and fed back to the hub.
+	AnnotationResourceList = "apps.open-cluster-management.io/resource-list"
 	// ResourcesFinalizer is Argo CD's cascading-delete finalizer (with optional
 	// "/foreground" or "/background" suffixes).
 	ResourcesFinalizer = "resources-finalizer.argocd.argoproj.io"

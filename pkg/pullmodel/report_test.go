@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 )
 
 // TestApplicationSetReport: the report of an ApplicationSet lists each cluster its
@@ -32,7 +33,10 @@ func TestApplicationSetReport(t *testing.T) {
 	}
 	w1 := waitWork(t, getApp(t, names[0]), "rep1")
 	w2 := waitWork(t, getApp(t, names[1]), "rep2")
-	setFeedback(t, w1, map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "syncRevision": "abc"})
+	// rep1 runs the resource reporter, rep2 does not.
+	listed := resourcelist.Encode([]resourcelist.Resource{{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "guestbook", Name: "guestbook-ui"}})
+	rep1Feedback := map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "syncRevision": "abc", "resourceList": listed}
+	setFeedback(t, w1, rep1Feedback)
 	setFeedback(t, w2, map[string]string{"syncStatus": "OutOfSync", "healthStatus": "Progressing", "operationStatePhase": "Failed", "operationStateStartedAt": "2026-01-01T00:00:00Z", "operationStateMessage": "one or more objects failed to apply"})
 
 	key := client.ObjectKey{Namespace: argoNS, Name: set.GetName()}
@@ -52,12 +56,15 @@ func TestApplicationSetReport(t *testing.T) {
 	if len(cc[1].Conditions) != 1 || cc[1].Conditions[0].Type != "SyncError" || cc[1].Conditions[0].Message != "one or more objects failed to apply" {
 		t.Errorf("rep2's conditions %+v, want the failed sync's message", cc[1].Conditions)
 	}
+	if r := rep.Statuses.Resources; len(r) != 1 || r[0] != (reportv1alpha1.ResourceRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "guestbook", Name: "guestbook-ui"}) {
+		t.Errorf("resources %+v, want rep1's Deployment", r)
+	}
 	if len(rep.OwnerReferences) != 1 || rep.OwnerReferences[0].UID != set.GetUID() {
 		t.Errorf("report owners %v, want the ApplicationSet", rep.OwnerReferences)
 	}
 
 	m, _ := writesOf(t, "multiclusterapplicationsetreports")
-	setFeedback(t, w1, map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "syncRevision": "abc"})
+	setFeedback(t, w1, rep1Feedback)
 	time.Sleep(2 * time.Second)
 	if m2, _ := writesOf(t, "multiclusterapplicationsetreports"); m2 != m {
 		t.Errorf("unchanged feedback cost %d report writes, want 0", m2-m)

@@ -28,6 +28,8 @@ var (
 	principal   = owner{what: "argocd-agent's principal"}
 	agent       = owner{what: "argocd-agent's agent"}
 	helmKubectl = owner{what: "helm, kubectl or clusteradm"}
+	// reporterManifests prints the resource reporter's objects (docs/pull-model.md).
+	reporterManifests = owner{what: "argocd-agent-addon resource-reporter manifests", subcommand: []string{"resource-reporter", "manifests"}}
 )
 
 // otherPrograms lists the flags the pages mention that are not the manager's. Every other
@@ -36,7 +38,7 @@ var otherPrograms = map[string][]owner{
 	// argocd-agent (docs/install.md, "Running your own principal"; the agents' settings).
 	"auth":                          {principal},
 	"allowed-namespaces":            {principal, agent},
-	"namespace":                     {principal, helmKubectl},
+	"namespace":                     {principal, helmKubectl, reporterManifests},
 	"tls-secret-name":               {principal},
 	"tls-ca-secret-name":            {principal},
 	"resource-proxy-secret-name":    {principal},
@@ -62,6 +64,7 @@ var otherPrograms = map[string][]owner{
 	"server-side":         {helmKubectl},
 	"field-selector":      {helmKubectl},
 	// This repository's other programs.
+	"image":            {reporterManifests},
 	"remove":           {{what: "argocd-agent-addon cmp install-sidecar", subcommand: []string{"cmp", "install-sidecar"}}},
 	"clusters":         {{what: "the benchmarks", goMain: "test/bench/fleet"}, {what: "the benchmarks", goMain: "test/bench/pullmodel"}, {what: "the benchmarks", goMain: "test/bench/components"}},
 	"idle":             {{what: "the fleet benchmark", goMain: "test/bench/fleet"}, {what: "the pull-model benchmark", goMain: "test/bench/pullmodel"}},

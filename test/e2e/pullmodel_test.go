@@ -26,6 +26,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 )
@@ -243,6 +244,7 @@ spec:
 		sum, err := s.reportSummary(ctx)
 		return err == nil && sum["clusters"] == "2" && sum["synced"] == "2" && sum["healthy"] == "2", fmt.Sprint(sum, err)
 	})
+	s.reportListsTheObjects(t, clusters)
 	s.showSpokeErrorOnTheHub(t, repo.URL, clusters[0])
 	s.refreshRunsOnceOnTheCluster(t, clusters[0])
 
@@ -284,6 +286,54 @@ spec:
 	// Out of the ApplicationSet's Placement now, so freezing it moves nothing else.
 	s.deleteWhileTheClusterIsOffline(t, repo.URL, gone)
 	s.pullModelTenancy(ctx, t, clusters[0], gone)
+}
+
+// reportListsTheObjects: each cluster's admin runs the resource reporter (its ServiceAccount
+// and Role from `argocd-agent-addon resource-reporter manifests`, the binary authenticated as
+// that ServiceAccount in place of its pod); OCM's work agent feeds the annotation it writes
+// back, and the ApplicationSet report lists the guestbook's Deployment and Service.
+func (s *suite) reportListsTheObjects(t *testing.T, clusters []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, c := range clusters {
+		for _, o := range resourcelist.Objects(fleet.ArgoCDNamespace, "unused") {
+			if o.GetObjectKind().GroupVersionKind().Kind == "Deployment" {
+				continue // run below as a process: the fleet has no kubelet
+			}
+			if err := s.spokes[c].Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatalf("%s: %v", c, err)
+			}
+		}
+		kubeconfig, err := s.f.ServiceAccountKubeconfig(c, fleet.ArgoCDNamespace, resourcelist.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.f.StartProcess(fleet.ProcessSpec{
+			Name: c + "-resource-reporter",
+			Path: s.managerBin,
+			Args: []string{"resource-reporter", "--kubeconfig=" + kubeconfig, "--namespace=" + fleet.ArgoCDNamespace, "--health-probe-bind-address=0"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Stop(5 * time.Second) })
+	}
+	want := []string{"apps/v1 Deployment " + pullNS + "/" + guestbookName, "v1 Service " + pullNS + "/" + guestbookName}
+	s.eventually(t, "hub: the ApplicationSet report lists the objects the clusters' reporters see", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		rep := &unstructured.Unstructured{}
+		rep.SetAPIVersion("apps.open-cluster-management.io/v1alpha1")
+		rep.SetKind("MulticlusterApplicationSetReport")
+		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: pullAppSet}, rep); err != nil {
+			return false, err.Error()
+		}
+		items, _, _ := unstructured.NestedSlice(rep.Object, "statuses", "resources")
+		var got []string
+		for _, it := range items {
+			m, _ := it.(map[string]any)
+			got = append(got, fmt.Sprintf("%v %v %v/%v", m["apiVersion"], m["kind"], m["namespace"], m["name"]))
+		}
+		return slices.Equal(got, want), fmt.Sprintf("resources %v", got)
+	})
 }
 
 // pullWork returns the pull-model ManifestWork of hub Application app in cluster's namespace.

@@ -410,6 +410,18 @@ func (f *Fleet) HubUserKubeconfig(file, user string, groups ...string) (string, 
 	return f.hub.userKubeconfig(file, user, groups)
 }
 
+// ServiceAccountKubeconfig writes a kubeconfig that authenticates to cluster as its
+// ServiceAccount namespace/name (user and groups as the API server gives a pod's token), for a
+// process the fleet runs in place of that pod: what the ServiceAccount's RBAC refuses fails.
+func (f *Fleet) ServiceAccountKubeconfig(cluster, namespace, name string) (string, error) {
+	cp, err := f.plane(cluster)
+	if err != nil {
+		return "", err
+	}
+	path, _, err := cp.userKubeconfig("sa-"+namespace+"-"+name, ServiceAccountUser(namespace, name), ServiceAccountGroups(namespace))
+	return path, err
+}
+
 func (f *Fleet) logf(format string, args ...any) {
 	if f.opts.Logf != nil {
 		f.opts.Logf(format, args...)

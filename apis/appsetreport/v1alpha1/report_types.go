@@ -6,7 +6,8 @@ import (
 
 // MulticlusterApplicationSetReport reports, for one ApplicationSet (same name and namespace),
 // the sync and health of its Applications on every managed cluster they were delivered to by
-// the basic pull model, with a summary. It is built from ManifestWork status feedback only.
+// the basic pull model, the objects they deploy, and a summary. It is built from ManifestWork
+// status feedback only.
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Namespaced,shortName=appsetreport;appsetreports
 // +kubebuilder:printcolumn:name="Clusters",type=string,JSONPath=`.statuses.summary.clusters`
@@ -69,9 +70,13 @@ type ClusterCondition struct {
 
 // AppConditions are the per-cluster states of an ApplicationSet's Applications.
 type AppConditions struct {
-	// Resources are the objects the Applications deploy, when known.
+	// Resources are the distinct objects the Applications deploy, sorted, as the clusters'
+	// resource reporters list them (empty on clusters without one), within a size budget.
 	// +optional
 	Resources []ResourceRef `json:"resources,omitempty"`
+	// OmittedResources is how many objects Resources leaves out for its size budget.
+	// +optional
+	OmittedResources int `json:"omittedResources,omitempty"`
 	// ClusterConditions has one entry per cluster, sorted by cluster name, within a size budget
 	// that keeps the report far below etcd's object limit: when the ApplicationSet spans more
 	// clusters than fit, the entries with a problem (not Synced, not Healthy, or with conditions)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -44,6 +45,10 @@ const (
 	FeedbackSyncRevisions     = "syncRevisions"
 	// FeedbackHealthMessage is the spoke Application's health message.
 	FeedbackHealthMessage = "healthMessage"
+	// FeedbackResourceList is the spoke Application's list of objects, as the cluster's resource
+	// reporter writes it (package resourcelist); fed back for Applications of an ApplicationSet,
+	// whose report lists them.
+	FeedbackResourceList = "resourceList"
 )
 
 // requestsRunOnce keeps a request the spoke's Argo CD has run from being put back. Argo CD
@@ -119,6 +124,11 @@ func FeedsBackReconcileTime(w *workv1.ManifestWork) bool {
 	}
 	return false
 }
+
+// resourceListFeedback reads the reporter's annotation: a string, which a stock work agent
+// feeds back whole, unlike a list. Without a reporter on the cluster it is absent, and OCM
+// skips an absent value without an error.
+var resourceListFeedback = workv1.JsonPath{Name: FeedbackResourceList, Path: ".metadata.annotations." + strings.ReplaceAll(pullmodel.AnnotationResourceList, ".", `\.`)}
 
 // reconcileFeedback is the rule for the spoke's reconcile time, see feedbackPaths.
 var reconcileFeedback = workv1.JsonPath{Name: FeedbackReconciledAt, Path: ".status.reconciledAt"}
@@ -279,6 +289,9 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 		spoke.SetAnnotations(a)
 	}
 	paths := feedbackPaths
+	if pullmodel.OwningApplicationSet(app) != "" {
+		paths = append(slices.Clip(paths), resourceListFeedback)
+	}
 	_, refresh := spoke.GetAnnotations()[pullmodel.AnnotationRefresh]
 	if refresh {
 		annotations[pullmodel.AnnotationRefreshBaseline] = in.RefreshBaseline

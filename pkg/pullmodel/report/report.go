@@ -4,6 +4,7 @@
 package report
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"maps"
@@ -32,6 +33,7 @@ import (
 	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
 )
 
@@ -39,6 +41,9 @@ import (
 const (
 	ConditionDeliveryError = "DeliveryError"
 	ConditionSyncError     = "SyncError"
+	// ConditionResourceListError: the cluster fed back a resource list that is malformed or
+	// too large, so its objects are not listed.
+	ConditionResourceListError = "ResourceListError"
 )
 
 // Reconciler keeps the reports, keyed by ApplicationSet.
@@ -170,6 +175,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
 	out := reportv1alpha1.AppConditions{}
 	var synced, healthy, inProgress int
+	resources := map[reportv1alpha1.ResourceRef]bool{}
 	for i := range works {
 		w := &works[i]
 		if w.DeletionTimestamp != nil {
@@ -192,6 +198,13 @@ func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
 		case "Failed", "Error":
 			c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionSyncError, Message: truncate(fb[propagation.FeedbackOperationMessage])})
 		}
+		if listed, _, err := resourcelist.Decode(fb[propagation.FeedbackResourceList]); err != nil {
+			c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionResourceListError, Message: truncate(err.Error())})
+		} else {
+			for _, r := range listed {
+				resources[reportv1alpha1.ResourceRef{APIVersion: r.APIVersion(), Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}] = true
+			}
+		}
 		if c.SyncStatus == "Synced" {
 			synced++
 		}
@@ -207,6 +220,7 @@ func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
 	}
 	n := len(out.ClusterConditions)
 	out.ClusterConditions, out.OmittedClusters = withinBudget(out.ClusterConditions)
+	out.Resources, out.OmittedResources = resourcesWithinBudget(resources)
 	out.Summary = reportv1alpha1.ReportSummary{
 		Clusters:   strconv.Itoa(n),
 		Synced:     strconv.Itoa(synced),
@@ -219,9 +233,36 @@ func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
 }
 
 // EntryBudget bounds the JSON size of a report's cluster entries: 700,000 bytes, about 2,800
-// clusters with short messages, under half of etcd's 1.5 MiB object limit, so that the report and a
-// concurrent update of it always fit.
+// clusters with short messages. With ResourceBudget it keeps a report under half of etcd's
+// 1.5 MiB object limit, so that the report and a concurrent update of it always fit.
 const EntryBudget = 700_000
+
+// ResourceBudget bounds the JSON size of a report's resource list: 64 KiB, about 600 objects.
+// The Applications of one ApplicationSet usually deploy the same objects on every cluster, so
+// the union is about one Application's list.
+const ResourceBudget = 64 * 1024
+
+// resourcesWithinBudget returns the distinct objects, sorted, as many as fit ResourceBudget,
+// and how many were left out.
+func resourcesWithinBudget(set map[reportv1alpha1.ResourceRef]bool) ([]reportv1alpha1.ResourceRef, int) {
+	all := slices.SortedFunc(maps.Keys(set), func(a, b reportv1alpha1.ResourceRef) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.APIVersion, b.APIVersion),
+			strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
+	})
+	size, kept := 0, 0
+	for _, r := range all {
+		raw, _ := json.Marshal(r)
+		if size+len(raw)+1 > ResourceBudget {
+			break
+		}
+		size += len(raw) + 1
+		kept++
+	}
+	if kept == 0 {
+		return nil, len(all)
+	}
+	return all[:kept], len(all) - kept
+}
 
 // maxMessageBytes bounds each message in an entry.
 const maxMessageBytes = 512

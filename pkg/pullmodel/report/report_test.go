@@ -10,7 +10,9 @@ import (
 	"k8s.io/utils/ptr"
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 )
 
 func w(cluster string, fb map[string]string) workv1.ManifestWork {
@@ -113,4 +115,65 @@ func TestReportLabels(t *testing.T) {
 	if l := reportLabels("argocd", strings.Repeat("x", 55)+"-y"); l[LabelHostingApplicationSet] != "" {
 		t.Errorf("a cut value ending in '-' was set: %v", l)
 	}
+}
+
+// TestReportListsTheObjectsTheClustersReport: the resource lists fed back by the clusters'
+// reporters make one sorted list of distinct objects; a malformed list is named in its
+// cluster's entry and adds nothing; a cluster without a reporter adds nothing.
+func TestReportListsTheObjectsTheClustersReport(t *testing.T) {
+	list := func(items ...[5]string) string {
+		var rs []resourcelist.Resource
+		for _, it := range items {
+			rs = append(rs, resourcelist.Resource{Group: it[0], Version: it[1], Kind: it[2], Namespace: it[3], Name: it[4]})
+		}
+		return resourcelist.Encode(rs)
+	}
+	deploy := [5]string{"apps", "v1", "Deployment", "guestbook", "guestbook-ui"}
+	svc := [5]string{"", "v1", "Service", "guestbook", "guestbook-ui"}
+	extra := [5]string{"", "v1", "ConfigMap", "guestbook", "only-on-c2"}
+	got := Build([]workv1.ManifestWork{
+		w("c1", map[string]string{"syncStatus": "Synced", "resourceList": list(deploy, svc)}),
+		w("c2", map[string]string{"syncStatus": "Synced", "resourceList": list(svc, deploy, extra)}),
+		w("c3", map[string]string{"syncStatus": "Synced", "resourceList": `[{"kind":"Secret","name":"stolen"}]`}),
+		w("c4", map[string]string{"syncStatus": "Synced"}),
+	})
+	want := []reportv1alpha1.ResourceRef{
+		{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "guestbook", Name: "guestbook-ui"},
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "guestbook", Name: "only-on-c2"},
+		{APIVersion: "v1", Kind: "Service", Namespace: "guestbook", Name: "guestbook-ui"},
+	}
+	if fmt.Sprint(got.Resources) != fmt.Sprint(want) || got.OmittedResources != 0 {
+		t.Errorf("resources %v (omitted %d), want %v", got.Resources, got.OmittedResources, want)
+	}
+	var c3 []reportv1alpha1.Condition
+	for _, c := range got.ClusterConditions {
+		if c.Cluster == "c3" {
+			c3 = c.Conditions
+		}
+		if c.Cluster == "c4" && len(c.Conditions) != 0 {
+			t.Errorf("c4, without a reporter: conditions %+v", c.Conditions)
+		}
+	}
+	if len(c3) != 1 || c3[0].Type != ConditionResourceListError {
+		t.Errorf("c3, malformed list: conditions %+v", c3)
+	}
+}
+
+// TestResourceListStaysWithinItsBudget: 500 clusters each reporting objects of their own (the
+// worst case: no two alike) keep the list within ResourceBudget and count the rest.
+func TestResourceListStaysWithinItsBudget(t *testing.T) {
+	var works []workv1.ManifestWork
+	for i := range 500 {
+		var rs []resourcelist.Resource
+		for j := range 20 {
+			rs = append(rs, resourcelist.Resource{Version: "v1", Kind: "ConfigMap", Namespace: fmt.Sprintf("ns-%03d", i), Name: fmt.Sprintf("config-%02d", j)})
+		}
+		works = append(works, w(fmt.Sprintf("c%03d", i), map[string]string{"resourceList": resourcelist.Encode(rs)}))
+	}
+	got := Build(works)
+	raw, _ := json.Marshal(got.Resources)
+	if len(raw) > ResourceBudget || len(got.Resources)+got.OmittedResources != 10000 || got.OmittedResources == 0 {
+		t.Fatalf("%d objects in %d bytes, %d omitted", len(got.Resources), len(raw), got.OmittedResources)
+	}
+	t.Logf("%d of 10,000 objects listed in %d bytes", len(got.Resources), len(raw))
 }

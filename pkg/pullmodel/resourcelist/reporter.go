@@ -1,0 +1,116 @@
+package resourcelist
+
+import (
+	"context"
+	"encoding/json"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+)
+
+// FieldManager is the reporter's field manager on the Applications it annotates; OCM's work
+// agent applies the rest of the Application server-side, so neither removes the other's fields.
+const FieldManager = "argocd-resource-reporter"
+
+// Reported selects the spoke Applications the reporter annotates: those the pull model
+// delivered for an ApplicationSet, whose report on the hub lists the objects they deploy.
+func Reported() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{pullmodel.LabelApplicationSet: "true"})
+}
+
+// CacheOptions scope the reporter's cache to the Applications it annotates in namespace.
+func CacheOptions(namespace string) cache.Options {
+	return cache.Options{
+		DefaultNamespaces: map[string]cache.Config{namespace: {}},
+		ByObject:          map[client.Object]cache.ByObject{pullmodel.NewApplication(): {Label: Reported()}},
+	}
+}
+
+// Reporter keeps each reported Application's AnnotationResourceList equal to its
+// status.resources. It runs on the managed cluster, next to its Argo CD, with the rights to read
+// and patch Applications of one namespace and nothing else.
+type Reporter struct {
+	Client client.Client
+}
+
+// SetupWithManager registers the reporter; it reacts only to changes of an Application's
+// resources or of the annotation (the spoke's Argo CD rewrites status on every refresh).
+func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("resource-reporter").
+		For(pullmodel.NewApplication(), builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return Wanted(e.ObjectNew.(*unstructured.Unstructured)) != e.ObjectNew.GetAnnotations()[pullmodel.AnnotationResourceList] ||
+					Wanted(e.ObjectOld.(*unstructured.Unstructured)) != Wanted(e.ObjectNew.(*unstructured.Unstructured))
+			},
+		})).
+		Complete(r)
+}
+
+// Wanted is the annotation value an Application should carry.
+func Wanted(app *unstructured.Unstructured) string { return Encode(FromApplication(app)) }
+
+// Reconcile writes the annotation when it differs, with a merge patch of that key alone.
+func (r *Reporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	app := pullmodel.NewApplication()
+	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if app.GetDeletionTimestamp() != nil {
+		return ctrl.Result{}, nil
+	}
+	want := Wanted(app)
+	have, present := app.GetAnnotations()[pullmodel.AnnotationResourceList]
+	if want == have && (want != "" || !present) {
+		return ctrl.Result{}, nil
+	}
+	var value any = want
+	if want == "" {
+		value = nil // removes the key
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{pullmodel.AnnotationResourceList: value}}})
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, patch), client.FieldOwner(FieldManager))
+}
+
+// NewManager builds the reporter's manager for the resource-reporter command: its cache holds
+// the reported Applications of namespace only, no metrics endpoint, health probes on
+// healthAddr ("0" disables them).
+func NewManager(cfg *rest.Config, namespace, healthAddr string) (ctrl.Manager, error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 runtime.NewScheme(),
+		Cache:                  CacheOptions(namespace),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: healthAddr,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if healthAddr != "0" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+	}
+	if err := (&Reporter{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}

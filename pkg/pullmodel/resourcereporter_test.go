@@ -1,0 +1,113 @@
+package pullmodel_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
+)
+
+// TestResourceReporterOnTheCluster runs the reporter's manager, as the resource-reporter
+// command builds it, authenticated as its ServiceAccount with only the rights its manifests
+// grant (this API server plays the managed cluster): it annotates the ApplicationSet
+// Applications of its namespace with the objects they deploy, follows changes of the list and
+// not of health, removes the annotation when the list empties, and leaves other Applications
+// alone.
+func TestResourceReporterOnTheCluster(t *testing.T) {
+	const ns = "reporter-argocd"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	for _, o := range resourcelist.Objects(ns, "argocd-agent-addon:test") {
+		create(t, o)
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + ns + ":" + resourcelist.Name,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+	}
+	mgr, err := resourcelist.NewManager(cfg, ns, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("reporter: %v", err)
+		}
+	}()
+
+	resource := func(kind, name, health string) map[string]any {
+		return map[string]any{"version": "v1", "kind": kind, "namespace": "guestbook", "name": name, "status": "Synced", "health": map[string]any{"status": health}}
+	}
+	app := func(name string, reported bool, resources ...any) *unstructured.Unstructured {
+		a := pullmodel.NewApplication()
+		a.SetNamespace(ns)
+		a.SetName(name)
+		if reported {
+			a.SetLabels(map[string]string{pullmodel.LabelApplicationSet: "true"})
+		}
+		a.Object["spec"] = map[string]any{"project": "default", "source": map[string]any{"repoURL": "https://example.com/repo.git"},
+			"destination": map[string]any{"server": pullmodel.InClusterServer, "namespace": "guestbook"}}
+		a.Object["status"] = map[string]any{"resources": resources}
+		return a
+	}
+	annotation := func(ctx context.Context, name string) (string, bool, error) {
+		a := pullmodel.NewApplication()
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, a); err != nil {
+			return "", false, err
+		}
+		v, ok := a.GetAnnotations()[pullmodel.AnnotationResourceList]
+		return v, ok, nil
+	}
+	setResources := func(name string, resources ...any) {
+		t.Helper()
+		a := pullmodel.NewApplication()
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, a); err != nil {
+			t.Fatal(err)
+		}
+		a.Object["status"] = map[string]any{"resources": resources}
+		if err := k8s.Update(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor := func(what, name string, want []resourcelist.Resource) {
+		t.Helper()
+		eventually(t, what, 30*time.Second, func(ctx context.Context) (bool, string) {
+			v, present, err := annotation(ctx, name)
+			if err != nil {
+				return false, err.Error()
+			}
+			if want == nil {
+				return !present, "annotation " + v
+			}
+			return v == resourcelist.Encode(want), "annotation " + v
+		})
+	}
+	svc := resourcelist.Resource{Version: "v1", Kind: "Service", Namespace: "guestbook", Name: "guestbook-ui"}
+	cm := resourcelist.Resource{Version: "v1", Kind: "ConfigMap", Namespace: "guestbook", Name: "settings"}
+
+	create(t, app("reported", true, resource("Service", "guestbook-ui", "Progressing")))
+	create(t, app("own", false, resource("Service", "guestbook-ui", "Healthy")))
+	waitFor("the ApplicationSet's Application lists its Service", "reported", []resourcelist.Resource{svc})
+
+	setResources("reported", resource("Service", "guestbook-ui", "Healthy"), resource("ConfigMap", "settings", "Healthy"))
+	waitFor("a new object is listed", "reported", []resourcelist.Resource{svc, cm})
+
+	setResources("reported")
+	waitFor("no objects: the annotation goes", "reported", nil)
+
+	if v, present, err := annotation(ctx, "own"); err != nil || present {
+		t.Fatalf("an Application of no ApplicationSet was annotated: %q %v", v, err)
+	}
+}

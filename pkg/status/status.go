@@ -105,7 +105,7 @@ func printOne(ctx context.Context, r client.Reader, w io.Writer, goc *v1alpha1.G
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  CLUSTER\tAGENT\tAGENT IMAGE\tCERTIFICATES\tNOT READY BECAUSE")
 	for _, c := range shown {
-		agent, image, err := agentState(ctx, r, c, opts.AddonName)
+		agent, image, err := agentState(ctx, r, goc, c, opts.AddonName)
 		if err != nil {
 			return err
 		}
@@ -125,8 +125,11 @@ func printOne(ctx context.Context, r client.Reader, w io.Writer, goc *v1alpha1.G
 }
 
 // agentState is the agent addon's Available condition on the cluster and the agent image of
-// the AddOnDeploymentConfig OCM last applied there.
-func agentState(ctx context.Context, r client.Reader, cluster, addonName string) (string, string, error) {
+// the AddOnDeploymentConfig OCM last applied there. The ManagedClusterAddOn's status is
+// writable by the managed cluster's own identity, so the config it names is read only when it
+// is one of this GitOpsCluster's (its namespace, controlled by it): a cluster cannot make the
+// command show another tenant's config, or a made-up image, as its own.
+func agentState(ctx context.Context, r client.Reader, goc *v1alpha1.GitOpsCluster, cluster, addonName string) (string, string, error) {
 	mca := &addonv1alpha1.ManagedClusterAddOn{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: cluster, Name: addonName}, mca); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -140,7 +143,7 @@ func agentState(ctx context.Context, r client.Reader, cluster, addonName string)
 	}
 	image := "-"
 	for _, ref := range mca.Status.ConfigReferences {
-		if ref.Resource != "addondeploymentconfigs" || ref.LastAppliedConfig == nil {
+		if ref.Resource != "addondeploymentconfigs" || ref.LastAppliedConfig == nil || ref.LastAppliedConfig.Namespace != goc.Namespace {
 			continue
 		}
 		adc := &addonv1alpha1.AddOnDeploymentConfig{}
@@ -150,6 +153,9 @@ func agentState(ctx context.Context, r client.Reader, cluster, addonName string)
 		}
 		if err != nil {
 			return "", "", fmt.Errorf("reading AddOnDeploymentConfig %s/%s: %w", ref.LastAppliedConfig.Namespace, ref.LastAppliedConfig.Name, err)
+		}
+		if !metav1.IsControlledBy(adc, goc) {
+			continue
 		}
 		for _, v := range adc.Spec.CustomizedVariables {
 			if v.Name == addon.VarAgentImage {

@@ -42,7 +42,7 @@ func TestAgentImageComesOnlyFromTheGitOpsClustersOwnConfig(t *testing.T) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	if err := addonv1alpha1.AddToScheme(scheme); err != nil {
+	if err := addonv1alpha1.Install(scheme); err != nil {
 		t.Fatal(err)
 	}
 	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "gitops", UID: "goc-uid"}}

@@ -448,6 +448,8 @@ func resources(cpuReq, memReq, cpuLim, memLim string) corev1.ResourceRequirement
 //
 // The client-certificate volume is deliberately absent: OCM adds it, and the
 // mount at ClientCertMountDir, to every container of the Deployment.
+//
+// It is one object literal, read top to bottom as the Deployment it makes, hence its length.
 func deployment(signerName string, pullSecrets []string, destinationBasedMapping, assignedUserIDs bool, redis Redis) *appsv1.Deployment {
 	selector := map[string]string{LabelName: AgentName, LabelPartOf: partOfValue}
 	podLabels := spokeLabels()

@@ -9,7 +9,8 @@ import (
 )
 
 // newCMPCommand is the Argo CD Config Management Plugin that delivers a folder of manifests as
-// OCM ManifestWorks.
+// OCM ManifestWorks. Its subcommands and their flags are declared in one place, hence its
+// length.
 func newCMPCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "cmp",

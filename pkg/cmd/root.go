@@ -63,6 +63,8 @@ func newToolsCommand() *cobra.Command {
 	return tools
 }
 
+// newManagerCommand is the manager: one flag per option, declared in one list so that the
+// chart's values and the docs can be checked against it, hence its length.
 func newManagerCommand() *cobra.Command {
 	opts := manager.DefaultOptions()
 	var kubeconfig string

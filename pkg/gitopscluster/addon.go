@@ -94,41 +94,66 @@ type addOnNames struct {
 // applyAddOn writes the AddOnDeploymentConfig, the AddOnTemplate and this GitOpsCluster's entry
 // of the ClusterManagementAddOn, each only when it differs from what is there.
 func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, hub *hubPKI, owned sets.Set[string]) (addOnNames, error) {
-	image, err := r.agentImage(ctx, goc, principalNS)
+	mode := string(goc.Spec.ArgoCDAgentAddon.Mode)
+	if mode == "" {
+		mode = string(v1alpha1.AgentModeManaged)
+	}
+	adc, err := r.applyDeploymentConfig(ctx, goc, principalNS, ep, mode)
 	if err != nil {
 		return addOnNames{}, err
+	}
+	tmpl, err := r.applyAgentTemplate(ctx, goc, principalNS, hub, mode)
+	if err != nil {
+		return addOnNames{}, err
+	}
+	rollout := clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All}
+	if rs := goc.Spec.ArgoCDAgentAddon.RolloutStrategy; rs != nil {
+		rollout = *rs.DeepCopy()
+	}
+	config := types.NamespacedName{Namespace: adc.Namespace, Name: adc.Name}
+	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, tmpl.Name, config, rollout)
+	if err := r.applyCMAEntry(ctx, goc, &entry); err != nil {
+		return addOnNames{}, fmt.Errorf("writing ClusterManagementAddOn %s: %w", r.Config.AddonName, err)
+	}
+	componentsWaiting, clusterCfg, err := r.applyComponents(ctx, goc, mode, config, rollout, owned)
+	if err != nil {
+		return addOnNames{}, err
+	}
+	if err := r.deleteUnreferencedTemplates(ctx, goc, tmpl.Name, clusterCfg.templates); err != nil {
+		return addOnNames{}, err
+	}
+	return addOnNames{template: tmpl.Name, config: adc.Name, componentsWaiting: componentsWaiting, clusterConfigs: clusterCfg}, nil
+}
+
+// applyDeploymentConfig writes the GitOpsCluster's AddOnDeploymentConfig (named by a hash of
+// its spec, so a change rolls out under the rollout strategy) when it differs.
+func (r *Reconciler) applyDeploymentConfig(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, mode string) (*addonv1alpha1.AddOnDeploymentConfig, error) {
+	image, err := r.agentImage(ctx, goc, principalNS)
+	if err != nil {
+		return nil, err
 	}
 	image = spoke.RewriteRegistry(image, r.Config.SpokeImageRegistry)
 	var argoCDImages spoke.Images
 	if componentsWanted(goc) {
 		if argoCDImages, err = r.spokeImages(); err != nil {
-			return addOnNames{}, err
+			return nil, err
 		}
 	}
-	agentNS := goc.Spec.ArgoCDAgentAddon.AgentNamespace
-	if agentNS == "" {
-		agentNS = r.Config.DefaultAgentNamespace
-	}
-	mode := string(goc.Spec.ArgoCDAgentAddon.Mode)
-	if mode == "" {
-		mode = string(v1alpha1.AgentModeManaged)
-	}
-
 	adc, err := addon.BuildDeploymentConfig(addon.DeploymentConfigInput{
-		Name: DeploymentConfigPrefix(goc) + "pending", Namespace: goc.Namespace, AgentInstallNamespace: agentNS,
+		Name: DeploymentConfigPrefix(goc) + "pending", Namespace: goc.Namespace, AgentInstallNamespace: r.installNamespace(goc),
 		ServerAddress: ep.Address, ServerPort: ep.Port, Mode: mode, AgentImage: image,
 		ReloaderImage: spoke.RewriteRegistry(r.Config.ReloaderImage, r.Config.SpokeImageRegistry),
 		ArgoCDImage:   argoCDImages.ArgoCD, RedisImage: argoCDImages.Redis,
 	})
 	if err != nil {
-		return addOnNames{}, fmt.Errorf("building AddOnDeploymentConfig: %w", err)
+		return nil, fmt.Errorf("building AddOnDeploymentConfig: %w", err)
 	}
 	if adc.Name, err = deploymentConfigName(goc, &adc.Spec); err != nil {
-		return addOnNames{}, err
+		return nil, err
 	}
 	adc.Labels = ownerLabels(goc)
 	if err := controllerutil.SetControllerReference(goc, adc, r.Client.Scheme()); err != nil {
-		return addOnNames{}, err
+		return nil, err
 	}
 	if err := r.createOrUpdate(ctx, adc, func(live client.Object) bool {
 		l := live.(*addonv1alpha1.AddOnDeploymentConfig)
@@ -139,9 +164,14 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		mergeLabels(l, adc.Labels)
 		return true
 	}); err != nil {
-		return addOnNames{}, fmt.Errorf("writing AddOnDeploymentConfig %s/%s: %w", adc.Namespace, adc.Name, err)
+		return nil, fmt.Errorf("writing AddOnDeploymentConfig %s/%s: %w", adc.Namespace, adc.Name, err)
 	}
+	return adc, nil
+}
 
+// applyAgentTemplate writes the agent's AddOnTemplate: the agent with the hub's trust bundle,
+// mode and options, and the GitOpsCluster's pod settings.
+func (r *Reconciler) applyAgentTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, hub *hubPKI, mode string) (*addonv1alpha1.AddOnTemplate, error) {
 	tmpl, err := addon.BuildAddOnTemplate(addon.TemplateInput{
 		AddonName: r.Config.AddonName, TemplateName: names.TemplateName(goc), SignerName: r.Config.SignerName,
 		SigningCANamespace: principalNS,
@@ -151,43 +181,33 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		Redis:                   existingRedis(goc),
 	})
 	if err != nil {
-		return addOnNames{}, fmt.Errorf("building AddOnTemplate: %w", err)
+		return nil, fmt.Errorf("building AddOnTemplate: %w", err)
 	}
 	if err := addon.ApplyPodSettings(tmpl.Spec.AgentSpec.Workload.Manifests, podSettings(goc)); err != nil {
-		return addOnNames{}, fmt.Errorf("placing the agent's pods: %w", err)
+		return nil, fmt.Errorf("placing the agent's pods: %w", err)
 	}
 	tmpl.Labels = ownerLabels(goc)
 	if err := r.writeTemplate(ctx, goc, tmpl); err != nil {
-		return addOnNames{}, err
+		return nil, err
 	}
+	return tmpl, nil
+}
 
-	rollout := clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All}
-	if rs := goc.Spec.ArgoCDAgentAddon.RolloutStrategy; rs != nil {
-		rollout = *rs.DeepCopy()
-	}
-	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name},
-		tmpl.Name, types.NamespacedName{Namespace: adc.Namespace, Name: adc.Name}, rollout)
-	if err := r.applyCMAEntry(ctx, goc, &entry); err != nil {
-		return addOnNames{}, fmt.Errorf("writing ClusterManagementAddOn %s: %w", r.Config.AddonName, err)
-	}
-	componentsWaiting, clusterCfg, err := r.applyComponents(ctx, goc, mode, types.NamespacedName{Namespace: adc.Namespace, Name: adc.Name}, rollout, owned)
-	if err != nil {
-		return addOnNames{}, err
-	}
-	// Other templates of this GitOpsCluster (an earlier naming scheme, a cluster's configuration
-	// that was removed) are no longer referenced.
+// deleteUnreferencedTemplates deletes the GitOpsCluster's other templates (an earlier naming
+// scheme, a cluster's configuration that was removed): nothing references them any more.
+func (r *Reconciler) deleteUnreferencedTemplates(ctx context.Context, goc *v1alpha1.GitOpsCluster, agentTemplate string, clusterTemplates sets.Set[string]) error {
 	var templates addonv1alpha1.AddOnTemplateList
 	if err := r.Client.List(ctx, &templates, client.MatchingLabels{v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name}); err != nil {
-		return addOnNames{}, err
+		return err
 	}
 	for i := range templates.Items {
-		if old := &templates.Items[i]; old.Name != tmpl.Name && old.Name != names.ComponentsTemplateName(goc) && !clusterCfg.templates.Has(old.Name) {
+		if old := &templates.Items[i]; old.Name != agentTemplate && old.Name != names.ComponentsTemplateName(goc) && !clusterTemplates.Has(old.Name) {
 			if err := r.Client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
-				return addOnNames{}, fmt.Errorf("deleting the replaced AddOnTemplate %s: %w", old.Name, err)
+				return fmt.Errorf("deleting the replaced AddOnTemplate %s: %w", old.Name, err)
 			}
 		}
 	}
-	return addOnNames{template: tmpl.Name, config: adc.Name, componentsWaiting: componentsWaiting, clusterConfigs: clusterCfg}, nil
+	return nil
 }
 
 // templateOwner returns "<namespace>/<name>" of the GitOpsCluster that owns the AddOnTemplate

@@ -175,6 +175,56 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 	}
 	now := r.Config.Now()
 	out := &hubPKI{}
+	mirror, err := r.certManagerMayWrite(ctx, ns)
+	if err != nil {
+		return nil, err
+	}
+	ready, problem, err := r.applyCertificates(ctx, ns, principalHosts, ref)
+	if err != nil {
+		return nil, err
+	}
+	if !ready[certmanager.CACertificateName] {
+		if mirror == nil {
+			return nil, problem
+		}
+		// Keep what the principal and agents use now until cert-manager's CA is there.
+		kp, err := pki.ParseKeyPair(mirror.Data[corev1.TLSCertKey], mirror.Data[corev1.TLSPrivateKeyKey])
+		if err != nil {
+			return nil, problem
+		}
+		out.CA, out.Bundle = kp, mirror.Data["ca.crt"]
+	} else if err := r.takeIssuedCA(ctx, ns, mirror, now, out); err != nil {
+		return nil, err
+	}
+
+	if ready[PrincipalTLSSecretName] {
+		p, err := r.promoteServingCert(ctx, ns, now, out)
+		if err != nil {
+			return nil, err
+		}
+		if problem == nil {
+			problem = p
+		}
+	}
+	if err := r.addServingAnchors(ctx, ns, out); err != nil {
+		return nil, err
+	}
+	if err := r.ensureJWTKey(ctx, ns, out); err != nil {
+		return nil, err
+	}
+	if problem != nil {
+		out.Problem = problem
+		out.renewBy(now.Add(certManagerRecheck))
+	} else if r.Config.CertManagerRecheck > 0 {
+		out.renewBy(now.Add(r.Config.CertManagerRecheck))
+	}
+	return out, nil
+}
+
+// certManagerMayWrite refuses a principal namespace whose CA or serving secrets another party
+// made (cert-manager would overwrite them), marks a resource-proxy certificate the manager
+// issued itself as such, and returns the CA secret the principal reads now (nil if none).
+func (r *Reconciler) certManagerMayWrite(ctx context.Context, ns string) (*corev1.Secret, error) {
 	mirror, err := r.getSecret(ctx, ns, CASecretName)
 	if err != nil {
 		return nil, err
@@ -198,7 +248,12 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 			}
 		}
 	}
+	return mirror, nil
+}
 
+// applyCertificates writes the CA and the two serving Certificates for cert-manager and
+// returns which are Ready, by name, and what keeps the others from it.
+func (r *Reconciler) applyCertificates(ctx context.Context, ns string, principalHosts []string, ref cmmeta.IssuerReference) (map[string]bool, *pkiProblem, error) {
 	dnsNames, ips := splitHosts(append(serviceDNSNames(r.Config.PrincipalServiceName, ns), principalHosts...))
 	proxyDNS, proxyIPs := splitHosts(serviceDNSNames(r.Config.ResourceProxyServiceName, ns))
 	desired := []*cmapi.Certificate{
@@ -212,14 +267,14 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 		c, err := r.applyCertificate(ctx, d)
 		if err != nil {
 			if p := forbidden(err, ns); p != nil {
-				return nil, p
+				return nil, nil, p
 			}
 			if meta.IsNoMatchError(err) {
-				return nil, &pkiProblem{Reason: v1alpha1.ReasonCertManagerNotInstalled, Message: fmt.Sprintf(
+				return nil, nil, &pkiProblem{Reason: v1alpha1.ReasonCertManagerNotInstalled, Message: fmt.Sprintf(
 					"spec.argoCDAgentAddon.certManager names %s, but cert-manager's Certificate kind (cert-manager.io/v1) is not served by this hub: install cert-manager, or remove certManager to use the self-managed CA",
 					certmanager.DescribeIssuer(ns, ref))}
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		ok, why := certmanager.Ready(c)
 		ready[d.Name] = ok
@@ -227,63 +282,46 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 			notReady = append(notReady, why)
 		}
 	}
-	var problem *pkiProblem
-	if len(notReady) > 0 {
-		problem, err = r.explainNotReady(ctx, ns, ref, notReady)
-		if err != nil {
-			return nil, err
-		}
+	if len(notReady) == 0 {
+		return ready, nil, nil
 	}
+	problem, err := r.explainNotReady(ctx, ns, ref, notReady)
+	return ready, problem, err
+}
 
-	if !ready[certmanager.CACertificateName] {
-		if mirror == nil {
-			return nil, problem
-		}
-		// Keep what the principal and agents use now until cert-manager's CA is there.
-		kp, err := pki.ParseKeyPair(mirror.Data[corev1.TLSCertKey], mirror.Data[corev1.TLSPrivateKeyKey])
-		if err != nil {
-			return nil, problem
-		}
-		out.CA, out.Bundle = kp, mirror.Data["ca.crt"]
-	} else {
-		issued, err := r.getSecret(ctx, ns, certmanager.CAIssuedSecretName)
-		if err != nil {
-			return nil, err
-		}
-		if issued == nil {
-			return nil, &pkiProblem{Reason: v1alpha1.ReasonCertManagerCertNotReady, Message: fmt.Sprintf(
-				"Certificate %s/%s is Ready but its secret %s does not exist yet", ns, certmanager.CACertificateName, certmanager.CAIssuedSecretName)}
-		}
-		ca, anchors, err := certmanager.IssuedCA(issued)
-		if err != nil {
-			return nil, &pkiProblem{Reason: v1alpha1.ReasonCertManagerInvalidSecret, Message: err.Error()}
-		}
-		bundle, err := r.mirrorCA(ctx, ns, mirror, ca, now, out)
-		if err != nil {
-			return nil, err
-		}
-		out.CA = ca
-		out.Bundle = mergeBundles(bundle, pki.EncodeCertificates(anchors...))
+// takeIssuedCA makes the CA cert-manager issued the principal's: mirrored into the CA secret
+// (previous CAs kept in the bundle until they expire) and trusted with its anchors.
+func (r *Reconciler) takeIssuedCA(ctx context.Context, ns string, mirror *corev1.Secret, now time.Time, out *hubPKI) error {
+	issued, err := r.getSecret(ctx, ns, certmanager.CAIssuedSecretName)
+	if err != nil {
+		return err
 	}
-
-	if ready[PrincipalTLSSecretName] {
-		p, err := r.promoteServingCert(ctx, ns, now, out)
-		if err != nil {
-			return nil, err
-		}
-		if problem == nil {
-			problem = p
-		}
+	if issued == nil {
+		return &pkiProblem{Reason: v1alpha1.ReasonCertManagerCertNotReady, Message: fmt.Sprintf(
+			"Certificate %s/%s is Ready but its secret %s does not exist yet", ns, certmanager.CACertificateName, certmanager.CAIssuedSecretName)}
 	}
+	ca, anchors, err := certmanager.IssuedCA(issued)
+	if err != nil {
+		return &pkiProblem{Reason: v1alpha1.ReasonCertManagerInvalidSecret, Message: err.Error()}
+	}
+	bundle, err := r.mirrorCA(ctx, ns, mirror, ca, now, out)
+	if err != nil {
+		return err
+	}
+	out.CA = ca
+	out.Bundle = mergeBundles(bundle, pki.EncodeCertificates(anchors...))
+	return nil
+}
 
-	// The serving certificates: whatever the principal reads now (cert-manager's, or the
-	// previous PKI's until cert-manager has issued and the agents trust it), the one
-	// cert-manager issued for it, and their anchors for the agents.
+// addServingAnchors adds to the agents' bundle the anchors of the serving certificates:
+// whatever the principal reads now (cert-manager's, or the previous PKI's until cert-manager
+// has issued and the agents trust it) and the one cert-manager issued for it.
+func (r *Reconciler) addServingAnchors(ctx context.Context, ns string, out *hubPKI) error {
 	var extra []*x509.Certificate
 	for _, name := range []string{PrincipalTLSSecretName, certmanager.PrincipalIssuedSecretName, ResourceProxySecretName} {
 		s, err := r.getSecret(ctx, ns, name)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if s == nil {
 			continue
@@ -294,16 +332,7 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 		extra = append(extra, certmanager.Anchors(s)...)
 	}
 	out.Bundle = mergeBundles(out.Bundle, pki.EncodeCertificates(extra...))
-	if err := r.ensureJWTKey(ctx, ns, out); err != nil {
-		return nil, err
-	}
-	if problem != nil {
-		out.Problem = problem
-		out.renewBy(now.Add(certManagerRecheck))
-	} else if r.Config.CertManagerRecheck > 0 {
-		out.renewBy(now.Add(r.Config.CertManagerRecheck))
-	}
-	return out, nil
+	return nil
 }
 
 // promoteServingCert copies the principal's serving certificate cert-manager issued into the

@@ -71,13 +71,9 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 			// The secret may exist without our owner labels (made by hand or by another
 			// GitOpsCluster that owned the cluster before); look it up by name.
 			if inNamespace == nil {
-				var list corev1.SecretList
-				if err := r.Client.List(ctx, &list, client.InNamespace(principalNS), client.UnsafeDisableDeepCopy); err != nil {
+				var err error
+				if inNamespace, err = r.secretsByName(ctx, principalNS); err != nil {
 					return time.Time{}, err
-				}
-				inNamespace = make(map[string]*corev1.Secret, len(list.Items))
-				for i := range list.Items {
-					inNamespace[list.Items[i].Name] = &list.Items[i]
 				}
 			}
 			s = inNamespace[ClusterSecretName(cluster)]
@@ -91,15 +87,8 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 			if next.IsZero() || renewAt.Before(next) {
 				next = renewAt
 			}
-			if !controllerutil.ContainsFinalizer(s, FinalizerRecordCertificate) {
-				// Written by a release without it: add it alone, without a new certificate.
-				// s may be the cache's own object: change a copy.
-				c := s.DeepCopy()
-				patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
-				controllerutil.AddFinalizer(c, FinalizerRecordCertificate)
-				if err := r.Client.Patch(ctx, c, patch); client.IgnoreNotFound(err) != nil {
-					return time.Time{}, fmt.Errorf("adding the certificate-record finalizer to the cluster secret of %s: %w", cluster, err)
-				}
+			if err := r.ensureRecordFinalizer(ctx, s, cluster); err != nil {
+				return time.Time{}, err
 			}
 			continue
 		}
@@ -133,6 +122,35 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 		r.event(goc, corev1.EventTypeNormal, "AgentsRegistered", "RegisterAgents", "registered %d agent(s) with the principal", created)
 	}
 	return next, nil
+}
+
+// secretsByName lists the namespace's cached Secrets (read only) by name.
+func (r *Reconciler) secretsByName(ctx context.Context, ns string) (map[string]*corev1.Secret, error) {
+	var list corev1.SecretList
+	if err := r.Client.List(ctx, &list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	out := make(map[string]*corev1.Secret, len(list.Items))
+	for i := range list.Items {
+		out[list.Items[i].Name] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// ensureRecordFinalizer adds the certificate-record finalizer to a current cluster secret a
+// release without it wrote, alone, without a new certificate. s may be the cache's own object:
+// a copy is changed.
+func (r *Reconciler) ensureRecordFinalizer(ctx context.Context, s *corev1.Secret, cluster string) error {
+	if controllerutil.ContainsFinalizer(s, FinalizerRecordCertificate) {
+		return nil
+	}
+	c := s.DeepCopy()
+	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	controllerutil.AddFinalizer(c, FinalizerRecordCertificate)
+	if err := r.Client.Patch(ctx, c, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("adding the certificate-record finalizer to the cluster secret of %s: %w", cluster, err)
+	}
+	return nil
 }
 
 // writeClusterSecret issues a new resource-proxy certificate for cluster and creates or

@@ -83,30 +83,11 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 		return rep, nil
 	}
 	key := names.ComponentsClearedLabel(goc)
-	probes := map[string]*workv1.ManifestWork{}
-	var probeList workv1.ManifestWorkList
-	if err := r.Client.List(ctx, &probeList, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
+	seen, err := r.readClearance(ctx, goc, key)
+	if err != nil {
 		return rep, err
 	}
-	for i := range probeList.Items {
-		probes[probeList.Items[i].Namespace] = &probeList.Items[i]
-	}
-	var optedOut clusterv1.ManagedClusterList
-	if err := r.Client.List(ctx, &optedOut, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {
-		return rep, err
-	}
-	ownArgoCD := sets.New[string]()
-	for _, mc := range optedOut.Items {
-		ownArgoCD.Insert(mc.Name)
-	}
-	var current clusterv1.ManagedClusterList
-	if err := r.Client.List(ctx, &current, client.HasLabels{key}); err != nil {
-		return rep, err
-	}
-	labelled := sets.New[string]()
-	for _, mc := range current.Items {
-		labelled.Insert(mc.Name)
-	}
+	probes := seen.probes
 	paired := ""
 	if imgs, err := spoke.UpstreamImages(); err == nil {
 		paired = spoke.ImageTag(imgs.ArgoCD)
@@ -138,28 +119,18 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 			w = nil // outdated: no answer yet
 		}
 		verdict, found := spoke.ReadProbe(w, components)
-		keepsItsOwn := !install || ownArgoCD.Has(c) || verdict == spoke.ProbeForeign && !replace
-		if img := spoke.ProbedControllerImage(w); keepsItsOwn && img != "" && paired != "" && spoke.ImageTag(img) != paired {
+		in := clearanceInput{install: install, ownArgoCD: seen.ownArgoCD.Has(c), replace: replace, labelled: seen.labelled.Has(c), verdict: verdict}
+		if img := spoke.ProbedControllerImage(w); in.keepsItsOwn() && img != "" && paired != "" && spoke.ImageTag(img) != paired {
 			rep.otherVersion = append(rep.otherVersion, v1alpha1.FoundArgoCD{Cluster: c,
 				Found: truncateFound(fmt.Sprintf("Argo CD %s (%s); the agent is built against Argo CD %s", spoke.ImageTag(img), img, paired))})
 		}
-		if !install || ownArgoCD.Has(c) {
-			continue
-		}
-		switch {
-		case verdict == spoke.ProbeForeign:
-			// A cluster already cleared keeps its label: its components run there, and one
-			// report (an object's label edited, say) must not uninstall them. It is reported.
-			if replace || labelled.Has(c) {
-				cleared.Insert(c)
-			}
+		if in.install && !in.ownArgoCD && verdict == spoke.ProbeForeign {
 			rep.foreign = append(rep.foreign, v1alpha1.FoundArgoCD{Cluster: c, Found: truncateFound(found)})
-		case verdict == spoke.ProbeClear, replace:
+		}
+		switch decideClearance(in) {
+		case clearedNow:
 			cleared.Insert(c)
-		case labelled.Has(c):
-			// Unknown while the probe is recreated: keep what runs there.
-			cleared.Insert(c)
-		default:
+		case clearedIfInstalled:
 			installed, err := r.componentsInstalled(ctx, c)
 			if err != nil {
 				return rep, err
@@ -172,17 +143,94 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 		}
 	}
 	if selectionPartial {
-		cleared = cleared.Union(labelled)
+		cleared = cleared.Union(seen.labelled)
 		probes = nil
 	}
 	// Label changes first: a cluster leaves the components' Placement before anything else.
 	// A cluster whose label cannot be written stays as it was; the others go on.
-	rep.labelFailures = r.setClearance(ctx, key, labelled, cleared)
+	rep.labelFailures = r.setClearance(ctx, key, seen.labelled, cleared)
 	rep.missingProbes = missing
 	for _, w := range probes {
 		rep.staleProbes = append(rep.staleProbes, w)
 	}
 	return rep, nil
+}
+
+// clearanceSeen is what the hub holds about the components' clearance of a GitOpsCluster: its
+// probes by cluster, the clusters that keep their own Argo CD by label, and those cleared now.
+type clearanceSeen struct {
+	probes    map[string]*workv1.ManifestWork
+	ownArgoCD sets.Set[string]
+	labelled  sets.Set[string]
+}
+
+func (r *Reconciler) readClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster, key string) (clearanceSeen, error) {
+	seen := clearanceSeen{probes: map[string]*workv1.ManifestWork{}, ownArgoCD: sets.New[string](), labelled: sets.New[string]()}
+	var probeList workv1.ManifestWorkList
+	if err := r.Client.List(ctx, &probeList, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
+		return seen, err
+	}
+	for i := range probeList.Items {
+		seen.probes[probeList.Items[i].Namespace] = &probeList.Items[i]
+	}
+	var optedOut clusterv1.ManagedClusterList
+	if err := r.Client.List(ctx, &optedOut, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {
+		return seen, err
+	}
+	for _, mc := range optedOut.Items {
+		seen.ownArgoCD.Insert(mc.Name)
+	}
+	var current clusterv1.ManagedClusterList
+	if err := r.Client.List(ctx, &current, client.HasLabels{key}); err != nil {
+		return seen, err
+	}
+	for _, mc := range current.Items {
+		seen.labelled.Insert(mc.Name)
+	}
+	return seen, nil
+}
+
+// clearanceInput is what one cluster's clearance for the components is decided on.
+type clearanceInput struct {
+	install   bool // the GitOpsCluster installs the components
+	ownArgoCD bool // the cluster is labelled to keep its own Argo CD
+	replace   bool // existingArgoCD: Replace
+	labelled  bool // cleared now
+	verdict   spoke.Verdict
+}
+
+// keepsItsOwn: the cluster runs an Argo CD the components do not replace.
+func (in clearanceInput) keepsItsOwn() bool {
+	return !in.install || in.ownArgoCD || in.verdict == spoke.ProbeForeign && !in.replace
+}
+
+type clearance int
+
+const (
+	notCleared clearance = iota
+	clearedNow
+	// clearedIfInstalled: the probe has not answered; the components already running there
+	// (from before the probe) clear it, else it waits.
+	clearedIfInstalled
+)
+
+// decideClearance is the rule for one cluster. A cluster already cleared keeps its label when
+// an Argo CD not the components' is reported there (its components run there, and one report,
+// an object's label edited say, must not uninstall them) or while its probe is recreated.
+func decideClearance(in clearanceInput) clearance {
+	switch {
+	case !in.install || in.ownArgoCD:
+		return notCleared
+	case in.verdict == spoke.ProbeForeign:
+		if in.replace || in.labelled {
+			return clearedNow
+		}
+		return notCleared
+	case in.verdict == spoke.ProbeClear, in.replace, in.labelled:
+		return clearedNow
+	default:
+		return clearedIfInstalled
+	}
 }
 
 // syncProbes creates the probes the report found missing and deletes those of clusters no

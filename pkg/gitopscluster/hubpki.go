@@ -170,27 +170,10 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 	if err != nil {
 		return nil, nil, err
 	}
-	var previous []*x509.Certificate
-	if existing != nil && !emergency {
-		// Keep every CA that agents may still trust or be signed by.
-		if certs, err := pki.ParseCertificates(existing.Data["ca.crt"]); err == nil {
-			previous = append(previous, certs...)
-		}
-		if certs, err := pki.ParseCertificates(existing.Data[corev1.TLSCertKey]); err == nil {
-			previous = append(previous, certs...)
-		}
+	previous, err := r.previousCAs(ctx, ns, existing, emergency, ca.Cert)
+	if err != nil {
+		return nil, nil, err
 	}
-	if existing == nil {
-		// The CA secret was deleted (by hand, or a namespace restore that missed it). Agents
-		// still hold certificates from the CA it held, which every cluster secret's bundle
-		// names: keep trusting it until it expires instead of cutting every agent off.
-		recovered, err := r.trustedByClusterSecrets(ctx, ns)
-		if err != nil {
-			return nil, nil, err
-		}
-		previous = append(previous, recovered...)
-	}
-	previous = dedupeCerts(previous, ca.Cert)
 	bundle := pki.TrustBundle(ca.Cert, previous, now)
 	if leaving {
 		delete(existing.Annotations, certmanager.AnnotationPKISource)
@@ -216,6 +199,31 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 	out.Issued = append(out.Issued, CASecretName)
 	out.renewBy(pki.RenewalTime(ca.Cert))
 	return ca, bundle, nil
+}
+
+// previousCAs are the CAs a new CA's bundle keeps trusting: every CA agents may still trust or
+// be signed by (none after an emergency rotation), or, when the CA secret was deleted (by hand,
+// or a namespace restore that missed it), the CAs that every cluster secret's bundle names:
+// agents still hold certificates from them, and cutting every agent off is worse than trusting
+// them until they expire.
+func (r *Reconciler) previousCAs(ctx context.Context, ns string, existing *corev1.Secret, emergency bool, newCA *x509.Certificate) ([]*x509.Certificate, error) {
+	var previous []*x509.Certificate
+	if existing != nil && !emergency {
+		if certs, err := pki.ParseCertificates(existing.Data["ca.crt"]); err == nil {
+			previous = append(previous, certs...)
+		}
+		if certs, err := pki.ParseCertificates(existing.Data[corev1.TLSCertKey]); err == nil {
+			previous = append(previous, certs...)
+		}
+	}
+	if existing == nil {
+		recovered, err := r.trustedByClusterSecrets(ctx, ns)
+		if err != nil {
+			return nil, err
+		}
+		previous = append(previous, recovered...)
+	}
+	return dedupeCerts(previous, newCA), nil
 }
 
 // trustedByClusterSecrets returns the CAs that signed the client certificates of the cluster

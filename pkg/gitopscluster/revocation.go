@@ -184,10 +184,39 @@ func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitO
 	// 1. A person's revocation: immediate, whatever the Placement says, and lasting: a cluster
 	// listed in spec.revokedClusters gets an AgentRevocation on the principal, which only its
 	// deletion lifts (RevocationReconciler).
+	res.revoked, errs = r.revokeByPerson(ctx, goc, store, principalNS, obs, rec, now)
+
+	// 2. The revocation record as it stands before this pass's departures (housekeeping below
+	// compares it with the blocklist).
+	var shards corev1.ConfigMapList
+	if err := r.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS),
+		client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
+		return res, err
+	}
+
+	// 3. Departures.
+	errs = append(errs, r.revokeDepartures(ctx, goc, store, principalNS, obs, rec, now, &res)...)
+
+	// 4. Housekeeping.
+	if err := r.blocklistHousekeeping(ctx, goc, store, principalNS, shards.Items, now, &res); err != nil {
+		errs = append(errs, err)
+	}
+	for _, err := range errs {
+		res.blocklistFull = res.blocklistFull || errors.Is(err, ledger.ErrBlocklistFull)
+	}
+	return res, errors.Join(errs...)
+}
+
+// revokeByPerson revokes the agents of the clusters in spec.revokedClusters that still have a
+// cluster secret or a ledger, and asks for their lasting AgentRevocations. It returns how many
+// revoked clusters the selection holds.
+func (r *Reconciler) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *observation, rec agentRecords, now time.Time) (int, []error) {
+	var errs []error
+	selected := 0
 	var byPerson []string
 	for _, c := range sets.List(rec.revoked) {
 		if obs.selected != nil && obs.selected.Has(c) {
-			res.revoked++
+			selected++
 		}
 		_, hasSecret := rec.secrets[c]
 		_, hasLedger := rec.ledgers[c]
@@ -208,71 +237,75 @@ func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitO
 	if err := r.requestRevocations(ctx, goc, principalNS, obs, rec); err != nil {
 		errs = append(errs, err)
 	}
-	revokedByPerson := rec.revoked
+	return selected, errs
+}
 
-	// 2. Expired blocklist entries.
-	var shards corev1.ConfigMapList
-	if err := r.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS),
-		client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
-		return res, err
-	}
-
-	// 3. Departures.
-	candidates := rec.clusters().Difference(obs.owned).Difference(revokedByPerson)
+// revokeDepartures revokes the agents of clusters that left the selection: never while the
+// selection is unknown, only once each departure is confirmed, and past the circuit breaker
+// only with a person's approval, which one pass uses up.
+func (r *Reconciler) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *observation, rec agentRecords, now time.Time, res *revocationResult) []error {
+	candidates := rec.clusters().Difference(obs.owned).Difference(rec.revoked)
 	keyOf := func(c string) string { return principalNS + "/" + c }
 	for c := range obs.owned {
 		r.departures.forget(keyOf(c))
 	}
-	if candidates.Len() > 0 {
-		res.pending = candidates.Len()
-		if obs.teardownBlocked != "" {
-			log.FromContext(ctx).Info("not revoking agents that left the selection while it is unknown", "clusters", candidates.Len(), "why", obs.teardownBlocked)
-		} else {
-			confirmed, wait, err := r.confirmDepartures(ctx, goc, principalNS, candidates, now)
-			if err != nil {
-				errs = append(errs, err)
-			}
-			res.requeue = wait
-			if len(confirmed) > 0 {
-				agents := rec.clusters().Len()
-				if msg := r.circuitBreaker(goc, len(confirmed), agents); msg != "" {
-					res.paused = msg
-				} else {
-					// An approval covers the pass it approves: once used, it is taken back, so a
-					// later mass departure of the same count waits for a person again.
-					approved, failed := r.circuitBreakerTripped(len(confirmed), agents), len(errs)
-					unregistered, blocked, err := r.revokeClusters(ctx, store, rec, confirmed, ledger.CauseDeparted, now)
-					if err != nil {
-						errs = append(errs, err)
-					}
-					for _, c := range unregistered {
-						res.pending--
-						r.departures.forget(keyOf(c))
-					}
-					if len(unregistered) > 0 {
-						r.event(goc, corev1.EventTypeNormal, "AgentRevoked", "RevokeAgent",
-							"%s left the selection: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", summarize(unregistered), blocked, principalNS)
-					}
-					if approved && len(errs) == failed {
-						if err := r.consumeApproval(ctx, goc); err != nil {
-							errs = append(errs, err)
-						}
-					}
-				}
-			}
+	if candidates.Len() == 0 {
+		return nil
+	}
+	res.pending = candidates.Len()
+	if obs.teardownBlocked != "" {
+		log.FromContext(ctx).Info("not revoking agents that left the selection while it is unknown", "clusters", candidates.Len(), "why", obs.teardownBlocked)
+		return nil
+	}
+	var errs []error
+	confirmed, wait, err := r.confirmDepartures(ctx, goc, principalNS, candidates, now)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	res.requeue = wait
+	if len(confirmed) == 0 {
+		return errs
+	}
+	agents := rec.clusters().Len()
+	if msg := r.circuitBreaker(goc, len(confirmed), agents); msg != "" {
+		res.paused = msg
+		return errs
+	}
+	// An approval covers the pass it approves: once used, it is taken back, so a later mass
+	// departure of the same count waits for a person again.
+	approved, failed := r.circuitBreakerTripped(len(confirmed), agents), len(errs)
+	unregistered, blocked, err := r.revokeClusters(ctx, store, rec, confirmed, ledger.CauseDeparted, now)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, c := range unregistered {
+		res.pending--
+		r.departures.forget(keyOf(c))
+	}
+	if len(unregistered) > 0 {
+		r.event(goc, corev1.EventTypeNormal, "AgentRevoked", "RevokeAgent",
+			"%s left the selection: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", summarize(unregistered), blocked, principalNS)
+	}
+	if approved && len(errs) == failed {
+		if err := r.consumeApproval(ctx, goc); err != nil {
+			errs = append(errs, err)
 		}
 	}
+	return errs
+}
 
-	// 4. Housekeeping: expired entries leave; recorded ones that left the blocklist (by hand,
-	// or a crash between the two writes) come back; the blocklist's room is reported.
-	if err := pruneRevoked(ctx, store, shards.Items, now); err != nil {
+// blocklistHousekeeping prunes expired entries, puts back recorded ones that left the
+// blocklist (by hand, or a crash between the two writes), and reports the blocklist's room.
+func (r *Reconciler) blocklistHousekeeping(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, shards []corev1.ConfigMap, now time.Time, res *revocationResult) error {
+	if err := pruneRevoked(ctx, store, shards, now); err != nil {
 		log.FromContext(ctx).Error(err, "pruning expired entries of the principal's blocklist", "namespace", principalNS)
 	}
+	var errs []error
 	blocklist := &corev1.ConfigMap{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: ledger.BlocklistName}, blocklist); client.IgnoreNotFound(err) != nil {
 		errs = append(errs, err)
 	}
-	if missing := missingFromBlocklist(shards.Items, blocklist.Data, now); len(missing) > 0 {
+	if missing := missingFromBlocklist(shards, blocklist.Data, now); len(missing) > 0 {
 		if n, err := store.Reassert(ctx, missing); err != nil {
 			errs = append(errs, fmt.Errorf("putting %d recorded revocation(s) back on the blocklist: %w", len(missing), err))
 		} else if n > 0 {
@@ -281,10 +314,7 @@ func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitO
 		}
 	}
 	res.blocklistKeys, res.blocklistBytes = len(blocklist.Data), ledger.BlocklistBytes(blocklist.Data)
-	for _, err := range errs {
-		res.blocklistFull = res.blocklistFull || errors.Is(err, ledger.ErrBlocklistFull)
-	}
-	return res, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // missingFromBlocklist lists the fingerprints of the revocation record, unexpired or

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -189,21 +190,30 @@ func TestLedger(t *testing.T) {
 		}
 	})
 
-	// fill gives each of n clusters perCluster unexpired certificates in its ledger.
+	// fill gives each of n clusters perCluster unexpired certificates in its ledger, 16 clusters
+	// at a time (the ledgers are independent objects).
 	fill := func(t *testing.T, s ledger.Store, prefix string, n, perCluster int) []string {
 		t.Helper()
-		var clusters []string
+		clusters := make([]string, n)
 		for c := range n {
+			clusters[c] = fmt.Sprintf("%s-%d", prefix, c)
+		}
+		var mu sync.Mutex
+		var errs []error
+		parallel.Each(16, clusters, func(name string) {
 			entries := ledger.Entries{}
 			for i := range perCluster {
 				// Spread over the record's shards as real fingerprints are.
-				entries[fmt.Sprintf("%X", sha256.Sum256(fmt.Appendf(nil, "%s/%d/%d", prefix, c, i)))] = now.Add(time.Hour).Truncate(time.Second)
+				entries[fmt.Sprintf("%X", sha256.Sum256(fmt.Appendf(nil, "%s/%d", name, i)))] = now.Add(time.Hour).Truncate(time.Second)
 			}
-			name := fmt.Sprintf("%s-%d", prefix, c)
 			if err := s.Merge(ctx, name, owner, entries, now); err != nil {
-				t.Fatal(err)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
 			}
-			clusters = append(clusters, name)
+		})
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
 		}
 		return clusters
 	}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -232,20 +233,7 @@ func getApp(t *testing.T, name string) *unstructured.Unstructured {
 // eventually polls cond until it holds or timeout passes; cond's string says what it saw.
 func eventually(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, string)) {
 	t.Helper()
-	ctx := context.Background()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, state := cond(ctx)
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s; last seen: %s", what, timeout, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	poll.UntilState(t, what, timeout, cond)
 }
 
 // waitWork waits for the ManifestWork of app and returns it.

@@ -361,19 +361,11 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 		return rejected(d, rej)
 	}
 
-	mc := &clusterv1.ManagedCluster{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: cluster}, mc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return rejected(d, reject(ReasonUnknownCluster,
-				"no ManagedCluster %q exists on the hub; label %s must name a registered cluster", cluster, ClusterNameLabel))
+	if rej, err := r.clusterAdmits(ctx, cluster); err != nil || rej != nil {
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("reading ManagedCluster %s: %w", cluster, err)
-	}
-	if !mc.DeletionTimestamp.IsZero() {
-		return rejected(d, reject(ReasonUnknownCluster, "ManagedCluster %q is being deleted; no certificate is issued for it", cluster))
-	}
-	if !mc.Spec.HubAcceptsClient {
-		return rejected(d, reject(ReasonClusterNotAccepted, "ManagedCluster %q is not accepted by the hub (spec.hubAcceptsClient is false)", cluster))
+		return rejected(d, rej)
 	}
 
 	selectors, err := fleet.SelectorsOf(ctx, r.Client, cluster)
@@ -386,30 +378,8 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 	}
 	owner := selectors[0]
 	d.owner = owner
-	// The cache decides here; the live confirmation comes after the certificate is recorded
-	// (stillEntitled), where it also closes the race with a revocation that listed the
-	// ledger before this record.
 	principalNS := names.PrincipalNamespace(owner)
-	if rej, err := revoked(ctx, r.Client, owner, principalNS, cluster); err != nil || rej != nil {
-		if err != nil {
-			return nil, err
-		}
-		return rejected(d, rej)
-	}
-	if why, err := fleet.PrincipalAllowed(ctx, r.Client, owner); err != nil {
-		return nil, err
-	} else if why != "" {
-		return rejected(d, reject(ReasonPrincipalNotAllowed, "GitOpsCluster %s/%s may not use the principal in namespace %s: %s", owner.Namespace, owner.Name, principalNS, why))
-	}
-	if why := names.ValidAgentName(cluster, principalNS); why != "" {
-		return rejected(d, reject(ReasonInvalidAgentName,
-			"cluster name %q cannot be an argocd-agent agent name for the principal in namespace %s (%s); rename the cluster or use another principal namespace",
-			cluster, principalNS, why))
-	}
-
-	// The cap, before anything is approved or signed: a cluster at its limit gets a refusal,
-	// not an approved request that then fails. Record checks it again, live.
-	if rej, err := r.atCertificateCap(ctx, principalNS, cluster, now); err != nil || rej != nil {
+	if rej, err := r.ownerAdmits(ctx, owner, principalNS, cluster, now); err != nil || rej != nil {
 		if err != nil {
 			return nil, err
 		}
@@ -443,6 +413,49 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 	d.ca = ca
 	d.validity = r.validity(owner, csr)
 	return d, nil
+}
+
+// clusterAdmits refuses a cluster the hub does not know, is deleting, or has not accepted.
+func (r *Reconciler) clusterAdmits(ctx context.Context, cluster string) (*Rejection, error) {
+	mc := &clusterv1.ManagedCluster{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: cluster}, mc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return reject(ReasonUnknownCluster,
+				"no ManagedCluster %q exists on the hub; label %s must name a registered cluster", cluster, ClusterNameLabel), nil
+		}
+		return nil, fmt.Errorf("reading ManagedCluster %s: %w", cluster, err)
+	}
+	if !mc.DeletionTimestamp.IsZero() {
+		return reject(ReasonUnknownCluster, "ManagedCluster %q is being deleted; no certificate is issued for it", cluster), nil
+	}
+	if !mc.Spec.HubAcceptsClient {
+		return reject(ReasonClusterNotAccepted, "ManagedCluster %q is not accepted by the hub (spec.hubAcceptsClient is false)", cluster), nil
+	}
+	return nil, nil
+}
+
+// ownerAdmits refuses a cluster its owning GitOpsCluster may not have an agent for: revoked,
+// a principal the owner may not use, a name no agent can have, or at its certificate cap.
+// The cache decides here; the live confirmation comes after the certificate is recorded
+// (stillEntitled), where it also closes the race with a revocation that listed the ledger
+// before this record.
+func (r *Reconciler) ownerAdmits(ctx context.Context, owner *v1alpha1.GitOpsCluster, principalNS, cluster string, now time.Time) (*Rejection, error) {
+	if rej, err := revoked(ctx, r.Client, owner, principalNS, cluster); err != nil || rej != nil {
+		return rej, err
+	}
+	if why, err := fleet.PrincipalAllowed(ctx, r.Client, owner); err != nil {
+		return nil, err
+	} else if why != "" {
+		return reject(ReasonPrincipalNotAllowed, "GitOpsCluster %s/%s may not use the principal in namespace %s: %s", owner.Namespace, owner.Name, principalNS, why), nil
+	}
+	if why := names.ValidAgentName(cluster, principalNS); why != "" {
+		return reject(ReasonInvalidAgentName,
+			"cluster name %q cannot be an argocd-agent agent name for the principal in namespace %s (%s); rename the cluster or use another principal namespace",
+			cluster, principalNS, why), nil
+	}
+	// The cap, before anything is approved or signed: a cluster at its limit gets a refusal,
+	// not an approved request that then fails. Record checks it again, live.
+	return r.atCertificateCap(ctx, principalNS, cluster, now)
 }
 
 // stillEntitled confirms on the API server that the owner's Placement still selects cluster

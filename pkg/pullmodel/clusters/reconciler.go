@@ -107,20 +107,48 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, reg *v1alpha1.ArgoCDCl
 	if err != nil {
 		return metav1.Condition{}, 0, err
 	}
+	out, err := r.registerSelected(ctx, reg, selected, owned)
+	if err != nil {
+		return metav1.Condition{}, 0, err
+	}
+	count += int32(out.created)
+	unknown := fleet.SelectionUnknown(pl, selected, pages)
+	if unknown == "" {
+		removed, errs, err := r.removeDepartures(ctx, reg, pl.Name, selected, owned)
+		if err != nil {
+			return metav1.Condition{}, 0, err
+		}
+		count -= int32(removed)
+		out.errs = append(out.errs, errs...)
+	}
+	if err := errors.Join(out.errs...); err != nil {
+		return metav1.Condition{}, 0, err
+	}
+	return readiness(reg, pl.Name, out, unknown, count), count, nil
+}
 
-	var conflicts, pending, invalid []string
-	var errs []error
+// registration is what a pass over the selected clusters did and found.
+type registration struct {
+	created                     int
+	conflicts, pending, invalid []string
+	errs                        []error
+}
+
+// registerSelected creates or updates the secret of every selected cluster; one cluster's
+// failure is recorded and the others go on. The returned error is one that stops the pass.
+func (r *Reconciler) registerSelected(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration, selected sets.Set[string], owned map[string]*corev1.Secret) (registration, error) {
+	var out registration
 	for _, cluster := range sets.List(selected) {
 		if len(validation.IsDNS1123Subdomain(SecretName(cluster))) > 0 {
-			invalid = append(invalid, cluster)
+			out.invalid = append(out.invalid, cluster)
 			continue
 		}
 		mc := &clusterv1.ManagedCluster{}
 		if err := r.Client.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
 			if !apierrors.IsNotFound(err) {
-				return metav1.Condition{}, 0, err
+				return out, err
 			}
-			pending = append(pending, cluster)
+			out.pending = append(out.pending, cluster)
 			continue
 		}
 		desired := desiredSecret(reg, cluster, mc.Labels)
@@ -132,22 +160,22 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, reg *v1alpha1.ArgoCDCl
 			case err == nil:
 				// Someone else's secret (made by hand, by OCM's GitOpsCluster or by another
 				// registration): never overwritten.
-				conflicts = append(conflicts, cluster)
+				out.conflicts = append(out.conflicts, cluster)
 				continue
 			case !apierrors.IsNotFound(err):
-				return metav1.Condition{}, 0, err
+				return out, err
 			}
 			if err := r.Client.Create(ctx, desired); err != nil {
 				if apierrors.IsAlreadyExists(err) {
 					// Without managed namespaces the cache holds only the project's own
 					// Secrets: one it does not show, yet exists, is someone else's.
-					conflicts = append(conflicts, cluster)
+					out.conflicts = append(out.conflicts, cluster)
 					continue
 				}
-				errs = append(errs, fmt.Errorf("creating cluster secret %s: %w", desired.Name, err))
+				out.errs = append(out.errs, fmt.Errorf("creating cluster secret %s: %w", desired.Name, err))
 				continue
 			}
-			count++
+			out.created++
 			continue
 		}
 		if secretCurrent(live, desired) {
@@ -160,54 +188,62 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, reg *v1alpha1.ArgoCDCl
 		}
 		s.Data, s.Type = desired.Data, desired.Type
 		if err := r.Client.Update(ctx, s); err != nil {
-			errs = append(errs, fmt.Errorf("updating cluster secret %s: %w", s.Name, err))
+			out.errs = append(out.errs, fmt.Errorf("updating cluster secret %s: %w", s.Name, err))
 		}
 	}
+	return out, nil
+}
 
-	unknown := fleet.SelectionUnknown(pl, selected, pages)
-	if unknown == "" {
-		for cluster, s := range owned {
-			if selected.Has(cluster) {
-				continue
-			}
-			// A cluster can be in no page for a moment while OCM rewrites them; only a live
-			// read that still lacks it is a departure. Removing a cluster secret makes
-			// ApplicationSets delete that cluster's Applications.
-			still, err := fleet.SelectsLive(ctx, r.Client, r.APIReader, reg.Namespace, pl.Name, cluster)
-			if err != nil {
-				return metav1.Condition{}, 0, err
-			}
-			if still {
-				continue
-			}
-			if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("deleting cluster secret %s: %w", s.Name, err))
-				continue
-			}
-			count--
-			r.event(reg, corev1.EventTypeNormal, "ClusterUnregistered", "Unregister", "cluster %s left Placement %s; its cluster secret was deleted", cluster, pl.Name)
+// removeDepartures deletes the secrets of clusters the selection no longer holds, each only
+// once a live read confirms it: a cluster can be in no page for a moment while OCM rewrites
+// them, and removing a cluster secret makes ApplicationSets delete that cluster's
+// Applications. It returns how many it deleted and the per-cluster errors.
+func (r *Reconciler) removeDepartures(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration, placement string, selected sets.Set[string], owned map[string]*corev1.Secret) (int, []error, error) {
+	removed := 0
+	var errs []error
+	for cluster, s := range owned {
+		if selected.Has(cluster) {
+			continue
 		}
+		still, err := fleet.SelectsLive(ctx, r.Client, r.APIReader, reg.Namespace, placement, cluster)
+		if err != nil {
+			return removed, errs, err
+		}
+		if still {
+			continue
+		}
+		if err := r.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("deleting cluster secret %s: %w", s.Name, err))
+			continue
+		}
+		removed++
+		r.event(reg, corev1.EventTypeNormal, "ClusterUnregistered", "Unregister", "cluster %s left Placement %s; its cluster secret was deleted", cluster, placement)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return metav1.Condition{}, 0, err
-	}
+	return removed, errs, nil
+}
 
+// readiness is the Ready condition of a pass: the first problem in the order a person should
+// fix them, else Ready with departures held back while the selection is unknown.
+func readiness(reg *v1alpha1.ArgoCDClusterRegistration, placement string, out registration, unknown string, count int32) metav1.Condition {
+	notReady := func(reason, msg string) metav1.Condition {
+		return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: msg}
+	}
 	switch {
-	case len(conflicts) > 0:
-		return r.notReady(reg, ReasonSecretConflict, fmt.Sprintf(
+	case len(out.conflicts) > 0:
+		return notReady(ReasonSecretConflict, fmt.Sprintf(
 			"Secret(s) %s already exist in %s and are not this registration's; delete or rename them to register these cluster(s)",
-			summarize(conflicts, SecretName), reg.Namespace)), count, nil
-	case len(invalid) > 0:
-		return r.notReady(reg, ReasonClustersPending, fmt.Sprintf("cluster name(s) %s are too long for a Secret name", summarize(invalid, nil))), count, nil
-	case len(pending) > 0:
-		return r.notReady(reg, ReasonClustersPending, fmt.Sprintf(
-			"the Placement selects cluster(s) %s that have no ManagedCluster; they are registered once it exists", summarize(pending, nil))), count, nil
+			summarize(out.conflicts, SecretName), reg.Namespace))
+	case len(out.invalid) > 0:
+		return notReady(ReasonClustersPending, fmt.Sprintf("cluster name(s) %s are too long for a Secret name", summarize(out.invalid, nil)))
+	case len(out.pending) > 0:
+		return notReady(ReasonClustersPending, fmt.Sprintf(
+			"the Placement selects cluster(s) %s that have no ManagedCluster; they are registered once it exists", summarize(out.pending, nil)))
 	case unknown != "":
 		return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonSelectionUnknown,
-			Message: fmt.Sprintf("%d cluster(s) registered; departures wait: %s", count, unknown)}, count, nil
+			Message: fmt.Sprintf("%d cluster(s) registered; departures wait: %s", count, unknown)}
 	}
 	return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonRegistered,
-		Message: fmt.Sprintf("%d cluster(s) of Placement %s registered with the Argo CD of namespace %s", count, pl.Name, reg.Namespace)}, count, nil
+		Message: fmt.Sprintf("%d cluster(s) of Placement %s registered with the Argo CD of namespace %s", count, placement, reg.Namespace)}
 }
 
 // reconcileDelete removes every secret of the registration, then its finalizer.

@@ -108,11 +108,7 @@ func Render(objs []object, opts Options) ([]*workv1.ManifestWork, error) {
 	ordered := slices.Clone(objs)
 	sort.SliceStable(ordered, func(i, j int) bool { return applyOrder(ordered[i]) < applyOrder(ordered[j]) })
 
-	type sized struct {
-		raw []byte
-		src source
-	}
-	items := make([]sized, 0, len(ordered))
+	items := make([][]byte, 0, len(ordered))
 	seen := map[string]source{}
 	var errs []error
 	for _, o := range ordered {
@@ -135,24 +131,13 @@ func Render(objs []object, opts Options) ([]*workv1.ManifestWork, error) {
 				o.src, u.GetKind(), qualified(u.GetNamespace(), u.GetName()), kib(len(raw)), kib(budget), kib(WebhookLimitBytes)))
 			continue
 		}
-		items = append(items, sized{raw: raw, src: o.src})
+		items = append(items, raw)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 
-	var parts [][]workv1.Manifest
-	var current []workv1.Manifest
-	size := 0
-	for _, it := range items {
-		if size+len(it.raw) > budget && len(current) > 0 {
-			parts = append(parts, current)
-			current, size = nil, 0
-		}
-		current = append(current, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: it.raw}})
-		size += len(it.raw)
-	}
-	parts = append(parts, current)
+	parts := pack(items, budget)
 
 	clusters := slices.Clone(opts.Clusters)
 	slices.Sort(clusters)
@@ -179,6 +164,23 @@ func Render(objs []object, opts Options) ([]*workv1.ManifestWork, error) {
 		}
 	}
 	return works, nil
+}
+
+// pack fills parts with the items in order, each part up to budget bytes (an item alone may
+// fill one).
+func pack(items [][]byte, budget int) [][]workv1.Manifest {
+	var parts [][]workv1.Manifest
+	var current []workv1.Manifest
+	size := 0
+	for _, raw := range items {
+		if size+len(raw) > budget && len(current) > 0 {
+			parts = append(parts, current)
+			current, size = nil, 0
+		}
+		current = append(current, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: raw}})
+		size += len(raw)
+	}
+	return append(parts, current)
 }
 
 func (o Options) validate() error {

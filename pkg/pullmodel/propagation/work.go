@@ -288,17 +288,11 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 		a[pullmodel.AnnotationOperationBaseline] = in.OperationBaseline
 		spoke.SetAnnotations(a)
 	}
-	paths := feedbackPaths
-	if pullmodel.OwningApplicationSet(app) != "" {
-		paths = append(slices.Clip(paths), resourceListFeedback)
-	}
 	_, refresh := spoke.GetAnnotations()[pullmodel.AnnotationRefresh]
 	if refresh {
 		annotations[pullmodel.AnnotationRefreshBaseline] = in.RefreshBaseline
 	}
-	if _, op := spoke.Object["operation"]; op || refresh || reconcileAfterSyncPending(app) {
-		paths = append(slices.Clip(paths), reconcileFeedback)
-	}
+	paths := feedbackFor(app, spoke)
 	raw, err := json.Marshal(spoke.Object)
 	if err != nil {
 		return nil, err
@@ -332,32 +326,54 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 	}
 	n := len(raw)
 	if in.Project != nil {
-		// The project goes with every Application that names it (OCM lets several
-		// ManifestWorks apply one object); it is orphaned, so the work agent never deletes it,
-		// not even with the last of them: a project is policy, and one of that name may have
-		// been the cluster's own before.
-		project := SpokeProject(in.Project, at.Namespace)
-		praw, err := json.Marshal(project.Object)
+		praw, err := withProject(w, SpokeProject(in.Project, at.Namespace))
 		if err != nil {
 			return nil, err
 		}
-		n += len(praw)
-		id := workv1.ResourceIdentifier{Group: pullmodel.AppProjectGVK.Group, Resource: "appprojects", Namespace: project.GetNamespace(), Name: project.GetName()}
-		w.Spec.Workload.Manifests = append(w.Spec.Workload.Manifests, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: praw}})
-		w.Spec.ManifestConfigs = append(w.Spec.ManifestConfigs, workv1.ManifestConfigOption{
-			ResourceIdentifier: id,
-			UpdateStrategy: &workv1.UpdateStrategy{Type: workv1.UpdateStrategyTypeServerSideApply,
-				ServerSideApply: &workv1.ServerSideApplyConfig{Force: true}},
-		})
-		w.Spec.DeleteOption = &workv1.DeleteOption{
-			PropagationPolicy: workv1.DeletePropagationPolicyTypeSelectivelyOrphan,
-			SelectivelyOrphan: &workv1.SelectivelyOrphan{OrphaningRules: []workv1.OrphaningRule{workv1.OrphaningRule(id)}},
-		}
+		n += praw
 	}
 	if n > MaxWorkBytes {
 		return w, &TooLargeError{Bytes: n}
 	}
 	return w, nil
+}
+
+// feedbackFor is what the ManifestWork of app, with spoke its spoke Application, feeds back:
+// feedbackPaths, the resource list for an ApplicationSet's Application, and the reconcile
+// time while a request is outstanding (see reconcileFeedback).
+func feedbackFor(app, spoke *unstructured.Unstructured) []workv1.JsonPath {
+	paths := feedbackPaths
+	if pullmodel.OwningApplicationSet(app) != "" {
+		paths = append(slices.Clip(paths), resourceListFeedback)
+	}
+	_, refresh := spoke.GetAnnotations()[pullmodel.AnnotationRefresh]
+	if _, op := spoke.Object["operation"]; op || refresh || reconcileAfterSyncPending(app) {
+		paths = append(slices.Clip(paths), reconcileFeedback)
+	}
+	return paths
+}
+
+// withProject adds the Application's AppProject to w and returns its size. The project goes
+// with every Application that names it (OCM lets several ManifestWorks apply one object); it
+// is orphaned, so the work agent never deletes it, not even with the last of them: a project
+// is policy, and one of that name may have been the cluster's own before.
+func withProject(w *workv1.ManifestWork, project *unstructured.Unstructured) (int, error) {
+	praw, err := json.Marshal(project.Object)
+	if err != nil {
+		return 0, err
+	}
+	id := workv1.ResourceIdentifier{Group: pullmodel.AppProjectGVK.Group, Resource: "appprojects", Namespace: project.GetNamespace(), Name: project.GetName()}
+	w.Spec.Workload.Manifests = append(w.Spec.Workload.Manifests, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: praw}})
+	w.Spec.ManifestConfigs = append(w.Spec.ManifestConfigs, workv1.ManifestConfigOption{
+		ResourceIdentifier: id,
+		UpdateStrategy: &workv1.UpdateStrategy{Type: workv1.UpdateStrategyTypeServerSideApply,
+			ServerSideApply: &workv1.ServerSideApplyConfig{Force: true}},
+	})
+	w.Spec.DeleteOption = &workv1.DeleteOption{
+		PropagationPolicy: workv1.DeletePropagationPolicyTypeSelectivelyOrphan,
+		SelectivelyOrphan: &workv1.SelectivelyOrphan{OrphaningRules: []workv1.OrphaningRule{workv1.OrphaningRule(id)}},
+	}
+	return len(praw), nil
 }
 
 // TooLargeError says an Application does not fit into one ManifestWork.

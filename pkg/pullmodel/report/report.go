@@ -249,15 +249,7 @@ func resourcesWithinBudget(set map[reportv1alpha1.ResourceRef]bool) ([]reportv1a
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.APIVersion, b.APIVersion),
 			strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
 	})
-	size, kept := 0, 0
-	for _, r := range all {
-		raw, _ := json.Marshal(r)
-		if size+len(raw)+1 > ResourceBudget {
-			break
-		}
-		size += len(raw) + 1
-		kept++
-	}
+	kept := fitting(all, ResourceBudget)
 	if kept == 0 {
 		return nil, len(all)
 	}
@@ -290,18 +282,23 @@ func withinBudget(all []reportv1alpha1.ClusterCondition) ([]reportv1alpha1.Clust
 		}
 		return byName(a, b)
 	})
-	size, kept := 0, 0
-	for _, c := range all {
-		raw, _ := json.Marshal(c)
-		if size+len(raw)+1 > EntryBudget {
-			break
-		}
-		size += len(raw) + 1
-		kept++
-	}
+	kept := fitting(all, EntryBudget)
 	out := all[:kept]
 	slices.SortFunc(out, byName)
 	return out, len(all) - kept
+}
+
+// fitting is how many of items, from the first, fit budget bytes as a JSON list.
+func fitting[T any](items []T, budget int) int {
+	size := 0
+	for i, it := range items {
+		raw, _ := json.Marshal(it)
+		if size+len(raw)+1 > budget {
+			return i
+		}
+		size += len(raw) + 1
+	}
+	return len(items)
 }
 
 // orUnknown is a status the cluster has not reported yet, as Red Hat ACM's reports show it.

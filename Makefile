@@ -19,6 +19,9 @@ CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 
 GO_TEST_FLAGS ?= -count=1
+# How many test packages run at once: the cores, and at least 3. The long packages spend much of
+# their time waiting for controllers and API servers, so on 2 cores a third one keeps them busy.
+TEST_PACKAGES_AT_ONCE ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 3 ? 3 : n )))
 TEST_TIMEOUT ?= 30m
 
 .PHONY: help
@@ -92,7 +95,7 @@ E2E_PACKAGES := ./test/e2e/ ./test/fleet/
 .PHONY: test
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
 	$(TEST_ENV) \
-	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh)
+	go test $(GO_TEST_FLAGS) -p $(TEST_PACKAGES_AT_ONCE) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh)
 
 # The test binaries: built once per machine into the shared cache, then only looked up. The
 # three scripts run at once (each builds alone under its own lock).

@@ -39,6 +39,8 @@ type Config struct {
 	ClusterSecretValidity time.Duration
 	// WriteConcurrency bounds the cluster secrets one reconcile writes at the same time.
 	WriteConcurrency int
+	// ProbesPerPass bounds the Argo CD probes one pass creates (DefaultProbesPerPass when 0).
+	ProbesPerPass int
 	// DepartureSettle is how long a cluster must stay out of the selection before its agent is
 	// revoked (confirmed then by a live read of every decision): OCM rewrites paged decisions
 	// one page at a time, so a cluster may briefly appear in none.
@@ -89,6 +91,12 @@ func DefaultConfig() Config {
 		Now:                      time.Now,
 	}
 }
+
+// DefaultProbesPerPass: a new fleet of thousands gets its probes a few hundred per pass, the
+// next pass a second later. A pass holds the GitOpsCluster, so creating every probe in
+// one (a minute for 10,000 on a 2-core hub) would hold a joining cluster's agent as long; a
+// batch holds it about a second.
+const DefaultProbesPerPass = 200
 
 // MaxClusterSecretValidity bounds the resource-proxy client certificate of a cluster secret:
 // argocd-agent v0.9.0's resource proxy accepts it by CA and CN alone, so a copy that outlives

@@ -237,9 +237,20 @@ func decideClearance(in clearanceInput) clearance {
 // longer selected. It runs after the status is written: a custom resource costs the API server
 // several times a Secret, and thousands of probe creations would otherwise hold a new fleet's
 // Ready by seconds; their answers come later anyway, each waking the GitOpsCluster.
-func (r *Reconciler) syncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster, rep foreignReport) error {
+//
+// It creates at most ProbesPerPass probes and reports whether more are missing: the caller
+// runs the next pass at once.
+func (r *Reconciler) syncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster, rep foreignReport) (more bool, err error) {
+	batch := r.Config.ProbesPerPass
+	if batch <= 0 {
+		batch = DefaultProbesPerPass
+	}
+	missing := rep.missingProbes
+	if len(missing) > batch {
+		missing, more = missing[:batch], true
+	}
 	// One cluster's probe failing (its namespace gone, say) holds only that cluster.
-	parallel.Each(r.Config.WriteConcurrency, rep.missingProbes, func(c string) {
+	parallel.Each(r.Config.WriteConcurrency, missing, func(c string) {
 		if err := r.createProbe(ctx, goc, c); err != nil {
 			log.FromContext(ctx).Error(err, "probing a cluster for an Argo CD", "cluster", c)
 		}
@@ -247,7 +258,7 @@ func (r *Reconciler) syncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	// An outdated probe is deleted, and the pass its deletion wakes creates it anew: probes are
 	// never changed, so the manager needs no right to change ManifestWorks for them.
 	gone := append(slices.Clone(rep.staleProbes), rep.outdatedProbes...)
-	return writeAll(r.Config.WriteConcurrency, gone, func(w *workv1.ManifestWork) error {
+	return more, writeAll(r.Config.WriteConcurrency, gone, func(w *workv1.ManifestWork) error {
 		return client.IgnoreNotFound(r.Client.Delete(ctx, w))
 	})
 }

@@ -473,3 +473,34 @@ func TestUnknownSelectionKeepsClearance(t *testing.T) {
 	setDecisions(t, ns, "p", 1, "cu-1")
 	eventually(t, "cu-2 released once the selection is known", cleared(map[string]bool{"cu-1": true, "cu-2": false}))
 }
+
+// TestProbesComeInBatches: a GitOpsCluster over more clusters than one pass probes gets every
+// cluster probed over the passes that follow, and its agents registered before all of them.
+func TestProbesComeInBatches(t *testing.T) {
+	ctx := context.Background()
+	const ns = "probe-batches"
+	createNamespace(t, ns)
+	var clusters []string
+	for i := range 4*probesPerPass + 1 {
+		clusters = append(clusters, fmt.Sprintf("pb-%02d", i))
+	}
+	createManagedClusters(t, clusters...)
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, clusters...)
+	goc := createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	eventually(t, "every cluster probed", func() error {
+		var missing []string
+		for _, c := range clusters {
+			if err := k8s.Get(ctx, types.NamespacedName{Namespace: c, Name: names.ProbeWorkName(goc)}, &workv1.ManifestWork{}); err != nil {
+				missing = append(missing, c)
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("no probe yet in %v", missing)
+		}
+		return nil
+	})
+	if g := getGOC(t, ns, "fleet"); int(g.Status.SelectedClusters) != len(clusters) {
+		t.Errorf("selected %d, want %d", g.Status.SelectedClusters, len(clusters))
+	}
+}

@@ -55,8 +55,13 @@ func testConfig() gitopscluster.Config {
 	cfg.ReloaderImage = "argocd-agent-addon:test"
 	cfg.Now = clock.Now
 	cfg.DepartureSettle = departureSettle
+	// Small, so that every test with more clusters gets its probes over several passes.
+	cfg.ProbesPerPass = probesPerPass
 	return cfg
 }
+
+// probesPerPass is the suite's Config.ProbesPerPass.
+const probesPerPass = 3
 
 func startManager() { startManagerWith(nil) }
 

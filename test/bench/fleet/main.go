@@ -78,6 +78,8 @@ func main() {
 			fmt.Sprintf("%d in %s", r.idleWrites, *idle), fmt.Sprintf("%.1f MiB", float64(r.peakKiB)/1024))
 		fmt.Printf("         memory: peak RSS %.1f MiB; largest anonymous part %.1f MiB (the rest is the binary's file-backed pages)\n",
 			float64(r.peakKiB)/1024, float64(r.peakAnonKiB)/1024)
+		fmt.Printf("         manager CPU until Ready: %s in %s (%.0f%% of one core; the API server and etcd share the same cores)\n",
+			r.readyCPU.Round(10*time.Millisecond), r.ready.Round(10*time.Millisecond), 100*r.readyCPU.Seconds()/r.ready.Seconds())
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
 		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes %v\n", r.join.Round(time.Millisecond), testenv.TotalWrites(r.joinCalls), r.joinCalls)
 		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end; the last created after %s, %d agents at a time); the API server's raw pace for the same CSRs: %.0f/s\n",
@@ -152,7 +154,11 @@ type result struct {
 	idleWrites       int
 	peakKiB          int
 	peakAnonKiB      int
-	byResource       map[string]int
+	// readyCPU is the CPU time the manager used from the GitOpsCluster's creation to Ready:
+	// on a machine where the API server, etcd and the manager share the cores, it is what the
+	// API server did not get.
+	readyCPU   time.Duration
+	byResource map[string]int
 	deletion         deletion
 }
 
@@ -588,6 +594,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	cpuBefore := processCPU(mgr.Process.Pid)
 	start := time.Now()
 	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fleet"},
 		Spec: v1alpha1.GitOpsClusterSpec{
@@ -612,6 +619,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	ready := time.Since(start)
+	readyCPU := processCPU(mgr.Process.Pid) - cpuBefore
 	// Finish the reconcile that wrote Ready before counting.
 	time.Sleep(2 * time.Second)
 	converged, err := testenv.APIWrites(ctx, env.Config)
@@ -668,6 +676,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		idleWrites:       testenv.TotalWrites(testenv.DiffWrites(converged, after)),
 		peakKiB:          peak,
 		peakAnonKiB:      peakAnon,
+		readyCPU:         readyCPU,
 		byResource:       byResource,
 		deletion:         del,
 	}, nil
@@ -717,6 +726,24 @@ func watchPeakRSS(pid int, peak, peakAnon *int) func() {
 		}
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// processCPU is the user and system CPU time a process has used, from /proc/<pid>/stat.
+func processCPU(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may hold spaces.
+	_, rest, ok := strings.Cut(string(data), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.Atoi(f[11])
+	stime, _ := strconv.Atoi(f[12])
+	const ticksPerSecond = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond
 }
 
 // procStatus reads the KiB fields of /proc/<pid>/status.

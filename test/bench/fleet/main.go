@@ -159,7 +159,7 @@ type result struct {
 	// API server did not get.
 	readyCPU   time.Duration
 	byResource map[string]int
-	deletion         deletion
+	deletion   deletion
 }
 
 // deletion is what deleting the fleet's GitOpsCluster left behind.

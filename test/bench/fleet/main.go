@@ -78,6 +78,8 @@ func main() {
 			fmt.Sprintf("%d in %s", r.idleWrites, *idle), fmt.Sprintf("%.1f MiB", float64(r.peakKiB)/1024))
 		fmt.Printf("         memory: peak RSS %.1f MiB; largest anonymous part %.1f MiB (the rest is the binary's file-backed pages)\n",
 			float64(r.peakKiB)/1024, float64(r.peakAnonKiB)/1024)
+		fmt.Printf("         after Ready: writes stopped %s later, %d writes in between %v (idle writes are counted after that)\n",
+			r.settle.Round(10*time.Millisecond), testenv.TotalWrites(r.settleWrites), r.settleWrites)
 		fmt.Printf("         manager CPU until Ready: %s in %s (%.0f%% of one core; the API server and etcd share the same cores)\n",
 			r.readyCPU.Round(10*time.Millisecond), r.ready.Round(10*time.Millisecond), 100*r.readyCPU.Seconds()/r.ready.Seconds())
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
@@ -159,7 +161,11 @@ type result struct {
 	// API server did not get.
 	readyCPU   time.Duration
 	byResource map[string]int
-	deletion   deletion
+	// settle is how long after Ready the manager's writes stopped, settleWrites what it wrote
+	// in that time (a new fleet's probes).
+	settle       time.Duration
+	settleWrites map[string]int
+	deletion     deletion
 }
 
 // deletion is what deleting the fleet's GitOpsCluster left behind.
@@ -626,7 +632,14 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "N=%d: Ready after %s; watching the idle fleet for %s...\n", n, ready, idle)
+	// A new fleet's one-time work after Ready (the components' probes, one ManifestWork per
+	// cluster) is not idle churn: the idle window, the join and the renewal wave are measured
+	// once the writes have stopped.
+	settled, settledAt, err := waitForQuiet(ctx, env, converged)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "N=%d: Ready after %s, writes stopped %s later; watching the idle fleet for %s...\n", n, ready, settledAt.Sub(start)-ready, idle)
 	time.Sleep(idle)
 	after, err := testenv.APIWrites(ctx, env.Config)
 	if err != nil {
@@ -673,7 +686,9 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		waveReads:        testenv.DiffWrites(readsBefore, readsAfter),
 		rawWave:          rawWave,
 		writesPerCluster: float64(testenv.TotalWrites(byResource)) / float64(n),
-		idleWrites:       testenv.TotalWrites(testenv.DiffWrites(converged, after)),
+		idleWrites:       testenv.TotalWrites(testenv.DiffWrites(settled, after)),
+		settle:           settledAt.Sub(start) - ready,
+		settleWrites:     testenv.DiffWrites(converged, settled),
 		peakKiB:          peak,
 		peakAnonKiB:      peakAnon,
 		readyCPU:         readyCPU,
@@ -726,6 +741,28 @@ func watchPeakRSS(pid int, peak, peakAnon *int) func() {
 		}
 	}()
 	return func() { close(done); wg.Wait() }
+}
+
+// waitForQuiet waits until the API server has taken no write for quietFor (at most 10 minutes
+// after from), and returns its write counts then and when the last write was seen.
+func waitForQuiet(ctx context.Context, env *testenv.Env, from map[string]int) (map[string]int, time.Time, error) {
+	const quietFor = 5 * time.Second
+	last, lastChange := from, time.Now()
+	deadline := time.Now().Add(10 * time.Minute)
+	for time.Since(lastChange) < quietFor {
+		if time.Now().After(deadline) {
+			return nil, time.Time{}, fmt.Errorf("the manager kept writing for 10 minutes after Ready: %v", testenv.DiffWrites(from, last))
+		}
+		time.Sleep(time.Second)
+		now, err := testenv.APIWrites(ctx, env.Config)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		if testenv.TotalWrites(testenv.DiffWrites(last, now)) > 0 {
+			last, lastChange = now, time.Now()
+		}
+	}
+	return last, lastChange, nil
 }
 
 // processCPU is the user and system CPU time a process has used, from /proc/<pid>/stat.

@@ -3,6 +3,7 @@ package spoke
 import (
 	"fmt"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -198,13 +199,26 @@ func ImageTag(image string) string {
 	return ""
 }
 
-// ProbeCurrent reports whether a stored probe looks at the objects BuildProbe would for
-// namespace (compared by what it reads, not by the whole spec, which the API server defaults).
-func ProbeCurrent(w *workv1.ManifestWork, namespace string) bool {
+// probedByNamespace holds, per install namespace, the identities of the objects a probe reads
+// (read only once stored): a pass checks every probe of a fleet, twice.
+var probedByNamespace sync.Map
+
+func probeIdentities(namespace string) map[workv1.ResourceIdentifier]bool {
+	if v, ok := probedByNamespace.Load(namespace); ok {
+		return v.(map[workv1.ResourceIdentifier]bool)
+	}
 	want := map[workv1.ResourceIdentifier]bool{}
 	for _, o := range probed(namespace) {
 		want[workv1.ResourceIdentifier{Group: o.GroupVersionKind().Group, Resource: strings.ToLower(o.GetKind()) + "s", Namespace: o.GetNamespace(), Name: o.GetName()}] = true
 	}
+	v, _ := probedByNamespace.LoadOrStore(namespace, want)
+	return v.(map[workv1.ResourceIdentifier]bool)
+}
+
+// ProbeCurrent reports whether a stored probe looks at the objects BuildProbe would for
+// namespace (compared by what it reads, not by the whole spec, which the API server defaults).
+func ProbeCurrent(w *workv1.ManifestWork, namespace string) bool {
+	want := probeIdentities(namespace)
 	if len(w.Spec.ManifestConfigs) != len(want) || len(w.Spec.Workload.Manifests) != len(want) {
 		return false
 	}

@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"flag"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -41,9 +40,7 @@ func newResourceReporterCommand() *cobra.Command {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig for running outside a cluster; empty uses $KUBECONFIG or the in-cluster config.")
 	fs.StringVar(&namespace, "namespace", namespace, "The cluster's Argo CD namespace, where the pull model delivers Applications.")
 	fs.StringVar(&healthAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz endpoints listen on; \"0\" disables them.")
-	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
-	zapOpts.BindFlags(logFlags)
-	fs.AddGoFlagSet(logFlags)
+	bindLogFlags(fs, &zapOpts)
 
 	var image string
 	manifests := &cobra.Command{

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -153,10 +154,15 @@ func newManagerCommand() *cobra.Command {
 	fs.StringSliceVar(&pm.SourceNamespaces, "pull-model-namespaces", pm.SourceNamespaces, "Hub namespaces whose Applications the pull model may deliver (comma-separated); empty means the hub Argo CD namespace only. Each also needs a ManagedClusterSetBinding for the clusters it may reach.")
 	fs.StringVar(&pm.SpokeNamespace, "pull-model-spoke-namespace", pm.SpokeNamespace, "The Argo CD namespace on the managed clusters: every delivered Application lands there.")
 	fs.Var(namespacedNameValue{&opts.PullModel.SealSecret}, "pull-model-seal-secret", "<namespace>/<name> of the Secret holding the key that marks the pull model's ManifestWorks as its own (created when missing).")
-	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
-	zapOpts.BindFlags(logFlags)
-	fs.AddGoFlagSet(logFlags)
+	bindLogFlags(fs, &zapOpts)
 	return c
+}
+
+// bindLogFlags adds controller-runtime's zap flags (--zap-log-level and the others) to fs.
+func bindLogFlags(fs *pflag.FlagSet, opts *zap.Options) {
+	logFlags := flag.NewFlagSet("log", flag.ContinueOnError)
+	opts.BindFlags(logFlags)
+	fs.AddGoFlagSet(logFlags)
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

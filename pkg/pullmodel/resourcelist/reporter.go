@@ -35,8 +35,41 @@ func Reported() labels.Selector {
 func CacheOptions(namespace string) cache.Options {
 	return cache.Options{
 		DefaultNamespaces: map[string]cache.Config{namespace: {}},
-		ByObject:          map[client.Object]cache.ByObject{pullmodel.NewApplication(): {Label: Reported()}},
+		ByObject:          map[client.Object]cache.ByObject{pullmodel.NewApplication(): {Label: Reported(), Transform: TrimApplication}},
 	}
+}
+
+// TrimApplication keeps of a cached Application what the reporter reads: its metadata (without
+// managed fields) and the identity of each object in status.resources. An Application's
+// status (history, conditions, every resource's sync and health) is most of its size, and
+// the spoke's Argo CD rewrites it on every refresh.
+func TrimApplication(obj any) (any, error) {
+	app, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	app.SetManagedFields(nil)
+	kept := map[string]any{"apiVersion": app.GetAPIVersion(), "kind": app.GetKind(), "metadata": app.Object["metadata"]}
+	items, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
+	if len(items) > 0 {
+		trimmed := make([]any, 0, len(items))
+		for _, item := range items {
+			m, ok := item.(map[string]any)
+			if !ok {
+				continue
+			}
+			r := map[string]any{}
+			for _, k := range []string{"group", "version", "kind", "namespace", "name"} {
+				if v, ok := m[k]; ok {
+					r[k] = v
+				}
+			}
+			trimmed = append(trimmed, r)
+		}
+		kept["status"] = map[string]any{"resources": trimmed}
+	}
+	app.Object = kept
+	return app, nil
 }
 
 // Reporter keeps each reported Application's AnnotationResourceList equal to its
@@ -53,8 +86,8 @@ func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
 		Named("resource-reporter").
 		For(pullmodel.NewApplication(), builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool {
-				return Wanted(e.ObjectNew.(*unstructured.Unstructured)) != e.ObjectNew.GetAnnotations()[pullmodel.AnnotationResourceList] ||
-					Wanted(e.ObjectOld.(*unstructured.Unstructured)) != Wanted(e.ObjectNew.(*unstructured.Unstructured))
+				app, ok := e.ObjectNew.(*unstructured.Unstructured)
+				return !ok || Wanted(app) != app.GetAnnotations()[pullmodel.AnnotationResourceList]
 			},
 		})).
 		Complete(r)

@@ -103,3 +103,36 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestTrimApplicationKeepsWhatTheReporterReads: the cache's copy keeps the metadata and the
+// objects' identities, so the annotation computed from it is the one computed from the whole
+// Application, and drops the rest of the status.
+func TestTrimApplicationKeepsWhatTheReporterReads(t *testing.T) {
+	app := appWithResources(
+		map[string]any{"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "n", "name": "d", "status": "Synced", "health": map[string]any{"status": "Healthy", "message": "ok"}},
+	)
+	app.SetAPIVersion("argoproj.io/v1alpha1")
+	app.SetKind("Application")
+	app.SetName("a")
+	app.SetAnnotations(map[string]string{"k": "v"})
+	app.Object["spec"] = map[string]any{"project": "default"}
+	app.Object["status"].(map[string]any)["history"] = []any{map[string]any{"revision": "abc"}}
+	want := Wanted(app)
+	out, err := TrimApplication(app.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	trimmed := out.(*unstructured.Unstructured)
+	if Wanted(trimmed) != want || trimmed.GetName() != "a" || trimmed.GetAnnotations()["k"] != "v" || trimmed.GetKind() != "Application" {
+		t.Fatalf("trimmed %v", trimmed.Object)
+	}
+	if _, ok := trimmed.Object["spec"]; ok {
+		t.Error("spec kept")
+	}
+	if _, ok := trimmed.Object["status"].(map[string]any)["history"]; ok {
+		t.Error("status.history kept")
+	}
+	if r := trimmed.Object["status"].(map[string]any)["resources"].([]any)[0].(map[string]any); r["health"] != nil || r["status"] != nil {
+		t.Errorf("a resource's sync and health kept: %v", r)
+	}
+}

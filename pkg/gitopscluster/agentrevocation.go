@@ -52,7 +52,7 @@ func (r *RevocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			if o.GetLabels()[v1alpha1.LabelManagedBy] != v1alpha1.ManagedByValue {
 				return ""
 			}
-			return o.GetLabels()[LabelAgentName]
+			return o.GetLabels()[v1alpha1.LabelAgentName]
 		})).
 		Watches(&corev1.ConfigMap{}, byCluster(func(o client.Object) string {
 			if cm, ok := o.(*corev1.ConfigMap); ok {
@@ -108,7 +108,7 @@ func (r *RevocationReconciler) enforce(ctx context.Context, principalNS, cluster
 	}
 	var secrets corev1.SecretList
 	if err := r.Client.List(ctx, &secrets, client.InNamespace(principalNS), client.MatchingLabels{
-		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, LabelAgentName: cluster,
+		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelAgentName: cluster,
 	}); err != nil {
 		return before, before, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -63,7 +64,7 @@ func (c agentCertificate) renewalTime() time.Time {
 // isAgentClusterSecret: one of the cluster secrets this package writes for agents (the pull
 // model's cluster secrets carry no credentials and no agent name).
 func isAgentClusterSecret(s *corev1.Secret) bool {
-	return s.Labels[LabelSecretType] == "cluster" && s.Labels[LabelAgentName] != ""
+	return s.Labels[v1alpha1.LabelSecretType] == "cluster" && s.Labels[v1alpha1.LabelAgentName] != ""
 }
 
 // CompactAgentClusterSecret is the manager cache's transform for Secrets: it replaces the

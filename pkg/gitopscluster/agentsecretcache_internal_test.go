@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -20,7 +21,7 @@ func agentSecretFor(t *testing.T, cluster string, certPEM, keyPEM, bundle []byte
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: ClusterSecretName(cluster),
-			Labels: map[string]string{LabelSecretType: "cluster", LabelAgentName: cluster}},
+			Labels: map[string]string{v1alpha1.LabelSecretType: "cluster", v1alpha1.LabelAgentName: cluster}},
 		Data: map[string][]byte{"name": []byte(cluster), "server": []byte("https://proxy"), "config": config},
 	}
 }
@@ -105,7 +106,7 @@ func TestCompactAgentClusterSecret(t *testing.T) {
 
 	t.Run("other secrets are left as they are", func(t *testing.T) {
 		pull := agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, bundle)
-		delete(pull.Labels, LabelAgentName)
+		delete(pull.Labels, v1alpha1.LabelAgentName)
 		if got := compacted(t, pull); string(got.Data["config"]) != string(pull.Data["config"]) || len(got.Data) != 3 {
 			t.Errorf("a cluster secret without an agent name was changed: %v", got.Data)
 		}
@@ -119,7 +120,7 @@ func BenchmarkCompactAgentClusterSecret(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	labels := map[string]string{LabelSecretType: "cluster", LabelAgentName: "c1"}
+	labels := map[string]string{v1alpha1.LabelSecretType: "cluster", v1alpha1.LabelAgentName: "c1"}
 	b.ReportAllocs()
 	for b.Loop() {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Data: map[string][]byte{"name": []byte("c1"), "config": config}}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
 func withIssuer(name string) func(*v1alpha1.GitOpsCluster) {
@@ -37,7 +37,7 @@ func TestCertManagerNotInstalledIsACondition(t *testing.T) {
 	if c := meta.FindStatusCondition(g.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Ready: %+v", c)
 	}
-	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: gitopscluster.CASecretName}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: names.CASecretName}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Errorf("no CA may be minted while the GitOpsCluster asks for cert-manager: got %v", err)
 	}
 
@@ -58,7 +58,7 @@ func TestPKIConflictBetweenGitOpsClustersOfOnePrincipal(t *testing.T) {
 	createGitOpsCluster(t, ns, "a-self", "p1", withAddress("principal.example.com"))
 	conditionIs(t, ns, "a-self", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
 	ca := &corev1.Secret{}
-	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: gitopscluster.CASecretName}, ca); err != nil {
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: names.CASecretName}, ca); err != nil {
 		t.Fatal(err)
 	}
 
@@ -66,7 +66,7 @@ func TestPKIConflictBetweenGitOpsClustersOfOnePrincipal(t *testing.T) {
 	conditionIs(t, ns, "b-cert-manager", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonPKIConflict)
 	conditionIs(t, ns, "a-self", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
 	after := &corev1.Secret{}
-	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: gitopscluster.CASecretName}, after); err != nil {
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: names.CASecretName}, after); err != nil {
 		t.Fatal(err)
 	}
 	if after.ResourceVersion != ca.ResourceVersion {

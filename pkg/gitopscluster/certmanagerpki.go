@@ -197,7 +197,7 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 		return nil, err
 	}
 
-	if ready[PrincipalTLSSecretName] {
+	if ready[names.PrincipalTLSSecretName] {
 		p, err := r.promoteServingCert(ctx, ns, now, out)
 		if err != nil {
 			return nil, err
@@ -225,15 +225,15 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 // made (cert-manager would overwrite them), marks a resource-proxy certificate the manager
 // issued itself as such, and returns the CA secret the principal reads now (nil if none).
 func (r *Reconciler) certManagerMayWrite(ctx context.Context, ns string) (*corev1.Secret, error) {
-	mirror, err := r.getSecret(ctx, ns, CASecretName)
+	mirror, err := r.getSecret(ctx, ns, names.CASecretName)
 	if err != nil {
 		return nil, err
 	}
 	if mirror != nil && !isOurs(mirror) {
 		return nil, &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
-			"the CA secret %s/%s was not created by argocd-agent-addon, so it cannot be replaced by the cert-manager CA; delete it, or remove spec.argoCDAgentAddon.certManager to keep using it", ns, CASecretName)}
+			"the CA secret %s/%s was not created by argocd-agent-addon, so it cannot be replaced by the cert-manager CA; delete it, or remove spec.argoCDAgentAddon.certManager to keep using it", ns, names.CASecretName)}
 	}
-	for _, name := range []string{PrincipalTLSSecretName, ResourceProxySecretName} {
+	for _, name := range []string{names.PrincipalTLSSecretName, names.ResourceProxySecretName} {
 		s, err := r.getSecret(ctx, ns, name)
 		if err != nil {
 			return nil, err
@@ -242,7 +242,7 @@ func (r *Reconciler) certManagerMayWrite(ctx context.Context, ns string) (*corev
 			return nil, &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
 				"the serving certificate secret %s/%s was not created by argocd-agent-addon and cert-manager would overwrite it; delete it, or remove spec.argoCDAgentAddon.certManager", ns, name)}
 		}
-		if name == ResourceProxySecretName {
+		if name == names.ResourceProxySecretName {
 			if err := r.markSelfIssued(ctx, s); err != nil {
 				return nil, err
 			}
@@ -258,8 +258,8 @@ func (r *Reconciler) applyCertificates(ctx context.Context, ns string, principal
 	proxyDNS, proxyIPs := splitHosts(serviceDNSNames(r.Config.ResourceProxyServiceName, ns))
 	desired := []*cmapi.Certificate{
 		certmanager.CACertificate(ns, ref, managedLabels()),
-		certmanager.ServingCertificate(ns, PrincipalTLSSecretName, certmanager.PrincipalIssuedSecretName, dnsNames, ips, ref, managedLabels()),
-		certmanager.ServingCertificate(ns, ResourceProxySecretName, ResourceProxySecretName, proxyDNS, proxyIPs, ref, managedLabels()),
+		certmanager.ServingCertificate(ns, names.PrincipalTLSSecretName, certmanager.PrincipalIssuedSecretName, dnsNames, ips, ref, managedLabels()),
+		certmanager.ServingCertificate(ns, names.ResourceProxySecretName, names.ResourceProxySecretName, proxyDNS, proxyIPs, ref, managedLabels()),
 	}
 	var notReady []string
 	ready := map[string]bool{}
@@ -318,7 +318,7 @@ func (r *Reconciler) takeIssuedCA(ctx context.Context, ns string, mirror *corev1
 // has issued and the agents trust it) and the one cert-manager issued for it.
 func (r *Reconciler) addServingAnchors(ctx context.Context, ns string, out *hubPKI) error {
 	var extra []*x509.Certificate
-	for _, name := range []string{PrincipalTLSSecretName, certmanager.PrincipalIssuedSecretName, ResourceProxySecretName} {
+	for _, name := range []string{names.PrincipalTLSSecretName, certmanager.PrincipalIssuedSecretName, names.ResourceProxySecretName} {
 		s, err := r.getSecret(ctx, ns, name)
 		if err != nil {
 			return err
@@ -326,7 +326,7 @@ func (r *Reconciler) addServingAnchors(ctx context.Context, ns string, out *hubP
 		if s == nil {
 			continue
 		}
-		if name == PrincipalTLSSecretName && out.PrincipalCertHash == "" {
+		if name == names.PrincipalTLSSecretName && out.PrincipalCertHash == "" {
 			out.PrincipalCertHash = certHash(s.Data[corev1.TLSCertKey])
 		}
 		extra = append(extra, certmanager.Anchors(s)...)
@@ -342,7 +342,7 @@ func (r *Reconciler) promoteServingCert(ctx context.Context, ns string, now time
 	if err != nil || issued == nil {
 		return nil, err
 	}
-	served, err := r.getSecret(ctx, ns, PrincipalTLSSecretName)
+	served, err := r.getSecret(ctx, ns, names.PrincipalTLSSecretName)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ func (r *Reconciler) promoteServingCert(ctx context.Context, ns string, now time
 		return nil, err
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: PrincipalTLSSecretName, Namespace: ns, Labels: managedLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: names.PrincipalTLSSecretName, Namespace: ns, Labels: managedLabels()},
 		Type:       corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: issued.Data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: issued.Data[corev1.TLSPrivateKeyKey],
 			"ca.crt": caPEM},
@@ -372,7 +372,7 @@ func (r *Reconciler) promoteServingCert(ctx context.Context, ns string, now time
 	if err := r.writeSecret(ctx, served, secret); err != nil {
 		return nil, err
 	}
-	out.Issued = append(out.Issued, PrincipalTLSSecretName)
+	out.Issued = append(out.Issued, names.PrincipalTLSSecretName)
 	out.PrincipalCertHash = certHash(secret.Data[corev1.TLSCertKey])
 	return nil, nil
 }
@@ -499,19 +499,19 @@ func (r *Reconciler) mirrorCA(ctx context.Context, ns string, existing *corev1.S
 		return bundle, nil
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: CASecretName, Namespace: ns, Labels: managedLabels(), Annotations: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Name: names.CASecretName, Namespace: ns, Labels: managedLabels(), Annotations: map[string]string{
 			certmanager.AnnotationPKISource: certmanager.PKISourceCertManager,
 		}},
 		Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM, "ca.crt": bundle},
 	}
 	if existing == nil || !slices.Equal(existing.Data[corev1.TLSCertKey], ca.CertPEM) {
-		secret.Annotations[AnnotationCARotatedAt] = now.UTC().Format(time.RFC3339)
+		secret.Annotations[v1alpha1.AnnotationCARotatedAt] = now.UTC().Format(time.RFC3339)
 	}
 	if err := r.writeSecret(ctx, existing, secret); err != nil {
 		return nil, err
 	}
-	out.Issued = append(out.Issued, CASecretName)
+	out.Issued = append(out.Issued, names.CASecretName)
 	return bundle, nil
 }
 
@@ -520,7 +520,7 @@ func (r *Reconciler) mirrorCA(ctx context.Context, ns string, existing *corev1.S
 // secrets the manager is about to take back. It does nothing unless the CA secret says
 // cert-manager wrote it, so hubs that never used cert-manager read nothing of it.
 func (r *Reconciler) leaveCertManager(ctx context.Context, ns string) error {
-	for _, name := range []string{certmanager.CACertificateName, PrincipalTLSSecretName, ResourceProxySecretName} {
+	for _, name := range []string{certmanager.CACertificateName, names.PrincipalTLSSecretName, names.ResourceProxySecretName} {
 		c := &cmapi.Certificate{}
 		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c)
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {

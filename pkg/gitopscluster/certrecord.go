@@ -28,7 +28,7 @@ func (r *CertificateRecorder) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("clustersecret-certificate").
 		For(&corev1.Secret{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			return !o.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(o, FinalizerRecordCertificate)
+			return !o.GetDeletionTimestamp().IsZero() && controllerutil.ContainsFinalizer(o, v1alpha1.FinalizerRecordCertificate)
 		}))).
 		Complete(r)
 }
@@ -39,11 +39,11 @@ func (r *CertificateRecorder) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Client.Get(ctx, req.NamespacedName, s); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if s.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(s, FinalizerRecordCertificate) {
+	if s.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(s, v1alpha1.FinalizerRecordCertificate) {
 		return ctrl.Result{}, nil
 	}
 	now := r.Config.Now()
-	if cluster := s.Labels[LabelAgentName]; cluster != "" {
+	if cluster := s.Labels[v1alpha1.LabelAgentName]; cluster != "" {
 		if cert, _ := agentSecretContents(s); cert.Fingerprint != "" && cert.NotAfter.After(now) {
 			owner := ledger.Owner{Namespace: s.Labels[v1alpha1.LabelOwnerNamespace], Name: s.Labels[v1alpha1.LabelOwnerName]}
 			if err := r.ledgerStore(s.Namespace).Merge(ctx, cluster, owner, ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
@@ -52,6 +52,6 @@ func (r *CertificateRecorder) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 	}
 	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.RemoveFinalizer(s, FinalizerRecordCertificate)
+	controllerutil.RemoveFinalizer(s, v1alpha1.FinalizerRecordCertificate)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, s, patch))
 }

@@ -114,16 +114,16 @@ func (r *Reconciler) restartPrincipalIfNeeded(ctx context.Context, goc *v1alpha1
 		return client.IgnoreNotFound(err)
 	}
 	annotations := dep.Spec.Template.Annotations
-	if annotations[AnnotationPrincipalTLSHash] == certHash && (jwtRotation == "" || annotations[AnnotationJWTKeyRotatedFor] == jwtRotation) {
+	if annotations[v1alpha1.AnnotationPrincipalTLSHash] == certHash && (jwtRotation == "" || annotations[v1alpha1.AnnotationJWTKeyRotatedFor] == jwtRotation) {
 		return nil
 	}
 	patch := client.MergeFrom(dep.DeepCopy())
 	if dep.Spec.Template.Annotations == nil {
 		dep.Spec.Template.Annotations = map[string]string{}
 	}
-	dep.Spec.Template.Annotations[AnnotationPrincipalTLSHash] = certHash
+	dep.Spec.Template.Annotations[v1alpha1.AnnotationPrincipalTLSHash] = certHash
 	if jwtRotation != "" {
-		dep.Spec.Template.Annotations[AnnotationJWTKeyRotatedFor] = jwtRotation
+		dep.Spec.Template.Annotations[v1alpha1.AnnotationJWTKeyRotatedFor] = jwtRotation
 	}
 	if err := r.Client.Patch(ctx, dep, patch); err != nil {
 		return err

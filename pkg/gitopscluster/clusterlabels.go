@@ -30,11 +30,11 @@ func (r *Reconciler) withClusterLabels(ctx context.Context, s *corev1.Secret, cl
 // one write per changed cluster, apart from the GitOpsCluster reconcile (which rewrites a secret
 // only to renew it).
 func SetupClusterLabelSync(ctx context.Context, mgr ctrl.Manager) error {
-	return clusterlabels.SetupSync(ctx, mgr, "agent-cluster-labels", clusterlabels.Lookup{Label: LabelAgentName}, func(o client.Object) string {
+	return clusterlabels.SetupSync(ctx, mgr, "agent-cluster-labels", clusterlabels.Lookup{Label: v1alpha1.LabelAgentName}, func(o client.Object) string {
 		l := o.GetLabels()
-		if l[LabelSecretType] != "cluster" || l[v1alpha1.LabelOwnerName] == "" {
+		if l[v1alpha1.LabelSecretType] != "cluster" || l[v1alpha1.LabelOwnerName] == "" {
 			return ""
 		}
-		return l[LabelAgentName]
+		return l[v1alpha1.LabelAgentName]
 	})
 }

@@ -58,10 +58,10 @@ func TestAgentClusterSecretsCarryManagedClusterLabels(t *testing.T) {
 	createManagedClusters(t, "al-1", "al-2")
 	setManagedClusterLabels(t, "al-1", map[string]string{
 		"env": "prod", "region": "eu",
-		gitopscluster.LabelAgentName:  "evil",
-		gitopscluster.LabelSecretType: "repository",
-		v1alpha1.LabelOwnerName:       "evil",
-		v1alpha1.LabelManagedBy:       "evil",
+		v1alpha1.LabelAgentName:  "evil",
+		v1alpha1.LabelSecretType: "repository",
+		v1alpha1.LabelOwnerName:  "evil",
+		v1alpha1.LabelManagedBy:  "evil",
 	})
 	setManagedClusterLabels(t, "al-2", map[string]string{"env": "dev"})
 	createPlacement(t, ns, "p")
@@ -70,10 +70,10 @@ func TestAgentClusterSecretsCarryManagedClusterLabels(t *testing.T) {
 	waitClusterSecrets(t, ns, "cluster-al-1", "cluster-al-2")
 
 	own := map[string]string{
-		gitopscluster.LabelAgentName:  "al-1",
-		gitopscluster.LabelSecretType: "cluster",
-		v1alpha1.LabelOwnerName:       "fleet",
-		v1alpha1.LabelManagedBy:       v1alpha1.ManagedByValue,
+		v1alpha1.LabelAgentName:  "al-1",
+		v1alpha1.LabelSecretType: "cluster",
+		v1alpha1.LabelOwnerName:  "fleet",
+		v1alpha1.LabelManagedBy:  v1alpha1.ManagedByValue,
 	}
 	eventually(t, "al-1 labels", func() error {
 		return labelsAre(agentSecret(t, ns, "al-1"), merge(own, map[string]string{"env": "prod", "region": "eu"}))
@@ -87,7 +87,7 @@ func TestAgentClusterSecretsCarryManagedClusterLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	setManagedClusterLabels(t, "al-1", map[string]string{"env": "staging", gitopscluster.LabelAgentName: "evil"})
+	setManagedClusterLabels(t, "al-1", map[string]string{"env": "staging", v1alpha1.LabelAgentName: "evil"})
 	eventually(t, "al-1 relabelled", func() error {
 		return labelsAre(agentSecret(t, ns, "al-1"), merge(own, map[string]string{"env": "staging"}), "region")
 	})

@@ -141,12 +141,12 @@ func (r *Reconciler) secretsByName(ctx context.Context, ns string) (map[string]*
 // release without it wrote, alone, without a new certificate. s may be the cache's own object:
 // a copy is changed.
 func (r *Reconciler) ensureRecordFinalizer(ctx context.Context, s *corev1.Secret, cluster string) error {
-	if controllerutil.ContainsFinalizer(s, FinalizerRecordCertificate) {
+	if controllerutil.ContainsFinalizer(s, v1alpha1.FinalizerRecordCertificate) {
 		return nil
 	}
 	c := s.DeepCopy()
 	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	controllerutil.AddFinalizer(c, FinalizerRecordCertificate)
+	controllerutil.AddFinalizer(c, v1alpha1.FinalizerRecordCertificate)
 	if err := r.Client.Patch(ctx, c, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("adding the certificate-record finalizer to the cluster secret of %s: %w", cluster, err)
 	}
@@ -206,7 +206,7 @@ func (r *Reconciler) replaceClusterSecret(ctx context.Context, live, desired *co
 // renewed. s may be the cache's compact form (CompactAgentClusterSecret): the certificate was
 // parsed and checked when the secret entered the cache, not on every pass.
 func (r *Reconciler) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *hubPKI, caFingerprint string, now time.Time) (time.Time, bool) {
-	if s == nil || !labelsContain(s.Labels, clusterSecretLabels(goc, cluster)) || s.Annotations[AnnotationSkipReconcile] != "true" ||
+	if s == nil || !labelsContain(s.Labels, clusterSecretLabels(goc, cluster)) || s.Annotations[v1alpha1.AnnotationSkipReconcile] != "true" ||
 		string(s.Data["name"]) != cluster || string(s.Data["server"]) != r.resourceProxyServer(principalNS, cluster) {
 		return time.Time{}, false
 	}
@@ -237,8 +237,8 @@ func ClusterSecretCertificate(s *corev1.Secret) *x509.Certificate {
 
 func clusterSecretLabels(goc *v1alpha1.GitOpsCluster, cluster string) map[string]string {
 	l := ownerLabels(goc)
-	l[LabelSecretType] = "cluster"
-	l[LabelAgentName] = cluster
+	l[v1alpha1.LabelSecretType] = "cluster"
+	l[v1alpha1.LabelAgentName] = cluster
 	return l
 }
 
@@ -259,8 +259,8 @@ func (r *Reconciler) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS
 		ObjectMeta: metav1.ObjectMeta{
 			Name: ClusterSecretName(cluster), Namespace: principalNS,
 			Labels:      clusterSecretLabels(goc, cluster),
-			Annotations: map[string]string{AnnotationSkipReconcile: "true"},
-			Finalizers:  []string{FinalizerRecordCertificate},
+			Annotations: map[string]string{v1alpha1.AnnotationSkipReconcile: "true"},
+			Finalizers:  []string{v1alpha1.FinalizerRecordCertificate},
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{

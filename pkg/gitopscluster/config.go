@@ -6,7 +6,6 @@ package gitopscluster
 import (
 	"time"
 
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 )
 
@@ -102,50 +101,6 @@ const DefaultProbesPerPass = 200
 // argocd-agent v0.9.0's resource proxy accepts it by CA and CN alone, so a copy that outlives
 // its cluster secret stays usable until it expires.
 const MaxClusterSecretValidity = 30 * 24 * time.Hour
-
-// Secret names argocd-agent v0.9's principal expects in its namespace.
-const (
-	CASecretName            = names.CASecretName
-	PrincipalTLSSecretName  = "argocd-agent-principal-tls"
-	ResourceProxySecretName = "argocd-agent-resource-proxy-tls"
-	JWTSecretName           = "argocd-agent-jwt"
-	JWTSecretKey            = "jwt.key"
-)
-
-// Keys of the objects this reconciler writes.
-const (
-	// AnnotationPrincipalTLSHash on the principal's pod template restarts it when its serving
-	// certificate changes.
-	AnnotationPrincipalTLSHash = "argocd-agent-addon.open-cluster-management.io/principal-tls-sha256"
-	// AnnotationRotateJWTKeyNow on the JWT signing-key secret asks for a new key; its value is a
-	// token the person picks, and each new token rotates once (recorded in
-	// AnnotationJWTKeyRotatedFor, on the secret and on the principal's pod template, which
-	// restarts it to load the key).
-	AnnotationRotateJWTKeyNow  = "argocd-agent-addon.open-cluster-management.io/rotate-jwt-key-now"
-	AnnotationJWTKeyRotatedFor = "argocd-agent-addon.open-cluster-management.io/jwt-key-rotated-for"
-	// AnnotationCARotatedAt records when the CA secret last got a new CA.
-	AnnotationCARotatedAt = "argocd-agent-addon.open-cluster-management.io/ca-rotated-at"
-	// AnnotationRotateCANow on the CA secret asks for an emergency rotation: a new CA, and
-	// every previous one dropped from the trust bundle at once. Its value is a token the
-	// person picks (an incident number); each new token rotates once.
-	AnnotationRotateCANow = "argocd-agent-addon.open-cluster-management.io/rotate-ca-now"
-	// AnnotationCARotatedFor records the token of the last emergency rotation done.
-	AnnotationCARotatedFor = "argocd-agent-addon.open-cluster-management.io/ca-rotated-for"
-	// AnnotationCADistrustedAt records when an emergency rotation dropped the previous CAs.
-	// While it equals AnnotationCARotatedAt (no routine rotation since), the principal's
-	// serving certificate moves to the current CA without waiting for the agents.
-	AnnotationCADistrustedAt = "argocd-agent-addon.open-cluster-management.io/ca-distrusted-at"
-	// LabelAgentName marks an Argo CD cluster secret with the agent it maps to.
-	LabelAgentName = "argocd-agent.argoproj-labs.io/agent-name"
-	// LabelSecretType is Argo CD's secret-type label.
-	LabelSecretType = "argocd.argoproj.io/secret-type"
-	// FinalizerRecordCertificate on an agent cluster secret keeps it until the manager has
-	// recorded its resource-proxy certificate in the cluster's ledger: however the secret goes
-	// (a revocation, a person, a GitOpsCluster's deletion), its certificate stays revocable.
-	FinalizerRecordCertificate = "argocd-agent-addon.open-cluster-management.io/record-certificate"
-	// AnnotationSkipReconcile stops the hub application-controller from using the secret.
-	AnnotationSkipReconcile = "argocd.argoproj.io/skip-reconcile"
-)
 
 // ComponentsAddonName is the ClusterManagementAddOn that installs the Argo CD components beside
 // the agents of addon addonName.

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -27,7 +26,7 @@ const addonName = "argocd-agent-addon"
 func clusterSecrets(t *testing.T, ns string) sets.Set[string] {
 	t.Helper()
 	var list corev1.SecretList
-	if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{gitopscluster.LabelSecretType: "cluster"}); err != nil {
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelSecretType: "cluster"}); err != nil {
 		t.Fatal(err)
 	}
 	out := sets.New[string]()

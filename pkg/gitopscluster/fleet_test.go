@@ -123,7 +123,7 @@ func TestFleetBecomesReadyWithPKIAndAddOnObjects(t *testing.T) {
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionAgentsAvailable, metav1.ConditionFalse, v1alpha1.ReasonAgentsUnavailable)
 
 	// Hub PKI in argocd-agent's formats.
-	ca := getSecret(t, ns, gitopscluster.CASecretName)
+	ca := getSecret(t, ns, names.CASecretName)
 	if ca.Type != corev1.SecretTypeTLS || len(ca.Data["tls.key"]) == 0 {
 		t.Errorf("CA secret type %s", ca.Type)
 	}
@@ -131,7 +131,7 @@ func TestFleetBecomesReadyWithPKIAndAddOnObjects(t *testing.T) {
 	if !caCert.IsCA {
 		t.Errorf("CA certificate is not a CA")
 	}
-	principalTLS := getSecret(t, ns, gitopscluster.PrincipalTLSSecretName)
+	principalTLS := getSecret(t, ns, names.PrincipalTLSSecretName)
 	leaf := leafOf(t, principalTLS)
 	for _, want := range []string{"principal.hub.example", "argocd-agent-principal", "argocd-agent-principal." + ns + ".svc"} {
 		if !contains(leaf.DNSNames, want) {
@@ -141,10 +141,10 @@ func TestFleetBecomesReadyWithPKIAndAddOnObjects(t *testing.T) {
 	if err := pki.VerifyChain(leaf, []*x509.Certificate{caCert}, x509.ExtKeyUsageServerAuth, clock.Now()); err != nil {
 		t.Errorf("principal certificate: %v", err)
 	}
-	if !contains(leafOf(t, getSecret(t, ns, gitopscluster.ResourceProxySecretName)).DNSNames, "argocd-agent-resource-proxy") {
+	if !contains(leafOf(t, getSecret(t, ns, names.ResourceProxySecretName)).DNSNames, "argocd-agent-resource-proxy") {
 		t.Error("resource-proxy certificate lacks the Service name")
 	}
-	if err := pki.ValidateJWTSigningKey(getSecret(t, ns, gitopscluster.JWTSecretName).Data["jwt.key"]); err != nil {
+	if err := pki.ValidateJWTSigningKey(getSecret(t, ns, names.JWTSecretName).Data["jwt.key"]); err != nil {
 		t.Errorf("JWT key: %v", err)
 	}
 
@@ -213,8 +213,8 @@ func principalStamp(t *testing.T, dep *appsv1.Deployment) string {
 		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(dep), d); err != nil {
 			return err
 		}
-		if stamp = d.Spec.Template.Annotations[gitopscluster.AnnotationPrincipalTLSHash]; stamp == "" {
-			return fmt.Errorf("no %s annotation", gitopscluster.AnnotationPrincipalTLSHash)
+		if stamp = d.Spec.Template.Annotations[v1alpha1.AnnotationPrincipalTLSHash]; stamp == "" {
+			return fmt.Errorf("no %s annotation", v1alpha1.AnnotationPrincipalTLSHash)
 		}
 		return nil
 	})
@@ -270,7 +270,7 @@ func TestUserCAIsAdoptedNeverOverwritten(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gitopscluster.CASecretName}, Type: corev1.SecretTypeTLS,
+	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.CASecretName}, Type: corev1.SecretTypeTLS,
 		Data: map[string][]byte{"tls.crt": userCA.CertPEM, "tls.key": userCA.KeyPEM}}
 	if err := k8s.Create(ctx, caSecret); err != nil {
 		t.Fatal(err)
@@ -278,11 +278,11 @@ func TestUserCAIsAdoptedNeverOverwritten(t *testing.T) {
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, "")
 
-	after := getSecret(t, ns, gitopscluster.CASecretName)
+	after := getSecret(t, ns, names.CASecretName)
 	if after.ResourceVersion != caSecret.ResourceVersion {
 		t.Errorf("the user's CA secret was written (resourceVersion %s -> %s)", caSecret.ResourceVersion, after.ResourceVersion)
 	}
-	leaf := leafOf(t, waitSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+	leaf := leafOf(t, waitSecret(t, ns, names.PrincipalTLSSecretName))
 	if err := pki.VerifyChain(leaf, []*x509.Certificate{userCA.Cert}, x509.ExtKeyUsageServerAuth, clock.Now()); err != nil {
 		t.Errorf("principal certificate is not signed by the user's CA: %v", err)
 	}
@@ -304,12 +304,12 @@ func TestSANChangeReissuesPrincipalCertificate(t *testing.T) {
 	ns := "san-change"
 	dep := principalWithGitOpsCluster(t, ns, withAddress("old.example.com"))
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, "")
-	before := leafOf(t, waitSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+	before := leafOf(t, waitSecret(t, ns, names.PrincipalTLSSecretName))
 	stampBefore := principalStamp(t, dep)
 	if !contains(before.DNSNames, "old.example.com") {
 		t.Fatalf("SANs %v lack old.example.com", before.DNSNames)
 	}
-	caBefore := getSecret(t, ns, gitopscluster.CASecretName).ResourceVersion
+	caBefore := getSecret(t, ns, names.CASecretName).ResourceVersion
 
 	g := getGOC(t, ns, "fleet")
 	g.Spec.ArgoCDAgentAddon.PrincipalServerAddress = "203.0.113.9"
@@ -317,7 +317,7 @@ func TestSANChangeReissuesPrincipalCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "principal certificate re-issued for the new address", func() error {
-		leaf := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+		leaf := leafOf(t, getSecret(t, ns, names.PrincipalTLSSecretName))
 		if len(leaf.IPAddresses) != 1 || leaf.IPAddresses[0].String() != "203.0.113.9" || contains(leaf.DNSNames, "old.example.com") {
 			return fmt.Errorf("SANs %v %v", leaf.DNSNames, leaf.IPAddresses)
 		}
@@ -326,7 +326,7 @@ func TestSANChangeReissuesPrincipalCertificate(t *testing.T) {
 		}
 		return nil
 	})
-	if caAfter := getSecret(t, ns, gitopscluster.CASecretName).ResourceVersion; caAfter != caBefore {
+	if caAfter := getSecret(t, ns, names.CASecretName).ResourceVersion; caAfter != caBefore {
 		t.Error("a SAN change rewrote the CA")
 	}
 	// The principal reads its certificate only at start-up: the new one restarts it.
@@ -518,7 +518,7 @@ func TestDeletionLeavesNothingBehind(t *testing.T) {
 		t.Errorf("the user's secret was touched: %v", err)
 	}
 	// The hub PKI stays: the principal still needs it.
-	getSecret(t, ns, gitopscluster.CASecretName)
+	getSecret(t, ns, names.CASecretName)
 }
 
 func TestRestartCanBeTurnedOff(t *testing.T) {

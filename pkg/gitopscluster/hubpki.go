@@ -20,6 +20,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -81,19 +82,19 @@ func (r *Reconciler) ensureHubPKI(ctx context.Context, ns string, principalHosts
 	out.CA, out.Bundle = ca, bundle
 
 	principalNames := serviceDNSNames(r.Config.PrincipalServiceName, ns)
-	hash, err := r.ensureServingCert(ctx, ns, PrincipalTLSSecretName, r.Config.PrincipalServiceName, append(principalNames, principalHosts...), ca, now, out)
+	hash, err := r.ensureServingCert(ctx, ns, names.PrincipalTLSSecretName, r.Config.PrincipalServiceName, append(principalNames, principalHosts...), ca, now, out)
 	if err != nil {
 		return nil, err
 	}
 	out.PrincipalCertHash = hash
 	// Agents must keep verifying the serving certificate the principal still has (one from
 	// cert-manager's issuer after switching back) until it is replaced.
-	if served, err := r.getSecret(ctx, ns, PrincipalTLSSecretName); err != nil {
+	if served, err := r.getSecret(ctx, ns, names.PrincipalTLSSecretName); err != nil {
 		return nil, err
 	} else if served != nil {
 		out.Bundle = mergeBundles(out.Bundle, served.Data["ca.crt"])
 	}
-	if _, err := r.ensureServingCert(ctx, ns, ResourceProxySecretName, r.Config.ResourceProxyServiceName,
+	if _, err := r.ensureServingCert(ctx, ns, names.ResourceProxySecretName, r.Config.ResourceProxyServiceName,
 		serviceDNSNames(r.Config.ResourceProxyServiceName, ns), ca, now, out); err != nil {
 		return nil, err
 	}
@@ -129,7 +130,7 @@ func (r *Reconciler) getSecret(ctx context.Context, ns, name string) (*corev1.Se
 // thirds of its life has passed; the old CA stays in ca.crt until it expires, so agents and
 // leaves signed by it keep working while they are re-issued.
 func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out *hubPKI) (*pki.KeyPair, []byte, error) {
-	existing, err := r.getSecret(ctx, ns, CASecretName)
+	existing, err := r.getSecret(ctx, ns, names.CASecretName)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -147,7 +148,7 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 		if !isOurs(existing) {
 			// Adopted: the user's CA is used as it is, never written.
 			if perr != nil {
-				return nil, nil, fmt.Errorf("the CA secret %s/%s was not created by argocd-agent-addon and cannot be used: %w", ns, CASecretName, perr)
+				return nil, nil, fmt.Errorf("the CA secret %s/%s was not created by argocd-agent-addon and cannot be used: %w", ns, names.CASecretName, perr)
 			}
 			bundle := kp.CertPEM
 			if extra := existing.Data["ca.crt"]; len(extra) > 0 {
@@ -156,10 +157,10 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 			out.renewBy(pki.RenewalTime(kp.Cert))
 			return kp, bundle, nil
 		}
-		token := existing.Annotations[AnnotationRotateCANow]
-		emergency = token != "" && token != existing.Annotations[AnnotationCARotatedFor]
-		distrustedAt := existing.Annotations[AnnotationCADistrustedAt]
-		out.Distrusted = emergency || (distrustedAt != "" && distrustedAt == existing.Annotations[AnnotationCARotatedAt])
+		token := existing.Annotations[v1alpha1.AnnotationRotateCANow]
+		emergency = token != "" && token != existing.Annotations[v1alpha1.AnnotationCARotatedFor]
+		distrustedAt := existing.Annotations[v1alpha1.AnnotationCADistrustedAt]
+		out.Distrusted = emergency || (distrustedAt != "" && distrustedAt == existing.Annotations[v1alpha1.AnnotationCARotatedAt])
 		if perr == nil && !pki.NeedsRenewal(kp.Cert, now) && !emergency {
 			out.renewBy(pki.RenewalTime(kp.Cert))
 			return kp, existing.Data["ca.crt"], nil
@@ -178,25 +179,25 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 	if leaving {
 		delete(existing.Annotations, certmanager.AnnotationPKISource)
 	}
-	annotations := map[string]string{AnnotationCARotatedAt: now.UTC().Format(time.RFC3339)}
+	annotations := map[string]string{v1alpha1.AnnotationCARotatedAt: now.UTC().Format(time.RFC3339)}
 	if emergency {
 		// Every previous CA is dropped from the bundle now: the principal stops trusting
 		// agent certificates they signed, and its serving certificate moves at once.
-		annotations[AnnotationCARotatedFor] = existing.Annotations[AnnotationRotateCANow]
-		annotations[AnnotationCADistrustedAt] = annotations[AnnotationCARotatedAt]
+		annotations[v1alpha1.AnnotationCARotatedFor] = existing.Annotations[v1alpha1.AnnotationRotateCANow]
+		annotations[v1alpha1.AnnotationCADistrustedAt] = annotations[v1alpha1.AnnotationCARotatedAt]
 		out.EmergencyRotation = fmt.Sprintf("emergency CA rotation %q in %s: a new CA was made and every previous CA is no longer trusted; "+
 			"agents reconnect once they hold a certificate of the new CA (at their next renewal, or at once when their client-certificate Secret is deleted on the cluster)",
-			existing.Annotations[AnnotationRotateCANow], ns)
+			existing.Annotations[v1alpha1.AnnotationRotateCANow], ns)
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: CASecretName, Namespace: ns, Labels: managedLabels(), Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: names.CASecretName, Namespace: ns, Labels: managedLabels(), Annotations: annotations},
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM, "ca.crt": bundle},
 	}
 	if err := r.writeSecret(ctx, existing, secret); err != nil {
 		return nil, nil, err
 	}
-	out.Issued = append(out.Issued, CASecretName)
+	out.Issued = append(out.Issued, names.CASecretName)
 	out.renewBy(pki.RenewalTime(ca.Cert))
 	return ca, bundle, nil
 }
@@ -233,7 +234,7 @@ func (r *Reconciler) previousCAs(ctx context.Context, ns string, existing *corev
 // trusted for agents.
 func (r *Reconciler) trustedByClusterSecrets(ctx context.Context, ns string) ([]*x509.Certificate, error) {
 	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.UnsafeDisableDeepCopy, client.InNamespace(ns), client.MatchingLabels{LabelSecretType: "cluster"}); err != nil {
+	if err := r.Client.List(ctx, &secrets, client.UnsafeDisableDeepCopy, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelSecretType: "cluster"}); err != nil {
 		return nil, err
 	}
 	seen := sets.New[string]()
@@ -319,7 +320,7 @@ func (r *Reconciler) ensureServingCert(ctx context.Context, ns, name, cn string,
 			out.renewBy(pki.RenewalTime(kp.Cert))
 			return certHash(existing.Data[corev1.TLSCertKey]), nil
 		}
-		if name == PrincipalTLSSecretName && !out.Distrusted {
+		if name == names.PrincipalTLSSecretName && !out.Distrusted {
 			// Agents verify the principal with the bundle of the template OCM last applied
 			// on their cluster: a certificate from a new CA waits until they have it.
 			if ok, err := r.servingSwitch(ctx, ns, existing, []*x509.Certificate{ca.Cert}, now, out); err != nil || !ok {
@@ -345,18 +346,18 @@ func (r *Reconciler) ensureServingCert(ctx context.Context, ns, name, cn string,
 }
 
 func (r *Reconciler) ensureJWTKey(ctx context.Context, ns string, out *hubPKI) error {
-	existing, err := r.getSecret(ctx, ns, JWTSecretName)
+	existing, err := r.getSecret(ctx, ns, names.JWTSecretName)
 	if err != nil {
 		return err
 	}
 	var token string
 	if existing != nil && isOurs(existing) {
-		out.JWTKeyRotatedFor = existing.Annotations[AnnotationJWTKeyRotatedFor]
-		if t := existing.Annotations[AnnotationRotateJWTKeyNow]; t != "" && t != out.JWTKeyRotatedFor {
+		out.JWTKeyRotatedFor = existing.Annotations[v1alpha1.AnnotationJWTKeyRotatedFor]
+		if t := existing.Annotations[v1alpha1.AnnotationRotateJWTKeyNow]; t != "" && t != out.JWTKeyRotatedFor {
 			token = t
 		}
 	}
-	if existing != nil && token == "" && (!isOurs(existing) || pki.ValidateJWTSigningKey(existing.Data[JWTSecretKey]) == nil) {
+	if existing != nil && token == "" && (!isOurs(existing) || pki.ValidateJWTSigningKey(existing.Data[names.JWTSecretKey]) == nil) {
 		return nil
 	}
 	key, err := pki.NewJWTSigningKey()
@@ -364,18 +365,18 @@ func (r *Reconciler) ensureJWTKey(ctx context.Context, ns string, out *hubPKI) e
 		return err
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: JWTSecretName, Namespace: ns, Labels: managedLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: names.JWTSecretName, Namespace: ns, Labels: managedLabels()},
 		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{JWTSecretKey: key},
+		Data:       map[string][]byte{names.JWTSecretKey: key},
 	}
 	if token != "" {
-		secret.Annotations = map[string]string{AnnotationJWTKeyRotatedFor: token}
+		secret.Annotations = map[string]string{v1alpha1.AnnotationJWTKeyRotatedFor: token}
 		out.JWTKeyRotatedFor = token
 	}
 	if err := r.writeSecret(ctx, existing, secret); err != nil {
 		return err
 	}
-	out.Issued = append(out.Issued, JWTSecretName)
+	out.Issued = append(out.Issued, names.JWTSecretName)
 	return nil
 }
 

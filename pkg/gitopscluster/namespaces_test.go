@@ -15,6 +15,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
 // TestPrincipalNamespaceOutsideManagedNamespaces runs one reconcile with a manager limited to
@@ -49,7 +50,7 @@ func TestPrincipalNamespaceOutsideManagedNamespaces(t *testing.T) {
 	if s := clusterSecrets(t, ns); s.Len() > 0 {
 		t.Errorf("secrets written: %v", s.UnsortedList())
 	}
-	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: gitopscluster.CASecretName}, &corev1.Secret{}); err == nil {
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: names.CASecretName}, &corev1.Secret{}); err == nil {
 		t.Error("a CA secret was written in an unmanaged namespace")
 	}
 }

@@ -117,7 +117,7 @@ func (r *Reconciler) readAgentRecords(ctx context.Context, goc *v1alpha1.GitOpsC
 		return rec, err
 	}
 	for i := range secrets.Items {
-		if c := secrets.Items[i].Labels[LabelAgentName]; c != "" {
+		if c := secrets.Items[i].Labels[v1alpha1.LabelAgentName]; c != "" {
 			rec.secrets[c] = &secrets.Items[i]
 		}
 	}

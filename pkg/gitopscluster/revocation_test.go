@@ -22,6 +22,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -515,7 +516,7 @@ func TestPrincipalNamespaceMustAllowTheGitOpsCluster(t *testing.T) {
 		g.Spec.ArgoCDAgentAddon.PrincipalNamespace = "platform-principal"
 	})
 	conditionIs(t, "tenant-a", "g", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonPrincipalNotAllowed)
-	err := k8s.Get(ctx, types.NamespacedName{Namespace: "platform-principal", Name: gitopscluster.CASecretName}, &corev1.Secret{})
+	err := k8s.Get(ctx, types.NamespacedName{Namespace: "platform-principal", Name: names.CASecretName}, &corev1.Secret{})
 	if !apierrors.IsNotFound(err) {
 		t.Fatalf("the manager wrote PKI into a principal namespace the GitOpsCluster may not use (err %v)", err)
 	}
@@ -714,7 +715,7 @@ func TestClusterSecretsOfAnEarlierReleaseGetTheFinalizerOnly(t *testing.T) {
 		if err := k8s.Get(ctx, key, cur); err != nil {
 			return err
 		}
-		if !controllerutil.ContainsFinalizer(cur, gitopscluster.FinalizerRecordCertificate) {
+		if !controllerutil.ContainsFinalizer(cur, v1alpha1.FinalizerRecordCertificate) {
 			return fmt.Errorf("no finalizer yet")
 		}
 		if c := gitopscluster.ClusterSecretCertificate(cur); c == nil || !c.Equal(cert) {

@@ -67,22 +67,22 @@ func TestLeafRenewalAndCARotationWithTrustOverlap(t *testing.T) {
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, "")
 	waitClusterSecrets(t, ns, "cluster-rt-1")
-	oldCA := leafOf(t, getSecret(t, ns, gitopscluster.CASecretName))
-	oldPrincipal := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+	oldCA := leafOf(t, getSecret(t, ns, names.CASecretName))
+	oldPrincipal := leafOf(t, getSecret(t, ns, names.PrincipalTLSSecretName))
 	oldClient, _ := clusterSecretCert(t, ns, "rt-1")
 
 	// Two thirds of a leaf's year has passed: leaves are renewed, the CA is not.
 	clock.Advance(250 * 24 * time.Hour)
 	poke(t, ns, "fleet")
 	eventually(t, "leaves renewed", func() error {
-		p := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+		p := leafOf(t, getSecret(t, ns, names.PrincipalTLSSecretName))
 		c, _ := clusterSecretCert(t, ns, "rt-1")
 		if p.SerialNumber.Cmp(oldPrincipal.SerialNumber) == 0 || c.SerialNumber.Cmp(oldClient.SerialNumber) == 0 {
 			return fmt.Errorf("not renewed yet")
 		}
 		return nil
 	})
-	if ca := leafOf(t, getSecret(t, ns, gitopscluster.CASecretName)); ca.SerialNumber.Cmp(oldCA.SerialNumber) != 0 {
+	if ca := leafOf(t, getSecret(t, ns, names.CASecretName)); ca.SerialNumber.Cmp(oldCA.SerialNumber) != 0 {
 		t.Fatal("the CA was rotated although it is young")
 	}
 
@@ -91,13 +91,13 @@ func TestLeafRenewalAndCARotationWithTrustOverlap(t *testing.T) {
 	poke(t, ns, "fleet")
 	var newCA *x509.Certificate
 	eventually(t, "CA rotated", func() error {
-		newCA = leafOf(t, getSecret(t, ns, gitopscluster.CASecretName))
+		newCA = leafOf(t, getSecret(t, ns, names.CASecretName))
 		if newCA.SerialNumber.Cmp(oldCA.SerialNumber) == 0 {
 			return fmt.Errorf("not rotated yet")
 		}
 		return nil
 	})
-	bundle, err := pki.ParseCertificates(getSecret(t, ns, gitopscluster.CASecretName).Data["ca.crt"])
+	bundle, err := pki.ParseCertificates(getSecret(t, ns, names.CASecretName).Data["ca.crt"])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestLeafRenewalAndCARotationWithTrustOverlap(t *testing.T) {
 		t.Fatalf("ca.crt should hold the new CA then the old one, has %d certificates", len(bundle))
 	}
 	eventually(t, "leaves re-issued by the new CA", func() error {
-		p := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+		p := leafOf(t, getSecret(t, ns, names.PrincipalTLSSecretName))
 		if err := pki.VerifyChain(p, []*x509.Certificate{newCA}, x509.ExtKeyUsageServerAuth, clock.Now()); err != nil {
 			return fmt.Errorf("principal: %v", err)
 		}
@@ -161,7 +161,7 @@ func TestDeletedCASecretKeepsTrustInTheOldCA(t *testing.T) {
 	eventually(t, "cluster secret", func() error {
 		return k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: gitopscluster.ClusterSecretName("cd-a")}, &corev1.Secret{})
 	})
-	old, err := pki.ParseCertificates(getSecret(t, ns, gitopscluster.CASecretName).Data[corev1.TLSCertKey])
+	old, err := pki.ParseCertificates(getSecret(t, ns, names.CASecretName).Data[corev1.TLSCertKey])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,12 +188,12 @@ func TestDeletedCASecretKeepsTrustInTheOldCA(t *testing.T) {
 	if err := k8s.Update(ctx, ours); err != nil {
 		t.Fatal(err)
 	}
-	if err := k8s.Delete(ctx, getSecret(t, ns, gitopscluster.CASecretName)); err != nil {
+	if err := k8s.Delete(ctx, getSecret(t, ns, names.CASecretName)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "a new CA whose bundle keeps the old one", func() error {
 		s := &corev1.Secret{}
-		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: gitopscluster.CASecretName}, s); err != nil {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: names.CASecretName}, s); err != nil {
 			return err
 		}
 		current, err := pki.ParseCertificates(s.Data[corev1.TLSCertKey])

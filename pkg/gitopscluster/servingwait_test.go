@@ -25,7 +25,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
@@ -109,10 +108,10 @@ func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
 	}
 	labels := map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}
 	for _, s := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gitopscluster.CASecretName, Labels: labels,
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.CASecretName, Labels: labels,
 			Annotations: map[string]string{certmanager.AnnotationPKISource: certmanager.PKISourceCertManager}},
 			Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": cmCA.CertPEM, "tls.key": cmCA.KeyPEM, "ca.crt": cmCA.CertPEM}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gitopscluster.PrincipalTLSSecretName, Labels: labels},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.PrincipalTLSSecretName, Labels: labels},
 			Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": serving.CertPEM, "tls.key": serving.KeyPEM, "ca.crt": root.CertPEM}},
 	} {
 		if err := k8s.Create(ctx, s); err != nil {
@@ -127,7 +126,7 @@ func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
 
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonWaitingForTrustRollout)
-	newCA := leafOf(t, getSecret(t, ns, gitopscluster.CASecretName))
+	newCA := leafOf(t, getSecret(t, ns, names.CASecretName))
 	if newCA.Equal(cmCA.Cert) {
 		t.Fatal("the CA secret still holds cert-manager's CA")
 	}
@@ -156,7 +155,7 @@ func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
 
 	unchanged := func(when string) {
 		t.Helper()
-		if s := getSecret(t, ns, gitopscluster.PrincipalTLSSecretName); string(s.Data["tls.crt"]) != string(serving.CertPEM) {
+		if s := getSecret(t, ns, names.PrincipalTLSSecretName); string(s.Data["tls.crt"]) != string(serving.CertPEM) {
 			t.Fatalf("%s: the principal's serving certificate changed", when)
 		}
 	}
@@ -200,7 +199,7 @@ func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
 	}
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
 	eventually(t, "the principal serves a certificate of the new CA", func() error {
-		leaf := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+		leaf := leafOf(t, getSecret(t, ns, names.PrincipalTLSSecretName))
 		return pki.VerifyChain(leaf, []*x509.Certificate{newCA}, x509.ExtKeyUsageServerAuth, clock.Now())
 	})
 }
@@ -230,9 +229,9 @@ func agedSelfManagedPKI(t *testing.T, ns string, clusters []string, servingValid
 	}
 	labels := map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}
 	for _, s := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gitopscluster.CASecretName, Labels: labels},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.CASecretName, Labels: labels},
 			Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": oldCA.CertPEM, "tls.key": oldCA.KeyPEM, "ca.crt": oldCA.CertPEM}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gitopscluster.PrincipalTLSSecretName, Labels: labels},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.PrincipalTLSSecretName, Labels: labels},
 			Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": serving.CertPEM, "tls.key": serving.KeyPEM, "ca.crt": oldCA.CertPEM}},
 	} {
 		if err := k8s.Create(ctx, s); err != nil {
@@ -253,7 +252,7 @@ func rotatedTemplateHash(t *testing.T, ns, template string, old *x509.Certificat
 	var newCA *x509.Certificate
 	var hash string
 	eventually(t, "the CA is rotated and the template carries the new CA and the old one", func() error {
-		newCA = leafOf(t, getSecret(t, ns, gitopscluster.CASecretName))
+		newCA = leafOf(t, getSecret(t, ns, names.CASecretName))
 		if newCA.Equal(old) {
 			return fmt.Errorf("the CA is not rotated yet")
 		}
@@ -296,14 +295,14 @@ func TestServingCertificateWaitsThroughCARotation(t *testing.T) {
 		}
 		return nil
 	})
-	if s := getSecret(t, ns, gitopscluster.PrincipalTLSSecretName); string(s.Data["tls.crt"]) != string(serving.CertPEM) {
+	if s := getSecret(t, ns, names.PrincipalTLSSecretName); string(s.Data["tls.crt"]) != string(serving.CertPEM) {
 		t.Fatal("the principal's serving certificate changed before the agent trusts the new CA")
 	}
 
 	setAgentTemplate(t, "swr-1", template, hash, true)
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
 	eventually(t, "the principal serves a certificate of the new CA", func() error {
-		leaf := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+		leaf := leafOf(t, getSecret(t, ns, names.PrincipalTLSSecretName))
 		return pki.VerifyChain(leaf, []*x509.Certificate{newCA}, x509.ExtKeyUsageServerAuth, clock.Now())
 	})
 }
@@ -318,7 +317,7 @@ func TestExpiredServingCertificateIsReplacedDuringTrustRollout(t *testing.T) {
 
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonWaitingForTrustRollout)
-	if s := getSecret(t, ns, gitopscluster.PrincipalTLSSecretName); string(s.Data["tls.crt"]) != string(serving.CertPEM) {
+	if s := getSecret(t, ns, names.PrincipalTLSSecretName); string(s.Data["tls.crt"]) != string(serving.CertPEM) {
 		t.Fatal("the principal's serving certificate changed before it expired or the agent trusts the new CA")
 	}
 
@@ -327,8 +326,8 @@ func TestExpiredServingCertificateIsReplacedDuringTrustRollout(t *testing.T) {
 	// The condition's message names the expiry only in the reconcile that replaced the
 	// certificate (the next one rewrites it); the Warning event below stays.
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
-	newCA := leafOf(t, getSecret(t, ns, gitopscluster.CASecretName))
-	if err := pki.VerifyChain(leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName)), []*x509.Certificate{newCA}, x509.ExtKeyUsageServerAuth, clock.Now()); err != nil {
+	newCA := leafOf(t, getSecret(t, ns, names.CASecretName))
+	if err := pki.VerifyChain(leafOf(t, getSecret(t, ns, names.PrincipalTLSSecretName)), []*x509.Certificate{newCA}, x509.ExtKeyUsageServerAuth, clock.Now()); err != nil {
 		t.Fatalf("the principal's new serving certificate: %v", err)
 	}
 	// The agent is still pending: it never applied the template with the new CA.
@@ -369,13 +368,13 @@ func TestEmergencyCARotationDistrustsThePreviousCA(t *testing.T) {
 		// Available agents that applied a template trusting only the current CA.
 		setAgentTemplate(t, c, template, "old-ca-only", true)
 	}
-	oldCA := leafOf(t, waitSecret(t, ns, gitopscluster.CASecretName))
+	oldCA := leafOf(t, waitSecret(t, ns, names.CASecretName))
 
 	rotate := func(token string) {
 		t.Helper()
-		s := getSecret(t, ns, gitopscluster.CASecretName)
+		s := getSecret(t, ns, names.CASecretName)
 		patch := client.MergeFrom(s.DeepCopy())
-		metav1.SetMetaDataAnnotation(&s.ObjectMeta, gitopscluster.AnnotationRotateCANow, token)
+		metav1.SetMetaDataAnnotation(&s.ObjectMeta, v1alpha1.AnnotationRotateCANow, token)
 		if err := k8s.Patch(ctx, s, patch); err != nil {
 			t.Fatal(err)
 		}
@@ -383,7 +382,7 @@ func TestEmergencyCARotationDistrustsThePreviousCA(t *testing.T) {
 	rotate("INC-1")
 	var newCA *x509.Certificate
 	eventually(t, "a new CA, alone in the bundle, and the principal on it", func() error {
-		s := getSecret(t, ns, gitopscluster.CASecretName)
+		s := getSecret(t, ns, names.CASecretName)
 		newCA = leafOf(t, s)
 		if newCA.Equal(oldCA) {
 			return fmt.Errorf("the CA is not rotated yet")
@@ -395,17 +394,17 @@ func TestEmergencyCARotationDistrustsThePreviousCA(t *testing.T) {
 		if len(bundle) != 1 || !bundle[0].Equal(newCA) {
 			return fmt.Errorf("the bundle holds %d certificate(s); want the new CA only", len(bundle))
 		}
-		leaf := leafOf(t, getSecret(t, ns, gitopscluster.PrincipalTLSSecretName))
+		leaf := leafOf(t, getSecret(t, ns, names.PrincipalTLSSecretName))
 		return pki.VerifyChain(leaf, []*x509.Certificate{newCA}, x509.ExtKeyUsageServerAuth, clock.Now())
 	})
-	if got := getSecret(t, ns, gitopscluster.CASecretName).Annotations[gitopscluster.AnnotationCARotatedFor]; got != "INC-1" {
-		t.Errorf("%s = %q", gitopscluster.AnnotationCARotatedFor, got)
+	if got := getSecret(t, ns, names.CASecretName).Annotations[v1alpha1.AnnotationCARotatedFor]; got != "INC-1" {
+		t.Errorf("%s = %q", v1alpha1.AnnotationCARotatedFor, got)
 	}
 
 	// The same token again changes nothing.
 	touch(t, ns, "fleet")
 	consistently(t, "the CA stays", 3*time.Second, func() error {
-		if !leafOf(t, getSecret(t, ns, gitopscluster.CASecretName)).Equal(newCA) {
+		if !leafOf(t, getSecret(t, ns, names.CASecretName)).Equal(newCA) {
 			return fmt.Errorf("the CA was rotated again for the same token")
 		}
 		return nil
@@ -419,17 +418,17 @@ func TestJWTSigningKeyRotation(t *testing.T) {
 	const ns = "jwt-rotation"
 	dep := principalWithGitOpsCluster(t, ns, withAddress("principal.example.com"))
 	principalStamp(t, dep)
-	old := waitSecret(t, ns, gitopscluster.JWTSecretName).Data[gitopscluster.JWTSecretKey]
+	old := waitSecret(t, ns, names.JWTSecretName).Data[names.JWTSecretKey]
 
-	s := getSecret(t, ns, gitopscluster.JWTSecretName)
+	s := getSecret(t, ns, names.JWTSecretName)
 	patch := client.MergeFrom(s.DeepCopy())
-	metav1.SetMetaDataAnnotation(&s.ObjectMeta, gitopscluster.AnnotationRotateJWTKeyNow, "INC-7")
+	metav1.SetMetaDataAnnotation(&s.ObjectMeta, v1alpha1.AnnotationRotateJWTKeyNow, "INC-7")
 	if err := k8s.Patch(ctx, s, patch); err != nil {
 		t.Fatal(err)
 	}
 	var key []byte
 	eventually(t, "a new JWT key, and the principal restarted for it", func() error {
-		key = getSecret(t, ns, gitopscluster.JWTSecretName).Data[gitopscluster.JWTSecretKey]
+		key = getSecret(t, ns, names.JWTSecretName).Data[names.JWTSecretKey]
 		if bytes.Equal(key, old) {
 			return fmt.Errorf("the key is unchanged")
 		}
@@ -437,14 +436,14 @@ func TestJWTSigningKeyRotation(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(dep), d); err != nil {
 			return err
 		}
-		if got := d.Spec.Template.Annotations[gitopscluster.AnnotationJWTKeyRotatedFor]; got != "INC-7" {
-			return fmt.Errorf("principal pod template %s = %q", gitopscluster.AnnotationJWTKeyRotatedFor, got)
+		if got := d.Spec.Template.Annotations[v1alpha1.AnnotationJWTKeyRotatedFor]; got != "INC-7" {
+			return fmt.Errorf("principal pod template %s = %q", v1alpha1.AnnotationJWTKeyRotatedFor, got)
 		}
 		return nil
 	})
 	touch(t, ns, "fleet")
 	consistently(t, "the key stays", 3*time.Second, func() error {
-		if !bytes.Equal(getSecret(t, ns, gitopscluster.JWTSecretName).Data[gitopscluster.JWTSecretKey], key) {
+		if !bytes.Equal(getSecret(t, ns, names.JWTSecretName).Data[names.JWTSecretKey], key) {
 			return fmt.Errorf("the key was rotated again for the same token")
 		}
 		return nil

@@ -234,7 +234,7 @@ func (r *Reconciler) principalServices() predicate.Predicate {
 func (r *Reconciler) pkiOrOwnedSecrets() predicate.Predicate {
 	return predicate.NewPredicateFuncs(func(o client.Object) bool {
 		switch o.GetName() {
-		case CASecretName, PrincipalTLSSecretName, ResourceProxySecretName, JWTSecretName, certmanager.CAIssuedSecretName, certmanager.PrincipalIssuedSecretName:
+		case names.CASecretName, names.PrincipalTLSSecretName, names.ResourceProxySecretName, names.JWTSecretName, certmanager.CAIssuedSecretName, certmanager.PrincipalIssuedSecretName:
 			return true
 		}
 		return o.GetLabels()[v1alpha1.LabelOwnerName] != ""

@@ -12,6 +12,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
 // OCMAddonManagerUser is the identity of OCM's hub addon-manager, which signs CustomSigner
@@ -35,7 +36,7 @@ type exclusiveAnswer struct {
 
 // caKeySecrets are the Secrets of a principal namespace that hold the agents' CA key: the one
 // the principal and the signer read, and the one cert-manager writes in cert-manager mode.
-var caKeySecrets = []string{CASecretName, certmanager.CAIssuedSecretName}
+var caKeySecrets = []string{names.CASecretName, certmanager.CAIssuedSecretName}
 
 // checkSignerExclusive asks the API server whether OCM's addon-manager may read the hub CA in
 // principalNS. The template never names that secret, so OCM cannot sign with it today; a grant
@@ -82,5 +83,5 @@ func (r *Reconciler) checkSignerExclusive(ctx context.Context, goc *v1alpha1.Git
 		return
 	}
 	setCond(v1alpha1.ConditionSignerExclusive, true, v1alpha1.ReasonCANotReadableByOCM,
-		fmt.Sprintf("only this project's signer can sign agent certificates: OCM's addon-manager cannot read %s/%s (nor cert-manager's copy %s) and the template names no readable signing CA", principalNS, CASecretName, certmanager.CAIssuedSecretName))
+		fmt.Sprintf("only this project's signer can sign agent certificates: OCM's addon-manager cannot read %s/%s (nor cert-manager's copy %s) and the template names no readable signing CA", principalNS, names.CASecretName, certmanager.CAIssuedSecretName))
 }

@@ -198,7 +198,7 @@ func agentClusterSecret(t *testing.T, ns, cluster string) (*corev1.Secret, *x509
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gitopscluster.ClusterSecretName(cluster), Labels: map[string]string{
-			v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, gitopscluster.LabelSecretType: "cluster", gitopscluster.LabelAgentName: cluster,
+			v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelSecretType: "cluster", v1alpha1.LabelAgentName: cluster,
 		}},
 		Data: map[string][]byte{"name": []byte(cluster), "server": []byte("https://resource-proxy:9090?agentName=" + cluster), "config": config},
 	}, kp.Cert

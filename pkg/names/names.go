@@ -18,6 +18,14 @@ import (
 // with it.
 const CASecretName = "argocd-agent-ca"
 
+// The other secrets argocd-agent v0.9's principal reads in its namespace.
+const (
+	PrincipalTLSSecretName  = "argocd-agent-principal-tls"
+	ResourceProxySecretName = "argocd-agent-resource-proxy-tls"
+	JWTSecretName           = "argocd-agent-jwt"
+	JWTSecretKey            = "jwt.key"
+)
+
 // TemplateName is the deterministic name of a GitOpsCluster's AddOnTemplate (cluster-scoped):
 // "argocd-agent-<namespace>.<name>". A namespace holds no dot, so the first dot separates the
 // two and no two GitOpsClusters share a name; one whose name would pass the 253 characters of

@@ -19,8 +19,8 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	pkgcm "github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -76,8 +76,8 @@ func TestIssuerGivingNoCAKeepsThePrincipalCertificate(t *testing.T) {
 	issued := map[string]map[string][]byte{
 		pkgcm.CACertificateName: {"tls.crt": agentsCA.CertPEM, "tls.key": agentsCA.KeyPEM, "ca.crt": agentsCA.CertPEM},
 		// The leaf alone: no ca.crt, and no CA above it in tls.crt.
-		principalTL:                           {"tls.crt": principal.CertPEM, "tls.key": principal.KeyPEM},
-		gitopscluster.ResourceProxySecretName: {"tls.crt": proxy.CertPEM, "tls.key": proxy.KeyPEM, "ca.crt": agentsCA.CertPEM},
+		principalTL:                   {"tls.crt": principal.CertPEM, "tls.key": principal.KeyPEM},
+		names.ResourceProxySecretName: {"tls.crt": proxy.CertPEM, "tls.key": proxy.KeyPEM, "ca.crt": agentsCA.CertPEM},
 	}
 	for name, data := range issued {
 		issueByHand(t, admin, name, data)

@@ -17,8 +17,8 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	pkgcm "github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -64,7 +64,7 @@ func TestCertificateTurningNotReadyIsSeenWithoutASecretChange(t *testing.T) {
 	}
 	issueByHand(t, admin, pkgcm.CACertificateName, map[string][]byte{"tls.crt": agentsCA.CertPEM, "tls.key": agentsCA.KeyPEM, "ca.crt": agentsCA.CertPEM})
 	issueByHand(t, admin, principalTL, serving("principal.example.com"))
-	issueByHand(t, admin, gitopscluster.ResourceProxySecretName, serving("argocd-agent-resource-proxy"))
+	issueByHand(t, admin, names.ResourceProxySecretName, serving("argocd-agent-resource-proxy"))
 	waitCertificatesReady(t, admin, "cert-manager, issued by hand")
 
 	ca := &cmapi.Certificate{}

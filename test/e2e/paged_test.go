@@ -194,7 +194,7 @@ func (s *suite) pageOf(ctx context.Context, clusters ...string) (map[string]int,
 
 func (s *suite) countClusterSecrets(ctx context.Context) (int, error) {
 	var list corev1.SecretList
-	if err := s.hub.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{gitopscluster.LabelSecretType: "cluster"}); err != nil {
+	if err := s.hub.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelSecretType: "cluster"}); err != nil {
 		return 0, err
 	}
 	return len(list.Items), nil

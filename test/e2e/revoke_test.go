@@ -25,6 +25,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/chartrender"
@@ -89,7 +90,7 @@ func (s *suite) checkRealDeploymentArgs(t *testing.T, ctx context.Context, clust
 	if !slices.ContainsFunc(strings.Split(allowed, ","), func(g string) bool { ok, _ := path.Match(g, cluster); return ok }) {
 		t.Errorf("the principal's --allowed-namespaces=%q does not forward Applications of hub namespace %s", allowed, cluster)
 	}
-	for _, want := range []string{"--require-client-certs=true", "--tls-ca-secret-name=" + gitopscluster.CASecretName, "--namespace-create-enable=false"} {
+	for _, want := range []string{"--require-client-certs=true", "--tls-ca-secret-name=" + names.CASecretName, "--namespace-create-enable=false"} {
 		if !slices.Contains(pargs, want) {
 			t.Errorf("principal args %v lack %s", pargs, want)
 		}

@@ -35,6 +35,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
@@ -223,11 +224,11 @@ func (f *fleetFixture) checkCleanState(t *testing.T) map[string]string {
 	ctx := context.Background()
 	g := f.goc(t)
 	var secrets corev1.SecretList
-	if err := hub.List(ctx, &secrets, client.InNamespace(f.ns), client.MatchingLabels{gitopscluster.LabelSecretType: "cluster"}); err != nil {
+	if err := hub.List(ctx, &secrets, client.InNamespace(f.ns), client.MatchingLabels{v1alpha1.LabelSecretType: "cluster"}); err != nil {
 		t.Fatal(err)
 	}
 	caSecret := &corev1.Secret{}
-	if err := hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: gitopscluster.CASecretName}, caSecret); err != nil {
+	if err := hub.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: names.CASecretName}, caSecret); err != nil {
 		t.Fatal(err)
 	}
 	bundle, err := pki.ParseCertificates(caSecret.Data["ca.crt"])
@@ -468,10 +469,10 @@ func TestPrincipalServiceLosesItsAddress(t *testing.T) {
 			t.Fatal(err)
 		}
 		tls := &corev1.Secret{}
-		if err := hub.Get(ctx, types.NamespacedName{Namespace: ns, Name: gitopscluster.PrincipalTLSSecretName}, tls); err != nil {
+		if err := hub.Get(ctx, types.NamespacedName{Namespace: ns, Name: names.PrincipalTLSSecretName}, tls); err != nil {
 			t.Fatal(err)
 		}
-		return f.goc(t).Status.AddOnDeploymentConfig, d.Spec.Template.Annotations[gitopscluster.AnnotationPrincipalTLSHash], tls.ResourceVersion
+		return f.goc(t).Status.AddOnDeploymentConfig, d.Spec.Template.Annotations[v1alpha1.AnnotationPrincipalTLSHash], tls.ResourceVersion
 	}
 	config0, stamp0, tls0 := snapshot()
 

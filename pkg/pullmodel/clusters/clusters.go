@@ -21,7 +21,6 @@ import (
 // Labels on the cluster secrets. The apps.open-cluster-management.io ones are those OCM's
 // GitOpsCluster puts on its pull-model cluster secrets.
 const (
-	LabelSecretType    = "argocd.argoproj.io/secret-type"
 	LabelACMCluster    = "apps.open-cluster-management.io/acm-cluster"
 	LabelClusterName   = "apps.open-cluster-management.io/cluster-name"
 	LabelClusterServer = "apps.open-cluster-management.io/cluster-server"
@@ -64,11 +63,11 @@ func serverLabel(cluster string) string {
 // ownLabels are the labels a cluster secret carries whatever the ManagedCluster's labels are.
 func ownLabels(reg *v1alpha1.ArgoCDClusterRegistration, cluster string) map[string]string {
 	l := map[string]string{
-		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue,
-		LabelRegistration:       reg.Name,
-		LabelSecretType:         "cluster",
-		LabelACMCluster:         "true",
-		LabelClusterServer:      serverLabel(cluster),
+		v1alpha1.LabelManagedBy:  v1alpha1.ManagedByValue,
+		LabelRegistration:        reg.Name,
+		v1alpha1.LabelSecretType: "cluster",
+		LabelACMCluster:          "true",
+		LabelClusterServer:       serverLabel(cluster),
 	}
 	// A cluster name longer than a label value (DNS subdomains may be) is still in the data.
 	if len(validation.IsValidLabelValue(cluster)) == 0 {

@@ -144,7 +144,7 @@ func ownedOrForeignClusterSecretDeleted() predicate.Predicate {
 		UpdateFunc:  func(e event.UpdateEvent) bool { return owned(e.ObjectNew) || owned(e.ObjectOld) },
 		GenericFunc: func(e event.GenericEvent) bool { return owned(e.Object) },
 		DeleteFunc: func(e event.DeleteEvent) bool {
-			return owned(e.Object) || e.Object.GetLabels()[LabelSecretType] == "cluster"
+			return owned(e.Object) || e.Object.GetLabels()[v1alpha1.LabelSecretType] == "cluster"
 		},
 	}
 }

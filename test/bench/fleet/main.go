@@ -41,7 +41,6 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/cmd"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
@@ -199,7 +198,7 @@ func deleteFleet(ctx context.Context, env *testenv.Env) (deletion, error) {
 	}
 	d.took = time.Since(start)
 	var secrets corev1.SecretList
-	if err := c.List(ctx, &secrets, client.InNamespace(namespace), client.HasLabels{gitopscluster.LabelAgentName}); err != nil {
+	if err := c.List(ctx, &secrets, client.InNamespace(namespace), client.HasLabels{v1alpha1.LabelAgentName}); err != nil {
 		return d, err
 	}
 	d.secretsLeft = len(secrets.Items)

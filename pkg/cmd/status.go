@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/status"
 )
@@ -16,7 +16,7 @@ import (
 // `kubectl argocd-agent-addon status`.
 func newStatusCommand() *cobra.Command {
 	var kubeconfig string
-	opts := status.Options{AddonName: gitopscluster.DefaultConfig().AddonName}
+	opts := status.Options{AddonName: config.Default().AddonName}
 	all := false
 	c := &cobra.Command{
 		Use:   "status",

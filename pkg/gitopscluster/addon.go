@@ -24,6 +24,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
@@ -456,7 +457,7 @@ func (r *Reconciler) pruneDeploymentConfigs(ctx context.Context, goc *v1alpha1.G
 	// The components addon shares the config and rolls out on its own, so its clusters count too.
 	readers := map[string]client.Reader{r.Config.AddonName: r.Client}
 	if r.ComponentsAddOns != nil {
-		readers[ComponentsAddonName(r.Config.AddonName)] = r.ComponentsAddOns
+		readers[config.ComponentsAddonName(r.Config.AddonName)] = r.ComponentsAddOns
 	}
 	for _, c := range clusters {
 		for addonName, reader := range readers {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
@@ -29,7 +30,7 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 	if err := r.releaseAddOnEntries(ctx, goc); err != nil {
 		return err
 	}
-	for _, name := range []string{r.Config.AddonName, ComponentsAddonName(r.Config.AddonName)} {
+	for _, name := range []string{r.Config.AddonName, config.ComponentsAddonName(r.Config.AddonName)} {
 		if err := r.deleteEmptyCMA(ctx, name); err != nil {
 			return err
 		}

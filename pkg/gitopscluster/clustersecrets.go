@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
@@ -244,8 +245,8 @@ func clusterSecretLabels(goc *v1alpha1.GitOpsCluster, cluster string) map[string
 
 func (r *Reconciler) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *hubPKI, now time.Time) (*corev1.Secret, *x509.Certificate, error) {
 	validity := r.Config.ClusterSecretValidity
-	if validity <= 0 || validity > MaxClusterSecretValidity {
-		validity = MaxClusterSecretValidity
+	if validity <= 0 || validity > config.MaxClusterSecretValidity {
+		validity = config.MaxClusterSecretValidity
 	}
 	kp, err := hub.CA.IssueClientCert(pkix.Name{CommonName: cluster}, validity, now)
 	if err != nil {

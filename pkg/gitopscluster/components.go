@@ -16,11 +16,12 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
 
-// The Argo CD components go to the clusters through an addon of their own (ComponentsAddonName),
+// The Argo CD components go to the clusters through an addon of their own (config.ComponentsAddonName),
 // listing the same Placement, AddOnDeploymentConfig and rollout strategy as the agent's addon:
 //   - OCM mounts a CustomSigner registration's client certificate into every Deployment of a
 //     template, so components in the agent's template would carry the agent's private key into
@@ -46,7 +47,7 @@ func (r *Reconciler) spokeImages() (spoke.Images, error) {
 }
 
 func (r *Reconciler) componentsCMA() *addonv1alpha1.ClusterManagementAddOn {
-	cma := addon.BuildClusterManagementAddOn(ComponentsAddonName(r.Config.AddonName), "argocd-components")
+	cma := addon.BuildClusterManagementAddOn(config.ComponentsAddonName(r.Config.AddonName), "argocd-components")
 	cma.Spec.AddOnMeta.Description = "Installs, beside each argocd-agent agent, the Argo CD components it drives (" + spoke.Source() + ")."
 	return cma
 }

@@ -17,12 +17,12 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
-var componentsAddon = gitopscluster.ComponentsAddonName(addonName)
+var componentsAddon = config.ComponentsAddonName(addonName)
 
 func componentsEntry(t *testing.T, ns, placement string) (*addonv1alpha1.PlacementStrategy, error) {
 	t.Helper()

@@ -1,3 +1,6 @@
+// Package gitopscluster is the GitOpsCluster reconciler: from an OCM Placement to a configured
+// argocd-agent fleet (ClusterManagementAddOn entry, AddOnTemplate, AddOnDeploymentConfig, hub
+// PKI, principal endpoint, agent registration secrets and status).
 package gitopscluster
 
 import (
@@ -20,6 +23,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownwrites"
 )
@@ -30,7 +34,7 @@ type Reconciler struct {
 	// APIReader reads around the cache where a stale read would do harm; nil uses Client.
 	APIReader client.Reader
 	Recorder  events.EventRecorder
-	Config    Config
+	Config    config.Config
 
 	// ComponentsAddOns caches the components addon's ManagedClusterAddOns; SetupWithManager
 	// makes it when nil.

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
@@ -94,7 +95,7 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 	}
 	install := componentsWanted(goc)
 	replace := goc.Spec.ArgoCDAgentAddon.ExistingArgoCD == v1alpha1.ExistingArgoCDReplace
-	components := ComponentsAddonName(r.Config.AddonName)
+	components := config.ComponentsAddonName(r.Config.AddonName)
 	cleared := sets.New[string]()
 	var missing []string
 	// A probe that looks elsewhere than the components would go (the install namespace
@@ -243,7 +244,7 @@ func decideClearance(in clearanceInput) clearance {
 func (r *Reconciler) syncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster, rep foreignReport) (more bool, err error) {
 	batch := r.Config.ProbesPerPass
 	if batch <= 0 {
-		batch = DefaultProbesPerPass
+		batch = config.DefaultProbesPerPass
 	}
 	missing := rep.missingProbes
 	if len(missing) > batch {
@@ -306,7 +307,7 @@ func (r *Reconciler) componentsInstalled(ctx context.Context, cluster string) (b
 		return false, nil
 	}
 	mca := &addonv1alpha1.ManagedClusterAddOn{}
-	err := reader.Get(ctx, types.NamespacedName{Namespace: cluster, Name: ComponentsAddonName(r.Config.AddonName)}, mca)
+	err := reader.Get(ctx, types.NamespacedName{Namespace: cluster, Name: config.ComponentsAddonName(r.Config.AddonName)}, mca)
 	if err != nil {
 		return false, client.IgnoreNotFound(err)
 	}

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
@@ -97,7 +97,7 @@ func TestForeignArgoCDGetsNoComponents(t *testing.T) {
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
 	goc := getGOC(t, ns, "fleet")
 	key := names.ComponentsClearedLabel(goc)
-	components := gitopscluster.ComponentsAddonName(gitopscluster.DefaultConfig().AddonName)
+	components := config.ComponentsAddonName(config.Default().AddonName)
 
 	// Nothing answered yet: no cluster is cleared.
 	eventually(t, "every selected cluster probed and waiting", func() error {
@@ -129,7 +129,7 @@ func TestForeignArgoCDGetsNoComponents(t *testing.T) {
 	})
 	g := getGOC(t, ns, "fleet")
 	if g.Status.ForeignArgoCDClusters != 1 || len(g.Status.ForeignArgoCD) != 1 || g.Status.ForeignArgoCD[0].Cluster != "ea-theirs" ||
-		!strings.Contains(g.Status.ForeignArgoCD[0].Found, "StatefulSet "+gitopscluster.DefaultConfig().DefaultAgentNamespace+"/argocd-application-controller (quay.io/argoproj/argocd:v3.6.1)") ||
+		!strings.Contains(g.Status.ForeignArgoCD[0].Found, "StatefulSet "+config.Default().DefaultAgentNamespace+"/argocd-application-controller (quay.io/argoproj/argocd:v3.6.1)") ||
 		!strings.Contains(g.Status.ForeignArgoCD[0].Found, "CustomResourceDefinition applications.argoproj.io") {
 		t.Errorf("status: %d foreign, %+v", g.Status.ForeignArgoCDClusters, g.Status.ForeignArgoCD)
 	}

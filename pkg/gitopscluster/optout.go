@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
@@ -133,7 +134,7 @@ func newComponentsAddOnCache(mgr ctrl.Manager, addonName string) (cache.Cache, e
 		Scheme: mgr.GetScheme(),
 		Mapper: mgr.GetRESTMapper(),
 		ByObject: map[client.Object]cache.ByObject{
-			&addonv1alpha1.ManagedClusterAddOn{}: {Field: fields.OneTermEqualSelector("metadata.name", ComponentsAddonName(addonName))},
+			&addonv1alpha1.ManagedClusterAddOn{}: {Field: fields.OneTermEqualSelector("metadata.name", config.ComponentsAddonName(addonName))},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
 	})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
@@ -166,8 +167,8 @@ func TestAgentsLeavingThePrincipalAreRevoked(t *testing.T) {
 
 	// The cluster secret's resource-proxy certificate is short-lived, and revoked with the agent's.
 	proxyCert, _ := clusterSecretCert(t, f.ns, "rvk-a")
-	if life := proxyCert.NotAfter.Sub(proxyCert.NotBefore); life > gitopscluster.MaxClusterSecretValidity+time.Hour {
-		t.Errorf("resource-proxy certificate lives %s, more than %s", life, gitopscluster.MaxClusterSecretValidity)
+	if life := proxyCert.NotAfter.Sub(proxyCert.NotBefore); life > config.MaxClusterSecretValidity+time.Hour {
+		t.Errorf("resource-proxy certificate lives %s, more than %s", life, config.MaxClusterSecretValidity)
 	}
 
 	// rvk-a leaves every placement; rvk-c passes to "second", which uses the same principal.

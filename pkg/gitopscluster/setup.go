@@ -25,6 +25,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
@@ -57,7 +58,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return o.GetLabels()[ledger.LabelRecord] != ""
 		}))).
 		Watches(&addonv1alpha1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forAll),
-			builder.WithPredicates(predicate.Or(r.named(r.Config.AddonName), r.named(ComponentsAddonName(r.Config.AddonName))))).
+			builder.WithPredicates(predicate.Or(r.named(r.Config.AddonName), r.named(config.ComponentsAddonName(r.Config.AddonName))))).
 		Watches(&addonv1alpha1.ManagedClusterAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forManagedClusterAddOn),
 			builder.WithPredicates(r.named(r.Config.AddonName), predicate.Or(availabilityChanged(), configReferencesChanged()))).
 		// A GitOpsCluster going away may hand its clusters to a younger one.

@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
@@ -50,8 +50,8 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func testConfig() gitopscluster.Config {
-	cfg := gitopscluster.DefaultConfig()
+func testConfig() config.Config {
+	cfg := config.Default()
 	cfg.ReloaderImage = "argocd-agent-addon:test"
 	cfg.Now = clock.Now
 	cfg.DepartureSettle = departureSettle

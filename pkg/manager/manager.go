@@ -39,6 +39,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	gitopsconfig "github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/clusters"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
@@ -78,7 +79,7 @@ type Options struct {
 	GitOpsClusterConcurrency int
 	SignerConcurrency        int
 	// Fleet configures the GitOpsCluster reconciler.
-	Fleet gitopscluster.Config
+	Fleet gitopsconfig.Config
 	// Signer configures the CSR signer; its signer and addon names are taken from Fleet, so
 	// the two never disagree.
 	Signer signer.Config
@@ -105,7 +106,7 @@ func DefaultOptions() Options {
 		// (`make bench-fleet`) 16 workers signed 46/s and 64 signed 81/s on the same hub.
 		GitOpsClusterConcurrency: 1,
 		SignerConcurrency:        64,
-		Fleet:                    gitopscluster.DefaultConfig(),
+		Fleet:                    gitopsconfig.Default(),
 		Signer:                   signer.DefaultConfig(),
 		PullModel:                pullmodelsetup.DefaultConfig(),
 	}

@@ -1,7 +1,6 @@
-// Package gitopscluster is the GitOpsCluster reconciler: from an OCM Placement to a configured
-// argocd-agent fleet (ClusterManagementAddOn entry, AddOnTemplate, AddOnDeploymentConfig, hub
-// PKI, principal endpoint, agent registration secrets and status).
-package gitopscluster
+// Package config holds the names and lifetimes of the GitOpsCluster reconciler, shared by its
+// parts (selection, principal PKI, cluster secrets, revocation, addon objects, readiness).
+package config
 
 import (
 	"time"
@@ -9,7 +8,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 )
 
-// Config holds the names and lifetimes the reconciler uses; every name has a manager flag.
+// Config holds the names and lifetimes the GitOpsCluster reconciler uses; every name has a manager flag.
 type Config struct {
 	// AddonName is the ClusterManagementAddOn name shared by all GitOpsClusters.
 	AddonName string
@@ -68,8 +67,8 @@ type Config struct {
 // Secrets (no managed namespaces), so that a Secret it lacks may still exist.
 func (c Config) SecretsCacheLabelled() bool { return len(c.ManagedNamespaces) == 0 }
 
-// DefaultConfig returns names compatible with the upstream argocd-agent addon.
-func DefaultConfig() Config {
+// Default returns names compatible with the upstream argocd-agent addon.
+func Default() Config {
 	return Config{
 		AddonName:                "argocd-agent-addon",
 		SignerName:               "open-cluster-management.io/argocd-agent-addon",

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 )
 
@@ -196,14 +197,14 @@ func (r *RevocationReconciler) setEnforced(ctx context.Context, rev *v1alpha1.Ag
 // outlives the list: editing the list, re-creating the GitOpsCluster or another GitOpsCluster
 // taking the cluster over never lifts it. A GitOpsCluster cannot revoke a cluster it does not
 // own, nor one whose ledger has no live owner.
-func (r *Reconciler) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *observation, rec agentRecords) error {
+func (r *Reconciler) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, rec agentRecords) error {
 	var errs []error
 	for _, c := range sets.List(sets.New(goc.Spec.RevokedClusters...).Difference(rec.revocations)) {
 		// Only a cluster this GitOpsCluster owns, or has registered: an ownerless ledger (a
 		// cluster that left another GitOpsCluster) belongs to nobody's list.
 		_, hasSecret := rec.secrets[c]
 		ownLedger := rec.ledgers[c] != nil && ledger.OwnerOf(rec.ledgers[c]) == ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
-		if !obs.owned.Has(c) && !hasSecret && !ownLedger {
+		if !obs.Owned.Has(c) && !hasSecret && !ownLedger {
 			continue
 		}
 		rev := &v1alpha1.AgentRevocation{

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 )
 
 // maxListedClusters bounds the list of unavailable clusters in status.
@@ -19,8 +20,8 @@ const maxListedClusters = 10
 
 // observeAgents counts the selected clusters whose ManagedClusterAddOn is Available and lists
 // (at most ten of) the others with the reason.
-func (r *Reconciler) observeAgents(ctx context.Context, obs *observation, status *v1alpha1.GitOpsClusterStatus, setCond func(string, bool, string, string)) error {
-	if obs.selected == nil {
+func (r *Reconciler) observeAgents(ctx context.Context, obs *selection.Observation, status *v1alpha1.GitOpsClusterStatus, setCond func(string, bool, string, string)) error {
+	if obs.Selected == nil {
 		setCond(v1alpha1.ConditionAgentsAvailable, false, v1alpha1.ReasonPlacementNotFound, "the selection is unknown until the Placement exists")
 		return nil
 	}
@@ -28,8 +29,8 @@ func (r *Reconciler) observeAgents(ctx context.Context, obs *observation, status
 	var unavailable []v1alpha1.ClusterAgentState
 	// Read-only, so the cached objects are not copied: a pass reads one per selected cluster.
 	mca := &addonv1alpha1.ManagedClusterAddOn{}
-	for _, cluster := range sets.List(obs.selected) {
-		if why, bad := obs.invalid[cluster]; bad {
+	for _, cluster := range sets.List(obs.Selected) {
+		if why, bad := obs.Invalid[cluster]; bad {
 			unavailable = append(unavailable, v1alpha1.ClusterAgentState{Name: cluster, Reason: "InvalidAgentName",
 				Message: "cluster name is not a valid argocd-agent agent name: " + why})
 			continue
@@ -61,13 +62,13 @@ func (r *Reconciler) observeAgents(ctx context.Context, obs *observation, status
 	}
 	status.UnavailableClusters = unavailable
 	switch {
-	case obs.selected.Len() == 0:
+	case obs.Selected.Len() == 0:
 		setCond(v1alpha1.ConditionAgentsAvailable, true, v1alpha1.ReasonNoClusters, "the Placement selects no cluster")
 	case total == 0:
 		setCond(v1alpha1.ConditionAgentsAvailable, true, v1alpha1.ReasonAgentsAvailable, fmt.Sprintf("all %d agent(s) available", available))
 	default:
 		setCond(v1alpha1.ConditionAgentsAvailable, false, v1alpha1.ReasonAgentsUnavailable,
-			fmt.Sprintf("%d of %d agent(s) available; %d not available (see status.unavailableClusters)", available, obs.selected.Len(), total))
+			fmt.Sprintf("%d of %d agent(s) available; %d not available (see status.unavailableClusters)", available, obs.Selected.Len(), total))
 	}
 	return nil
 }

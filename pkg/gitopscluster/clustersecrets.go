@@ -20,6 +20,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
@@ -48,7 +49,7 @@ func (r *Reconciler) resourceProxyServer(principalNS, cluster string) string {
 // is revoked with the agent's. Removing secrets is reconcileRevocation's job. byCluster holds
 // goc's cluster secrets as the cache lists them (read only). It returns the earliest renewal
 // time.
-func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *observation, hub *hubPKI,
+func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, hub *hubPKI,
 	byCluster map[string]*corev1.Secret, revoked sets.Set[string]) (time.Time, error) {
 	store := r.ledgerStore(principalNS)
 	owner := ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
@@ -63,7 +64,7 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 	// fleet misses every cluster, and one cache read per cluster costs more than one list.
 	var inNamespace map[string]*corev1.Secret
 	caFingerprint := pki.Fingerprint(hub.CA.Cert)
-	for _, cluster := range sets.List(obs.owned) {
+	for _, cluster := range sets.List(obs.Owned) {
 		if revoked.Has(cluster) {
 			continue
 		}

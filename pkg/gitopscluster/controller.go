@@ -10,11 +10,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/events"
-	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,7 +18,6 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownwrites"
@@ -43,29 +38,6 @@ type Reconciler struct {
 	departures   departures
 	exclusive    exclusiveCache
 	statusWrites ownwrites.Tracker
-}
-
-// observation is what a reconcile learned about the world before writing anything.
-type observation struct {
-	placementFound bool
-	// selected is nil when the selection is unknown (Placement missing): nothing is torn down then.
-	selected sets.Set[string]
-	// owned are the selected clusters this GitOpsCluster owns (not owned by an older one).
-	owned sets.Set[string]
-	// teardownBlocked says why the selection cannot be trusted to remove anything ("" when it
-	// can): the Placement is missing or being deleted, has no decisions, or they are mid-update.
-	teardownBlocked string
-	// invalid maps selected clusters whose names cannot be agent names to the reason.
-	invalid  map[string]string
-	conflict []string
-}
-
-// trustedOwned is owned when the selection can be trusted to remove things, else nil.
-func (o *observation) trustedOwned() sets.Set[string] {
-	if o.selected == nil || o.teardownBlocked != "" {
-		return nil
-	}
-	return o.owned
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -89,91 +61,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	return r.reconcileNormal(ctx, goc)
-}
-
-func (r *Reconciler) observePlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (*observation, error) {
-	obs := &observation{owned: sets.New[string](), invalid: map[string]string{}}
-	pl := &clusterv1beta1.Placement{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, pl); err != nil {
-		if apierrors.IsNotFound(err) {
-			return obs, nil
-		}
-		return nil, fmt.Errorf("reading Placement %s/%s: %w", goc.Namespace, goc.Spec.PlacementRef.Name, err)
-	}
-	obs.placementFound = true
-	selected, pages, err := fleet.SelectedClustersAndPages(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
-	if err != nil {
-		return nil, err
-	}
-	obs.selected = selected
-	obs.teardownBlocked = fleet.SelectionUnknown(pl, selected, pages)
-	// Ownership in one pass: every other live GitOpsCluster's selection is read once (from the
-	// cache), not looked up again for each selected cluster.
-	others, err := r.otherSelections(ctx, goc)
-	if err != nil {
-		return nil, err
-	}
-	for _, c := range sets.List(selected) {
-		if why := names.ValidAgentName(c, principalNS); why != "" {
-			obs.invalid[c] = why
-			continue
-		}
-		var otherNames []string
-		ownedByUs := true
-		for _, o := range others {
-			if !o.selected.Has(c) {
-				continue
-			}
-			// Sharing the Placement is reported as PlacementInUse, not per cluster.
-			if o.goc.Namespace != goc.Namespace || o.goc.Spec.PlacementRef.Name != goc.Spec.PlacementRef.Name {
-				otherNames = append(otherNames, o.goc.Namespace+"/"+o.goc.Name)
-			}
-			if fleet.Less(o.goc, goc) {
-				ownedByUs = false
-			}
-		}
-		if len(otherNames) > 0 {
-			obs.conflict = append(obs.conflict, fmt.Sprintf("%s (also selected by GitOpsCluster %s)", c, strings.Join(otherNames, ", ")))
-		}
-		if ownedByUs {
-			obs.owned.Insert(c)
-		}
-	}
-	return obs, nil
-}
-
-type selection struct {
-	goc      *v1alpha1.GitOpsCluster
-	selected sets.Set[string]
-}
-
-// otherSelections returns every other live GitOpsCluster with the clusters its Placement
-// selects, in precedence order.
-func (r *Reconciler) otherSelections(ctx context.Context, goc *v1alpha1.GitOpsCluster) ([]selection, error) {
-	var list v1alpha1.GitOpsClusterList
-	if err := r.Client.List(ctx, &list); err != nil {
-		return nil, err
-	}
-	byPlacement := map[string]sets.Set[string]{}
-	var out []selection
-	for i := range list.Items {
-		o := &list.Items[i]
-		if (o.Namespace == goc.Namespace && o.Name == goc.Name) || !o.DeletionTimestamp.IsZero() {
-			continue
-		}
-		key := fleet.PlacementKey(o.Namespace, o.Spec.PlacementRef.Name)
-		sel, ok := byPlacement[key]
-		if !ok {
-			var err error
-			if sel, err = fleet.SelectedClusters(ctx, r.Client, o.Namespace, o.Spec.PlacementRef.Name); err != nil {
-				return nil, err
-			}
-			byPlacement[key] = sel
-		}
-		out = append(out, selection{goc: o, selected: sel})
-	}
-	sort.Slice(out, func(i, j int) bool { return fleet.Less(out[i].goc, out[j].goc) })
-	return out, nil
 }
 
 // principalHostsOfOthers returns the principal addresses other GitOpsClusters sharing this

@@ -19,6 +19,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
 )
@@ -32,7 +33,7 @@ type pass struct {
 	status      *v1alpha1.GitOpsClusterStatus
 	principalNS string
 
-	obs            *observation
+	obs            *selection.Observation
 	disc           principal.Result
 	setting        pkiSetting
 	hub            *hubPKI
@@ -138,24 +139,24 @@ func (p *pass) notReady(ctx context.Context, msg string, res ctrl.Result) *stop 
 // placement reads the selection.
 func (p *pass) placement(ctx context.Context) *stop {
 	goc := p.goc
-	obs, err := p.r.observePlacement(ctx, goc, p.principalNS)
+	obs, err := selection.Observe(ctx, p.r.Client, goc, p.principalNS)
 	if err != nil {
 		return p.fail(ctx, v1alpha1.ConditionPlacementResolved, v1alpha1.ReasonPlacementReadFailed, err)
 	}
 	p.obs = obs
-	if !obs.placementFound {
-		obs.teardownBlocked = "the Placement does not exist"
+	if !obs.PlacementFound {
+		obs.TeardownBlocked = "the Placement does not exist"
 		p.setCond(v1alpha1.ConditionPlacementResolved, false, v1alpha1.ReasonPlacementNotFound,
 			fmt.Sprintf("Placement %s/%s not found; create it (cluster.open-cluster-management.io/v1beta1) in the GitOpsCluster's namespace", goc.Namespace, goc.Spec.PlacementRef.Name))
 	} else {
-		msg := fmt.Sprintf("Placement %s selects %d cluster(s)", goc.Spec.PlacementRef.Name, obs.selected.Len())
-		if len(obs.invalid) > 0 {
-			msg += fmt.Sprintf("; skipped cluster names that are not valid agent names: %s", summarize(slices.Sorted(maps.Keys(obs.invalid))))
+		msg := fmt.Sprintf("Placement %s selects %d cluster(s)", goc.Spec.PlacementRef.Name, obs.Selected.Len())
+		if len(obs.Invalid) > 0 {
+			msg += fmt.Sprintf("; skipped cluster names that are not valid agent names: %s", summarize(slices.Sorted(maps.Keys(obs.Invalid))))
 		}
 		p.setCond(v1alpha1.ConditionPlacementResolved, true, v1alpha1.ReasonPlacementResolved, msg)
 	}
-	if obs.selected != nil {
-		p.status.SelectedClusters = int32(obs.selected.Len())
+	if obs.Selected != nil {
+		p.status.SelectedClusters = int32(obs.Selected.Len())
 	} else {
 		// No Placement, nothing selected: stale counts would read as a healthy fleet.
 		p.status.SelectedClusters, p.status.AvailableAgents, p.status.UnavailableClusters = 0, 0, nil
@@ -268,9 +269,9 @@ func (p *pass) agentRecords(ctx context.Context) *stop {
 			r.event(goc, corev1.EventTypeWarning, "RevocationPaused", "RevokeAgents", revocation.paused)
 		}
 		p.setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonTooManyDepartures, revocation.paused)
-	} else if obs.teardownBlocked != "" && revocation.pending > 0 {
+	} else if obs.TeardownBlocked != "" && revocation.pending > 0 {
 		p.setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonSelectionUnknown,
-			fmt.Sprintf("%d agent(s) outside the selection are kept: %s; nothing is revoked until the selection is known", revocation.pending, obs.teardownBlocked))
+			fmt.Sprintf("%d agent(s) outside the selection are kept: %s; nothing is revoked until the selection is known", revocation.pending, obs.TeardownBlocked))
 	} else {
 		p.setCond(v1alpha1.ConditionRevocationPaused, false, v1alpha1.ReasonRevocationAllowed,
 			fmt.Sprintf("agents leaving the selection are revoked after %s and a live check; %d pending", r.Config.DepartureSettle, revocation.pending))
@@ -287,7 +288,7 @@ func (p *pass) agentRecords(ctx context.Context) *stop {
 		// Ready while the new anchor rolls out, so routine rotations raise no alert.
 		p.noteCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonWaitingForTrustRollout, "IssueCertificates", hub.Waiting)
 	default:
-		msg := fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s (%s); %d agent cluster secret(s)", principalNS, p.setting, obs.owned.Len())
+		msg := fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s (%s); %d agent cluster secret(s)", principalNS, p.setting, obs.Owned.Len())
 		if hub.Notice != "" {
 			msg += "; " + hub.Notice
 			r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonWaitingForTrustRollout, "IssueCertificates", hub.Notice)
@@ -302,9 +303,9 @@ func (p *pass) agentRecords(ctx context.Context) *stop {
 // them must carry its label before that Placement requires it (an upgrade keeps what runs).
 func (p *pass) addOn(ctx context.Context) *stop {
 	r, goc, obs := p.r, p.goc, p.obs
-	if obs.selected != nil {
+	if obs.Selected != nil {
 		var err error
-		if p.foreign, err = r.clearForComponents(ctx, goc, obs.selected, obs.invalid, obs.teardownBlocked != ""); err != nil {
+		if p.foreign, err = r.clearForComponents(ctx, goc, obs.Selected, obs.Invalid, obs.TeardownBlocked != ""); err != nil {
 			return stopWith(err)
 		}
 	}
@@ -328,7 +329,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 		p.setCond(v1alpha1.ConditionAddOnConfigured, false, p.disc.Reason, "waiting for the principal endpoint: "+p.disc.Message)
 		return nil
 	}
-	applied, err := r.applyAddOn(ctx, goc, p.principalNS, p.disc.Endpoint, p.hub, obs.trustedOwned())
+	applied, err := r.applyAddOn(ctx, goc, p.principalNS, p.disc.Endpoint, p.hub, obs.TrustedOwned())
 	if err != nil {
 		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonAddOnApplyFailed, "ApplyAddOn", err.Error())
 		return p.fail(ctx, v1alpha1.ConditionAddOnConfigured, v1alpha1.ReasonAddOnApplyFailed, err)
@@ -336,12 +337,12 @@ func (p *pass) addOn(ctx context.Context) *stop {
 	p.componentsWaiting = applied.componentsWaiting
 	p.status.AddOnTemplate = applied.template
 	p.status.AddOnDeploymentConfig = applied.config
-	if obs.selected != nil {
-		if p.status.ExistingArgoCDClusters, err = r.existingArgoCDClusters(ctx, goc, obs.selected); err != nil {
+	if obs.Selected != nil {
+		if p.status.ExistingArgoCDClusters, err = r.existingArgoCDClusters(ctx, goc, obs.Selected); err != nil {
 			return stopWith(err)
 		}
 		r.reportForeign(goc, p.status, p.foreign, p.setCond)
-		if p.configRollout, err = r.pruneDeploymentConfigs(ctx, goc, applied.config, sets.List(obs.selected)); err != nil {
+		if p.configRollout, err = r.pruneDeploymentConfigs(ctx, goc, applied.config, sets.List(obs.Selected)); err != nil {
 			return stopWith(err)
 		}
 	}
@@ -350,9 +351,9 @@ func (p *pass) addOn(ctx context.Context) *stop {
 		return stopWith(err)
 	}
 	switch {
-	case len(obs.conflict) > 0:
+	case len(obs.Conflict) > 0:
 		p.setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonClusterConflict,
-			"clusters selected by more than one GitOpsCluster (one ManagedClusterAddOn can carry only one configuration): "+summarize(obs.conflict))
+			"clusters selected by more than one GitOpsCluster (one ManagedClusterAddOn can carry only one configuration): "+summarize(obs.Conflict))
 	case mappingConflict != "":
 		p.noteCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonApplicationMappingConflict, "ApplyAddOn", mappingConflict)
 	default:
@@ -368,9 +369,9 @@ func (p *pass) availability(ctx context.Context) *stop {
 	if err := r.observeAgents(ctx, obs, p.status, p.setCond); err != nil {
 		return stopWith(err)
 	}
-	if obs.selected != nil && r.namespaceManaged(p.principalNS) {
+	if obs.Selected != nil && r.namespaceManaged(p.principalNS) {
 		var err error
-		if p.status.AgentsOnOtherVersion, err = r.agentsOnOtherVersion(ctx, p.goc, p.principalNS, sets.List(obs.selected)); err != nil {
+		if p.status.AgentsOnOtherVersion, err = r.agentsOnOtherVersion(ctx, p.goc, p.principalNS, sets.List(obs.Selected)); err != nil {
 			return stopWith(err)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
@@ -175,7 +176,7 @@ func (r *Reconciler) liveGitOpsCluster(ctx context.Context, key types.Namespaced
 // certificate their ledger lists on the principal's blocklist. It also lifts revocations a
 // person undid and prunes expired blocklist entries. One cluster's failure never stops the
 // others; the errors are returned together.
-func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *observation, rec agentRecords) (revocationResult, error) {
+func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, rec agentRecords) (revocationResult, error) {
 	var res revocationResult
 	now := r.Config.Now()
 	store := r.ledgerStore(principalNS)
@@ -210,12 +211,12 @@ func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitO
 // revokeByPerson revokes the agents of the clusters in spec.revokedClusters that still have a
 // cluster secret or a ledger, and asks for their lasting AgentRevocations. It returns how many
 // revoked clusters the selection holds.
-func (r *Reconciler) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *observation, rec agentRecords, now time.Time) (int, []error) {
+func (r *Reconciler) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *selection.Observation, rec agentRecords, now time.Time) (int, []error) {
 	var errs []error
 	selected := 0
 	var byPerson []string
 	for _, c := range sets.List(rec.revoked) {
-		if obs.selected != nil && obs.selected.Has(c) {
+		if obs.Selected != nil && obs.Selected.Has(c) {
 			selected++
 		}
 		_, hasSecret := rec.secrets[c]
@@ -243,18 +244,18 @@ func (r *Reconciler) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsClu
 // revokeDepartures revokes the agents of clusters that left the selection: never while the
 // selection is unknown, only once each departure is confirmed, and past the circuit breaker
 // only with a person's approval, which one pass uses up.
-func (r *Reconciler) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *observation, rec agentRecords, now time.Time, res *revocationResult) []error {
-	candidates := rec.clusters().Difference(obs.owned).Difference(rec.revoked)
+func (r *Reconciler) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *selection.Observation, rec agentRecords, now time.Time, res *revocationResult) []error {
+	candidates := rec.clusters().Difference(obs.Owned).Difference(rec.revoked)
 	keyOf := func(c string) string { return principalNS + "/" + c }
-	for c := range obs.owned {
+	for c := range obs.Owned {
 		r.departures.forget(keyOf(c))
 	}
 	if candidates.Len() == 0 {
 		return nil
 	}
 	res.pending = candidates.Len()
-	if obs.teardownBlocked != "" {
-		log.FromContext(ctx).Info("not revoking agents that left the selection while it is unknown", "clusters", candidates.Len(), "why", obs.teardownBlocked)
+	if obs.TeardownBlocked != "" {
+		log.FromContext(ctx).Info("not revoking agents that left the selection while it is unknown", "clusters", candidates.Len(), "why", obs.TeardownBlocked)
 		return nil
 	}
 	var errs []error

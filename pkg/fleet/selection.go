@@ -3,6 +3,8 @@ package fleet
 import (
 	"fmt"
 	"reflect"
+	"sort"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -37,4 +39,17 @@ func DecisionsChanged() predicate.Predicate {
 		n, ok2 := e.ObjectNew.(*clusterv1beta1.PlacementDecision)
 		return !ok1 || !ok2 || !reflect.DeepEqual(o.Status.Decisions, n.Status.Decisions) || !reflect.DeepEqual(o.Labels, n.Labels)
 	}}
+}
+
+// MaxListedClusters bounds the cluster names a status message or condition lists.
+const MaxListedClusters = 10
+
+// Summarize lists items, sorted, for a message: at most MaxListedClusters of them, then how
+// many more there are, so messages stay bounded on fleets of thousands of clusters.
+func Summarize(items []string) string {
+	sort.Strings(items)
+	if len(items) <= MaxListedClusters {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:MaxListedClusters], ", "), len(items)-MaxListedClusters)
 }

@@ -256,7 +256,7 @@ func (r *Reconciler) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCl
 	if live != nil && cmaMatches(live, desired, goc, placement, entry) {
 		return nil
 	}
-	if entry == nil && live != nil && isOurs(live) && onlyEntryIs(live, goc, placement) {
+	if entry == nil && live != nil && names.ManagedByUs(live) && onlyEntryIs(live, goc, placement) {
 		// The entry is keyed by Placement: while another GitOpsCluster names the same
 		// Placement, the entry is its too, and only this one's fields are released below.
 		shared, err := r.placementShared(ctx, goc)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 )
@@ -74,7 +75,7 @@ func (r *RevocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if !rev.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.lift(ctx, rev)
 	}
-	if !r.namespaceManaged(principalNS) {
+	if !r.Config.NamespaceManaged(principalNS) {
 		return ctrl.Result{}, r.setEnforced(ctx, rev, 0, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotManaged,
 			fmt.Sprintf("namespace %s is not one of the manager's managed namespaces, so no principal here is served and nothing was revoked", principalNS))
 	}
@@ -120,7 +121,7 @@ func (r *RevocationReconciler) enforce(ctx context.Context, principalNS, cluster
 	var errs []error
 	for i := range secrets.Items {
 		s := &secrets.Items[i]
-		if cert, _ := agentSecretContents(s); cert.Fingerprint != "" {
+		if cert, _ := agentsecret.Contents(s); cert.Fingerprint != "" {
 			owner := ledger.Owner{Namespace: s.Labels[v1alpha1.LabelOwnerNamespace], Name: s.Labels[v1alpha1.LabelOwnerName]}
 			if err := store.Merge(ctx, cluster, owner, ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
 				return before, before, fmt.Errorf("recording the cluster secret's certificate of %s: %w", cluster, err)

@@ -12,11 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 )
-
-// maxListedClusters bounds the list of unavailable clusters in status.
-const maxListedClusters = 10
 
 // observeAgents counts the selected clusters whose ManagedClusterAddOn is Available and lists
 // (at most ten of) the others with the reason.
@@ -57,8 +55,8 @@ func (r *Reconciler) observeAgents(ctx context.Context, obs *selection.Observati
 	}
 	status.AvailableAgents = available
 	total := len(unavailable)
-	if len(unavailable) > maxListedClusters {
-		unavailable = unavailable[:maxListedClusters]
+	if len(unavailable) > fleet.MaxListedClusters {
+		unavailable = unavailable[:fleet.MaxListedClusters]
 	}
 	status.UnavailableClusters = unavailable
 	switch {

@@ -229,7 +229,7 @@ func (r *Reconciler) certManagerMayWrite(ctx context.Context, ns string) (*corev
 	if err != nil {
 		return nil, err
 	}
-	if mirror != nil && !isOurs(mirror) {
+	if mirror != nil && !names.ManagedByUs(mirror) {
 		return nil, &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
 			"the CA secret %s/%s was not created by argocd-agent-addon, so it cannot be replaced by the cert-manager CA; delete it, or remove spec.argoCDAgentAddon.certManager to keep using it", ns, names.CASecretName)}
 	}
@@ -238,7 +238,7 @@ func (r *Reconciler) certManagerMayWrite(ctx context.Context, ns string) (*corev
 		if err != nil {
 			return nil, err
 		}
-		if s != nil && !isOurs(s) {
+		if s != nil && !names.ManagedByUs(s) {
 			return nil, &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
 				"the serving certificate secret %s/%s was not created by argocd-agent-addon and cert-manager would overwrite it; delete it, or remove spec.argoCDAgentAddon.certManager", ns, name)}
 		}
@@ -257,9 +257,9 @@ func (r *Reconciler) applyCertificates(ctx context.Context, ns string, principal
 	dnsNames, ips := splitHosts(append(serviceDNSNames(r.Config.PrincipalServiceName, ns), principalHosts...))
 	proxyDNS, proxyIPs := splitHosts(serviceDNSNames(r.Config.ResourceProxyServiceName, ns))
 	desired := []*cmapi.Certificate{
-		certmanager.CACertificate(ns, ref, managedLabels()),
-		certmanager.ServingCertificate(ns, names.PrincipalTLSSecretName, certmanager.PrincipalIssuedSecretName, dnsNames, ips, ref, managedLabels()),
-		certmanager.ServingCertificate(ns, names.ResourceProxySecretName, names.ResourceProxySecretName, proxyDNS, proxyIPs, ref, managedLabels()),
+		certmanager.CACertificate(ns, ref, names.ManagedLabels()),
+		certmanager.ServingCertificate(ns, names.PrincipalTLSSecretName, certmanager.PrincipalIssuedSecretName, dnsNames, ips, ref, names.ManagedLabels()),
+		certmanager.ServingCertificate(ns, names.ResourceProxySecretName, names.ResourceProxySecretName, proxyDNS, proxyIPs, ref, names.ManagedLabels()),
 	}
 	var notReady []string
 	ready := map[string]bool{}
@@ -364,7 +364,7 @@ func (r *Reconciler) promoteServingCert(ctx context.Context, ns string, now time
 		return nil, err
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: names.PrincipalTLSSecretName, Namespace: ns, Labels: managedLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: names.PrincipalTLSSecretName, Namespace: ns, Labels: names.ManagedLabels()},
 		Type:       corev1.SecretTypeTLS,
 		Data: map[string][]byte{corev1.TLSCertKey: issued.Data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: issued.Data[corev1.TLSPrivateKeyKey],
 			"ca.crt": caPEM},
@@ -447,7 +447,7 @@ func (r *Reconciler) applyCertificate(ctx context.Context, desired *cmapi.Certif
 	if err != nil {
 		return nil, err
 	}
-	if !isOurs(existing) {
+	if !names.ManagedByUs(existing) {
 		return nil, &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
 			"Certificate %s/%s exists and was not created by argocd-agent-addon; delete it, or remove spec.argoCDAgentAddon.certManager", desired.Namespace, desired.Name)}
 	}
@@ -499,7 +499,7 @@ func (r *Reconciler) mirrorCA(ctx context.Context, ns string, existing *corev1.S
 		return bundle, nil
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: names.CASecretName, Namespace: ns, Labels: managedLabels(), Annotations: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Name: names.CASecretName, Namespace: ns, Labels: names.ManagedLabels(), Annotations: map[string]string{
 			certmanager.AnnotationPKISource: certmanager.PKISourceCertManager,
 		}},
 		Type: corev1.SecretTypeTLS,
@@ -532,7 +532,7 @@ func (r *Reconciler) leaveCertManager(ctx context.Context, ns string) error {
 		if err != nil {
 			return err
 		}
-		if !isOurs(c) {
+		if !names.ManagedByUs(c) {
 			continue
 		}
 		if err := r.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
@@ -543,7 +543,7 @@ func (r *Reconciler) leaveCertManager(ctx context.Context, ns string) error {
 		}
 	}
 	issued, err := r.getSecret(ctx, ns, certmanager.PrincipalIssuedSecretName)
-	if err != nil || issued == nil || !isOurs(issued) {
+	if err != nil || issued == nil || !names.ManagedByUs(issued) {
 		return err
 	}
 	return client.IgnoreNotFound(r.Client.Delete(ctx, issued))
@@ -561,7 +561,7 @@ func forbidden(err error, ns string) *pkiProblem {
 
 // fromCertManager tells whether the principal's CA secret was written from cert-manager's CA.
 func fromCertManager(s *corev1.Secret) bool {
-	return s != nil && isOurs(s) && s.Annotations[certmanager.AnnotationPKISource] == certmanager.PKISourceCertManager
+	return s != nil && names.ManagedByUs(s) && s.Annotations[certmanager.AnnotationPKISource] == certmanager.PKISourceCertManager
 }
 
 // asPKIProblem returns the problem err carries, if any.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 )
 
@@ -44,7 +45,7 @@ func (r *CertificateRecorder) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	now := r.Config.Now()
 	if cluster := s.Labels[v1alpha1.LabelAgentName]; cluster != "" {
-		if cert, _ := agentSecretContents(s); cert.Fingerprint != "" && cert.NotAfter.After(now) {
+		if cert, _ := agentsecret.Contents(s); cert.Fingerprint != "" && cert.NotAfter.After(now) {
 			owner := ledger.Owner{Namespace: s.Labels[v1alpha1.LabelOwnerNamespace], Name: s.Labels[v1alpha1.LabelOwnerName]}
 			if err := r.ledgerStore(s.Namespace).Merge(ctx, cluster, owner, ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
 				return ctrl.Result{}, fmt.Errorf("recording the resource-proxy certificate of cluster secret %s/%s: %w", s.Namespace, s.Name, err)

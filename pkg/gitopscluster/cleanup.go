@@ -65,7 +65,7 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 		}
 	}
 	// Outside the managed namespaces the manager wrote nothing (and its cache cannot list there).
-	if principalNS := names.PrincipalNamespace(goc); r.namespaceManaged(principalNS) {
+	if principalNS := names.PrincipalNamespace(goc); r.Config.NamespaceManaged(principalNS) {
 		var secrets corev1.SecretList
 		if err := r.Client.List(ctx, &secrets, client.InNamespace(principalNS), owner); err != nil {
 			return err
@@ -90,7 +90,7 @@ func (r *Reconciler) deleteEmptyCMA(ctx context.Context, name string) error {
 	if err := reader.Get(ctx, types.NamespacedName{Name: name}, cma); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if len(cma.Spec.InstallStrategy.Placements) == 0 && isOurs(cma) {
+	if len(cma.Spec.InstallStrategy.Placements) == 0 && names.ManagedByUs(cma) {
 		// Only the object we saw empty: another GitOpsCluster may be adding its entry.
 		pre := client.Preconditions{ResourceVersion: &cma.ResourceVersion}
 		if err := r.Client.Delete(ctx, cma, pre); err != nil && !apierrors.IsNotFound(err) {

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
@@ -118,10 +119,10 @@ func (r *Reconciler) setTemplateConfig(ctx context.Context, mca *addonv1alpha1.M
 func (c clusterConfigs) notes() string {
 	var s string
 	if len(c.unselected) > 0 {
-		s += "; clusterArgoCDConfig names clusters this GitOpsCluster does not select (unused): " + summarize(c.unselected)
+		s += "; clusterArgoCDConfig names clusters this GitOpsCluster does not select (unused): " + fleet.Summarize(c.unselected)
 	}
 	if len(c.heldByOthers) > 0 {
-		s += "; clusterArgoCDConfig not applied where the components ManagedClusterAddOn already names another AddOnTemplate (remove that config to use this one): " + summarize(c.heldByOthers)
+		s += "; clusterArgoCDConfig not applied where the components ManagedClusterAddOn already names another AddOnTemplate (remove that config to use this one): " + fleet.Summarize(c.heldByOthers)
 	}
 	return s
 }

@@ -11,7 +11,7 @@ import (
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -30,7 +30,7 @@ func setManagedClusterLabels(t *testing.T, name string, labels map[string]string
 func agentSecret(t *testing.T, ns, cluster string) *corev1.Secret {
 	t.Helper()
 	s := &corev1.Secret{}
-	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: gitopscluster.ClusterSecretName(cluster)}, s); err != nil {
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: agentsecret.Name(cluster)}, s); err != nil {
 		t.Fatal(err)
 	}
 	return s

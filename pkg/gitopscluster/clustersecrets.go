@@ -19,25 +19,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
-
-// ClusterSecretName is the Argo CD cluster secret that registers an agent with the principal.
-func ClusterSecretName(cluster string) string { return "cluster-" + cluster }
-
-type tlsClientConfig struct {
-	CertData []byte `json:"certData"`
-	KeyData  []byte `json:"keyData"`
-	CAData   []byte `json:"caData"`
-}
-
-type clusterConfig struct {
-	TLSClientConfig tlsClientConfig `json:"tlsClientConfig"`
-}
 
 func (r *Reconciler) resourceProxyServer(principalNS, cluster string) string {
 	return fmt.Sprintf("https://%s.%s.svc:%d?agentName=%s", r.Config.ResourceProxyServiceName, principalNS, r.Config.ResourceProxyPort, cluster)
@@ -78,7 +66,7 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 					return time.Time{}, err
 				}
 			}
-			s = inNamespace[ClusterSecretName(cluster)]
+			s = inNamespace[agentsecret.Name(cluster)]
 		}
 		if s != nil && !s.DeletionTimestamp.IsZero() {
 			// Going: its certificate is being recorded (CertificateRecorder); once it is gone,
@@ -169,7 +157,7 @@ func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOp
 	// The current certificate is revoked from the secret itself; the one it replaces is
 	// recorded first, since it stays valid until it expires. A new cluster thus costs one
 	// write, a renewal two.
-	if old, _ := agentSecretContents(live); old.Fingerprint != "" && old.NotAfter.After(now) {
+	if old, _ := agentsecret.Contents(live); old.Fingerprint != "" && old.NotAfter.After(now) {
 		if err := store.RecordFingerprint(ctx, cluster, owner, old.Fingerprint, old.NotAfter, 0, now); err != nil {
 			return time.Time{}, false, fmt.Errorf("recording the replaced resource-proxy certificate of %s: %w", cluster, err)
 		}
@@ -205,36 +193,19 @@ func (r *Reconciler) replaceClusterSecret(ctx context.Context, live, desired *co
 }
 
 // clusterSecretCurrent reports whether s is already what we would write, and when it must be
-// renewed. s may be the cache's compact form (CompactAgentClusterSecret): the certificate was
+// renewed. s may be the cache's compact form (agentsecret.Compact): the certificate was
 // parsed and checked when the secret entered the cache, not on every pass.
 func (r *Reconciler) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *hubPKI, caFingerprint string, now time.Time) (time.Time, bool) {
 	if s == nil || !labelsContain(s.Labels, clusterSecretLabels(goc, cluster)) || s.Annotations[v1alpha1.AnnotationSkipReconcile] != "true" ||
 		string(s.Data["name"]) != cluster || string(s.Data["server"]) != r.resourceProxyServer(principalNS, cluster) {
 		return time.Time{}, false
 	}
-	cert, bundle := agentSecretContents(s)
-	if !bytes.Equal(bundle, hub.Bundle) || cert.CommonName != cluster || !cert.usable(caFingerprint, now) {
+	cert, bundle := agentsecret.Contents(s)
+	if !bytes.Equal(bundle, hub.Bundle) || cert.CommonName != cluster || !cert.Usable(caFingerprint, now) {
 		return time.Time{}, false
 	}
-	renewAt := cert.renewalTime()
+	renewAt := cert.RenewalTime()
 	return renewAt, now.Before(renewAt)
-}
-
-// ClusterSecretCertificate returns the resource-proxy client certificate of a cluster secret
-// as the API server serves it, or nil.
-func ClusterSecretCertificate(s *corev1.Secret) *x509.Certificate {
-	if s == nil {
-		return nil
-	}
-	var cfg clusterConfig
-	if err := json.Unmarshal(s.Data["config"], &cfg); err != nil {
-		return nil
-	}
-	certs, err := pki.ParseCertificates(cfg.TLSClientConfig.CertData)
-	if err != nil || len(certs) == 0 {
-		return nil
-	}
-	return certs[0]
 }
 
 func clusterSecretLabels(goc *v1alpha1.GitOpsCluster, cluster string) map[string]string {
@@ -253,13 +224,13 @@ func (r *Reconciler) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS
 	if err != nil {
 		return nil, nil, fmt.Errorf("issuing the resource-proxy client certificate for %s: %w", cluster, err)
 	}
-	cfg, err := json.Marshal(clusterConfig{TLSClientConfig: tlsClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: hub.Bundle}})
+	cfg, err := json.Marshal(agentsecret.Config{TLSClientConfig: agentsecret.TLSClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: hub.Bundle}})
 	if err != nil {
 		return nil, nil, err
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: ClusterSecretName(cluster), Namespace: principalNS,
+			Name: agentsecret.Name(cluster), Namespace: principalNS,
 			Labels:      clusterSecretLabels(goc, cluster),
 			Annotations: map[string]string{v1alpha1.AnnotationSkipReconcile: "true"},
 			Finalizers:  []string{v1alpha1.FinalizerRecordCertificate},

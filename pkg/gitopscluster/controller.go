@@ -5,9 +5,6 @@ package gitopscluster
 
 import (
 	"context"
-	"fmt"
-	"sort"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/events"
@@ -106,26 +103,4 @@ func (r *Reconciler) event(goc *v1alpha1.GitOpsCluster, eventType, reason, actio
 	if r.Recorder != nil {
 		r.Recorder.Eventf(goc, nil, eventType, reason, action, note, args...)
 	}
-}
-
-// summarize keeps messages bounded on fleets of thousands of clusters.
-func summarize(items []string) string {
-	sort.Strings(items)
-	if len(items) <= maxListedClusters {
-		return strings.Join(items, ", ")
-	}
-	return fmt.Sprintf("%s and %d more", strings.Join(items[:maxListedClusters], ", "), len(items)-maxListedClusters)
-}
-
-// namespaceManaged reports whether the manager may keep secrets in ns.
-func (r *Reconciler) namespaceManaged(ns string) bool {
-	if len(r.Config.ManagedNamespaces) == 0 {
-		return true
-	}
-	for _, m := range r.Config.ManagedNamespaces {
-		if m == ns {
-			return true
-		}
-	}
-	return false
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
@@ -48,14 +49,6 @@ type hubPKI struct {
 	EmergencyRotation string
 	// JWTKeyRotatedFor is the token of the JWT signing key's last requested rotation.
 	JWTKeyRotatedFor string
-}
-
-func isOurs(o metav1.Object) bool {
-	return o.GetLabels()[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue
-}
-
-func managedLabels() map[string]string {
-	return map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}
 }
 
 func (h *hubPKI) renewBy(t time.Time) {
@@ -145,7 +138,7 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 	emergency := false
 	if existing != nil && !leaving {
 		kp, perr := pki.ParseKeyPair(existing.Data[corev1.TLSCertKey], existing.Data[corev1.TLSPrivateKeyKey])
-		if !isOurs(existing) {
+		if !names.ManagedByUs(existing) {
 			// Adopted: the user's CA is used as it is, never written.
 			if perr != nil {
 				return nil, nil, fmt.Errorf("the CA secret %s/%s was not created by argocd-agent-addon and cannot be used: %w", ns, names.CASecretName, perr)
@@ -190,7 +183,7 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 			existing.Annotations[v1alpha1.AnnotationRotateCANow], ns)
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: names.CASecretName, Namespace: ns, Labels: managedLabels(), Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: names.CASecretName, Namespace: ns, Labels: names.ManagedLabels(), Annotations: annotations},
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM, "ca.crt": bundle},
 	}
@@ -241,10 +234,10 @@ func (r *Reconciler) trustedByClusterSecrets(ctx context.Context, ns string) ([]
 	var out []*x509.Certificate
 	for i := range secrets.Items {
 		s := &secrets.Items[i]
-		if !isOurs(s) {
+		if !names.ManagedByUs(s) {
 			continue
 		}
-		cert, bundle := agentSecretContents(s)
+		cert, bundle := agentsecret.Contents(s)
 		if cert.Issuer == "" || seen.Has(cert.Issuer) {
 			continue
 		}
@@ -309,7 +302,7 @@ func (r *Reconciler) ensureServingCert(ctx context.Context, ns, name, cn string,
 		return "", err
 	}
 	if existing != nil {
-		if !isOurs(existing) {
+		if !names.ManagedByUs(existing) {
 			// A serving certificate the user provided is theirs to manage.
 			return certHash(existing.Data[corev1.TLSCertKey]), nil
 		}
@@ -333,7 +326,7 @@ func (r *Reconciler) ensureServingCert(ctx context.Context, ns, name, cn string,
 		return "", fmt.Errorf("issuing %s: %w", name, err)
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: managedLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: names.ManagedLabels()},
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{corev1.TLSCertKey: kp.CertPEM, corev1.TLSPrivateKeyKey: kp.KeyPEM, "ca.crt": ca.CertPEM},
 	}
@@ -351,13 +344,13 @@ func (r *Reconciler) ensureJWTKey(ctx context.Context, ns string, out *hubPKI) e
 		return err
 	}
 	var token string
-	if existing != nil && isOurs(existing) {
+	if existing != nil && names.ManagedByUs(existing) {
 		out.JWTKeyRotatedFor = existing.Annotations[v1alpha1.AnnotationJWTKeyRotatedFor]
 		if t := existing.Annotations[v1alpha1.AnnotationRotateJWTKeyNow]; t != "" && t != out.JWTKeyRotatedFor {
 			token = t
 		}
 	}
-	if existing != nil && token == "" && (!isOurs(existing) || pki.ValidateJWTSigningKey(existing.Data[names.JWTSecretKey]) == nil) {
+	if existing != nil && token == "" && (!names.ManagedByUs(existing) || pki.ValidateJWTSigningKey(existing.Data[names.JWTSecretKey]) == nil) {
 		return nil
 	}
 	key, err := pki.NewJWTSigningKey()
@@ -365,7 +358,7 @@ func (r *Reconciler) ensureJWTKey(ctx context.Context, ns string, out *hubPKI) e
 		return err
 	}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: names.JWTSecretName, Namespace: ns, Labels: managedLabels()},
+		ObjectMeta: metav1.ObjectMeta{Name: names.JWTSecretName, Namespace: ns, Labels: names.ManagedLabels()},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       map[string][]byte{names.JWTSecretKey: key},
 	}

@@ -151,7 +151,7 @@ func (p *pass) placement(ctx context.Context) *stop {
 	} else {
 		msg := fmt.Sprintf("Placement %s selects %d cluster(s)", goc.Spec.PlacementRef.Name, obs.Selected.Len())
 		if len(obs.Invalid) > 0 {
-			msg += fmt.Sprintf("; skipped cluster names that are not valid agent names: %s", summarize(slices.Sorted(maps.Keys(obs.Invalid))))
+			msg += fmt.Sprintf("; skipped cluster names that are not valid agent names: %s", fleet.Summarize(slices.Sorted(maps.Keys(obs.Invalid))))
 		}
 		p.setCond(v1alpha1.ConditionPlacementResolved, true, v1alpha1.ReasonPlacementResolved, msg)
 	}
@@ -190,7 +190,7 @@ func (p *pass) pki(ctx context.Context) *stop {
 	if err != nil {
 		return stopWith(err)
 	}
-	if !r.namespaceManaged(principalNS) || notAllowed != "" {
+	if !r.Config.NamespaceManaged(principalNS) || notAllowed != "" {
 		reason := v1alpha1.ReasonNamespaceNotManaged
 		msg := fmt.Sprintf("the manager may not manage Secrets in principal namespace %s; add it to the manager's --managed-namespaces (Helm value managedNamespaces)", principalNS)
 		if notAllowed != "" {
@@ -353,7 +353,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 	switch {
 	case len(obs.Conflict) > 0:
 		p.setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonClusterConflict,
-			"clusters selected by more than one GitOpsCluster (one ManagedClusterAddOn can carry only one configuration): "+summarize(obs.Conflict))
+			"clusters selected by more than one GitOpsCluster (one ManagedClusterAddOn can carry only one configuration): "+fleet.Summarize(obs.Conflict))
 	case mappingConflict != "":
 		p.noteCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonApplicationMappingConflict, "ApplyAddOn", mappingConflict)
 	default:
@@ -369,7 +369,7 @@ func (p *pass) availability(ctx context.Context) *stop {
 	if err := r.observeAgents(ctx, obs, p.status, p.setCond); err != nil {
 		return stopWith(err)
 	}
-	if obs.Selected != nil && r.namespaceManaged(p.principalNS) {
+	if obs.Selected != nil && r.Config.NamespaceManaged(p.principalNS) {
 		var err error
 		if p.status.AgentsOnOtherVersion, err = r.agentsOnOtherVersion(ctx, p.goc, p.principalNS, sets.List(obs.Selected)); err != nil {
 			return stopWith(err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
@@ -232,7 +233,7 @@ func (r *Reconciler) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsClu
 		}
 		if len(unregistered) > 0 {
 			r.event(goc, corev1.EventTypeWarning, "AgentRevoked", "RevokeAgent",
-				"revoked the agents of %s: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", summarize(unregistered), blocked, principalNS)
+				"revoked the agents of %s: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
 		}
 	}
 	if err := r.requestRevocations(ctx, goc, principalNS, obs, rec); err != nil {
@@ -285,7 +286,7 @@ func (r *Reconciler) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsC
 	}
 	if len(unregistered) > 0 {
 		r.event(goc, corev1.EventTypeNormal, "AgentRevoked", "RevokeAgent",
-			"%s left the selection: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", summarize(unregistered), blocked, principalNS)
+			"%s left the selection: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
 	}
 	if approved && len(errs) == failed {
 		if err := r.consumeApproval(ctx, goc); err != nil {
@@ -535,7 +536,7 @@ func (r *Reconciler) unregister(ctx context.Context, store ledger.Store, rec age
 	if s == nil {
 		return nil
 	}
-	if cert, _ := agentSecretContents(s); cert.Fingerprint != "" {
+	if cert, _ := agentsecret.Contents(s); cert.Fingerprint != "" {
 		if err := store.Merge(ctx, cluster, ledgerOwnerOf(rec, cluster), ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
 			return fmt.Errorf("recording the cluster secret's certificate of %s: %w", cluster, err)
 		}
@@ -617,7 +618,7 @@ func pruneRevoked(ctx context.Context, store ledger.Store, shards []corev1.Confi
 // honoured: no settle period, no circuit breaker.
 func (r *Reconciler) revokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
 	principalNS := names.PrincipalNamespace(goc)
-	if !r.namespaceManaged(principalNS) {
+	if !r.Config.NamespaceManaged(principalNS) {
 		return nil
 	}
 	rec, err := r.readAgentRecords(ctx, goc, principalNS)
@@ -645,7 +646,7 @@ func (r *Reconciler) revokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOps
 	unregistered, blocked, err := r.revokeClusters(ctx, store, rec, leaving, ledger.CauseDeparted, now)
 	if len(unregistered) > 0 {
 		r.event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
-			"unregistered %s and blocked %d certificate(s) on the principal in %s", summarize(unregistered), blocked, principalNS)
+			"unregistered %s and blocked %d certificate(s) on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
 	}
 	if err != nil && len(unregistered) == len(leaving) && errors.Is(err, ledger.ErrBlocklistFull) {
 		// Every agent is unregistered; only room in the blocklist is missing. The deletion

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
@@ -77,7 +77,7 @@ func (f *revocationFixture) blocked(cluster string) bool {
 
 func (f *revocationFixture) secretExists(cluster string) bool {
 	f.t.Helper()
-	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: gitopscluster.ClusterSecretName(cluster)}, &corev1.Secret{})
+	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: agentsecret.Name(cluster)}, &corev1.Secret{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		f.t.Fatal(err)
 	}
@@ -659,10 +659,10 @@ func TestClusterSecretDeletedByHandStaysRevocable(t *testing.T) {
 	f := newRevocationFixture(t, "hand-deleted")
 	f.selectAll("hd-a")
 	s := &corev1.Secret{}
-	if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: gitopscluster.ClusterSecretName("hd-a")}, s); err != nil {
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: agentsecret.Name("hd-a")}, s); err != nil {
 		t.Fatal(err)
 	}
-	first := gitopscluster.ClusterSecretCertificate(s)
+	first := agentsecret.Certificate(s)
 	if first == nil {
 		t.Fatal("the cluster secret holds no certificate")
 	}
@@ -678,10 +678,10 @@ func TestClusterSecretDeletedByHandStaysRevocable(t *testing.T) {
 			return fmt.Errorf("the ledger lacks the deleted secret's certificate: %v", entries)
 		}
 		cur := &corev1.Secret{}
-		if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: gitopscluster.ClusterSecretName("hd-a")}, cur); err != nil {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: agentsecret.Name("hd-a")}, cur); err != nil {
 			return err
 		}
-		if c := gitopscluster.ClusterSecretCertificate(cur); c == nil || c.Equal(first) || !cur.DeletionTimestamp.IsZero() {
+		if c := agentsecret.Certificate(cur); c == nil || c.Equal(first) || !cur.DeletionTimestamp.IsZero() {
 			return fmt.Errorf("no new cluster secret yet")
 		}
 		return nil
@@ -700,12 +700,12 @@ func TestClusterSecretsOfAnEarlierReleaseGetTheFinalizerOnly(t *testing.T) {
 	ctx := context.Background()
 	f := newRevocationFixture(t, "finalizer-upgrade")
 	f.selectAll("fu-a")
-	key := types.NamespacedName{Namespace: f.ns, Name: gitopscluster.ClusterSecretName("fu-a")}
+	key := types.NamespacedName{Namespace: f.ns, Name: agentsecret.Name("fu-a")}
 	s := &corev1.Secret{}
 	if err := k8s.Get(ctx, key, s); err != nil {
 		t.Fatal(err)
 	}
-	cert := gitopscluster.ClusterSecretCertificate(s)
+	cert := agentsecret.Certificate(s)
 	s.Finalizers = nil
 	if err := k8s.Update(ctx, s); err != nil {
 		t.Fatal(err)
@@ -719,7 +719,7 @@ func TestClusterSecretsOfAnEarlierReleaseGetTheFinalizerOnly(t *testing.T) {
 		if !controllerutil.ContainsFinalizer(cur, v1alpha1.FinalizerRecordCertificate) {
 			return fmt.Errorf("no finalizer yet")
 		}
-		if c := gitopscluster.ClusterSecretCertificate(cur); c == nil || !c.Equal(cert) {
+		if c := agentsecret.Certificate(cur); c == nil || !c.Equal(cert) {
 			return fmt.Errorf("the certificate was re-issued")
 		}
 		return nil

@@ -18,7 +18,7 @@ import (
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
@@ -159,7 +159,7 @@ func TestDeletedCASecretKeepsTrustInTheOldCA(t *testing.T) {
 	setDecisions(t, ns, "p", 0, "cd-a")
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
 	eventually(t, "cluster secret", func() error {
-		return k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: gitopscluster.ClusterSecretName("cd-a")}, &corev1.Secret{})
+		return k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: agentsecret.Name("cd-a")}, &corev1.Secret{})
 	})
 	old, err := pki.ParseCertificates(getSecret(t, ns, names.CASecretName).Data[corev1.TLSCertKey])
 	if err != nil {
@@ -177,7 +177,7 @@ func TestDeletedCASecretKeepsTrustInTheOldCA(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The foreign CA added to the bundle of the project's own cluster secret.
-	ours := getSecret(t, ns, gitopscluster.ClusterSecretName("cd-a"))
+	ours := getSecret(t, ns, agentsecret.Name("cd-a"))
 	var cfg map[string]map[string]any
 	if err := json.Unmarshal(ours.Data["config"], &cfg); err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
@@ -197,7 +197,7 @@ func agentClusterSecret(t *testing.T, ns, cluster string) (*corev1.Secret, *x509
 		t.Fatal(err)
 	}
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: gitopscluster.ClusterSecretName(cluster), Labels: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agentsecret.Name(cluster), Labels: map[string]string{
 			v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelSecretType: "cluster", v1alpha1.LabelAgentName: cluster,
 		}},
 		Data: map[string][]byte{"name": []byte(cluster), "server": []byte("https://resource-proxy:9090?agentName=" + cluster), "config": config},

@@ -39,6 +39,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	gitopsconfig "github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/clusters"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
@@ -303,12 +304,12 @@ func CacheOptions(opts Options) cache.Options {
 }
 
 // TrimSecret drops managed fields and keeps agent cluster secrets in their compact form
-// (gitopscluster.CompactAgentClusterSecret): the certificate's identity, not its key material.
+// (agentsecret.Compact): the certificate's identity, not its key material.
 func TrimSecret(o any) (any, error) {
 	if s, ok := o.(*corev1.Secret); ok {
 		s.ManagedFields = nil
 	}
-	return gitopscluster.CompactAgentClusterSecret(o)
+	return agentsecret.Compact(o)
 }
 
 // TrimManagedCluster keeps of a ManagedCluster what the controllers read: its metadata (labels

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -128,3 +129,13 @@ const (
 	CSRAddonNameLabel   = "open-cluster-management.io/addon-name"
 	ReasonCSRRevoked    = "Revoked"
 )
+
+// ManagedByUs reports whether o carries this project's managed-by label.
+func ManagedByUs(o metav1.Object) bool {
+	return o.GetLabels()[v1alpha1.LabelManagedBy] == v1alpha1.ManagedByValue
+}
+
+// ManagedLabels returns the managed-by label this project puts on what it writes.
+func ManagedLabels() map[string]string {
+	return map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}
+}

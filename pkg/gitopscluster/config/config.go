@@ -104,3 +104,16 @@ const MaxClusterSecretValidity = 30 * 24 * time.Hour
 // ComponentsAddonName is the ClusterManagementAddOn that installs the Argo CD components beside
 // the agents of addon addonName.
 func ComponentsAddonName(addonName string) string { return addonName + "-argocd" }
+
+// NamespaceManaged reports whether the manager may keep secrets in ns.
+func (c Config) NamespaceManaged(ns string) bool {
+	if len(c.ManagedNamespaces) == 0 {
+		return true
+	}
+	for _, m := range c.ManagedNamespaces {
+		if m == ns {
+			return true
+		}
+	}
+	return false
+}

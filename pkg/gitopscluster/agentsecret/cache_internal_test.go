@@ -1,4 +1,4 @@
-package gitopscluster
+package agentsecret
 
 import (
 	"crypto/x509/pkix"
@@ -15,12 +15,12 @@ import (
 
 func agentSecretFor(t *testing.T, cluster string, certPEM, keyPEM, bundle []byte) *corev1.Secret {
 	t.Helper()
-	config, err := json.Marshal(clusterConfig{TLSClientConfig: tlsClientConfig{CertData: certPEM, KeyData: keyPEM, CAData: bundle}})
+	config, err := json.Marshal(Config{TLSClientConfig: TLSClientConfig{CertData: certPEM, KeyData: keyPEM, CAData: bundle}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: ClusterSecretName(cluster),
+		ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: Name(cluster),
 			Labels: map[string]string{v1alpha1.LabelSecretType: "cluster", v1alpha1.LabelAgentName: cluster}},
 		Data: map[string][]byte{"name": []byte(cluster), "server": []byte("https://proxy"), "config": config},
 	}
@@ -42,7 +42,7 @@ func caAndClient(tb testing.TB, name string, now time.Time) (*pki.KeyPair, *pki.
 
 func compacted(t *testing.T, s *corev1.Secret) *corev1.Secret {
 	t.Helper()
-	out, err := CompactAgentClusterSecret(s.DeepCopy())
+	out, err := Compact(s.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,31 +62,31 @@ func TestCompactAgentClusterSecret(t *testing.T) {
 		if _, ok := small.Data["config"]; ok {
 			t.Fatal("the compact form keeps the config")
 		}
-		fromFull, fullBundle := agentSecretContents(full)
-		fromSmall, smallBundle := agentSecretContents(small)
+		fromFull, fullBundle := Contents(full)
+		fromSmall, smallBundle := Contents(small)
 		if fromFull != fromSmall || string(fullBundle) != string(smallBundle) {
 			t.Fatalf("full %+v, compact %+v", fromFull, fromSmall)
 		}
 		if fromSmall.Fingerprint != pki.Fingerprint(kp.Cert) || fromSmall.CommonName != "c1" || fromSmall.Issuer != caFP || !fromSmall.ClientAuth {
 			t.Fatalf("compact form %+v does not describe the certificate", fromSmall)
 		}
-		if !fromSmall.usable(caFP, now) || fromSmall.usable(caFP, kp.Cert.NotAfter) || fromSmall.usable(pki.Fingerprint(other.Cert), now) {
+		if !fromSmall.Usable(caFP, now) || fromSmall.Usable(caFP, kp.Cert.NotAfter) || fromSmall.Usable(pki.Fingerprint(other.Cert), now) {
 			t.Error("usable() does not follow the signer and the lifetime")
 		}
-		if got, want := fromSmall.renewalTime(), pki.RenewalTime(kp.Cert); !got.Equal(want) {
+		if got, want := fromSmall.RenewalTime(), pki.RenewalTime(kp.Cert); !got.Equal(want) {
 			t.Errorf("renewal time %s, want %s", got, want)
 		}
 	})
 
 	t.Run("a key that does not match its certificate is not usable, but the certificate is named", func(t *testing.T) {
-		got, _ := agentSecretContents(compacted(t, agentSecretFor(t, "c1", kp.CertPEM, foreign.KeyPEM, bundle)))
-		if got.Fingerprint != pki.Fingerprint(kp.Cert) || got.KeyMatches || got.usable(caFP, now) {
+		got, _ := Contents(compacted(t, agentSecretFor(t, "c1", kp.CertPEM, foreign.KeyPEM, bundle)))
+		if got.Fingerprint != pki.Fingerprint(kp.Cert) || got.KeyMatches || got.Usable(caFP, now) {
 			t.Errorf("mismatched pair reads as %+v", got)
 		}
 	})
 
 	t.Run("a certificate no CA of the bundle signed has no issuer", func(t *testing.T) {
-		got, _ := agentSecretContents(compacted(t, agentSecretFor(t, "c1", foreign.CertPEM, foreign.KeyPEM, ca.CertPEM)))
+		got, _ := Contents(compacted(t, agentSecretFor(t, "c1", foreign.CertPEM, foreign.KeyPEM, ca.CertPEM)))
 		if got.Fingerprint == "" || got.Issuer != "" {
 			t.Errorf("foreign certificate reads as %+v", got)
 		}
@@ -116,7 +116,7 @@ func TestCompactAgentClusterSecret(t *testing.T) {
 // BenchmarkCompactAgentClusterSecret is the cache's cost per agent cluster secret event.
 func BenchmarkCompactAgentClusterSecret(b *testing.B) {
 	ca, kp := caAndClient(b, "hub", time.Now())
-	config, err := json.Marshal(clusterConfig{TLSClientConfig: tlsClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: ca.CertPEM}})
+	config, err := json.Marshal(Config{TLSClientConfig: TLSClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: ca.CertPEM}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func BenchmarkCompactAgentClusterSecret(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Data: map[string][]byte{"name": []byte("c1"), "config": config}}
-		if _, err := CompactAgentClusterSecret(s); err != nil {
+		if _, err := Compact(s); err != nil {
 			b.Fatal(err)
 		}
 	}

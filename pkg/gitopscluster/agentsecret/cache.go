@@ -1,4 +1,4 @@
-package gitopscluster
+package agentsecret
 
 import (
 	"crypto/x509"
@@ -17,11 +17,11 @@ import (
 // their certificates, private keys and CA bundles were the largest part of its heap, and the
 // reconciler only ever needs to know which certificate a secret holds and which bundle it
 // trusts. So the cache keeps a compact form of each agent cluster secret: "name" and "server"
-// as written and, in place of "config", the certificate's identity (agentCertificate) and the
+// as written and, in place of "config", the certificate's identity (Identity) and the
 // CA bundle, one copy shared by every secret that carries the same bundle.
 //
 // The compact form's data keys are not valid Secret data keys. They can never come from the
-// API server, so finding one proves the object came through CompactAgentClusterSecret, and an
+// API server, so finding one proves the object came through Compact, and an
 // update sent from a cached copy by mistake is refused by the API server instead of wiping
 // the secret's credentials.
 const (
@@ -29,8 +29,8 @@ const (
 	compactBundleKey      = "#ca-bundle"
 )
 
-// agentCertificate is what the reconciler decides a cluster secret's fate with.
-type agentCertificate struct {
+// Identity is what the reconciler decides a cluster secret's fate with.
+type Identity struct {
 	// Fingerprint is pki.Fingerprint of the client certificate; empty when the config holds
 	// none that parses. It is kept even when the key does not match, so that a certificate
 	// that exists is still recorded and revoked.
@@ -47,32 +47,32 @@ type agentCertificate struct {
 	ClientAuth bool `json:"clientAuth,omitempty"`
 }
 
-// usable reports whether the secret's key pair can authenticate as a client of the CA whose
+// Usable reports whether the secret's key pair can authenticate as a client of the CA whose
 // fingerprint is given, at now: the key matches, the CA signed the certificate, and it is
 // within its lifetime. The hub CA is always in the bundle the reconciler writes, first, so a
 // certificate it signed names it as Issuer.
-func (c agentCertificate) usable(caFingerprint string, now time.Time) bool {
+func (c Identity) Usable(caFingerprint string, now time.Time) bool {
 	return c.Fingerprint != "" && c.KeyMatches && c.ClientAuth && c.Issuer != "" && c.Issuer == caFingerprint &&
 		!now.Before(c.NotBefore) && now.Before(c.NotAfter)
 }
 
-// renewalTime is pki.RenewalTime of the certificate.
-func (c agentCertificate) renewalTime() time.Time {
+// RenewalTime is pki.RenewalTime of the certificate.
+func (c Identity) RenewalTime() time.Time {
 	return pki.RenewalTimeOf(c.NotBefore, c.NotAfter)
 }
 
-// isAgentClusterSecret: one of the cluster secrets this package writes for agents (the pull
+// IsAgentClusterSecret: one of the cluster secrets this package writes for agents (the pull
 // model's cluster secrets carry no credentials and no agent name).
-func isAgentClusterSecret(s *corev1.Secret) bool {
+func IsAgentClusterSecret(s *corev1.Secret) bool {
 	return s.Labels[v1alpha1.LabelSecretType] == "cluster" && s.Labels[v1alpha1.LabelAgentName] != ""
 }
 
-// CompactAgentClusterSecret is the manager cache's transform for Secrets: it replaces the
+// Compact is the manager cache's transform for Secrets: it replaces the
 // config of an agent cluster secret with its compact form and leaves every other Secret as
 // it is.
-func CompactAgentClusterSecret(o any) (any, error) {
+func Compact(o any) (any, error) {
 	s, ok := o.(*corev1.Secret)
-	if !ok || !isAgentClusterSecret(s) {
+	if !ok || !IsAgentClusterSecret(s) {
 		return o, nil
 	}
 	config, ok := s.Data["config"]
@@ -90,39 +90,39 @@ func CompactAgentClusterSecret(o any) (any, error) {
 	return s, nil
 }
 
-// agentSecretContents returns the certificate identity and CA bundle of an agent cluster
+// Contents returns the certificate identity and CA bundle of an agent cluster
 // secret, whether it is in the compact form of the cache or as the API server serves it.
-func agentSecretContents(s *corev1.Secret) (agentCertificate, []byte) {
+func Contents(s *corev1.Secret) (Identity, []byte) {
 	if s == nil {
-		return agentCertificate{}, nil
+		return Identity{}, nil
 	}
 	if config, ok := s.Data["config"]; ok {
 		return inspectAgentConfig(config)
 	}
-	var cert agentCertificate
+	var cert Identity
 	if raw, ok := s.Data[compactCertificateKey]; !ok || json.Unmarshal(raw, &cert) != nil {
-		return agentCertificate{}, nil
+		return Identity{}, nil
 	}
 	return cert, s.Data[compactBundleKey]
 }
 
 // inspectAgentConfig reads a cluster secret's config: the identity of its client
 // certificate (zero when none parses) and its CA bundle as written.
-func inspectAgentConfig(config []byte) (agentCertificate, []byte) {
-	var cfg clusterConfig
+func inspectAgentConfig(config []byte) (Identity, []byte) {
+	var cfg Config
 	if err := json.Unmarshal(config, &cfg); err != nil {
-		return agentCertificate{}, nil
+		return Identity{}, nil
 	}
 	bundle := cfg.TLSClientConfig.CAData
 	certs, err := pki.ParseCertificates(cfg.TLSClientConfig.CertData)
 	if err != nil || len(certs) == 0 {
-		return agentCertificate{}, bundle
+		return Identity{}, bundle
 	}
 	leaf := certs[0]
 	key, keyErr := pki.ParsePrivateKey(cfg.TLSClientConfig.KeyData)
 	// As x509 verification does, a certificate without extended key usages may serve any.
 	eku := leaf.ExtKeyUsage
-	out := agentCertificate{
+	out := Identity{
 		Fingerprint: pki.Fingerprint(leaf),
 		KeyMatches:  keyErr == nil && pki.KeyMatches(leaf, key),
 		CommonName:  leaf.Subject.CommonName,

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
 // Field indexes registered on the manager's cache.
@@ -229,4 +230,29 @@ func GitOpsClustersForPlacement(ctx context.Context, r client.Reader, namespace,
 		out = append(out, types.NamespacedName{Namespace: gocs.Items[i].Namespace, Name: gocs.Items[i].Name})
 	}
 	return out, nil
+}
+
+// PrincipalElder returns the oldest live GitOpsCluster of principal namespace ns among goc and
+// those that count, by creation, then namespace/name: the one whose setting the principal's
+// others must agree with.
+func PrincipalElder(ctx context.Context, reader client.Reader, goc *v1alpha1.GitOpsCluster, ns string, counts func(*v1alpha1.GitOpsCluster) bool) (*v1alpha1.GitOpsCluster, error) {
+	var list v1alpha1.GitOpsClusterList
+	if err := reader.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	return elderOf(list.Items, goc, ns, counts), nil
+}
+
+// elderOf returns the first of goc and the live GitOpsClusters of principal namespace ns in
+// items that count, in Less order: the same rule that decides which GitOpsCluster owns a
+// cluster.
+func elderOf(items []v1alpha1.GitOpsCluster, goc *v1alpha1.GitOpsCluster, ns string, counts func(*v1alpha1.GitOpsCluster) bool) *v1alpha1.GitOpsCluster {
+	elder := goc
+	for i := range items {
+		o := &items[i]
+		if o.DeletionTimestamp.IsZero() && names.PrincipalNamespace(o) == ns && counts(o) && Less(o, elder) {
+			elder = o
+		}
+	}
+	return elder
 }

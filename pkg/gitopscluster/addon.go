@@ -25,6 +25,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
@@ -94,7 +95,7 @@ type addOnNames struct {
 
 // applyAddOn writes the AddOnDeploymentConfig, the AddOnTemplate and this GitOpsCluster's entry
 // of the ClusterManagementAddOn, each only when it differs from what is there.
-func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, hub *hubPKI, owned sets.Set[string]) (addOnNames, error) {
+func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, hub *principalpki.PKI, owned sets.Set[string]) (addOnNames, error) {
 	mode := string(goc.Spec.ArgoCDAgentAddon.Mode)
 	if mode == "" {
 		mode = string(v1alpha1.AgentModeManaged)
@@ -172,7 +173,7 @@ func (r *Reconciler) applyDeploymentConfig(ctx context.Context, goc *v1alpha1.Gi
 
 // applyAgentTemplate writes the agent's AddOnTemplate: the agent with the hub's trust bundle,
 // mode and options, and the GitOpsCluster's pod settings.
-func (r *Reconciler) applyAgentTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, hub *hubPKI, mode string) (*addonv1alpha1.AddOnTemplate, error) {
+func (r *Reconciler) applyAgentTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, hub *principalpki.PKI, mode string) (*addonv1alpha1.AddOnTemplate, error) {
 	tmpl, err := addon.BuildAddOnTemplate(addon.TemplateInput{
 		AddonName: r.Config.AddonName, TemplateName: names.TemplateName(goc), SignerName: r.Config.SignerName,
 		SigningCANamespace: principalNS,
@@ -512,7 +513,7 @@ func (r *Reconciler) applicationMappingConflict(ctx context.Context, goc *v1alph
 	if !managedMode(goc) {
 		return "", nil
 	}
-	decider, err := r.principalElder(ctx, goc, principalNS, managedMode)
+	decider, err := fleet.PrincipalElder(ctx, r.Client, goc, principalNS, managedMode)
 	if err != nil {
 		return "", err
 	}

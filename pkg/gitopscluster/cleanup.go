@@ -3,7 +3,6 @@ package gitopscluster
 import (
 	"context"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -97,38 +96,5 @@ func (r *Reconciler) deleteEmptyCMA(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	return nil
-}
-
-// restartPrincipalIfNeeded stamps the principal's pod template with the hash of its serving
-// certificate and the token of the JWT signing key's last rotation; a new certificate or key
-// changes the stamp and so rolls the principal, which reads both only at start-up.
-func (r *Reconciler) restartPrincipalIfNeeded(ctx context.Context, goc *v1alpha1.GitOpsCluster, ns, certHash, jwtRotation string) error {
-	if certHash == "" {
-		return nil
-	}
-	if v := goc.Spec.ArgoCDAgentAddon.RestartPrincipalOnCertificateChange; v != nil && !*v {
-		return nil
-	}
-	dep := &appsv1.Deployment{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: r.Config.PrincipalDeploymentName}, dep); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	annotations := dep.Spec.Template.Annotations
-	if annotations[v1alpha1.AnnotationPrincipalTLSHash] == certHash && (jwtRotation == "" || annotations[v1alpha1.AnnotationJWTKeyRotatedFor] == jwtRotation) {
-		return nil
-	}
-	patch := client.MergeFrom(dep.DeepCopy())
-	if dep.Spec.Template.Annotations == nil {
-		dep.Spec.Template.Annotations = map[string]string{}
-	}
-	dep.Spec.Template.Annotations[v1alpha1.AnnotationPrincipalTLSHash] = certHash
-	if jwtRotation != "" {
-		dep.Spec.Template.Annotations[v1alpha1.AnnotationJWTKeyRotatedFor] = jwtRotation
-	}
-	if err := r.Client.Patch(ctx, dep, patch); err != nil {
-		return err
-	}
-	r.event(goc, corev1.EventTypeNormal, "PrincipalRestarted", "RestartPrincipal", "restarted Deployment %s/%s to load its new serving certificate or JWT signing key", ns, dep.Name)
 	return nil
 }

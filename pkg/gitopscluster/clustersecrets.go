@@ -21,6 +21,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
@@ -37,7 +38,7 @@ func (r *Reconciler) resourceProxyServer(principalNS, cluster string) string {
 // is revoked with the agent's. Removing secrets is reconcileRevocation's job. byCluster holds
 // goc's cluster secrets as the cache lists them (read only). It returns the earliest renewal
 // time.
-func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, hub *hubPKI,
+func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, hub *principalpki.PKI,
 	byCluster map[string]*corev1.Secret, revoked sets.Set[string]) (time.Time, error) {
 	store := r.ledgerStore(principalNS)
 	owner := ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
@@ -146,7 +147,7 @@ func (r *Reconciler) ensureRecordFinalizer(ctx context.Context, s *corev1.Secret
 // writeClusterSecret issues a new resource-proxy certificate for cluster and creates or
 // updates its cluster secret. It returns the renewal time and whether the secret is new.
 func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, live *corev1.Secret,
-	hub *hubPKI, store ledger.Store, owner ledger.Owner, now time.Time) (time.Time, bool, error) {
+	hub *principalpki.PKI, store ledger.Store, owner ledger.Owner, now time.Time) (time.Time, bool, error) {
 	desired, cert, err := r.buildClusterSecret(goc, principalNS, cluster, hub, now)
 	if err != nil {
 		return time.Time{}, false, err
@@ -195,7 +196,7 @@ func (r *Reconciler) replaceClusterSecret(ctx context.Context, live, desired *co
 // clusterSecretCurrent reports whether s is already what we would write, and when it must be
 // renewed. s may be the cache's compact form (agentsecret.Compact): the certificate was
 // parsed and checked when the secret entered the cache, not on every pass.
-func (r *Reconciler) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *hubPKI, caFingerprint string, now time.Time) (time.Time, bool) {
+func (r *Reconciler) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *principalpki.PKI, caFingerprint string, now time.Time) (time.Time, bool) {
 	if s == nil || !labelsContain(s.Labels, clusterSecretLabels(goc, cluster)) || s.Annotations[v1alpha1.AnnotationSkipReconcile] != "true" ||
 		string(s.Data["name"]) != cluster || string(s.Data["server"]) != r.resourceProxyServer(principalNS, cluster) {
 		return time.Time{}, false
@@ -215,7 +216,7 @@ func clusterSecretLabels(goc *v1alpha1.GitOpsCluster, cluster string) map[string
 	return l
 }
 
-func (r *Reconciler) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *hubPKI, now time.Time) (*corev1.Secret, *x509.Certificate, error) {
+func (r *Reconciler) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *principalpki.PKI, now time.Time) (*corev1.Secret, *x509.Certificate, error) {
 	validity := r.Config.ClusterSecretValidity
 	if validity <= 0 || validity > config.MaxClusterSecretValidity {
 		validity = config.MaxClusterSecretValidity

@@ -16,6 +16,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownwrites"
 )
@@ -103,4 +104,9 @@ func (r *Reconciler) event(goc *v1alpha1.GitOpsCluster, eventType, reason, actio
 	if r.Recorder != nil {
 		r.Recorder.Eventf(goc, nil, eventType, reason, action, note, args...)
 	}
+}
+
+// pki is the principal PKI's keeper, over this reconciler's clients and config.
+func (r *Reconciler) pki() *principalpki.Keeper {
+	return &principalpki.Keeper{Client: r.Client, Reader: r.apiReader(), Config: r.Config}
 }

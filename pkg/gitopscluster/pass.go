@@ -19,6 +19,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
@@ -35,8 +36,8 @@ type pass struct {
 
 	obs            *selection.Observation
 	disc           principal.Result
-	setting        pkiSetting
-	hub            *hubPKI
+	setting        principalpki.Setting
+	hub            *principalpki.PKI
 	clusterRenewal time.Time
 	revocation     revocationResult
 	// foreign is what the probes found; syncProbes acts on it after the status is written.
@@ -214,22 +215,22 @@ func (p *pass) pki(ctx context.Context) *stop {
 	if err != nil {
 		return stopWith(err)
 	}
-	setting, decider, err := r.principalPKISetting(ctx, goc, principalNS)
+	setting, decider, err := r.pki().SettingFor(ctx, goc, principalNS)
 	if err != nil {
 		return stopWith(err)
 	}
 	p.setting = setting
-	if own := settingOf(goc); !own.equal(setting) {
-		err = &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
+	if own := principalpki.SettingOf(goc); !own.Equal(setting) {
+		err = &principalpki.Problem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
 			"this GitOpsCluster asks for %s, but the PKI of principal namespace %s follows the older GitOpsCluster %s/%s, which asks for %s; give every GitOpsCluster of that principal the same spec.argoCDAgentAddon.certManager",
 			own, principalNS, decider.Namespace, decider.Name, setting)}
 	}
 	if err == nil {
-		p.hub, err = r.ensureHubPKI(ctx, principalNS, append(hosts, others...), setting)
+		p.hub, err = r.pki().Ensure(ctx, principalNS, append(hosts, others...), setting)
 	}
-	if problem, ok := asPKIProblem(err); ok {
+	if problem, ok := principalpki.AsProblem(err); ok {
 		p.noteCond(v1alpha1.ConditionCertificatesReady, false, problem.Reason, "IssueCertificates", problem.Message)
-		return p.notReady(ctx, problem.Message, ctrl.Result{RequeueAfter: certManagerRecheck})
+		return p.notReady(ctx, problem.Message, ctrl.Result{RequeueAfter: principalpki.CertManagerRecheck})
 	}
 	if err != nil {
 		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonCertificatesFailed, "IssueCertificates", err.Error())
@@ -241,8 +242,10 @@ func (p *pass) pki(ctx context.Context) *stop {
 	if len(p.hub.Issued) > 0 {
 		r.event(goc, corev1.EventTypeNormal, "CertificatesIssued", "IssueCertificates", "issued %s in namespace %s", strings.Join(p.hub.Issued, ", "), principalNS)
 	}
-	if err := r.restartPrincipalIfNeeded(ctx, goc, principalNS, p.hub.PrincipalCertHash, p.hub.JWTKeyRotatedFor); err != nil {
+	if restarted, err := r.pki().RestartPrincipalIfNeeded(ctx, goc, principalNS, p.hub.PrincipalCertHash, p.hub.JWTKeyRotatedFor); err != nil {
 		return stopWith(err)
+	} else if restarted {
+		r.event(goc, corev1.EventTypeNormal, "PrincipalRestarted", "RestartPrincipal", "restarted Deployment %s/%s to load its new serving certificate or JWT signing key", principalNS, r.Config.PrincipalDeploymentName)
 	}
 	r.checkSignerExclusive(ctx, goc, principalNS, p.setCond)
 	return nil

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -101,7 +101,7 @@ func (s *suite) scenarioPagedFleet(t *testing.T) {
 				if _, ok := bl[fp]; ok {
 					violations = append(violations, c+"'s certificate was blocked")
 				}
-				if err := s.hub.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: gitopscluster.ClusterSecretName(c)}, &corev1.Secret{}); err != nil {
+				if err := s.hub.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: agentsecret.Name(c)}, &corev1.Secret{}); err != nil {
 					violations = append(violations, fmt.Sprintf("%s's cluster secret: %v", c, err))
 				}
 			}

@@ -24,7 +24,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
@@ -160,7 +160,7 @@ func (s *suite) scenarioRevokeAction(t *testing.T) {
 		if _, ok := bl[oldFP]; !ok {
 			return false, "cluster2's certificate is not blocked"
 		}
-		err = s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: gitopscluster.ClusterSecretName(cluster)}, &corev1.Secret{})
+		err = s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentsecret.Name(cluster)}, &corev1.Secret{})
 		if !apierrors.IsNotFound(err) {
 			return false, fmt.Sprintf("cluster secret still there (%v)", err)
 		}
@@ -224,7 +224,7 @@ func (s *suite) scenarioRevokeAction(t *testing.T) {
 		return true, ""
 	})
 	time.Sleep(5 * time.Second)
-	if err := s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: gitopscluster.ClusterSecretName(cluster)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+	if err := s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentsecret.Name(cluster)}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the re-created GitOpsCluster registered revoked cluster2 again (%v)", err)
 	}
 	if _, _, err := s.clientCert(ctx, cluster); err == nil {
@@ -243,7 +243,7 @@ func (s *suite) scenarioRevokeAction(t *testing.T) {
 		t.Error("cluster2 was re-admitted with its revoked key")
 	}
 	s.eventually(t, "hub: cluster2 registered again", time.Minute, func(ctx context.Context) (bool, string) {
-		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: gitopscluster.ClusterSecretName(cluster)}, &corev1.Secret{}); err != nil {
+		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentsecret.Name(cluster)}, &corev1.Secret{}); err != nil {
 			return false, err.Error()
 		}
 		return true, ""

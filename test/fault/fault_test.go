@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
@@ -237,7 +237,7 @@ func (f *fleetFixture) checkCleanState(t *testing.T) map[string]string {
 	}
 	want := map[string]bool{}
 	for _, c := range f.clusters {
-		want[gitopscluster.ClusterSecretName(c)] = true
+		want[agentsecret.Name(c)] = true
 	}
 	versions := map[string]string{}
 	for i := range secrets.Items {
@@ -248,7 +248,7 @@ func (f *fleetFixture) checkCleanState(t *testing.T) map[string]string {
 		}
 		delete(want, s.Name)
 		versions[s.Name] = s.ResourceVersion
-		cert := gitopscluster.ClusterSecretCertificate(s)
+		cert := agentsecret.Certificate(s)
 		if cert == nil {
 			t.Errorf("%s holds no certificate", s.Name)
 			continue

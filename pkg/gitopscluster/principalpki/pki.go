@@ -1,4 +1,4 @@
-package gitopscluster
+package principalpki
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 	"net"
 	"sort"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,8 +27,8 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
-// hubPKI is what the rest of a reconcile needs from the hub's certificate authority.
-type hubPKI struct {
+// PKI is what the rest of a reconcile needs from the hub's certificate authority.
+type PKI struct {
 	CA *pki.KeyPair
 	// Bundle is the trust bundle (current CA first, then still-valid previous ones).
 	Bundle []byte
@@ -38,7 +40,7 @@ type hubPKI struct {
 	Issued []string
 	// Problem, when set, is why the PKI is usable but not what the spec asks for yet (for
 	// example cert-manager has not issued everything); CertificatesReady reports it.
-	Problem *pkiProblem
+	Problem *Problem
 	// Waiting, when set, says the principal keeps its serving certificate until the agents
 	// trust the new one's CA (servingSwitch); Notice, that it could not wait.
 	Waiting, Notice string
@@ -51,47 +53,47 @@ type hubPKI struct {
 	JWTKeyRotatedFor string
 }
 
-func (h *hubPKI) renewBy(t time.Time) {
+func (h *PKI) RenewBy(t time.Time) {
 	if h.NextRenewal.IsZero() || t.Before(h.NextRenewal) {
 		h.NextRenewal = t
 	}
 }
 
-// ensureHubPKI creates what is missing of the principal's PKI in namespace ns: the CA (a CA
+// Ensure creates what is missing of the principal's PKI in namespace ns: the CA (a CA
 // the user put there is adopted and never overwritten), the principal and resource-proxy
 // serving certificates and the JWT signing key. Serving certificates are re-issued when their
 // SANs must change, when two thirds of their life has passed, or when the CA changed.
-func (r *Reconciler) ensureHubPKI(ctx context.Context, ns string, principalHosts []string, setting pkiSetting) (*hubPKI, error) {
+func (k *Keeper) Ensure(ctx context.Context, ns string, principalHosts []string, setting Setting) (*PKI, error) {
 	if setting.Issuer != nil {
-		return r.ensureCertManagerPKI(ctx, ns, principalHosts, *setting.Issuer, setting.Namespace)
+		return k.ensureCertManagerPKI(ctx, ns, principalHosts, *setting.Issuer, setting.Namespace)
 	}
-	now := r.Config.Now()
-	out := &hubPKI{}
+	now := k.Config.Now()
+	out := &PKI{}
 
-	ca, bundle, err := r.ensureCA(ctx, ns, now, out)
+	ca, bundle, err := k.ensureCA(ctx, ns, now, out)
 	if err != nil {
 		return nil, err
 	}
 	out.CA, out.Bundle = ca, bundle
 
-	principalNames := serviceDNSNames(r.Config.PrincipalServiceName, ns)
-	hash, err := r.ensureServingCert(ctx, ns, names.PrincipalTLSSecretName, r.Config.PrincipalServiceName, append(principalNames, principalHosts...), ca, now, out)
+	principalNames := serviceDNSNames(k.Config.PrincipalServiceName, ns)
+	hash, err := k.ensureServingCert(ctx, ns, names.PrincipalTLSSecretName, k.Config.PrincipalServiceName, append(principalNames, principalHosts...), ca, now, out)
 	if err != nil {
 		return nil, err
 	}
 	out.PrincipalCertHash = hash
 	// Agents must keep verifying the serving certificate the principal still has (one from
 	// cert-manager's issuer after switching back) until it is replaced.
-	if served, err := r.getSecret(ctx, ns, names.PrincipalTLSSecretName); err != nil {
+	if served, err := k.getSecret(ctx, ns, names.PrincipalTLSSecretName); err != nil {
 		return nil, err
 	} else if served != nil {
 		out.Bundle = mergeBundles(out.Bundle, served.Data["ca.crt"])
 	}
-	if _, err := r.ensureServingCert(ctx, ns, names.ResourceProxySecretName, r.Config.ResourceProxyServiceName,
-		serviceDNSNames(r.Config.ResourceProxyServiceName, ns), ca, now, out); err != nil {
+	if _, err := k.ensureServingCert(ctx, ns, names.ResourceProxySecretName, k.Config.ResourceProxyServiceName,
+		serviceDNSNames(k.Config.ResourceProxyServiceName, ns), ca, now, out); err != nil {
 		return nil, err
 	}
-	if err := r.ensureJWTKey(ctx, ns, out); err != nil {
+	if err := k.ensureJWTKey(ctx, ns, out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -103,12 +105,12 @@ func serviceDNSNames(svc, ns string) []string {
 
 // getSecret reads a PKI secret. Without managed namespaces the cache holds only the project's
 // own Secrets, so one it does not hold (a CA the user put in place) is read live.
-func (r *Reconciler) getSecret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+func (k *Keeper) getSecret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	s := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: ns, Name: name}
-	err := r.Client.Get(ctx, key, s)
-	if apierrors.IsNotFound(err) && r.Config.SecretsCacheLabelled() {
-		err = r.apiReader().Get(ctx, key, s)
+	err := k.Client.Get(ctx, key, s)
+	if apierrors.IsNotFound(err) && k.Config.SecretsCacheLabelled() {
+		err = k.Reader.Get(ctx, key, s)
 	}
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -122,8 +124,8 @@ func (r *Reconciler) getSecret(ctx context.Context, ns, name string) (*corev1.Se
 // ensureCA returns the CA key pair and the trust bundle. A CA of ours is rotated once two
 // thirds of its life has passed; the old CA stays in ca.crt until it expires, so agents and
 // leaves signed by it keep working while they are re-issued.
-func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out *hubPKI) (*pki.KeyPair, []byte, error) {
-	existing, err := r.getSecret(ctx, ns, names.CASecretName)
+func (k *Keeper) ensureCA(ctx context.Context, ns string, now time.Time, out *PKI) (*pki.KeyPair, []byte, error) {
+	existing, err := k.getSecret(ctx, ns, names.CASecretName)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -131,7 +133,7 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 	if leaving {
 		// Back from cert-manager: stop it re-issuing the serving secrets, then mint a CA of
 		// our own below, keeping cert-manager's trusted until it expires.
-		if err := r.leaveCertManager(ctx, ns); err != nil {
+		if err := k.leaveCertManager(ctx, ns); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -147,7 +149,7 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 			if extra := existing.Data["ca.crt"]; len(extra) > 0 {
 				bundle = mergeBundles(pki.EncodeCertificates(kp.Cert), extra)
 			}
-			out.renewBy(pki.RenewalTime(kp.Cert))
+			out.RenewBy(pki.RenewalTime(kp.Cert))
 			return kp, bundle, nil
 		}
 		token := existing.Annotations[v1alpha1.AnnotationRotateCANow]
@@ -155,16 +157,16 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 		distrustedAt := existing.Annotations[v1alpha1.AnnotationCADistrustedAt]
 		out.Distrusted = emergency || (distrustedAt != "" && distrustedAt == existing.Annotations[v1alpha1.AnnotationCARotatedAt])
 		if perr == nil && !pki.NeedsRenewal(kp.Cert, now) && !emergency {
-			out.renewBy(pki.RenewalTime(kp.Cert))
+			out.RenewBy(pki.RenewalTime(kp.Cert))
 			return kp, existing.Data["ca.crt"], nil
 		}
 	}
 
-	ca, err := pki.NewCA("argocd-agent-ca", r.Config.CAValidity, now)
+	ca, err := pki.NewCA("argocd-agent-ca", k.Config.CAValidity, now)
 	if err != nil {
 		return nil, nil, err
 	}
-	previous, err := r.previousCAs(ctx, ns, existing, emergency, ca.Cert)
+	previous, err := k.previousCAs(ctx, ns, existing, emergency, ca.Cert)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -187,11 +189,11 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM, "ca.crt": bundle},
 	}
-	if err := r.writeSecret(ctx, existing, secret); err != nil {
+	if err := k.writeSecret(ctx, existing, secret); err != nil {
 		return nil, nil, err
 	}
 	out.Issued = append(out.Issued, names.CASecretName)
-	out.renewBy(pki.RenewalTime(ca.Cert))
+	out.RenewBy(pki.RenewalTime(ca.Cert))
 	return ca, bundle, nil
 }
 
@@ -200,7 +202,7 @@ func (r *Reconciler) ensureCA(ctx context.Context, ns string, now time.Time, out
 // or a namespace restore that missed it), the CAs that every cluster secret's bundle names:
 // agents still hold certificates from them, and cutting every agent off is worse than trusting
 // them until they expire.
-func (r *Reconciler) previousCAs(ctx context.Context, ns string, existing *corev1.Secret, emergency bool, newCA *x509.Certificate) ([]*x509.Certificate, error) {
+func (k *Keeper) previousCAs(ctx context.Context, ns string, existing *corev1.Secret, emergency bool, newCA *x509.Certificate) ([]*x509.Certificate, error) {
 	var previous []*x509.Certificate
 	if existing != nil && !emergency {
 		if certs, err := pki.ParseCertificates(existing.Data["ca.crt"]); err == nil {
@@ -211,7 +213,7 @@ func (r *Reconciler) previousCAs(ctx context.Context, ns string, existing *corev
 		}
 	}
 	if existing == nil {
-		recovered, err := r.trustedByClusterSecrets(ctx, ns)
+		recovered, err := k.trustedByClusterSecrets(ctx, ns)
 		if err != nil {
 			return nil, err
 		}
@@ -225,9 +227,9 @@ func (r *Reconciler) previousCAs(ctx context.Context, ns string, existing *corev
 // cluster secret's bundle is taken, and no other cluster secret counts: an Argo CD cluster
 // secret someone else keeps there names the CA of its own cluster, which must never come to be
 // trusted for agents.
-func (r *Reconciler) trustedByClusterSecrets(ctx context.Context, ns string) ([]*x509.Certificate, error) {
+func (k *Keeper) trustedByClusterSecrets(ctx context.Context, ns string) ([]*x509.Certificate, error) {
 	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.UnsafeDisableDeepCopy, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelSecretType: "cluster"}); err != nil {
+	if err := k.Client.List(ctx, &secrets, client.UnsafeDisableDeepCopy, client.InNamespace(ns), client.MatchingLabels{v1alpha1.LabelSecretType: "cluster"}); err != nil {
 		return nil, err
 	}
 	seen := sets.New[string]()
@@ -295,9 +297,9 @@ func mergeBundles(first []byte, rest []byte) []byte {
 
 // ensureServingCert keeps a kubernetes.io/tls secret whose certificate covers hosts and is
 // signed by the current CA. It returns the SHA-256 of the certificate in use.
-func (r *Reconciler) ensureServingCert(ctx context.Context, ns, name, cn string, hosts []string, ca *pki.KeyPair, now time.Time, out *hubPKI) (string, error) {
+func (k *Keeper) ensureServingCert(ctx context.Context, ns, name, cn string, hosts []string, ca *pki.KeyPair, now time.Time, out *PKI) (string, error) {
 	dnsNames, ips := splitHosts(hosts)
-	existing, err := r.getSecret(ctx, ns, name)
+	existing, err := k.getSecret(ctx, ns, name)
 	if err != nil {
 		return "", err
 	}
@@ -310,18 +312,18 @@ func (r *Reconciler) ensureServingCert(ctx context.Context, ns, name, cn string,
 			pki.SANsMatch(kp.Cert, dnsNames, ips) && !pki.NeedsRenewal(kp.Cert, now) &&
 			pki.VerifyChain(kp.Cert, []*x509.Certificate{ca.Cert}, x509.ExtKeyUsageServerAuth, now) == nil &&
 			bytes.Equal(existing.Data["ca.crt"], ca.CertPEM) {
-			out.renewBy(pki.RenewalTime(kp.Cert))
+			out.RenewBy(pki.RenewalTime(kp.Cert))
 			return certHash(existing.Data[corev1.TLSCertKey]), nil
 		}
 		if name == names.PrincipalTLSSecretName && !out.Distrusted {
 			// Agents verify the principal with the bundle of the template OCM last applied
 			// on their cluster: a certificate from a new CA waits until they have it.
-			if ok, err := r.servingSwitch(ctx, ns, existing, []*x509.Certificate{ca.Cert}, now, out); err != nil || !ok {
+			if ok, err := k.servingSwitch(ctx, ns, existing, []*x509.Certificate{ca.Cert}, now, out); err != nil || !ok {
 				return certHash(existing.Data[corev1.TLSCertKey]), err
 			}
 		}
 	}
-	kp, err := ca.IssueServerCert(cn, dnsNames, ips, r.Config.ServerCertValidity, now)
+	kp, err := ca.IssueServerCert(cn, dnsNames, ips, k.Config.ServerCertValidity, now)
 	if err != nil {
 		return "", fmt.Errorf("issuing %s: %w", name, err)
 	}
@@ -330,16 +332,16 @@ func (r *Reconciler) ensureServingCert(ctx context.Context, ns, name, cn string,
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{corev1.TLSCertKey: kp.CertPEM, corev1.TLSPrivateKeyKey: kp.KeyPEM, "ca.crt": ca.CertPEM},
 	}
-	if err := r.writeSecret(ctx, existing, secret); err != nil {
+	if err := k.writeSecret(ctx, existing, secret); err != nil {
 		return "", err
 	}
 	out.Issued = append(out.Issued, name)
-	out.renewBy(pki.RenewalTime(kp.Cert))
+	out.RenewBy(pki.RenewalTime(kp.Cert))
 	return certHash(kp.CertPEM), nil
 }
 
-func (r *Reconciler) ensureJWTKey(ctx context.Context, ns string, out *hubPKI) error {
-	existing, err := r.getSecret(ctx, ns, names.JWTSecretName)
+func (k *Keeper) ensureJWTKey(ctx context.Context, ns string, out *PKI) error {
+	existing, err := k.getSecret(ctx, ns, names.JWTSecretName)
 	if err != nil {
 		return err
 	}
@@ -366,7 +368,7 @@ func (r *Reconciler) ensureJWTKey(ctx context.Context, ns string, out *hubPKI) e
 		secret.Annotations = map[string]string{v1alpha1.AnnotationJWTKeyRotatedFor: token}
 		out.JWTKeyRotatedFor = token
 	}
-	if err := r.writeSecret(ctx, existing, secret); err != nil {
+	if err := k.writeSecret(ctx, existing, secret); err != nil {
 		return err
 	}
 	out.Issued = append(out.Issued, names.JWTSecretName)
@@ -374,15 +376,15 @@ func (r *Reconciler) ensureJWTKey(ctx context.Context, ns string, out *hubPKI) e
 }
 
 // writeSecret creates desired, or replaces the data of existing (type is immutable).
-func (r *Reconciler) writeSecret(ctx context.Context, existing, desired *corev1.Secret) error {
+func (k *Keeper) writeSecret(ctx context.Context, existing, desired *corev1.Secret) error {
 	if existing == nil {
-		return r.Client.Create(ctx, desired)
+		return k.Client.Create(ctx, desired)
 	}
 	if existing.Type != desired.Type {
-		if err := r.Client.Delete(ctx, existing); err != nil && !apierrors.IsNotFound(err) {
+		if err := k.Client.Delete(ctx, existing); err != nil && !apierrors.IsNotFound(err) {
 			return err
 		}
-		return r.Client.Create(ctx, desired)
+		return k.Client.Create(ctx, desired)
 	}
 	updated := existing.DeepCopy()
 	updated.Data = desired.Data
@@ -398,7 +400,7 @@ func (r *Reconciler) writeSecret(ctx context.Context, existing, desired *corev1.
 	for k, v := range desired.Annotations {
 		updated.Annotations[k] = v
 	}
-	return r.Client.Update(ctx, updated)
+	return k.Client.Update(ctx, updated)
 }
 
 func splitHosts(hosts []string) ([]string, []net.IP) {
@@ -429,4 +431,36 @@ func splitHosts(hosts []string) ([]string, []net.IP) {
 func certHash(pemBytes []byte) string {
 	sum := sha256.Sum256(pemBytes)
 	return hex.EncodeToString(sum[:])
+}
+
+// RestartPrincipalIfNeeded stamps the principal's pod template with the hash of its serving
+// certificate and the token of the JWT signing key's last rotation; a new certificate or key
+// changes the stamp and so rolls the principal, which reads both only at start-up. It reports whether it did.
+func (k *Keeper) RestartPrincipalIfNeeded(ctx context.Context, goc *v1alpha1.GitOpsCluster, ns, certHash, jwtRotation string) (bool, error) {
+	if certHash == "" {
+		return false, nil
+	}
+	if v := goc.Spec.ArgoCDAgentAddon.RestartPrincipalOnCertificateChange; v != nil && !*v {
+		return false, nil
+	}
+	dep := &appsv1.Deployment{}
+	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: k.Config.PrincipalDeploymentName}, dep); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	annotations := dep.Spec.Template.Annotations
+	if annotations[v1alpha1.AnnotationPrincipalTLSHash] == certHash && (jwtRotation == "" || annotations[v1alpha1.AnnotationJWTKeyRotatedFor] == jwtRotation) {
+		return false, nil
+	}
+	patch := client.MergeFrom(dep.DeepCopy())
+	if dep.Spec.Template.Annotations == nil {
+		dep.Spec.Template.Annotations = map[string]string{}
+	}
+	dep.Spec.Template.Annotations[v1alpha1.AnnotationPrincipalTLSHash] = certHash
+	if jwtRotation != "" {
+		dep.Spec.Template.Annotations[v1alpha1.AnnotationJWTKeyRotatedFor] = jwtRotation
+	}
+	if err := k.Client.Patch(ctx, dep, patch); err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -1,4 +1,4 @@
-package gitopscluster
+package principalpki
 
 import (
 	"context"
@@ -26,35 +26,35 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
-// certManagerRecheck is how soon a reconcile looks again while cert-manager has not issued
+// CertManagerRecheck is how soon a reconcile looks again while cert-manager has not issued
 // everything: the manager does not watch cert-manager's kinds (they may not be installed), but
 // it does watch the Secrets cert-manager writes, so this is only a safety net.
-const certManagerRecheck = 30 * time.Second
+const CertManagerRecheck = 30 * time.Second
 
-// pkiProblem is a PKI state a person must act on (or wait for), with the condition reason
+// Problem is a PKI state a person must act on (or wait for), with the condition reason
 // and message that say so. It is not a failed reconcile: nothing is retried faster than
-// certManagerRecheck.
-type pkiProblem struct {
+// CertManagerRecheck.
+type Problem struct {
 	Reason  string
 	Message string
 }
 
-func (p *pkiProblem) Error() string { return p.Message }
+func (p *Problem) Error() string { return p.Message }
 
-// pkiSetting is what the principal namespace's GitOpsClusters ask of its PKI: nil for the
+// Setting is what the principal namespace's GitOpsClusters ask of its PKI: nil for the
 // self-managed CA, else the cert-manager issuer.
-type pkiSetting struct {
+type Setting struct {
 	Issuer *cmmeta.IssuerReference
 	// Namespace is the deciding GitOpsCluster's: the one an issuer must be allowed for.
 	Namespace string
 }
 
-func settingOf(goc *v1alpha1.GitOpsCluster) pkiSetting {
+func SettingOf(goc *v1alpha1.GitOpsCluster) Setting {
 	if cm := goc.Spec.ArgoCDAgentAddon.CertManager; cm != nil {
 		ref := certmanager.IssuerRef(cm.IssuerRef)
-		return pkiSetting{Issuer: &ref, Namespace: goc.Namespace}
+		return Setting{Issuer: &ref, Namespace: goc.Namespace}
 	}
-	return pkiSetting{Namespace: goc.Namespace}
+	return Setting{Namespace: goc.Namespace}
 }
 
 // issuerAllowed returns why the issuer may not sign the principal's CA for a GitOpsCluster of
@@ -62,7 +62,7 @@ func settingOf(goc *v1alpha1.GitOpsCluster) pkiSetting {
 // under the issuer's name: an Issuer of the principal namespace is its owner's to offer, any
 // other issuer the hub operator's (the manager's --cert-manager-allowed-issuers, or a
 // ClusterIssuer's own annotation listing the namespaces it serves).
-func (r *Reconciler) issuerAllowed(ctx context.Context, ref cmmeta.IssuerReference, gocNS string) (*pkiProblem, error) {
+func (k *Keeper) issuerAllowed(ctx context.Context, ref cmmeta.IssuerReference, gocNS string) (*Problem, error) {
 	group, kind := ref.Group, ref.Kind
 	if group == "" {
 		group = certmanager.DefaultIssuerGroup
@@ -75,11 +75,11 @@ func (r *Reconciler) issuerAllowed(ctx context.Context, ref cmmeta.IssuerReferen
 	}
 	if group != certmanager.DefaultIssuerGroup {
 		// An external issuer of a namespaced kind lives in the principal namespace too.
-		if m, err := r.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: kind}); err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace {
+		if m, err := k.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: kind}); err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace {
 			return nil, nil
 		}
 	}
-	for _, a := range r.Config.CertManagerAllowedIssuers {
+	for _, a := range k.Config.CertManagerAllowedIssuers {
 		if a == kind+"/"+ref.Name || a == group+"/"+kind+"/"+ref.Name {
 			return nil, nil
 		}
@@ -87,11 +87,11 @@ func (r *Reconciler) issuerAllowed(ctx context.Context, ref cmmeta.IssuerReferen
 	if group == certmanager.DefaultIssuerGroup && kind == cmapi.ClusterIssuerKind {
 		ci := &metav1.PartialObjectMetadata{}
 		ci.SetGroupVersionKind(cmapi.SchemeGroupVersion.WithKind(cmapi.ClusterIssuerKind))
-		switch err := r.APIReader.Get(ctx, types.NamespacedName{Name: ref.Name}, ci); {
+		switch err := k.Reader.Get(ctx, types.NamespacedName{Name: ref.Name}, ci); {
 		case apierrors.IsNotFound(err):
-			return &pkiProblem{Reason: v1alpha1.ReasonIssuerNotFound, Message: fmt.Sprintf("ClusterIssuer %s does not exist; create it or fix spec.argoCDAgentAddon.certManager.issuerRef", ref.Name)}, nil
+			return &Problem{Reason: v1alpha1.ReasonIssuerNotFound, Message: fmt.Sprintf("ClusterIssuer %s does not exist; create it or fix spec.argoCDAgentAddon.certManager.issuerRef", ref.Name)}, nil
 		case meta.IsNoMatchError(err):
-			return &pkiProblem{Reason: v1alpha1.ReasonCertManagerNotInstalled, Message: fmt.Sprintf("ClusterIssuer %s: cert-manager's issuer kinds are not served by this hub", ref.Name)}, nil
+			return &Problem{Reason: v1alpha1.ReasonCertManagerNotInstalled, Message: fmt.Sprintf("ClusterIssuer %s: cert-manager's issuer kinds are not served by this hub", ref.Name)}, nil
 		case apierrors.IsForbidden(err):
 			return forbidden(err, gocNS), nil
 		case err != nil:
@@ -103,61 +103,36 @@ func (r *Reconciler) issuerAllowed(ctx context.Context, ref cmmeta.IssuerReferen
 			}
 		}
 	}
-	return &pkiProblem{Reason: v1alpha1.ReasonIssuerNotAllowed, Message: fmt.Sprintf(
+	return &Problem{Reason: v1alpha1.ReasonIssuerNotAllowed, Message: fmt.Sprintf(
 		"%s %s (group %s) is not allowed for GitOpsClusters of namespace %s: the manager would receive an intermediate CA in its name. A hub operator allows it with the annotation %s on the ClusterIssuer (namespaces, comma separated, or *), or with the chart value certManager.allowedIssuers; an Issuer in the principal namespace needs neither",
 		kind, ref.Name, group, gocNS, v1alpha1.AnnotationAllowedGitOpsClusterNamespaces)}, nil
 }
 
 // equal compares what is asked of the PKI, not who asks.
-func (s pkiSetting) equal(o pkiSetting) bool {
+func (s Setting) Equal(o Setting) bool {
 	if s.Issuer == nil || o.Issuer == nil {
 		return s.Issuer == nil && o.Issuer == nil
 	}
 	return *s.Issuer == *o.Issuer
 }
 
-func (s pkiSetting) String() string {
+func (s Setting) String() string {
 	if s.Issuer == nil {
 		return "the self-managed CA"
 	}
 	return fmt.Sprintf("cert-manager %s %s (group %s)", s.Issuer.Kind, s.Issuer.Name, s.Issuer.Group)
 }
 
-// principalPKISetting returns the PKI setting of principal namespace ns: the one of the oldest
+// SettingFor returns the PKI setting of principal namespace ns: the one of the oldest
 // GitOpsCluster (by creation, then namespace/name) that uses ns. A PKI belongs to the
 // principal namespace, so one GitOpsCluster decides; a younger one that asks for something
 // else is told so (PKIConflict) instead of fighting over the secrets.
-func (r *Reconciler) principalPKISetting(ctx context.Context, goc *v1alpha1.GitOpsCluster, ns string) (pkiSetting, *v1alpha1.GitOpsCluster, error) {
-	decider, err := r.principalElder(ctx, goc, ns, func(*v1alpha1.GitOpsCluster) bool { return true })
+func (k *Keeper) SettingFor(ctx context.Context, goc *v1alpha1.GitOpsCluster, ns string) (Setting, *v1alpha1.GitOpsCluster, error) {
+	decider, err := fleet.PrincipalElder(ctx, k.Client, goc, ns, func(*v1alpha1.GitOpsCluster) bool { return true })
 	if err != nil {
-		return pkiSetting{}, nil, err
+		return Setting{}, nil, err
 	}
-	return settingOf(decider), decider, nil
-}
-
-// principalElder returns the oldest live GitOpsCluster of principal namespace ns among goc and
-// those that count, by creation, then namespace/name: the one whose setting the principal's
-// others must agree with.
-func (r *Reconciler) principalElder(ctx context.Context, goc *v1alpha1.GitOpsCluster, ns string, counts func(*v1alpha1.GitOpsCluster) bool) (*v1alpha1.GitOpsCluster, error) {
-	var list v1alpha1.GitOpsClusterList
-	if err := r.Client.List(ctx, &list); err != nil {
-		return nil, err
-	}
-	return elderOf(list.Items, goc, ns, counts), nil
-}
-
-// elderOf returns the first of goc and the live GitOpsClusters of principal namespace ns in
-// items that count, in fleet.Less order: the same rule that decides which GitOpsCluster owns a
-// cluster.
-func elderOf(items []v1alpha1.GitOpsCluster, goc *v1alpha1.GitOpsCluster, ns string, counts func(*v1alpha1.GitOpsCluster) bool) *v1alpha1.GitOpsCluster {
-	elder := goc
-	for i := range items {
-		o := &items[i]
-		if o.DeletionTimestamp.IsZero() && names.PrincipalNamespace(o) == ns && counts(o) && fleet.Less(o, elder) {
-			elder = o
-		}
-	}
-	return elder
+	return SettingOf(decider), decider, nil
 }
 
 // ensureCertManagerPKI keeps the principal's PKI in namespace ns issued by cert-manager:
@@ -166,20 +141,20 @@ func elderOf(items []v1alpha1.GitOpsCluster, goc *v1alpha1.GitOpsCluster, ns str
 // JWT key (which cert-manager does not make). While cert-manager has not issued the CA yet,
 // the CA already in the namespace (for example the self-managed one being replaced) keeps
 // serving, so switching never leaves the agents without a CA.
-func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, principalHosts []string, ref cmmeta.IssuerReference, gocNS string) (*hubPKI, error) {
-	if p, err := r.issuerAllowed(ctx, ref, gocNS); p != nil || err != nil {
+func (k *Keeper) ensureCertManagerPKI(ctx context.Context, ns string, principalHosts []string, ref cmmeta.IssuerReference, gocNS string) (*PKI, error) {
+	if p, err := k.issuerAllowed(ctx, ref, gocNS); p != nil || err != nil {
 		if p != nil {
 			return nil, p
 		}
 		return nil, err
 	}
-	now := r.Config.Now()
-	out := &hubPKI{}
-	mirror, err := r.certManagerMayWrite(ctx, ns)
+	now := k.Config.Now()
+	out := &PKI{}
+	mirror, err := k.certManagerMayWrite(ctx, ns)
 	if err != nil {
 		return nil, err
 	}
-	ready, problem, err := r.applyCertificates(ctx, ns, principalHosts, ref)
+	ready, problem, err := k.applyCertificates(ctx, ns, principalHosts, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -193,12 +168,12 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 			return nil, problem
 		}
 		out.CA, out.Bundle = kp, mirror.Data["ca.crt"]
-	} else if err := r.takeIssuedCA(ctx, ns, mirror, now, out); err != nil {
+	} else if err := k.takeIssuedCA(ctx, ns, mirror, now, out); err != nil {
 		return nil, err
 	}
 
 	if ready[names.PrincipalTLSSecretName] {
-		p, err := r.promoteServingCert(ctx, ns, now, out)
+		p, err := k.promoteServingCert(ctx, ns, now, out)
 		if err != nil {
 			return nil, err
 		}
@@ -206,17 +181,17 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 			problem = p
 		}
 	}
-	if err := r.addServingAnchors(ctx, ns, out); err != nil {
+	if err := k.addServingAnchors(ctx, ns, out); err != nil {
 		return nil, err
 	}
-	if err := r.ensureJWTKey(ctx, ns, out); err != nil {
+	if err := k.ensureJWTKey(ctx, ns, out); err != nil {
 		return nil, err
 	}
 	if problem != nil {
 		out.Problem = problem
-		out.renewBy(now.Add(certManagerRecheck))
-	} else if r.Config.CertManagerRecheck > 0 {
-		out.renewBy(now.Add(r.Config.CertManagerRecheck))
+		out.RenewBy(now.Add(CertManagerRecheck))
+	} else if k.Config.CertManagerRecheck > 0 {
+		out.RenewBy(now.Add(k.Config.CertManagerRecheck))
 	}
 	return out, nil
 }
@@ -224,26 +199,26 @@ func (r *Reconciler) ensureCertManagerPKI(ctx context.Context, ns string, princi
 // certManagerMayWrite refuses a principal namespace whose CA or serving secrets another party
 // made (cert-manager would overwrite them), marks a resource-proxy certificate the manager
 // issued itself as such, and returns the CA secret the principal reads now (nil if none).
-func (r *Reconciler) certManagerMayWrite(ctx context.Context, ns string) (*corev1.Secret, error) {
-	mirror, err := r.getSecret(ctx, ns, names.CASecretName)
+func (k *Keeper) certManagerMayWrite(ctx context.Context, ns string) (*corev1.Secret, error) {
+	mirror, err := k.getSecret(ctx, ns, names.CASecretName)
 	if err != nil {
 		return nil, err
 	}
 	if mirror != nil && !names.ManagedByUs(mirror) {
-		return nil, &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
+		return nil, &Problem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
 			"the CA secret %s/%s was not created by argocd-agent-addon, so it cannot be replaced by the cert-manager CA; delete it, or remove spec.argoCDAgentAddon.certManager to keep using it", ns, names.CASecretName)}
 	}
 	for _, name := range []string{names.PrincipalTLSSecretName, names.ResourceProxySecretName} {
-		s, err := r.getSecret(ctx, ns, name)
+		s, err := k.getSecret(ctx, ns, name)
 		if err != nil {
 			return nil, err
 		}
 		if s != nil && !names.ManagedByUs(s) {
-			return nil, &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
+			return nil, &Problem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
 				"the serving certificate secret %s/%s was not created by argocd-agent-addon and cert-manager would overwrite it; delete it, or remove spec.argoCDAgentAddon.certManager", ns, name)}
 		}
 		if name == names.ResourceProxySecretName {
-			if err := r.markSelfIssued(ctx, s); err != nil {
+			if err := k.markSelfIssued(ctx, s); err != nil {
 				return nil, err
 			}
 		}
@@ -253,9 +228,9 @@ func (r *Reconciler) certManagerMayWrite(ctx context.Context, ns string) (*corev
 
 // applyCertificates writes the CA and the two serving Certificates for cert-manager and
 // returns which are Ready, by name, and what keeps the others from it.
-func (r *Reconciler) applyCertificates(ctx context.Context, ns string, principalHosts []string, ref cmmeta.IssuerReference) (map[string]bool, *pkiProblem, error) {
-	dnsNames, ips := splitHosts(append(serviceDNSNames(r.Config.PrincipalServiceName, ns), principalHosts...))
-	proxyDNS, proxyIPs := splitHosts(serviceDNSNames(r.Config.ResourceProxyServiceName, ns))
+func (k *Keeper) applyCertificates(ctx context.Context, ns string, principalHosts []string, ref cmmeta.IssuerReference) (map[string]bool, *Problem, error) {
+	dnsNames, ips := splitHosts(append(serviceDNSNames(k.Config.PrincipalServiceName, ns), principalHosts...))
+	proxyDNS, proxyIPs := splitHosts(serviceDNSNames(k.Config.ResourceProxyServiceName, ns))
 	desired := []*cmapi.Certificate{
 		certmanager.CACertificate(ns, ref, names.ManagedLabels()),
 		certmanager.ServingCertificate(ns, names.PrincipalTLSSecretName, certmanager.PrincipalIssuedSecretName, dnsNames, ips, ref, names.ManagedLabels()),
@@ -264,13 +239,13 @@ func (r *Reconciler) applyCertificates(ctx context.Context, ns string, principal
 	var notReady []string
 	ready := map[string]bool{}
 	for _, d := range desired {
-		c, err := r.applyCertificate(ctx, d)
+		c, err := k.applyCertificate(ctx, d)
 		if err != nil {
 			if p := forbidden(err, ns); p != nil {
 				return nil, nil, p
 			}
 			if meta.IsNoMatchError(err) {
-				return nil, nil, &pkiProblem{Reason: v1alpha1.ReasonCertManagerNotInstalled, Message: fmt.Sprintf(
+				return nil, nil, &Problem{Reason: v1alpha1.ReasonCertManagerNotInstalled, Message: fmt.Sprintf(
 					"spec.argoCDAgentAddon.certManager names %s, but cert-manager's Certificate kind (cert-manager.io/v1) is not served by this hub: install cert-manager, or remove certManager to use the self-managed CA",
 					certmanager.DescribeIssuer(ns, ref))}
 			}
@@ -285,26 +260,26 @@ func (r *Reconciler) applyCertificates(ctx context.Context, ns string, principal
 	if len(notReady) == 0 {
 		return ready, nil, nil
 	}
-	problem, err := r.explainNotReady(ctx, ns, ref, notReady)
+	problem, err := k.explainNotReady(ctx, ns, ref, notReady)
 	return ready, problem, err
 }
 
 // takeIssuedCA makes the CA cert-manager issued the principal's: mirrored into the CA secret
 // (previous CAs kept in the bundle until they expire) and trusted with its anchors.
-func (r *Reconciler) takeIssuedCA(ctx context.Context, ns string, mirror *corev1.Secret, now time.Time, out *hubPKI) error {
-	issued, err := r.getSecret(ctx, ns, certmanager.CAIssuedSecretName)
+func (k *Keeper) takeIssuedCA(ctx context.Context, ns string, mirror *corev1.Secret, now time.Time, out *PKI) error {
+	issued, err := k.getSecret(ctx, ns, certmanager.CAIssuedSecretName)
 	if err != nil {
 		return err
 	}
 	if issued == nil {
-		return &pkiProblem{Reason: v1alpha1.ReasonCertManagerCertNotReady, Message: fmt.Sprintf(
+		return &Problem{Reason: v1alpha1.ReasonCertManagerCertNotReady, Message: fmt.Sprintf(
 			"Certificate %s/%s is Ready but its secret %s does not exist yet", ns, certmanager.CACertificateName, certmanager.CAIssuedSecretName)}
 	}
 	ca, anchors, err := certmanager.IssuedCA(issued)
 	if err != nil {
-		return &pkiProblem{Reason: v1alpha1.ReasonCertManagerInvalidSecret, Message: err.Error()}
+		return &Problem{Reason: v1alpha1.ReasonCertManagerInvalidSecret, Message: err.Error()}
 	}
-	bundle, err := r.mirrorCA(ctx, ns, mirror, ca, now, out)
+	bundle, err := k.mirrorCA(ctx, ns, mirror, ca, now, out)
 	if err != nil {
 		return err
 	}
@@ -316,10 +291,10 @@ func (r *Reconciler) takeIssuedCA(ctx context.Context, ns string, mirror *corev1
 // addServingAnchors adds to the agents' bundle the anchors of the serving certificates:
 // whatever the principal reads now (cert-manager's, or the previous PKI's until cert-manager
 // has issued and the agents trust it) and the one cert-manager issued for it.
-func (r *Reconciler) addServingAnchors(ctx context.Context, ns string, out *hubPKI) error {
+func (k *Keeper) addServingAnchors(ctx context.Context, ns string, out *PKI) error {
 	var extra []*x509.Certificate
 	for _, name := range []string{names.PrincipalTLSSecretName, certmanager.PrincipalIssuedSecretName, names.ResourceProxySecretName} {
-		s, err := r.getSecret(ctx, ns, name)
+		s, err := k.getSecret(ctx, ns, name)
 		if err != nil {
 			return err
 		}
@@ -337,22 +312,22 @@ func (r *Reconciler) addServingAnchors(ctx context.Context, ns string, out *hubP
 
 // promoteServingCert copies the principal's serving certificate cert-manager issued into the
 // Secret the principal reads, with its anchors as ca.crt, once servingSwitch allows it.
-func (r *Reconciler) promoteServingCert(ctx context.Context, ns string, now time.Time, out *hubPKI) (*pkiProblem, error) {
-	issued, err := r.getSecret(ctx, ns, certmanager.PrincipalIssuedSecretName)
+func (k *Keeper) promoteServingCert(ctx context.Context, ns string, now time.Time, out *PKI) (*Problem, error) {
+	issued, err := k.getSecret(ctx, ns, certmanager.PrincipalIssuedSecretName)
 	if err != nil || issued == nil {
 		return nil, err
 	}
-	served, err := r.getSecret(ctx, ns, names.PrincipalTLSSecretName)
+	served, err := k.getSecret(ctx, ns, names.PrincipalTLSSecretName)
 	if err != nil {
 		return nil, err
 	}
 	anchors := certmanager.Anchors(issued)
 	if len(anchors) == 0 {
-		return &pkiProblem{Reason: v1alpha1.ReasonIssuerNoCAAnchor, Message: fmt.Sprintf(
+		return &Problem{Reason: v1alpha1.ReasonIssuerNoCAAnchor, Message: fmt.Sprintf(
 			"the issuer gave no CA certificate with the principal's serving certificate (secret %s/%s has no ca.crt and tls.crt holds no CA above the leaf): agents trust only the bundle the manager hands them and could not verify the principal; use an issuer that returns its CA, such as a CA or Vault issuer", ns, certmanager.PrincipalIssuedSecretName)}, nil
 	}
 	if !verifiedBy(issued.Data[corev1.TLSCertKey], anchors, now) {
-		return &pkiProblem{Reason: v1alpha1.ReasonCertManagerInvalidSecret, Message: fmt.Sprintf(
+		return &Problem{Reason: v1alpha1.ReasonCertManagerInvalidSecret, Message: fmt.Sprintf(
 			"secret %s/%s: the serving certificate does not verify against the CA the issuer gave with it", ns, certmanager.PrincipalIssuedSecretName)}, nil
 	}
 	caPEM := pki.EncodeCertificates(anchors...)
@@ -360,7 +335,7 @@ func (r *Reconciler) promoteServingCert(ctx context.Context, ns string, now time
 		slices.Equal(served.Data[corev1.TLSPrivateKeyKey], issued.Data[corev1.TLSPrivateKeyKey]) && slices.Equal(served.Data["ca.crt"], caPEM) {
 		return nil, nil
 	}
-	if ok, err := r.servingSwitch(ctx, ns, served, anchors, now, out); err != nil || !ok {
+	if ok, err := k.servingSwitch(ctx, ns, served, anchors, now, out); err != nil || !ok {
 		return nil, err
 	}
 	secret := &corev1.Secret{
@@ -369,7 +344,7 @@ func (r *Reconciler) promoteServingCert(ctx context.Context, ns string, now time
 		Data: map[string][]byte{corev1.TLSCertKey: issued.Data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: issued.Data[corev1.TLSPrivateKeyKey],
 			"ca.crt": caPEM},
 	}
-	if err := r.writeSecret(ctx, served, secret); err != nil {
+	if err := k.writeSecret(ctx, served, secret); err != nil {
 		return nil, err
 	}
 	out.Issued = append(out.Issued, names.PrincipalTLSSecretName)
@@ -380,7 +355,7 @@ func (r *Reconciler) promoteServingCert(ctx context.Context, ns string, now time
 // markSelfIssued names the self-managed CA as the issuer of a serving secret the manager
 // issued itself. cert-manager adopts a valid certificate whose Secret names no issuer instead
 // of issuing its own; named, it sees another issuer and re-issues from the spec's.
-func (r *Reconciler) markSelfIssued(ctx context.Context, s *corev1.Secret) error {
+func (k *Keeper) markSelfIssued(ctx context.Context, s *corev1.Secret) error {
 	if s == nil || s.Annotations[cmapi.IssuerNameAnnotationKey] != "" {
 		return nil
 	}
@@ -391,12 +366,12 @@ func (r *Reconciler) markSelfIssued(ctx context.Context, s *corev1.Secret) error
 	s.Annotations[cmapi.IssuerNameAnnotationKey] = certmanager.SelfManagedIssuerName
 	s.Annotations[cmapi.IssuerKindAnnotationKey] = certmanager.SelfManagedIssuerKind
 	s.Annotations[cmapi.IssuerGroupAnnotationKey] = certmanager.SelfManagedIssuerGroup
-	return r.Client.Patch(ctx, s, patch)
+	return k.Client.Patch(ctx, s, patch)
 }
 
 // explainNotReady turns Certificates that are not Ready into one problem, naming the issuer
 // when it is the cause.
-func (r *Reconciler) explainNotReady(ctx context.Context, ns string, ref cmmeta.IssuerReference, notReady []string) (*pkiProblem, error) {
+func (k *Keeper) explainNotReady(ctx context.Context, ns string, ref cmmeta.IssuerReference, notReady []string) (*Problem, error) {
 	what := certmanager.DescribeIssuer(ns, ref)
 	if ref.Group == certmanager.DefaultIssuerGroup {
 		var generation int64
@@ -405,28 +380,28 @@ func (r *Reconciler) explainNotReady(ctx context.Context, ns string, ref cmmeta.
 		switch ref.Kind {
 		case cmapi.ClusterIssuerKind:
 			ci := &cmapi.ClusterIssuer{}
-			err = r.APIReader.Get(ctx, types.NamespacedName{Name: ref.Name}, ci)
+			err = k.Reader.Get(ctx, types.NamespacedName{Name: ref.Name}, ci)
 			generation, status = ci.Generation, &ci.Status
 		default:
 			is := &cmapi.Issuer{}
-			err = r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, is)
+			err = k.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, is)
 			generation, status = is.Generation, &is.Status
 		}
 		switch {
 		case apierrors.IsNotFound(err):
-			return &pkiProblem{Reason: v1alpha1.ReasonIssuerNotFound, Message: fmt.Sprintf("%s does not exist; create it or fix spec.argoCDAgentAddon.certManager.issuerRef", what)}, nil
+			return &Problem{Reason: v1alpha1.ReasonIssuerNotFound, Message: fmt.Sprintf("%s does not exist; create it or fix spec.argoCDAgentAddon.certManager.issuerRef", what)}, nil
 		case meta.IsNoMatchError(err):
-			return &pkiProblem{Reason: v1alpha1.ReasonCertManagerNotInstalled, Message: fmt.Sprintf("%s: cert-manager's issuer kinds are not served by this hub", what)}, nil
+			return &Problem{Reason: v1alpha1.ReasonCertManagerNotInstalled, Message: fmt.Sprintf("%s: cert-manager's issuer kinds are not served by this hub", what)}, nil
 		case apierrors.IsForbidden(err):
 			return forbidden(err, ns), nil
 		case err != nil:
 			return nil, err
 		}
 		if ok, why := certmanager.IssuerReady(what, generation, status); !ok {
-			return &pkiProblem{Reason: v1alpha1.ReasonIssuerNotReady, Message: why}, nil
+			return &Problem{Reason: v1alpha1.ReasonIssuerNotReady, Message: why}, nil
 		}
 	}
-	return &pkiProblem{Reason: v1alpha1.ReasonCertManagerCertNotReady, Message: "waiting for cert-manager: " + strings.Join(notReady, "; ")}, nil
+	return &Problem{Reason: v1alpha1.ReasonCertManagerCertNotReady, Message: "waiting for cert-manager: " + strings.Join(notReady, "; ")}, nil
 }
 
 // applyCertificate creates desired or brings the existing Certificate's spec and labels to
@@ -434,12 +409,12 @@ func (r *Reconciler) explainNotReady(ctx context.Context, ns string, ref cmmeta.
 // must start on hubs without cert-manager, and a cache for a kind whose CRD is missing
 // cannot be narrowed (controller-runtime resolves it when the cache is built), so only the
 // three Certificates of a principal in cert-manager mode are read, by name.
-func (r *Reconciler) applyCertificate(ctx context.Context, desired *cmapi.Certificate) (*cmapi.Certificate, error) {
+func (k *Keeper) applyCertificate(ctx context.Context, desired *cmapi.Certificate) (*cmapi.Certificate, error) {
 	existing := &cmapi.Certificate{}
-	err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	err := k.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 	if apierrors.IsNotFound(err) {
 		c := desired.DeepCopy()
-		if err := r.Client.Create(ctx, c); err != nil {
+		if err := k.Client.Create(ctx, c); err != nil {
 			return nil, err
 		}
 		return c, nil
@@ -448,7 +423,7 @@ func (r *Reconciler) applyCertificate(ctx context.Context, desired *cmapi.Certif
 		return nil, err
 	}
 	if !names.ManagedByUs(existing) {
-		return nil, &pkiProblem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
+		return nil, &Problem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
 			"Certificate %s/%s exists and was not created by argocd-agent-addon; delete it, or remove spec.argoCDAgentAddon.certManager", desired.Namespace, desired.Name)}
 	}
 	if !certmanager.NeedsUpdate(existing, desired) {
@@ -459,7 +434,7 @@ func (r *Reconciler) applyCertificate(ctx context.Context, desired *cmapi.Certif
 	for k, v := range desired.Labels {
 		updated.Labels[k] = v
 	}
-	if err := r.Client.Update(ctx, updated); err != nil {
+	if err := k.Client.Update(ctx, updated); err != nil {
 		return nil, err
 	}
 	return updated, nil
@@ -469,7 +444,7 @@ func (r *Reconciler) applyCertificate(ctx context.Context, desired *cmapi.Certif
 // ca.crt holding it and every earlier CA that has not expired: the self-managed CA it
 // replaces, or the CA cert-manager renewed. Agents keep certificates from the old CA until
 // they renew them, and the principal keeps accepting them meanwhile. It returns ca.crt.
-func (r *Reconciler) mirrorCA(ctx context.Context, ns string, existing *corev1.Secret, ca *pki.KeyPair, now time.Time, out *hubPKI) ([]byte, error) {
+func (k *Keeper) mirrorCA(ctx context.Context, ns string, existing *corev1.Secret, ca *pki.KeyPair, now time.Time, out *PKI) ([]byte, error) {
 	var previous []*x509.Certificate
 	if existing != nil {
 		if certs, err := pki.ParseCertificates(existing.Data["ca.crt"]); err == nil {
@@ -479,7 +454,7 @@ func (r *Reconciler) mirrorCA(ctx context.Context, ns string, existing *corev1.S
 			previous = append(previous, certs...)
 		}
 	} else {
-		recovered, err := r.trustedByClusterSecrets(ctx, ns)
+		recovered, err := k.trustedByClusterSecrets(ctx, ns)
 		if err != nil {
 			return nil, err
 		}
@@ -490,7 +465,7 @@ func (r *Reconciler) mirrorCA(ctx context.Context, ns string, existing *corev1.S
 	for _, c := range previous {
 		if c.NotAfter.After(now) {
 			// The bundle shrinks when an old CA expires.
-			out.renewBy(c.NotAfter.Add(time.Second))
+			out.RenewBy(c.NotAfter.Add(time.Second))
 		}
 	}
 	if existing != nil && existing.Annotations[certmanager.AnnotationPKISource] == certmanager.PKISourceCertManager &&
@@ -508,7 +483,7 @@ func (r *Reconciler) mirrorCA(ctx context.Context, ns string, existing *corev1.S
 	if existing == nil || !slices.Equal(existing.Data[corev1.TLSCertKey], ca.CertPEM) {
 		secret.Annotations[v1alpha1.AnnotationCARotatedAt] = now.UTC().Format(time.RFC3339)
 	}
-	if err := r.writeSecret(ctx, existing, secret); err != nil {
+	if err := k.writeSecret(ctx, existing, secret); err != nil {
 		return nil, err
 	}
 	out.Issued = append(out.Issued, names.CASecretName)
@@ -519,10 +494,10 @@ func (r *Reconciler) mirrorCA(ctx context.Context, ns string, existing *corev1.S
 // deletes the Certificates the manager made, so cert-manager stops re-issuing the serving
 // secrets the manager is about to take back. It does nothing unless the CA secret says
 // cert-manager wrote it, so hubs that never used cert-manager read nothing of it.
-func (r *Reconciler) leaveCertManager(ctx context.Context, ns string) error {
+func (k *Keeper) leaveCertManager(ctx context.Context, ns string) error {
 	for _, name := range []string{certmanager.CACertificateName, names.PrincipalTLSSecretName, names.ResourceProxySecretName} {
 		c := &cmapi.Certificate{}
-		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c)
+		err := k.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, c)
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			continue
 		}
@@ -535,27 +510,27 @@ func (r *Reconciler) leaveCertManager(ctx context.Context, ns string) error {
 		if !names.ManagedByUs(c) {
 			continue
 		}
-		if err := r.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
+		if err := k.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
 			if p := forbidden(err, ns); p != nil {
 				return p
 			}
 			return err
 		}
 	}
-	issued, err := r.getSecret(ctx, ns, certmanager.PrincipalIssuedSecretName)
+	issued, err := k.getSecret(ctx, ns, certmanager.PrincipalIssuedSecretName)
 	if err != nil || issued == nil || !names.ManagedByUs(issued) {
 		return err
 	}
-	return client.IgnoreNotFound(r.Client.Delete(ctx, issued))
+	return client.IgnoreNotFound(k.Client.Delete(ctx, issued))
 }
 
 // forbidden turns an API server's refusal to let the manager at cert-manager's kinds into the
 // problem a person fixes (the chart grants them only with certManager.enabled).
-func forbidden(err error, ns string) *pkiProblem {
+func forbidden(err error, ns string) *Problem {
 	if !apierrors.IsForbidden(err) {
 		return nil
 	}
-	return &pkiProblem{Reason: v1alpha1.ReasonCertManagerNotAllowed, Message: fmt.Sprintf(
+	return &Problem{Reason: v1alpha1.ReasonCertManagerNotAllowed, Message: fmt.Sprintf(
 		"the manager may not read or write cert-manager objects for principal namespace %s (%v); install the chart with certManager.enabled=true", ns, err)}
 }
 
@@ -564,9 +539,9 @@ func fromCertManager(s *corev1.Secret) bool {
 	return s != nil && names.ManagedByUs(s) && s.Annotations[certmanager.AnnotationPKISource] == certmanager.PKISourceCertManager
 }
 
-// asPKIProblem returns the problem err carries, if any.
-func asPKIProblem(err error) (*pkiProblem, bool) {
-	var p *pkiProblem
+// AsProblem returns the problem err carries, if any.
+func AsProblem(err error) (*Problem, bool) {
+	var p *Problem
 	if errors.As(err, &p) && p != nil {
 		return p, true
 	}

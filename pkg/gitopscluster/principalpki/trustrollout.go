@@ -1,4 +1,4 @@
-package gitopscluster
+package principalpki
 
 import (
 	"context"
@@ -55,16 +55,16 @@ func (t trustRollout) String() string {
 // back, and must not hold the principal on its old certificate for ever; nor does a revoked
 // one. Everything is read from the cache: the GitOpsClusters, their templates, the
 // principal's AgentRevocations and this addon's ManagedClusterAddOns.
-func (r *Reconciler) agentsTrust(ctx context.Context, ns string, anchors []*x509.Certificate) (trustRollout, error) {
+func (k *Keeper) agentsTrust(ctx context.Context, ns string, anchors []*x509.Certificate) (trustRollout, error) {
 	var out trustRollout
 	var gocs v1alpha1.GitOpsClusterList
-	if err := r.Client.List(ctx, &gocs); err != nil {
+	if err := k.Client.List(ctx, &gocs); err != nil {
 		return out, err
 	}
 	// A revoked cluster cannot connect with either certificate: it holds nothing.
 	revoked := sets.New[string]()
 	var revs v1alpha1.AgentRevocationList
-	if err := r.Client.List(ctx, &revs, client.InNamespace(ns)); err != nil {
+	if err := k.Client.List(ctx, &revs, client.InNamespace(ns)); err != nil {
 		return out, err
 	}
 	for i := range revs.Items {
@@ -82,7 +82,7 @@ func (r *Reconciler) agentsTrust(ctx context.Context, ns string, anchors []*x509
 		name := names.TemplateName(g)
 		hashes[name] = ""
 		tmpl := &addonv1alpha1.AddOnTemplate{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Name: name}, tmpl); err != nil {
+		if err := k.Client.Get(ctx, client.ObjectKey{Name: name}, tmpl); err != nil {
 			// Not written yet: agents that ran an earlier one of that name are pending.
 			if client.IgnoreNotFound(err) != nil {
 				return out, err
@@ -104,12 +104,12 @@ func (r *Reconciler) agentsTrust(ctx context.Context, ns string, anchors []*x509
 		return out, nil
 	}
 	var mcas addonv1alpha1.ManagedClusterAddOnList
-	if err := r.Client.List(ctx, &mcas, client.UnsafeDisableDeepCopy); err != nil {
+	if err := k.Client.List(ctx, &mcas, client.UnsafeDisableDeepCopy); err != nil {
 		return out, err
 	}
 	for i := range mcas.Items {
 		mca := &mcas.Items[i]
-		if mca.Name != r.Config.AddonName || revoked.Has(mca.Namespace) ||
+		if mca.Name != k.Config.AddonName || revoked.Has(mca.Namespace) ||
 			!meta.IsStatusConditionTrue(mca.Status.Conditions, addonv1alpha1.ManagedClusterAddOnConditionAvailable) {
 			continue
 		}
@@ -172,7 +172,7 @@ func verifiedBy(chainPEM []byte, anchors []*x509.Certificate, now time.Time) boo
 // anchor), when every agent counted by agentsTrust has the new anchors, or when the served
 // certificate has expired (it verifies for nobody then; out.Notice says so). Otherwise it
 // records the wait in out and returns false.
-func (r *Reconciler) servingSwitch(ctx context.Context, ns string, served *corev1.Secret, newAnchors []*x509.Certificate, now time.Time, out *hubPKI) (bool, error) {
+func (k *Keeper) servingSwitch(ctx context.Context, ns string, served *corev1.Secret, newAnchors []*x509.Certificate, now time.Time, out *PKI) (bool, error) {
 	if served == nil {
 		return true, nil
 	}
@@ -183,7 +183,7 @@ func (r *Reconciler) servingSwitch(ctx context.Context, ns string, served *corev
 	if oldAnchors, err := pki.ParseCertificates(served.Data["ca.crt"]); err == nil && bundleHolds(pki.EncodeCertificates(oldAnchors...), newAnchors) {
 		return true, nil
 	}
-	rollout, err := r.agentsTrust(ctx, ns, newAnchors)
+	rollout, err := k.agentsTrust(ctx, ns, newAnchors)
 	if err != nil {
 		return false, err
 	}
@@ -195,7 +195,7 @@ func (r *Reconciler) servingSwitch(ctx context.Context, ns string, served *corev
 		return true, nil
 	}
 	out.Waiting = fmt.Sprintf("the principal keeps its serving certificate (valid until %s) until the agents trust the new one's CA: %s", leaf[0].NotAfter.UTC().Format(time.RFC3339), rollout)
-	out.renewBy(now.Add(trustRolloutRecheck))
-	out.renewBy(leaf[0].NotAfter)
+	out.RenewBy(now.Add(trustRolloutRecheck))
+	out.RenewBy(leaf[0].NotAfter)
 	return false, nil
 }

@@ -1,4 +1,4 @@
-package gitopscluster
+package fleet
 
 import (
 	"testing"
@@ -7,11 +7,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 )
 
 // TestOnePrecedenceRule: the GitOpsCluster that decides a principal's PKI is the one that would
-// own a cluster they both select (fleet.Less), also for equal creation times, where comparing
+// own a cluster they both select (Less), also for equal creation times, where comparing
 // "namespace/name" strings ("a-b/x" before "a/z") and comparing namespace first ("a" before
 // "a-b") disagree.
 func TestOnePrecedenceRule(t *testing.T) {
@@ -26,7 +25,7 @@ func TestOnePrecedenceRule(t *testing.T) {
 	for i := range items {
 		elder := elderOf(items, &items[i], "argocd", all)
 		first := &items[0]
-		if fleet.Less(&items[1], &items[0]) {
+		if Less(&items[1], &items[0]) {
 			first = &items[1]
 		}
 		if elder.Namespace != first.Namespace || elder.Name != first.Name {

@@ -1,0 +1,20 @@
+// Package principalpki keeps the PKI of an argocd-agent principal in its namespace: the CA the
+// agents' client certificates chain to (self-managed or issued by cert-manager), the principal's
+// and resource proxy's serving certificates, the JWT signing key, the trust rollout that lets a
+// new CA reach every agent before the principal serves with it, and the principal's restart when
+// what it loads at start-up changed. Every GitOpsCluster of a principal shares what is here.
+package principalpki
+
+import (
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
+)
+
+// Keeper keeps the PKI of principal namespaces.
+type Keeper struct {
+	Client client.Client
+	// Reader reads around the cache where a stale read would do harm.
+	Reader client.Reader
+	Config config.Config
+}

@@ -256,3 +256,19 @@ func elderOf(items []v1alpha1.GitOpsCluster, goc *v1alpha1.GitOpsCluster, ns str
 	}
 	return elder
 }
+
+// Live reports whether the GitOpsCluster key exists and is not being deleted (false for an
+// empty name).
+func Live(ctx context.Context, reader client.Reader, key types.NamespacedName) (bool, error) {
+	if key.Name == "" {
+		return false, nil
+	}
+	g := &v1alpha1.GitOpsCluster{}
+	if err := reader.Get(ctx, key, g); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	return g.DeletionTimestamp.IsZero(), nil
+}

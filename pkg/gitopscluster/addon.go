@@ -307,7 +307,7 @@ func (r *Reconciler) placementShared(ctx context.Context, goc *v1alpha1.GitOpsCl
 		if k.Namespace == goc.Namespace && k.Name == goc.Name {
 			continue
 		}
-		if live, err := r.liveGitOpsCluster(ctx, k); err != nil || live {
+		if live, err := fleet.Live(ctx, r.Client, k); err != nil || live {
 			return live, err
 		}
 	}

@@ -145,7 +145,7 @@ func (r *Reconciler) readAgentRecords(ctx context.Context, goc *v1alpha1.GitOpsC
 		live, seen := ownerLive[owner]
 		if !seen {
 			var err error
-			if live, err = r.liveGitOpsCluster(ctx, owner); err != nil {
+			if live, err = fleet.Live(ctx, r.Client, owner); err != nil {
 				return rec, err
 			}
 			ownerLive[owner] = live
@@ -155,20 +155,6 @@ func (r *Reconciler) readAgentRecords(ctx context.Context, goc *v1alpha1.GitOpsC
 		}
 	}
 	return rec, nil
-}
-
-func (r *Reconciler) liveGitOpsCluster(ctx context.Context, key types.NamespacedName) (bool, error) {
-	if key.Name == "" {
-		return false, nil
-	}
-	g := &v1alpha1.GitOpsCluster{}
-	if err := r.Client.Get(ctx, key, g); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, err
-	}
-	return g.DeletionTimestamp.IsZero(), nil
 }
 
 // reconcileRevocation cuts off the agents that must go from the principal: clusters a person

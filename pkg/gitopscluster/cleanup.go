@@ -23,7 +23,7 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 	if !controllerutil.ContainsFinalizer(goc, v1alpha1.Finalizer) {
 		return nil
 	}
-	if err := r.revokeOwnedAgents(ctx, goc); err != nil {
+	if err := r.revoker().RevokeOwnedAgents(ctx, goc); err != nil {
 		return err
 	}
 	if err := r.releaseAddOnEntries(ctx, goc); err != nil {

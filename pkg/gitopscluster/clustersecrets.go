@@ -35,12 +35,12 @@ func (r *Reconciler) resourceProxyServer(principalNS, cluster string) string {
 // syncClusterSecrets keeps one argocd-agent cluster secret per owned cluster (except the ones a
 // person revoked, on the principal or in goc's spec) and renews its client certificate before expiry or after a CA change. Every
 // certificate it issues is recorded in the cluster's ledger before the secret is written, so it
-// is revoked with the agent's. Removing secrets is reconcileRevocation's job. byCluster holds
+// is revoked with the agent's. Removing secrets is the revocation's job. byCluster holds
 // goc's cluster secrets as the cache lists them (read only). It returns the earliest renewal
 // time.
 func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, hub *principalpki.PKI,
 	byCluster map[string]*corev1.Secret, revoked sets.Set[string]) (time.Time, error) {
-	store := r.ledgerStore(principalNS)
+	store := r.revoker().Ledger(principalNS)
 	owner := ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
 	now := r.Config.Now()
 	var next time.Time

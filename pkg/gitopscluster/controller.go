@@ -17,6 +17,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownwrites"
 )
@@ -33,7 +34,7 @@ type Reconciler struct {
 	// makes it when nil.
 	ComponentsAddOns cache.Cache
 
-	departures   departures
+	departures   revocation.Departures
 	exclusive    exclusiveCache
 	statusWrites ownwrites.Tracker
 }
@@ -109,4 +110,17 @@ func (r *Reconciler) event(goc *v1alpha1.GitOpsCluster, eventType, reason, actio
 // pki is the principal PKI's keeper, over this reconciler's clients and config.
 func (r *Reconciler) pki() *principalpki.Keeper {
 	return &principalpki.Keeper{Client: r.Client, Reader: r.apiReader(), Config: r.Config}
+}
+
+// revoker is the agents' revocation over this reconciler's clients, config and memory of
+// departures.
+func (r *Reconciler) revoker() *revocation.Revoker {
+	return &revocation.Revoker{Client: r.Client, Reader: r.apiReader(), Config: r.Config, Recorder: r.Recorder, Departures: &r.departures}
+}
+
+func (r *Reconciler) apiReader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
@@ -39,7 +40,7 @@ type pass struct {
 	setting        principalpki.Setting
 	hub            *principalpki.PKI
 	clusterRenewal time.Time
-	revocation     revocationResult
+	revocation     revocation.Result
 	// foreign is what the probes found; syncProbes acts on it after the status is written.
 	foreign foreignReport
 	// configRollout: an older AddOnDeploymentConfig is still in use by a rollout in progress.
@@ -256,30 +257,30 @@ func (p *pass) pki(ctx context.Context) *stop {
 // clusters the sync leaves alone. Then CertificatesReady says how the PKI stands.
 func (p *pass) agentRecords(ctx context.Context) *stop {
 	r, goc, principalNS, obs, hub := p.r, p.goc, p.principalNS, p.obs, p.hub
-	rec, err := r.readAgentRecords(ctx, goc, principalNS)
+	rec, err := r.revoker().ReadRecords(ctx, goc, principalNS)
 	if err != nil {
 		return stopWith(err)
 	}
-	if p.clusterRenewal, err = r.syncClusterSecrets(ctx, goc, principalNS, obs, hub, rec.secrets, rec.revoked); err != nil {
+	if p.clusterRenewal, err = r.syncClusterSecrets(ctx, goc, principalNS, obs, hub, rec.Secrets, rec.Revoked); err != nil {
 		return p.fail(ctx, v1alpha1.ConditionCertificatesReady, v1alpha1.ReasonCertificatesFailed, err)
 	}
-	revocation, revErr := r.reconcileRevocation(ctx, goc, principalNS, obs, rec)
+	revocation, revErr := r.revoker().Revoke(ctx, goc, principalNS, obs, rec)
 	p.revocation = revocation
-	p.status.RevokedAgents = int32(revocation.revoked)
-	p.status.PendingDepartures = int32(revocation.pending)
-	if revocation.paused != "" {
+	p.status.RevokedAgents = int32(revocation.Revoked)
+	p.status.PendingDepartures = int32(revocation.Pending)
+	if revocation.Paused != "" {
 		if !meta.IsStatusConditionTrue(goc.Status.Conditions, v1alpha1.ConditionRevocationPaused) {
-			r.event(goc, corev1.EventTypeWarning, "RevocationPaused", "RevokeAgents", revocation.paused)
+			r.event(goc, corev1.EventTypeWarning, "RevocationPaused", "RevokeAgents", revocation.Paused)
 		}
-		p.setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonTooManyDepartures, revocation.paused)
-	} else if obs.TeardownBlocked != "" && revocation.pending > 0 {
+		p.setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonTooManyDepartures, revocation.Paused)
+	} else if obs.TeardownBlocked != "" && revocation.Pending > 0 {
 		p.setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonSelectionUnknown,
-			fmt.Sprintf("%d agent(s) outside the selection are kept: %s; nothing is revoked until the selection is known", revocation.pending, obs.TeardownBlocked))
+			fmt.Sprintf("%d agent(s) outside the selection are kept: %s; nothing is revoked until the selection is known", revocation.Pending, obs.TeardownBlocked))
 	} else {
 		p.setCond(v1alpha1.ConditionRevocationPaused, false, v1alpha1.ReasonRevocationAllowed,
-			fmt.Sprintf("agents leaving the selection are revoked after %s and a live check; %d pending", r.Config.DepartureSettle, revocation.pending))
+			fmt.Sprintf("agents leaving the selection are revoked after %s and a live check; %d pending", r.Config.DepartureSettle, revocation.Pending))
 	}
-	r.reportBlocklistRoom(goc, principalNS, revocation, p.setCond)
+	r.revoker().ReportBlocklistRoom(goc, principalNS, revocation, p.setCond)
 	if revErr != nil {
 		return stopWith(errors.Join(revErr, r.writeStatus(ctx, goc, p.status)))
 	}
@@ -414,8 +415,8 @@ func (p *pass) requeue(ctx context.Context) ctrl.Result {
 	case p.configRollout:
 		// ManagedClusterAddOn config changes wake this reconcile; this is only a safety net.
 		return ctrl.Result{RequeueAfter: 2 * time.Minute}
-	case p.revocation.requeue > 0:
-		return ctrl.Result{RequeueAfter: p.revocation.requeue}
+	case p.revocation.Requeue > 0:
+		return ctrl.Result{RequeueAfter: p.revocation.Requeue}
 	}
 	next := p.hub.NextRenewal
 	if !p.clusterRenewal.IsZero() && (next.IsZero() || p.clusterRenewal.Before(next)) {

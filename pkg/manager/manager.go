@@ -41,6 +41,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	gitopsconfig "github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/clusters"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
@@ -226,10 +227,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&gitopscluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Fleet}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the GitOpsCluster controller: %w", err)
 	}
-	if err := (&gitopscluster.RevocationReconciler{Reconciler: gitopscluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Fleet}}).SetupWithManager(mgr); err != nil {
+	if err := (&revocation.Enforcer{Revoker: revocation.Revoker{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: opts.Fleet}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the AgentRevocation controller: %w", err)
 	}
-	if err := (&gitopscluster.CertificateRecorder{Reconciler: gitopscluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Fleet}}).SetupWithManager(mgr); err != nil {
+	if err := (&revocation.CertificateRecorder{Revoker: revocation.Revoker{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: opts.Fleet}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the cluster secret certificate recorder: %w", err)
 	}
 	if err := gitopscluster.SetupClusterLabelSync(ctx, mgr); err != nil {

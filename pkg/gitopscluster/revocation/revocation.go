@@ -1,4 +1,4 @@
-package gitopscluster
+package revocation
 
 import (
 	"context"
@@ -28,16 +28,16 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
 )
 
-// departures remembers, per principal namespace and cluster, when a cluster was first seen
+// Departures remembers, per principal namespace and cluster, when a cluster was first seen
 // missing from its GitOpsCluster's selection. A departure is acted on only after the settle
 // period and a live read that still lacks the cluster. Losing this memory (a restart) only
 // restarts the wait.
-type departures struct {
+type Departures struct {
 	mu    sync.Mutex
 	first map[string]time.Time
 }
 
-func (d *departures) seen(key string, now time.Time) time.Time {
+func (d *Departures) seen(key string, now time.Time) time.Time {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.first == nil {
@@ -50,7 +50,7 @@ func (d *departures) seen(key string, now time.Time) time.Time {
 	return now
 }
 
-func (d *departures) forget(keys ...string) {
+func (d *Departures) forget(keys ...string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, k := range keys {
@@ -58,73 +58,73 @@ func (d *departures) forget(keys ...string) {
 	}
 }
 
-// revocationResult is what the revocation phase tells the rest of the reconcile.
-type revocationResult struct {
-	// requeue is when pending departures are looked at again (zero: none pending).
-	requeue time.Duration
-	// paused is the message of a pass the circuit breaker holds back ("" when not paused).
-	paused string
-	// pending counts departures not acted on yet.
-	pending int
-	// revoked counts clusters of spec.revokedClusters whose agent is cut off.
-	revoked int
-	// blocklistKeys and blocklistBytes measure the principal's blocklist (from the cache);
-	// blocklistFull is set when certificates could not be blocked for want of room.
-	blocklistKeys, blocklistBytes int
-	blocklistFull                 bool
+// Result is what the revocation phase tells the rest of the reconcile.
+type Result struct {
+	// Requeue is when pending departures are looked at again (zero: none pending).
+	Requeue time.Duration
+	// Paused is the message of a pass the circuit breaker holds back ("" when not paused).
+	Paused string
+	// Pending counts departures not acted on yet.
+	Pending int
+	// Revoked counts clusters of spec.revokedClusters whose agent is cut off.
+	Revoked int
+	// BlocklistKeys and BlocklistBytes measure the principal's blocklist (from the cache);
+	// BlocklistFull is set when certificates could not be blocked for want of room.
+	BlocklistKeys, BlocklistBytes int
+	BlocklistFull                 bool
 }
 
-// agentRecords are the clusters a GitOpsCluster has an agent record for on its principal.
-type agentRecords struct {
-	// secrets are its cluster secrets by cluster.
-	secrets map[string]*corev1.Secret
-	// ledgers are the ledgers it owns (or that no live GitOpsCluster owns) by cluster.
-	ledgers map[string]*corev1.ConfigMap
-	// revoked are the clusters revoked on the principal (AgentRevocations) or listed in the
-	// GitOpsCluster's spec.revokedClusters; revocations are the first kind only.
-	revoked, revocations sets.Set[string]
+// Records are the clusters a GitOpsCluster has an agent record for on its principal.
+type Records struct {
+	// Secrets are its cluster secrets by cluster.
+	Secrets map[string]*corev1.Secret
+	// Ledgers are the ledgers it owns (or that no live GitOpsCluster owns) by cluster.
+	Ledgers map[string]*corev1.ConfigMap
+	// Revoked are the clusters revoked on the principal (AgentRevocations) or listed in the
+	// GitOpsCluster's spec.revokedClusters; Revocations are the first kind only.
+	Revoked, Revocations sets.Set[string]
 }
 
-func (a agentRecords) clusters() sets.Set[string] {
+func (a Records) clusters() sets.Set[string] {
 	out := sets.New[string]()
-	for c := range a.secrets {
+	for c := range a.Secrets {
 		out.Insert(c)
 	}
-	for c := range a.ledgers {
+	for c := range a.Ledgers {
 		out.Insert(c)
 	}
 	return out
 }
 
-// readAgentRecords lists, through the cache, the cluster secrets of goc, the ledgers on its
+// ReadRecords lists, through the cache, the cluster secrets of goc, the ledgers on its
 // principal that goc owns or that have no live owner, and the revocations on the principal.
-func (r *Reconciler) readAgentRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (agentRecords, error) {
-	rec := agentRecords{secrets: map[string]*corev1.Secret{}, ledgers: map[string]*corev1.ConfigMap{}}
+func (v *Revoker) ReadRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (Records, error) {
+	rec := Records{Secrets: map[string]*corev1.Secret{}, Ledgers: map[string]*corev1.ConfigMap{}}
 	var revs v1alpha1.AgentRevocationList
-	if err := r.Client.List(ctx, &revs, client.InNamespace(principalNS)); err != nil {
+	if err := v.Client.List(ctx, &revs, client.InNamespace(principalNS)); err != nil {
 		return rec, err
 	}
-	rec.revocations = sets.New[string]()
+	rec.Revocations = sets.New[string]()
 	for i := range revs.Items {
 		// One being deleted is being lifted: the agent's next certificate is its new key's.
 		if revs.Items[i].DeletionTimestamp.IsZero() {
-			rec.revocations.Insert(revs.Items[i].Name)
+			rec.Revocations.Insert(revs.Items[i].Name)
 		}
 	}
-	rec.revoked = rec.revocations.Union(sets.New(goc.Spec.RevokedClusters...))
+	rec.Revoked = rec.Revocations.Union(sets.New(goc.Spec.RevokedClusters...))
 	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{
+	if err := v.Client.List(ctx, &secrets, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{
 		v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name,
 	}); err != nil {
 		return rec, err
 	}
 	for i := range secrets.Items {
 		if c := secrets.Items[i].Labels[v1alpha1.LabelAgentName]; c != "" {
-			rec.secrets[c] = &secrets.Items[i]
+			rec.Secrets[c] = &secrets.Items[i]
 		}
 	}
 	var cms corev1.ConfigMapList
-	if err := r.Client.List(ctx, &cms, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordLedger}); err != nil {
+	if err := v.Client.List(ctx, &cms, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS), client.MatchingLabels{ledger.LabelRecord: ledger.RecordLedger}); err != nil {
 		return rec, err
 	}
 	// Most ledgers name one of a few owners: look each owner up once.
@@ -137,7 +137,7 @@ func (r *Reconciler) readAgentRecords(ctx context.Context, goc *v1alpha1.GitOpsC
 		}
 		owner := ledger.OwnerOf(cm)
 		if owner.Namespace == goc.Namespace && owner.Name == goc.Name {
-			rec.ledgers[c] = cm
+			rec.Ledgers[c] = cm
 			continue
 		}
 		// A ledger whose owner is gone (or never named) belongs to every GitOpsCluster of the
@@ -145,52 +145,52 @@ func (r *Reconciler) readAgentRecords(ctx context.Context, goc *v1alpha1.GitOpsC
 		live, seen := ownerLive[owner]
 		if !seen {
 			var err error
-			if live, err = fleet.Live(ctx, r.Client, owner); err != nil {
+			if live, err = fleet.Live(ctx, v.Client, owner); err != nil {
 				return rec, err
 			}
 			ownerLive[owner] = live
 		}
 		if !live {
-			rec.ledgers[c] = cm
+			rec.Ledgers[c] = cm
 		}
 	}
 	return rec, nil
 }
 
-// reconcileRevocation cuts off the agents that must go from the principal: clusters a person
+// Revoke cuts off the agents that must go from the principal: clusters a person
 // revoked (at once), and clusters that left the selection (once the departure is confirmed,
 // and within the circuit breaker's limit). It deletes their cluster secrets and puts every
 // certificate their ledger lists on the principal's blocklist. It also lifts revocations a
 // person undid and prunes expired blocklist entries. One cluster's failure never stops the
 // others; the errors are returned together.
-func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, rec agentRecords) (revocationResult, error) {
-	var res revocationResult
-	now := r.Config.Now()
-	store := r.ledgerStore(principalNS)
+func (v *Revoker) Revoke(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, rec Records) (Result, error) {
+	var res Result
+	now := v.Config.Now()
+	store := v.Ledger(principalNS)
 	var errs []error
 
 	// 1. A person's revocation: immediate, whatever the Placement says, and lasting: a cluster
 	// listed in spec.revokedClusters gets an AgentRevocation on the principal, which only its
-	// deletion lifts (RevocationReconciler).
-	res.revoked, errs = r.revokeByPerson(ctx, goc, store, principalNS, obs, rec, now)
+	// deletion lifts (Enforcer).
+	res.Revoked, errs = v.revokeByPerson(ctx, goc, store, principalNS, obs, rec, now)
 
 	// 2. The revocation record as it stands before this pass's departures (housekeeping below
 	// compares it with the blocklist).
 	var shards corev1.ConfigMapList
-	if err := r.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS),
+	if err := v.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS),
 		client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
 		return res, err
 	}
 
 	// 3. Departures.
-	errs = append(errs, r.revokeDepartures(ctx, goc, store, principalNS, obs, rec, now, &res)...)
+	errs = append(errs, v.revokeDepartures(ctx, goc, store, principalNS, obs, rec, now, &res)...)
 
 	// 4. Housekeeping.
-	if err := r.blocklistHousekeeping(ctx, goc, store, principalNS, shards.Items, now, &res); err != nil {
+	if err := v.blocklistHousekeeping(ctx, goc, store, principalNS, shards.Items, now, &res); err != nil {
 		errs = append(errs, err)
 	}
 	for _, err := range errs {
-		res.blocklistFull = res.blocklistFull || errors.Is(err, ledger.ErrBlocklistFull)
+		res.BlocklistFull = res.BlocklistFull || errors.Is(err, ledger.ErrBlocklistFull)
 	}
 	return res, errors.Join(errs...)
 }
@@ -198,31 +198,31 @@ func (r *Reconciler) reconcileRevocation(ctx context.Context, goc *v1alpha1.GitO
 // revokeByPerson revokes the agents of the clusters in spec.revokedClusters that still have a
 // cluster secret or a ledger, and asks for their lasting AgentRevocations. It returns how many
 // revoked clusters the selection holds.
-func (r *Reconciler) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *selection.Observation, rec agentRecords, now time.Time) (int, []error) {
+func (v *Revoker) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *selection.Observation, rec Records, now time.Time) (int, []error) {
 	var errs []error
 	selected := 0
 	var byPerson []string
-	for _, c := range sets.List(rec.revoked) {
+	for _, c := range sets.List(rec.Revoked) {
 		if obs.Selected != nil && obs.Selected.Has(c) {
 			selected++
 		}
-		_, hasSecret := rec.secrets[c]
-		_, hasLedger := rec.ledgers[c]
+		_, hasSecret := rec.Secrets[c]
+		_, hasLedger := rec.Ledgers[c]
 		if hasSecret || hasLedger {
 			byPerson = append(byPerson, c)
 		}
 	}
 	if len(byPerson) > 0 {
-		unregistered, blocked, err := r.revokeClusters(ctx, store, rec, byPerson, ledger.CauseRevoked, now)
+		unregistered, blocked, err := v.revokeClusters(ctx, store, rec, byPerson, ledger.CauseRevoked, now)
 		if err != nil {
 			errs = append(errs, err)
 		}
 		if len(unregistered) > 0 {
-			r.event(goc, corev1.EventTypeWarning, "AgentRevoked", "RevokeAgent",
+			v.event(goc, corev1.EventTypeWarning, "AgentRevoked", "RevokeAgent",
 				"revoked the agents of %s: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
 		}
 	}
-	if err := r.requestRevocations(ctx, goc, principalNS, obs, rec); err != nil {
+	if err := v.requestRevocations(ctx, goc, principalNS, obs, rec); err != nil {
 		errs = append(errs, err)
 	}
 	return selected, errs
@@ -231,51 +231,51 @@ func (r *Reconciler) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsClu
 // revokeDepartures revokes the agents of clusters that left the selection: never while the
 // selection is unknown, only once each departure is confirmed, and past the circuit breaker
 // only with a person's approval, which one pass uses up.
-func (r *Reconciler) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *selection.Observation, rec agentRecords, now time.Time, res *revocationResult) []error {
-	candidates := rec.clusters().Difference(obs.Owned).Difference(rec.revoked)
+func (v *Revoker) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *selection.Observation, rec Records, now time.Time, res *Result) []error {
+	candidates := rec.clusters().Difference(obs.Owned).Difference(rec.Revoked)
 	keyOf := func(c string) string { return principalNS + "/" + c }
 	for c := range obs.Owned {
-		r.departures.forget(keyOf(c))
+		v.Departures.forget(keyOf(c))
 	}
 	if candidates.Len() == 0 {
 		return nil
 	}
-	res.pending = candidates.Len()
+	res.Pending = candidates.Len()
 	if obs.TeardownBlocked != "" {
 		log.FromContext(ctx).Info("not revoking agents that left the selection while it is unknown", "clusters", candidates.Len(), "why", obs.TeardownBlocked)
 		return nil
 	}
 	var errs []error
-	confirmed, wait, err := r.confirmDepartures(ctx, goc, principalNS, candidates, now)
+	confirmed, wait, err := v.confirmDepartures(ctx, goc, principalNS, candidates, now)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	res.requeue = wait
+	res.Requeue = wait
 	if len(confirmed) == 0 {
 		return errs
 	}
 	agents := rec.clusters().Len()
-	if msg := r.circuitBreaker(goc, len(confirmed), agents); msg != "" {
-		res.paused = msg
+	if msg := v.circuitBreaker(goc, len(confirmed), agents); msg != "" {
+		res.Paused = msg
 		return errs
 	}
 	// An approval covers the pass it approves: once used, it is taken back, so a later mass
 	// departure of the same count waits for a person again.
-	approved, failed := r.circuitBreakerTripped(len(confirmed), agents), len(errs)
-	unregistered, blocked, err := r.revokeClusters(ctx, store, rec, confirmed, ledger.CauseDeparted, now)
+	approved, failed := v.circuitBreakerTripped(len(confirmed), agents), len(errs)
+	unregistered, blocked, err := v.revokeClusters(ctx, store, rec, confirmed, ledger.CauseDeparted, now)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for _, c := range unregistered {
-		res.pending--
-		r.departures.forget(keyOf(c))
+		res.Pending--
+		v.Departures.forget(keyOf(c))
 	}
 	if len(unregistered) > 0 {
-		r.event(goc, corev1.EventTypeNormal, "AgentRevoked", "RevokeAgent",
+		v.event(goc, corev1.EventTypeNormal, "AgentRevoked", "RevokeAgent",
 			"%s left the selection: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
 	}
 	if approved && len(errs) == failed {
-		if err := r.consumeApproval(ctx, goc); err != nil {
+		if err := v.consumeApproval(ctx, goc); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -284,24 +284,24 @@ func (r *Reconciler) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsC
 
 // blocklistHousekeeping prunes expired entries, puts back recorded ones that left the
 // blocklist (by hand, or a crash between the two writes), and reports the blocklist's room.
-func (r *Reconciler) blocklistHousekeeping(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, shards []corev1.ConfigMap, now time.Time, res *revocationResult) error {
+func (v *Revoker) blocklistHousekeeping(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, shards []corev1.ConfigMap, now time.Time, res *Result) error {
 	if err := pruneRevoked(ctx, store, shards, now); err != nil {
 		log.FromContext(ctx).Error(err, "pruning expired entries of the principal's blocklist", "namespace", principalNS)
 	}
 	var errs []error
 	blocklist := &corev1.ConfigMap{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: ledger.BlocklistName}, blocklist); client.IgnoreNotFound(err) != nil {
+	if err := v.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: ledger.BlocklistName}, blocklist); client.IgnoreNotFound(err) != nil {
 		errs = append(errs, err)
 	}
 	if missing := missingFromBlocklist(shards, blocklist.Data, now); len(missing) > 0 {
 		if n, err := store.Reassert(ctx, missing); err != nil {
 			errs = append(errs, fmt.Errorf("putting %d recorded revocation(s) back on the blocklist: %w", len(missing), err))
 		} else if n > 0 {
-			r.event(goc, corev1.EventTypeWarning, "BlocklistRestored", "RevokeAgents",
+			v.event(goc, corev1.EventTypeWarning, "BlocklistRestored", "RevokeAgents",
 				"%d revoked certificate(s) were missing from %s/%s and were blocked again", n, principalNS, ledger.BlocklistName)
 		}
 	}
-	res.blocklistKeys, res.blocklistBytes = len(blocklist.Data), ledger.BlocklistBytes(blocklist.Data)
+	res.BlocklistKeys, res.BlocklistBytes = len(blocklist.Data), ledger.BlocklistBytes(blocklist.Data)
 	return errors.Join(errs...)
 }
 
@@ -323,34 +323,34 @@ func missingFromBlocklist(shards []corev1.ConfigMap, blocklist map[string]string
 // nearly full.
 const blocklistNearFullPercent = 80
 
-// reportBlocklistRoom sets BlocklistHasRoom from the revocation pass, with an Event when it
+// ReportBlocklistRoom sets BlocklistHasRoom from the revocation pass, with an Event when it
 // turns False.
-func (r *Reconciler) reportBlocklistRoom(goc *v1alpha1.GitOpsCluster, principalNS string, res revocationResult, setCond func(string, bool, string, string)) {
-	pct := res.blocklistBytes * 100 / ledger.BlocklistBudget
-	usage := fmt.Sprintf("the blocklist %s/%s holds %d key(s), %d%% of the %d bytes it may use", principalNS, ledger.BlocklistName, res.blocklistKeys, pct, ledger.BlocklistBudget)
+func (v *Revoker) ReportBlocklistRoom(goc *v1alpha1.GitOpsCluster, principalNS string, res Result, setCond func(string, bool, string, string)) {
+	pct := res.BlocklistBytes * 100 / ledger.BlocklistBudget
+	usage := fmt.Sprintf("the blocklist %s/%s holds %d key(s), %d%% of the %d bytes it may use", principalNS, ledger.BlocklistName, res.BlocklistKeys, pct, ledger.BlocklistBudget)
 	const advice = "; keys leave as their certificates expire: a shorter clientCertificateValidity keeps fewer of them (see docs/pki.md, Revocation)"
 	reason, msg := v1alpha1.ReasonBlocklistWithinCapacity, usage
 	switch {
-	case res.blocklistFull:
+	case res.BlocklistFull:
 		reason, msg = v1alpha1.ReasonBlocklistFull, "certificates of departed or revoked clusters could not be blocked for want of room (their cluster secrets are deleted, so argocd-agent no longer registers them); "+usage+advice
 	case pct >= blocklistNearFullPercent:
 		reason, msg = v1alpha1.ReasonBlocklistNearFull, usage+advice
 	}
 	ok := reason == v1alpha1.ReasonBlocklistWithinCapacity
 	if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionBlocklistHasRoom); !ok && (c == nil || c.Reason != reason) {
-		r.event(goc, corev1.EventTypeWarning, reason, "RevokeAgents", msg)
+		v.event(goc, corev1.EventTypeWarning, reason, "RevokeAgents", msg)
 	}
 	setCond(v1alpha1.ConditionBlocklistHasRoom, ok, reason, msg)
 }
 
 // circuitBreakerTripped reports whether revoking n of agents at once needs a person's approval.
-func (r *Reconciler) circuitBreakerTripped(n, agents int) bool {
-	pct := r.Config.MaxRevocationPercent
+func (v *Revoker) circuitBreakerTripped(n, agents int) bool {
+	pct := v.Config.MaxRevocationPercent
 	return pct > 0 && pct < 100 && agents > 0 && n*100 > pct*agents
 }
 
 // consumeApproval removes the approval annotation a pass has used.
-func (r *Reconciler) consumeApproval(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+func (v *Revoker) consumeApproval(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
 	if _, ok := goc.Annotations[v1alpha1.AnnotationApproveRevocation]; !ok {
 		return nil
 	}
@@ -358,13 +358,13 @@ func (r *Reconciler) consumeApproval(ctx context.Context, goc *v1alpha1.GitOpsCl
 	if err != nil {
 		return err
 	}
-	return client.IgnoreNotFound(r.Client.Patch(ctx, goc, client.RawPatch(types.MergePatchType, patch)))
+	return client.IgnoreNotFound(v.Client.Patch(ctx, goc, client.RawPatch(types.MergePatchType, patch)))
 }
 
 // circuitBreaker returns why a pass revoking n of agents must wait for a person, or "".
-func (r *Reconciler) circuitBreaker(goc *v1alpha1.GitOpsCluster, n, agents int) string {
-	pct := r.Config.MaxRevocationPercent
-	if !r.circuitBreakerTripped(n, agents) {
+func (v *Revoker) circuitBreaker(goc *v1alpha1.GitOpsCluster, n, agents int) string {
+	pct := v.Config.MaxRevocationPercent
+	if !v.circuitBreakerTripped(n, agents) {
 		return ""
 	}
 	if goc.Annotations[v1alpha1.AnnotationApproveRevocation] == strconv.Itoa(n) {
@@ -378,13 +378,13 @@ func (r *Reconciler) circuitBreaker(goc *v1alpha1.GitOpsCluster, n, agents int) 
 // confirmDepartures returns the candidates whose departure is confirmed: missing for the
 // settle period, and still not owned on this principal in a live read of every decision. It
 // also returns how long to wait for the others.
-func (r *Reconciler) confirmDepartures(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, candidates sets.Set[string], now time.Time) ([]string, time.Duration, error) {
-	settle := r.Config.DepartureSettle
+func (v *Revoker) confirmDepartures(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, candidates sets.Set[string], now time.Time) ([]string, time.Duration, error) {
+	settle := v.Config.DepartureSettle
 	var ripe []string
 	var wait time.Duration
 	wall := time.Now()
 	for _, c := range sets.List(candidates) {
-		first := r.departures.seen(principalNS+"/"+c, wall)
+		first := v.Departures.seen(principalNS+"/"+c, wall)
 		if left := settle - wall.Sub(first); left > 0 {
 			if wait == 0 || left < wait {
 				wait = left
@@ -396,12 +396,12 @@ func (r *Reconciler) confirmDepartures(ctx context.Context, goc *v1alpha1.GitOps
 	if len(ripe) == 0 {
 		return nil, wait, nil
 	}
-	owners, why, err := r.liveOwners(ctx, goc)
+	owners, why, err := v.liveOwners(ctx, goc)
 	if err != nil {
 		return nil, settle, err
 	}
 	if why != "" {
-		log.FromContext(ctx).Info("departures not confirmed: the live selection is unknown", "why", why)
+		log.FromContext(ctx).Info("Departures not confirmed: the live selection is unknown", "why", why)
 		return nil, settle, nil
 	}
 	var confirmed []string
@@ -413,8 +413,8 @@ func (r *Reconciler) confirmDepartures(ctx context.Context, goc *v1alpha1.GitOps
 		}
 		// Another GitOpsCluster of the same principal owns it now: its agent stays, and so do
 		// its records, which pass to the new owner.
-		r.departures.forget(principalNS + "/" + c)
-		if err := r.adoptLedger(ctx, principalNS, c, owner); err != nil {
+		v.Departures.forget(principalNS + "/" + c)
+		if err := v.adoptLedger(ctx, principalNS, c, owner); err != nil {
 			return confirmed, settle, err
 		}
 	}
@@ -427,8 +427,8 @@ func (r *Reconciler) confirmDepartures(ctx context.Context, goc *v1alpha1.GitOps
 // liveOwners reads every PlacementDecision and GitOpsCluster from the API server (not the
 // cache) and returns, for every cluster some live GitOpsCluster selects, its owner (the oldest
 // such GitOpsCluster). It returns a reason instead when goc's own Placement reads as unknown.
-func (r *Reconciler) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (map[string]*v1alpha1.GitOpsCluster, string, error) {
-	reader := r.apiReader()
+func (v *Revoker) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (map[string]*v1alpha1.GitOpsCluster, string, error) {
+	reader := v.Reader
 	pl := &clusterv1beta1.Placement{}
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, pl); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -490,12 +490,12 @@ func (r *Reconciler) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster
 // then are the ledgers turned into blocklist entries, all in a few writes: unregistration never
 // waits for room in the blocklist, and a block that fails leaves the ledgers in place for the
 // next pass. It returns the clusters it unregistered and how many certificates it blocked.
-func (r *Reconciler) revokeClusters(ctx context.Context, store ledger.Store, rec agentRecords, clusters []string, cause ledger.Cause, now time.Time) ([]string, int, error) {
+func (v *Revoker) revokeClusters(ctx context.Context, store ledger.Store, rec Records, clusters []string, cause ledger.Cause, now time.Time) ([]string, int, error) {
 	var unregistered []string
 	var errs []error
 	var mu sync.Mutex
-	parallel.Each(r.Config.WriteConcurrency, clusters, func(c string) {
-		err := r.unregister(ctx, store, rec, c, now)
+	parallel.Each(v.Config.WriteConcurrency, clusters, func(c string) {
+		err := v.unregister(ctx, store, rec, c, now)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {
@@ -504,7 +504,7 @@ func (r *Reconciler) revokeClusters(ctx context.Context, store ledger.Store, rec
 		}
 		unregistered = append(unregistered, c)
 	})
-	store.Concurrency = r.Config.WriteConcurrency
+	store.Concurrency = v.Config.WriteConcurrency
 	counts, err := store.RevokeClusters(ctx, unregistered, cause, now)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("blocking the certificates of departed or revoked clusters (their cluster secrets are gone; the block is retried): %w", err))
@@ -517,8 +517,8 @@ func (r *Reconciler) revokeClusters(ctx context.Context, store ledger.Store, rec
 }
 
 // unregister records the certificate of cluster's secret in its ledger and deletes the secret.
-func (r *Reconciler) unregister(ctx context.Context, store ledger.Store, rec agentRecords, cluster string, now time.Time) error {
-	s := rec.secrets[cluster]
+func (v *Revoker) unregister(ctx context.Context, store ledger.Store, rec Records, cluster string, now time.Time) error {
+	s := rec.Secrets[cluster]
 	if s == nil {
 		return nil
 	}
@@ -527,7 +527,7 @@ func (r *Reconciler) unregister(ctx context.Context, store ledger.Store, rec age
 			return fmt.Errorf("recording the cluster secret's certificate of %s: %w", cluster, err)
 		}
 	}
-	if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+	if err := v.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the cluster secret of %s: %w", cluster, err)
 	}
 	return nil
@@ -535,20 +535,20 @@ func (r *Reconciler) unregister(ctx context.Context, store ledger.Store, rec age
 
 // ledgerOwnerOf is the owner a ledger written during cluster's revocation carries: the one it
 // has, else none (any GitOpsCluster of the principal may then finish the revocation).
-func ledgerOwnerOf(rec agentRecords, cluster string) ledger.Owner {
-	if cm := rec.ledgers[cluster]; cm != nil {
+func ledgerOwnerOf(rec Records, cluster string) ledger.Owner {
+	if cm := rec.Ledgers[cluster]; cm != nil {
 		return ledger.OwnerOf(cm)
 	}
-	if s := rec.secrets[cluster]; s != nil {
+	if s := rec.Secrets[cluster]; s != nil {
 		return ledger.Owner{Namespace: s.Labels[v1alpha1.LabelOwnerNamespace], Name: s.Labels[v1alpha1.LabelOwnerName]}
 	}
 	return ledger.Owner{}
 }
 
 // adoptLedger relabels cluster's ledger with its new owner on the same principal.
-func (r *Reconciler) adoptLedger(ctx context.Context, principalNS, cluster string, owner *v1alpha1.GitOpsCluster) error {
+func (v *Revoker) adoptLedger(ctx context.Context, principalNS, cluster string, owner *v1alpha1.GitOpsCluster) error {
 	cm := &corev1.ConfigMap{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: ledger.LedgerName(cluster)}, cm); err != nil {
+	if err := v.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: ledger.LedgerName(cluster)}, cm); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if cm.Labels[v1alpha1.LabelOwnerNamespace] == owner.Namespace && cm.Labels[v1alpha1.LabelOwnerName] == owner.Name {
@@ -557,26 +557,26 @@ func (r *Reconciler) adoptLedger(ctx context.Context, principalNS, cluster strin
 	patch := client.MergeFromWithOptions(cm.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	cm.Labels[v1alpha1.LabelOwnerNamespace] = owner.Namespace
 	cm.Labels[v1alpha1.LabelOwnerName] = owner.Name
-	return client.IgnoreNotFound(r.Client.Patch(ctx, cm, patch))
+	return client.IgnoreNotFound(v.Client.Patch(ctx, cm, patch))
 }
 
 // deleteRevokedCSRs deletes the requests of cluster that the signer failed as Revoked. OCM's
 // registration agent (v1.2.1) keeps waiting on a request its hub approved, Failed or not, and
 // asks anew only once that request is gone; kube-controller-manager's cleaner deletes it only
 // after an hour.
-func (r *Reconciler) deleteRevokedCSRs(ctx context.Context, cluster string) error {
+func (v *Revoker) deleteRevokedCSRs(ctx context.Context, cluster string) error {
 	var csrs certificatesv1.CertificateSigningRequestList
-	if err := r.Client.List(ctx, &csrs, client.MatchingLabels{names.CSRClusterNameLabel: cluster, names.CSRAddonNameLabel: r.Config.AddonName}); err != nil {
+	if err := v.Client.List(ctx, &csrs, client.MatchingLabels{names.CSRClusterNameLabel: cluster, names.CSRAddonNameLabel: v.Config.AddonName}); err != nil {
 		return err
 	}
 	for i := range csrs.Items {
 		csr := &csrs.Items[i]
-		if csr.Spec.SignerName != r.Config.SignerName {
+		if csr.Spec.SignerName != v.Config.SignerName {
 			continue
 		}
 		for _, c := range csr.Status.Conditions {
 			if c.Type == certificatesv1.CertificateFailed && c.Reason == names.ReasonCSRRevoked {
-				if err := r.Client.Delete(ctx, csr); client.IgnoreNotFound(err) != nil {
+				if err := v.Client.Delete(ctx, csr); client.IgnoreNotFound(err) != nil {
 					return fmt.Errorf("deleting the revoked certificate request %s of cluster %s: %w", csr.Name, cluster, err)
 				}
 				break
@@ -599,61 +599,50 @@ func pruneRevoked(ctx context.Context, store ledger.Store, shards []corev1.Confi
 	return nil
 }
 
-// revokeOwnedAgents revokes, when a GitOpsCluster is deleted, every agent it has records for,
+// RevokeOwnedAgents revokes, when a GitOpsCluster is deleted, every agent it has records for,
 // except those another GitOpsCluster of the same principal owns now. A deletion is always
 // honoured: no settle period, no circuit breaker.
-func (r *Reconciler) revokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+func (v *Revoker) RevokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
 	principalNS := names.PrincipalNamespace(goc)
-	if !r.Config.NamespaceManaged(principalNS) {
+	if !v.Config.NamespaceManaged(principalNS) {
 		return nil
 	}
-	rec, err := r.readAgentRecords(ctx, goc, principalNS)
+	rec, err := v.ReadRecords(ctx, goc, principalNS)
 	if err != nil {
 		return err
 	}
-	store := r.ledgerStore(principalNS)
-	now := r.Config.Now()
+	store := v.Ledger(principalNS)
+	now := v.Config.Now()
 	var leaving []string
 	var errs []error
 	for _, c := range sets.List(rec.clusters()) {
-		selectors, err := fleet.SelectorsOf(ctx, r.Client, c)
+		selectors, err := fleet.SelectorsOf(ctx, v.Client, c)
 		if err != nil {
 			return err
 		}
 		if len(selectors) > 0 && names.PrincipalNamespace(selectors[0]) == principalNS &&
 			(selectors[0].Namespace != goc.Namespace || selectors[0].Name != goc.Name) {
-			if err := r.adoptLedger(ctx, principalNS, c, selectors[0]); err != nil {
+			if err := v.adoptLedger(ctx, principalNS, c, selectors[0]); err != nil {
 				errs = append(errs, err)
 			}
 			continue
 		}
 		leaving = append(leaving, c)
 	}
-	unregistered, blocked, err := r.revokeClusters(ctx, store, rec, leaving, ledger.CauseDeparted, now)
+	unregistered, blocked, err := v.revokeClusters(ctx, store, rec, leaving, ledger.CauseDeparted, now)
 	if len(unregistered) > 0 {
-		r.event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
+		v.event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
 			"unregistered %s and blocked %d certificate(s) on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
 	}
 	if err != nil && len(unregistered) == len(leaving) && errors.Is(err, ledger.ErrBlocklistFull) {
 		// Every agent is unregistered; only room in the blocklist is missing. The deletion
 		// goes on: the ledgers it leaves have no live owner, so the principal's other
 		// GitOpsClusters block them as room appears.
-		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonBlocklistFull, "RevokeAgents", "%v", err)
+		v.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonBlocklistFull, "RevokeAgents", "%v", err)
 		err = nil
 	}
 	if err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-func (r *Reconciler) ledgerStore(principalNS string) ledger.Store {
-	return ledger.Store{Client: r.Client, Reader: r.apiReader(), Cache: r.Client, Namespace: principalNS}
-}
-
-func (r *Reconciler) apiReader() client.Reader {
-	if r.APIReader != nil {
-		return r.APIReader
-	}
-	return r.Client
 }

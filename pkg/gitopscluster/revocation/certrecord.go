@@ -1,4 +1,4 @@
-package gitopscluster
+package revocation
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 // current certificate nowhere else (one write per new cluster), so a secret deleted by hand
 // would otherwise take with it the only record of a valid certificate.
 type CertificateRecorder struct {
-	Reconciler
+	Revoker
 }
 
 // SetupWithManager registers the controller.
@@ -47,7 +47,7 @@ func (r *CertificateRecorder) Reconcile(ctx context.Context, req ctrl.Request) (
 	if cluster := s.Labels[v1alpha1.LabelAgentName]; cluster != "" {
 		if cert, _ := agentsecret.Contents(s); cert.Fingerprint != "" && cert.NotAfter.After(now) {
 			owner := ledger.Owner{Namespace: s.Labels[v1alpha1.LabelOwnerNamespace], Name: s.Labels[v1alpha1.LabelOwnerName]}
-			if err := r.ledgerStore(s.Namespace).Merge(ctx, cluster, owner, ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
+			if err := r.Ledger(s.Namespace).Merge(ctx, cluster, owner, ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
 				return ctrl.Result{}, fmt.Errorf("recording the resource-proxy certificate of cluster secret %s/%s: %w", s.Namespace, s.Name, err)
 			}
 		}

@@ -1,4 +1,4 @@
-package gitopscluster
+package revocation
 
 import (
 	"context"
@@ -26,16 +26,16 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 )
 
-// RevocationReconciler enforces AgentRevocations: per principal, whichever GitOpsCluster owns
+// Enforcer enforces AgentRevocations: per principal, whichever GitOpsCluster owns
 // the cluster, for as long as the object exists. It is the only place a revocation is lifted.
-type RevocationReconciler struct {
-	Reconciler
+type Enforcer struct {
+	Revoker
 }
 
 // SetupWithManager registers the AgentRevocation controller. A cluster secret or a ledger
 // that appears for a revoked cluster (a GitOpsCluster that had not seen the revocation yet, a
 // certificate recorded meanwhile) wakes its revocation, which removes it again.
-func (r *RevocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Enforcer) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder("argocd-agent-addon")
 	}
@@ -66,7 +66,7 @@ func (r *RevocationReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile enforces one AgentRevocation, or lifts it once it is being deleted.
-func (r *RevocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *Enforcer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	rev := &v1alpha1.AgentRevocation{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rev); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -103,7 +103,7 @@ func (r *RevocationReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 // enforce blocks every certificate recorded for cluster on the principal and deletes its
 // cluster secrets there, whichever GitOpsCluster wrote them. It returns how many of the
 // cluster's certificates were blocked before and after.
-func (r *RevocationReconciler) enforce(ctx context.Context, principalNS, cluster string) (before, after int, err error) {
+func (r *Enforcer) enforce(ctx context.Context, principalNS, cluster string) (before, after int, err error) {
 	before, err = r.blockedOf(ctx, principalNS, cluster)
 	if err != nil {
 		return 0, 0, err
@@ -116,7 +116,7 @@ func (r *RevocationReconciler) enforce(ctx context.Context, principalNS, cluster
 	}
 	// As in revokeCluster: record, unregister, then block, so that unregistration never waits
 	// for room in the blocklist.
-	store := r.ledgerStore(principalNS)
+	store := r.Ledger(principalNS)
 	now := r.Config.Now()
 	var errs []error
 	for i := range secrets.Items {
@@ -139,8 +139,8 @@ func (r *RevocationReconciler) enforce(ctx context.Context, principalNS, cluster
 }
 
 // blockedOf counts cluster's entries in the principal's revocation record, live.
-func (r *RevocationReconciler) blockedOf(ctx context.Context, principalNS, cluster string) (int, error) {
-	revoked, err := r.ledgerStore(principalNS).Revoked(ctx, r.Config.Now())
+func (r *Enforcer) blockedOf(ctx context.Context, principalNS, cluster string) (int, error) {
+	revoked, err := r.Ledger(principalNS).Revoked(ctx, r.Config.Now())
 	if err != nil {
 		return 0, err
 	}
@@ -157,7 +157,7 @@ func (r *RevocationReconciler) blockedOf(ctx context.Context, principalNS, clust
 // X.509's keyCompromise, a key that was revoked stays revoked until its certificate expires.
 // OCM's registration agent makes a new key for every request, and asks again once the
 // request the signer refused is gone.
-func (r *RevocationReconciler) lift(ctx context.Context, rev *v1alpha1.AgentRevocation) error {
+func (r *Enforcer) lift(ctx context.Context, rev *v1alpha1.AgentRevocation) error {
 	if !controllerutil.ContainsFinalizer(rev, v1alpha1.FinalizerRevocationLift) {
 		return nil
 	}
@@ -177,7 +177,7 @@ func (r *RevocationReconciler) lift(ctx context.Context, rev *v1alpha1.AgentRevo
 	return client.IgnoreNotFound(r.Client.Patch(ctx, rev, patch))
 }
 
-func (r *RevocationReconciler) setEnforced(ctx context.Context, rev *v1alpha1.AgentRevocation, blocked int, status metav1.ConditionStatus, reason, message string) error {
+func (r *Enforcer) setEnforced(ctx context.Context, rev *v1alpha1.AgentRevocation, blocked int, status metav1.ConditionStatus, reason, message string) error {
 	patch := client.MergeFrom(rev.DeepCopy())
 	changed := meta.SetStatusCondition(&rev.Status.Conditions, metav1.Condition{
 		Type: v1alpha1.ConditionEnforced, Status: status, Reason: reason, Message: message, ObservedGeneration: rev.Generation,
@@ -198,13 +198,13 @@ func (r *RevocationReconciler) setEnforced(ctx context.Context, rev *v1alpha1.Ag
 // outlives the list: editing the list, re-creating the GitOpsCluster or another GitOpsCluster
 // taking the cluster over never lifts it. A GitOpsCluster cannot revoke a cluster it does not
 // own, nor one whose ledger has no live owner.
-func (r *Reconciler) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, rec agentRecords) error {
+func (v *Revoker) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, rec Records) error {
 	var errs []error
-	for _, c := range sets.List(sets.New(goc.Spec.RevokedClusters...).Difference(rec.revocations)) {
+	for _, c := range sets.List(sets.New(goc.Spec.RevokedClusters...).Difference(rec.Revocations)) {
 		// Only a cluster this GitOpsCluster owns, or has registered: an ownerless ledger (a
 		// cluster that left another GitOpsCluster) belongs to nobody's list.
-		_, hasSecret := rec.secrets[c]
-		ownLedger := rec.ledgers[c] != nil && ledger.OwnerOf(rec.ledgers[c]) == ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
+		_, hasSecret := rec.Secrets[c]
+		ownLedger := rec.Ledgers[c] != nil && ledger.OwnerOf(rec.Ledgers[c]) == ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
 		if !obs.Owned.Has(c) && !hasSecret && !ownLedger {
 			continue
 		}
@@ -214,10 +214,10 @@ func (r *Reconciler) requestRevocations(ctx context.Context, goc *v1alpha1.GitOp
 				Annotations: map[string]string{v1alpha1.AnnotationRequestedBy: goc.Namespace + "/" + goc.Name}},
 			Spec: v1alpha1.AgentRevocationSpec{Reason: fmt.Sprintf("listed in spec.revokedClusters of GitOpsCluster %s/%s", goc.Namespace, goc.Name)},
 		}
-		err := r.Client.Create(ctx, rev)
+		err := v.Client.Create(ctx, rev)
 		switch {
 		case err == nil:
-			r.event(goc, corev1.EventTypeWarning, "AgentRevocationRequested", "RevokeAgent",
+			v.event(goc, corev1.EventTypeWarning, "AgentRevocationRequested", "RevokeAgent",
 				"cluster %s is listed in spec.revokedClusters: created AgentRevocation %s/%s, which holds until a person deletes it", c, principalNS, c)
 		case apierrors.IsAlreadyExists(err):
 		default:

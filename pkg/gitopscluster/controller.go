@@ -15,6 +15,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/clustersecrets"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
@@ -123,4 +124,9 @@ func (r *Reconciler) apiReader() client.Reader {
 		return r.APIReader
 	}
 	return r.Client
+}
+
+// clusterSecrets writes the agents' cluster secrets over this reconciler's clients and config.
+func (r *Reconciler) clusterSecrets() *clustersecrets.Writer {
+	return &clustersecrets.Writer{Client: r.Client, Reader: r.apiReader(), Config: r.Config, Recorder: r.Recorder}
 }

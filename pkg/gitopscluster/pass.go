@@ -261,7 +261,7 @@ func (p *pass) agentRecords(ctx context.Context) *stop {
 	if err != nil {
 		return stopWith(err)
 	}
-	if p.clusterRenewal, err = r.syncClusterSecrets(ctx, goc, principalNS, obs, hub, rec.Secrets, rec.Revoked); err != nil {
+	if p.clusterRenewal, err = r.clusterSecrets().Sync(ctx, goc, principalNS, obs, hub, rec.Secrets, rec.Revoked, r.revoker().Ledger(principalNS)); err != nil {
 		return p.fail(ctx, v1alpha1.ConditionCertificatesReady, v1alpha1.ReasonCertificatesFailed, err)
 	}
 	revocation, revErr := r.revoker().Revoke(ctx, goc, principalNS, obs, rec)

@@ -40,6 +40,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/clustersecrets"
 	gitopsconfig "github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/clusters"
@@ -233,7 +234,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&revocation.CertificateRecorder{Revoker: revocation.Revoker{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: opts.Fleet}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the cluster secret certificate recorder: %w", err)
 	}
-	if err := gitopscluster.SetupClusterLabelSync(ctx, mgr); err != nil {
+	if err := clustersecrets.SetupLabelSync(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the agent cluster label sync: %w", err)
 	}
 	if err := clusters.Setup(ctx, mgr, opts.Fleet.ManagedNamespaces); err != nil {

@@ -1,4 +1,4 @@
-package gitopscluster
+package clustersecrets
 
 import (
 	"bytes"
@@ -24,25 +24,26 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
-func (r *Reconciler) resourceProxyServer(principalNS, cluster string) string {
-	return fmt.Sprintf("https://%s.%s.svc:%d?agentName=%s", r.Config.ResourceProxyServiceName, principalNS, r.Config.ResourceProxyPort, cluster)
+func (w *Writer) resourceProxyServer(principalNS, cluster string) string {
+	return fmt.Sprintf("https://%s.%s.svc:%d?agentName=%s", w.Config.ResourceProxyServiceName, principalNS, w.Config.ResourceProxyPort, cluster)
 }
 
-// syncClusterSecrets keeps one argocd-agent cluster secret per owned cluster (except the ones a
-// person revoked, on the principal or in goc's spec) and renews its client certificate before expiry or after a CA change. Every
+// Sync keeps one argocd-agent cluster secret per owned cluster (except the ones a
+// person revoked, on the principal or in goc's spec) and renews its client certificate before expiry or after a CA change.
+// Every
 // certificate it issues is recorded in the cluster's ledger before the secret is written, so it
-// is revoked with the agent's. Removing secrets is the revocation's job. byCluster holds
+// is revoked with the agent's. Removing secrets is the revocation's job. store is the principal's ledger store. byCluster holds
 // goc's cluster secrets as the cache lists them (read only). It returns the earliest renewal
 // time.
-func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, hub *principalpki.PKI,
-	byCluster map[string]*corev1.Secret, revoked sets.Set[string]) (time.Time, error) {
-	store := r.revoker().Ledger(principalNS)
+func (w *Writer) Sync(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, hub *principalpki.PKI,
+	byCluster map[string]*corev1.Secret, revoked sets.Set[string], store ledger.Store) (time.Time, error) {
 	owner := ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
-	now := r.Config.Now()
+	now := w.Config.Now()
 	var next time.Time
 	type write struct {
 		cluster string
@@ -63,7 +64,7 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 			// GitOpsCluster that owned the cluster before); look it up by name.
 			if inNamespace == nil {
 				var err error
-				if inNamespace, err = r.secretsByName(ctx, principalNS); err != nil {
+				if inNamespace, err = w.secretsByName(ctx, principalNS); err != nil {
 					return time.Time{}, err
 				}
 			}
@@ -74,11 +75,11 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 			// its deletion wakes this GitOpsCluster and a new one is written.
 			continue
 		}
-		if renewAt, ok := r.clusterSecretCurrent(s, goc, principalNS, cluster, hub, caFingerprint, now); ok {
+		if renewAt, ok := w.clusterSecretCurrent(s, goc, principalNS, cluster, hub, caFingerprint, now); ok {
 			if next.IsZero() || renewAt.Before(next) {
 				next = renewAt
 			}
-			if err := r.ensureRecordFinalizer(ctx, s, cluster); err != nil {
+			if err := w.ensureRecordFinalizer(ctx, s, cluster); err != nil {
 				return time.Time{}, err
 			}
 			continue
@@ -92,8 +93,8 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 	var mu sync.Mutex
 	var errs []error
 	created := 0
-	parallel.Each(r.Config.WriteConcurrency, writes, func(w write) {
-		renewAt, isNew, err := r.writeClusterSecret(ctx, goc, principalNS, w.cluster, w.live, hub, store, owner, now)
+	parallel.Each(w.Config.WriteConcurrency, writes, func(one write) {
+		renewAt, isNew, err := w.writeClusterSecret(ctx, goc, principalNS, one.cluster, one.live, hub, store, owner, now)
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -110,15 +111,15 @@ func (r *Reconciler) syncClusterSecrets(ctx context.Context, goc *v1alpha1.GitOp
 		return time.Time{}, err
 	}
 	if created > 0 {
-		r.event(goc, corev1.EventTypeNormal, "AgentsRegistered", "RegisterAgents", "registered %d agent(s) with the principal", created)
+		w.event(goc, corev1.EventTypeNormal, "AgentsRegistered", "RegisterAgents", "registered %d agent(s) with the principal", created)
 	}
 	return next, nil
 }
 
 // secretsByName lists the namespace's cached Secrets (read only) by name.
-func (r *Reconciler) secretsByName(ctx context.Context, ns string) (map[string]*corev1.Secret, error) {
+func (w *Writer) secretsByName(ctx context.Context, ns string) (map[string]*corev1.Secret, error) {
 	var list corev1.SecretList
-	if err := r.Client.List(ctx, &list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+	if err := w.Client.List(ctx, &list, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	out := make(map[string]*corev1.Secret, len(list.Items))
@@ -131,14 +132,14 @@ func (r *Reconciler) secretsByName(ctx context.Context, ns string) (map[string]*
 // ensureRecordFinalizer adds the certificate-record finalizer to a current cluster secret a
 // release without it wrote, alone, without a new certificate. s may be the cache's own object:
 // a copy is changed.
-func (r *Reconciler) ensureRecordFinalizer(ctx context.Context, s *corev1.Secret, cluster string) error {
+func (w *Writer) ensureRecordFinalizer(ctx context.Context, s *corev1.Secret, cluster string) error {
 	if controllerutil.ContainsFinalizer(s, v1alpha1.FinalizerRecordCertificate) {
 		return nil
 	}
 	c := s.DeepCopy()
 	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.AddFinalizer(c, v1alpha1.FinalizerRecordCertificate)
-	if err := r.Client.Patch(ctx, c, patch); client.IgnoreNotFound(err) != nil {
+	if err := w.Client.Patch(ctx, c, patch); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("adding the certificate-record finalizer to the cluster secret of %s: %w", cluster, err)
 	}
 	return nil
@@ -146,13 +147,13 @@ func (r *Reconciler) ensureRecordFinalizer(ctx context.Context, s *corev1.Secret
 
 // writeClusterSecret issues a new resource-proxy certificate for cluster and creates or
 // updates its cluster secret. It returns the renewal time and whether the secret is new.
-func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, live *corev1.Secret,
+func (w *Writer) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, live *corev1.Secret,
 	hub *principalpki.PKI, store ledger.Store, owner ledger.Owner, now time.Time) (time.Time, bool, error) {
-	desired, cert, err := r.buildClusterSecret(goc, principalNS, cluster, hub, now)
+	desired, cert, err := w.buildClusterSecret(goc, principalNS, cluster, hub, now)
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	if err := r.withClusterLabels(ctx, desired, cluster); err != nil {
+	if err := w.withClusterLabels(ctx, desired, cluster); err != nil {
 		return time.Time{}, false, err
 	}
 	// The current certificate is revoked from the secret itself; the one it replaces is
@@ -164,17 +165,17 @@ func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOp
 		}
 	}
 	if live == nil {
-		err = r.Client.Create(ctx, desired)
+		err = w.Client.Create(ctx, desired)
 		if apierrors.IsAlreadyExists(err) {
 			// A secret of that name the cache does not hold (made by hand, without the
 			// project's labels): take it over, as with one found by name.
 			live = &corev1.Secret{}
-			if err = r.apiReader().Get(ctx, client.ObjectKeyFromObject(desired), live); err == nil {
-				err = r.replaceClusterSecret(ctx, live, desired)
+			if err = w.Reader.Get(ctx, client.ObjectKeyFromObject(desired), live); err == nil {
+				err = w.replaceClusterSecret(ctx, live, desired)
 			}
 		}
 	} else {
-		err = r.replaceClusterSecret(ctx, live, desired)
+		err = w.replaceClusterSecret(ctx, live, desired)
 	}
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("writing cluster secret for %s: %w", cluster, err)
@@ -184,21 +185,21 @@ func (r *Reconciler) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOp
 
 // replaceClusterSecret updates live to desired's labels, annotations, type and whole data. live
 // may be the cache's compact form: none of its data survives.
-func (r *Reconciler) replaceClusterSecret(ctx context.Context, live, desired *corev1.Secret) error {
+func (w *Writer) replaceClusterSecret(ctx context.Context, live, desired *corev1.Secret) error {
 	written := live.DeepCopy()
 	written.Labels, written.Annotations, written.Data, written.Type = desired.Labels, desired.Annotations, desired.Data, desired.Type
 	for _, f := range desired.Finalizers {
 		controllerutil.AddFinalizer(written, f)
 	}
-	return r.Client.Update(ctx, written)
+	return w.Client.Update(ctx, written)
 }
 
 // clusterSecretCurrent reports whether s is already what we would write, and when it must be
 // renewed. s may be the cache's compact form (agentsecret.Compact): the certificate was
 // parsed and checked when the secret entered the cache, not on every pass.
-func (r *Reconciler) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *principalpki.PKI, caFingerprint string, now time.Time) (time.Time, bool) {
-	if s == nil || !labelsContain(s.Labels, clusterSecretLabels(goc, cluster)) || s.Annotations[v1alpha1.AnnotationSkipReconcile] != "true" ||
-		string(s.Data["name"]) != cluster || string(s.Data["server"]) != r.resourceProxyServer(principalNS, cluster) {
+func (w *Writer) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *principalpki.PKI, caFingerprint string, now time.Time) (time.Time, bool) {
+	if s == nil || !names.HasLabels(s.Labels, clusterSecretLabels(goc, cluster)) || s.Annotations[v1alpha1.AnnotationSkipReconcile] != "true" ||
+		string(s.Data["name"]) != cluster || string(s.Data["server"]) != w.resourceProxyServer(principalNS, cluster) {
 		return time.Time{}, false
 	}
 	cert, bundle := agentsecret.Contents(s)
@@ -210,14 +211,14 @@ func (r *Reconciler) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOps
 }
 
 func clusterSecretLabels(goc *v1alpha1.GitOpsCluster, cluster string) map[string]string {
-	l := ownerLabels(goc)
+	l := names.OwnerLabels(goc)
 	l[v1alpha1.LabelSecretType] = "cluster"
 	l[v1alpha1.LabelAgentName] = cluster
 	return l
 }
 
-func (r *Reconciler) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *principalpki.PKI, now time.Time) (*corev1.Secret, *x509.Certificate, error) {
-	validity := r.Config.ClusterSecretValidity
+func (w *Writer) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *principalpki.PKI, now time.Time) (*corev1.Secret, *x509.Certificate, error) {
+	validity := w.Config.ClusterSecretValidity
 	if validity <= 0 || validity > config.MaxClusterSecretValidity {
 		validity = config.MaxClusterSecretValidity
 	}
@@ -239,7 +240,7 @@ func (r *Reconciler) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{
 			"name":   []byte(cluster),
-			"server": []byte(r.resourceProxyServer(principalNS, cluster)),
+			"server": []byte(w.resourceProxyServer(principalNS, cluster)),
 			"config": cfg,
 		},
 	}, kp.Cert, nil

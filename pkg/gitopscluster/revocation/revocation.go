@@ -401,7 +401,7 @@ func (v *Revoker) confirmDepartures(ctx context.Context, goc *v1alpha1.GitOpsClu
 		return nil, settle, err
 	}
 	if why != "" {
-		log.FromContext(ctx).Info("Departures not confirmed: the live selection is unknown", "why", why)
+		log.FromContext(ctx).Info("departures not confirmed: the live selection is unknown", "why", why)
 		return nil, settle, nil
 	}
 	var confirmed []string

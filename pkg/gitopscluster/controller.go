@@ -36,7 +36,7 @@ type Reconciler struct {
 	ComponentsAddOns cache.Cache
 
 	departures   revocation.Departures
-	exclusive    exclusiveCache
+	signerCheck  principalpki.SignerCheck
 	statusWrites ownwrites.Tracker
 }
 

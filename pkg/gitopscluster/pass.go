@@ -18,8 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/readiness"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
@@ -131,7 +133,7 @@ func (p *pass) fail(ctx context.Context, t, reason string, err error) *stop {
 // notReady writes the status with Ready False for msg, after the agents' availability, and
 // stops the pass: what follows needs what is missing.
 func (p *pass) notReady(ctx context.Context, msg string, res ctrl.Result) *stop {
-	if err := p.r.observeAgents(ctx, p.obs, p.status, p.setCond); err != nil {
+	if err := readiness.Agents(ctx, p.r.Client, p.r.Config.AddonName, p.obs, p.status, p.setCond); err != nil {
 		return stopWith(err)
 	}
 	p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, msg)
@@ -201,7 +203,7 @@ func (p *pass) pki(ctx context.Context) *stop {
 		}
 		p.setCond(v1alpha1.ConditionCertificatesReady, false, reason, msg)
 		p.setCond(v1alpha1.ConditionAddOnConfigured, false, reason, msg)
-		if err := r.observeAgents(ctx, p.obs, p.status, p.setCond); err != nil {
+		if err := readiness.Agents(ctx, r.Client, r.Config.AddonName, p.obs, p.status, p.setCond); err != nil {
 			return stopWith(err)
 		}
 		p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, msg)
@@ -248,7 +250,7 @@ func (p *pass) pki(ctx context.Context) *stop {
 	} else if restarted {
 		r.event(goc, corev1.EventTypeNormal, "PrincipalRestarted", "RestartPrincipal", "restarted Deployment %s/%s to load its new serving certificate or JWT signing key", principalNS, r.Config.PrincipalDeploymentName)
 	}
-	r.checkSignerExclusive(ctx, goc, principalNS, p.setCond)
+	p.checkSignerExclusive(ctx)
 	return nil
 }
 
@@ -370,7 +372,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 // availability counts the available agents, and those a version change has not reached yet.
 func (p *pass) availability(ctx context.Context) *stop {
 	r, obs := p.r, p.obs
-	if err := r.observeAgents(ctx, obs, p.status, p.setCond); err != nil {
+	if err := readiness.Agents(ctx, r.Client, r.Config.AddonName, obs, p.status, p.setCond); err != nil {
 		return stopWith(err)
 	}
 	if obs.Selected != nil && r.Config.NamespaceManaged(p.principalNS) {
@@ -384,13 +386,8 @@ func (p *pass) availability(ctx context.Context) *stop {
 
 // summarize sets Ready from the conditions it stands for, with an Event when it changes.
 func (p *pass) summarize() {
-	ready, notReady := true, []string{}
-	for _, t := range []string{v1alpha1.ConditionPlacementResolved, v1alpha1.ConditionPrincipalDiscovered, v1alpha1.ConditionCertificatesReady, v1alpha1.ConditionAddOnConfigured, v1alpha1.ConditionAgentsAvailable} {
-		if !meta.IsStatusConditionTrue(p.status.Conditions, t) {
-			ready = false
-			notReady = append(notReady, t)
-		}
-	}
+	notReady := readiness.NotReady(p.status.Conditions)
+	ready := len(notReady) == 0
 	wasReady := meta.IsStatusConditionTrue(p.goc.Status.Conditions, v1alpha1.ConditionReady)
 	if ready {
 		p.setCond(v1alpha1.ConditionReady, true, v1alpha1.ReasonReady, fmt.Sprintf("%d of %d agent(s) available", p.status.AvailableAgents, p.status.SelectedClusters))
@@ -431,4 +428,25 @@ func (p *pass) requeue(ctx context.Context) ctrl.Result {
 	}
 	log.FromContext(ctx).V(1).Info("next certificate renewal", "after", wait)
 	return ctrl.Result{RequeueAfter: wait}
+}
+
+// checkSignerExclusive reports in SignerExclusive whether OCM's addon-manager may read the hub
+// CA in principalNS, with an Event when it turns so. Reported, not fixed: the grant is not this
+// project's to remove. An unanswered check keeps the condition as it was.
+func (p *pass) checkSignerExclusive(ctx context.Context) {
+	r, goc, principalNS, setCond := p.r, p.goc, p.principalNS, p.setCond
+	secret, known := r.signerCheck.CAReadableByOCM(ctx, r.Client, principalNS)
+	if !known {
+		return
+	}
+	if secret != "" {
+		msg := fmt.Sprintf("OCM's addon-manager (%s) may read the hub CA secret %s/%s; with it, OCM signs any certificate request for this addon without the checks of this project's signer. Remove that grant", principalpki.OCMAddonManagerUser, principalNS, secret)
+		if !meta.IsStatusConditionFalse(goc.Status.Conditions, v1alpha1.ConditionSignerExclusive) {
+			r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonCAReadableByOCM, "CheckSigner", msg)
+		}
+		setCond(v1alpha1.ConditionSignerExclusive, false, v1alpha1.ReasonCAReadableByOCM, msg)
+		return
+	}
+	setCond(v1alpha1.ConditionSignerExclusive, true, v1alpha1.ReasonCANotReadableByOCM,
+		fmt.Sprintf("only this project's signer can sign agent certificates: OCM's addon-manager cannot read %s/%s (nor cert-manager's copy %s) and the template names no readable signing CA", principalNS, names.CASecretName, certmanager.CAIssuedSecretName))
 }

@@ -1,4 +1,4 @@
-package gitopscluster
+package readiness
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 )
 
-// observeAgents counts the selected clusters whose ManagedClusterAddOn is Available and lists
+// Agents counts the selected clusters whose ManagedClusterAddOn is Available and lists
 // (at most ten of) the others with the reason.
-func (r *Reconciler) observeAgents(ctx context.Context, obs *selection.Observation, status *v1alpha1.GitOpsClusterStatus, setCond func(string, bool, string, string)) error {
+func Agents(ctx context.Context, reader client.Reader, addonName string, obs *selection.Observation, status *v1alpha1.GitOpsClusterStatus, setCond func(string, bool, string, string)) error {
 	if obs.Selected == nil {
 		setCond(v1alpha1.ConditionAgentsAvailable, false, v1alpha1.ReasonPlacementNotFound, "the selection is unknown until the Placement exists")
 		return nil
@@ -33,7 +33,7 @@ func (r *Reconciler) observeAgents(ctx context.Context, obs *selection.Observati
 				Message: "cluster name is not a valid argocd-agent agent name: " + why})
 			continue
 		}
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: cluster, Name: r.Config.AddonName}, mca, client.UnsafeDisableDeepCopy)
+		err := reader.Get(ctx, types.NamespacedName{Namespace: cluster, Name: addonName}, mca, client.UnsafeDisableDeepCopy)
 		if apierrors.IsNotFound(err) {
 			unavailable = append(unavailable, v1alpha1.ClusterAgentState{Name: cluster, Reason: "AddOnNotInstalled",
 				Message: "OCM has not created the ManagedClusterAddOn yet"})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -624,8 +625,8 @@ func TestUnregistrationNeverWaitsForBlocklistRoom(t *testing.T) {
 }
 
 // TestRevocationsComeBackOnTheBlocklist: a revoked certificate's key removed from the
-// blocklist (by hand, or lost between two writes) is put back by the next pass, because the
-// revocation record still holds it.
+// blocklist (by hand, or lost between two writes) is put back at once, because the revocation
+// record still holds it, with an Event on the blocklist.
 func TestRevocationsComeBackOnTheBlocklist(t *testing.T) {
 	ctx := context.Background()
 	f := newRevocationFixture(t, "reassert")
@@ -642,12 +643,25 @@ func TestRevocationsComeBackOnTheBlocklist(t *testing.T) {
 	if err := k8s.Update(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	touch(t, f.ns, "g")
+	// Nothing else happens: the blocklist's own change brings the key back, not a later pass
+	// of some GitOpsCluster (which an idle fleet may not run for days).
 	eventually(t, "rb-a's key back on the blocklist", func() error {
 		if !f.blocked("rb-a") {
 			return fmt.Errorf("not blocked")
 		}
 		return nil
+	})
+	eventually(t, "a BlocklistRestored Event on the blocklist", func() error {
+		var list eventsv1.EventList
+		if err := k8s.List(ctx, &list, client.InNamespace(f.ns)); err != nil {
+			return err
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "ConfigMap" && e.Regarding.Name == ledger.BlocklistName && e.Reason == "BlocklistRestored" {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d", len(list.Items))
 	})
 }
 

@@ -740,5 +740,12 @@ func RevokedExpired(v string, now time.Time) bool {
 	return ok && !t.After(now)
 }
 
+// RevokedNotAfter is when the certificate of a revocation record entry expires; false when the
+// entry does not parse (such an entry never expires).
+func RevokedNotAfter(v string) (time.Time, bool) {
+	t, _, _, ok := parseRevoked(v)
+	return t, ok
+}
+
 // ValidFingerprint reports whether fp is a fingerprint as this package writes them.
 func ValidFingerprint(fp string) bool { return fingerprintPattern.MatchString(fp) }

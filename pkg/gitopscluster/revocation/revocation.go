@@ -161,8 +161,8 @@ func (v *Revoker) ReadRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, 
 // revoked (at once), and clusters that left the selection (once the departure is confirmed,
 // and within the circuit breaker's limit). It deletes their cluster secrets and puts every
 // certificate their ledger lists on the principal's blocklist. It also lifts revocations a
-// person undid and prunes expired blocklist entries. One cluster's failure never stops the
-// others; the errors are returned together.
+// person undid. One cluster's failure never stops the others; the errors are returned
+// together.
 func (v *Revoker) Revoke(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, rec Records) (Result, error) {
 	var res Result
 	now := v.Config.Now()
@@ -174,19 +174,12 @@ func (v *Revoker) Revoke(ctx context.Context, goc *v1alpha1.GitOpsCluster, princ
 	// deletion lifts (Enforcer).
 	res.Revoked, errs = v.revokeByPerson(ctx, goc, store, principalNS, obs, rec, now)
 
-	// 2. The revocation record as it stands before this pass's departures (housekeeping below
-	// compares it with the blocklist).
-	var shards corev1.ConfigMapList
-	if err := v.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.InNamespace(principalNS),
-		client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
-		return res, err
-	}
-
-	// 3. Departures.
+	// 2. Departures.
 	errs = append(errs, v.revokeDepartures(ctx, goc, store, principalNS, obs, rec, now, &res)...)
 
-	// 4. Housekeeping.
-	if err := v.blocklistHousekeeping(ctx, goc, store, principalNS, shards.Items, now, &res); err != nil {
+	// 3. The blocklist's room. Its upkeep (expired entries out, recorded ones back) is the
+	// principal's, done once for all its GitOpsClusters (BlocklistKeeper).
+	if err := v.blocklistRoom(ctx, principalNS, &res); err != nil {
 		errs = append(errs, err)
 	}
 	for _, err := range errs {
@@ -282,41 +275,14 @@ func (v *Revoker) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsClus
 	return errs
 }
 
-// blocklistHousekeeping prunes expired entries, puts back recorded ones that left the
-// blocklist (by hand, or a crash between the two writes), and reports the blocklist's room.
-func (v *Revoker) blocklistHousekeeping(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, shards []corev1.ConfigMap, now time.Time, res *Result) error {
-	if err := pruneRevoked(ctx, store, shards, now); err != nil {
-		log.FromContext(ctx).Error(err, "pruning expired entries of the principal's blocklist", "namespace", principalNS)
-	}
-	var errs []error
+// blocklistRoom measures the principal's blocklist, from the cache, for BlocklistHasRoom.
+func (v *Revoker) blocklistRoom(ctx context.Context, principalNS string, res *Result) error {
 	blocklist := &corev1.ConfigMap{}
 	if err := v.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: ledger.BlocklistName}, blocklist); client.IgnoreNotFound(err) != nil {
-		errs = append(errs, err)
-	}
-	if missing := missingFromBlocklist(shards, blocklist.Data, now); len(missing) > 0 {
-		if n, err := store.Reassert(ctx, missing); err != nil {
-			errs = append(errs, fmt.Errorf("putting %d recorded revocation(s) back on the blocklist: %w", len(missing), err))
-		} else if n > 0 {
-			v.event(goc, corev1.EventTypeWarning, "BlocklistRestored", "RevokeAgents",
-				"%d revoked certificate(s) were missing from %s/%s and were blocked again", n, principalNS, ledger.BlocklistName)
-		}
+		return err
 	}
 	res.BlocklistKeys, res.BlocklistBytes = len(blocklist.Data), ledger.BlocklistBytes(blocklist.Data)
-	return errors.Join(errs...)
-}
-
-// missingFromBlocklist lists the fingerprints of the revocation record, unexpired or
-// unreadable, that the blocklist lacks.
-func missingFromBlocklist(shards []corev1.ConfigMap, blocklist map[string]string, now time.Time) []string {
-	var out []string
-	for i := range shards {
-		for fp, v := range shards[i].Data {
-			if _, ok := blocklist[fp]; !ok && ledger.ValidFingerprint(fp) && !ledger.RevokedExpired(v, now) {
-				out = append(out, fp)
-			}
-		}
-	}
-	return out
+	return nil
 }
 
 // blocklistNearFullPercent is the share of the blocklist's budget from which it is reported as
@@ -580,19 +546,6 @@ func (v *Revoker) deleteRevokedCSRs(ctx context.Context, cluster string) error {
 					return fmt.Errorf("deleting the revoked certificate request %s of cluster %s: %w", csr.Name, cluster, err)
 				}
 				break
-			}
-		}
-	}
-	return nil
-}
-
-// pruneRevoked drops expired revocations; it reads past the cache only when the cached shards
-// show one.
-func pruneRevoked(ctx context.Context, store ledger.Store, shards []corev1.ConfigMap, now time.Time) error {
-	for i := range shards {
-		for _, v := range shards[i].Data {
-			if ledger.RevokedExpired(v, now) {
-				return store.Prune(ctx, now)
 			}
 		}
 	}

@@ -1,0 +1,137 @@
+package revocation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
+)
+
+// BlocklistKeeper keeps each principal's blocklist in step with its revocation record, once per
+// principal whichever GitOpsClusters use it: an entry whose certificate expired leaves both,
+// and a recorded one the blocklist lacks (removed by hand, or lost between the record's write
+// and the blocklist's) is put back as soon as the blocklist changes, not at some GitOpsCluster's
+// next pass.
+type BlocklistKeeper struct {
+	Revoker
+}
+
+// blocklistFullRetry is how soon a blocklist with no room for a recorded key is tried again.
+const blocklistFullRetry = time.Minute
+
+// blocklistRecheck bounds the wait for the next expiry, so a clock jump is caught up with.
+const blocklistRecheck = time.Hour
+
+// SetupWithManager registers the controller: one request per principal namespace, woken by its
+// blocklist and its revocation record.
+func (k *BlocklistKeeper) SetupWithManager(mgr ctrl.Manager) error {
+	if k.Recorder == nil {
+		k.Recorder = mgr.GetEventRecorder("argocd-agent-addon")
+	}
+	ofPrincipal := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ledger.BlocklistName}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("blocklist").
+		Watches(&corev1.ConfigMap{}, ofPrincipal, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return k.Config.NamespaceManaged(o.GetNamespace()) &&
+				(o.GetName() == ledger.BlocklistName || o.GetLabels()[ledger.LabelRecord] == ledger.RecordRevoked)
+		}))).
+		Complete(k)
+}
+
+// Reconcile prunes the expired revocations of one principal namespace and puts back on its
+// blocklist every recorded one it lacks; it comes back at the next expiry.
+func (k *BlocklistKeeper) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	ns := req.Namespace
+	if !k.Config.NamespaceManaged(ns) {
+		return ctrl.Result{}, nil
+	}
+	now := k.Config.Now()
+	store := k.Ledger(ns)
+	var shards corev1.ConfigMapList
+	if err := k.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.InNamespace(ns),
+		client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := pruneRevoked(ctx, store, shards.Items, now); err != nil {
+		log.FromContext(ctx).Error(err, "pruning expired entries of the principal's blocklist", "namespace", ns)
+	}
+	blocklist := &corev1.ConfigMap{}
+	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ledger.BlocklistName}, blocklist); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, err
+	}
+	if missing := missingFromBlocklist(shards.Items, blocklist.Data, now); len(missing) > 0 {
+		n, err := store.Reassert(ctx, missing)
+		if errors.Is(err, ledger.ErrBlocklistFull) {
+			// The GitOpsClusters of the principal report it (BlocklistHasRoom); room comes
+			// as certificates expire.
+			log.FromContext(ctx).Error(err, "no room to put recorded revocations back on the blocklist", "namespace", ns, "missing", len(missing))
+			return ctrl.Result{RequeueAfter: blocklistFullRetry}, nil
+		}
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("putting %d recorded revocation(s) back on the blocklist %s/%s: %w", len(missing), ns, ledger.BlocklistName, err)
+		}
+		if n > 0 {
+			restored := &corev1.ConfigMap{}
+			if err := k.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ledger.BlocklistName}, restored); err == nil && k.Recorder != nil {
+				k.Recorder.Eventf(restored, nil, corev1.EventTypeWarning, "BlocklistRestored", "RevokeAgents",
+					"%d revoked certificate(s) were missing from %s/%s and were blocked again", n, ns, ledger.BlocklistName)
+			}
+		}
+	}
+	return ctrl.Result{RequeueAfter: untilNextExpiry(shards.Items, now)}, nil
+}
+
+// untilNextExpiry is the wait until the first recorded certificate expires, at most
+// blocklistRecheck and at least a second.
+func untilNextExpiry(shards []corev1.ConfigMap, now time.Time) time.Duration {
+	wait := blocklistRecheck
+	for i := range shards {
+		for _, v := range shards[i].Data {
+			if t, ok := ledger.RevokedNotAfter(v); ok && t.Sub(now) < wait {
+				wait = t.Sub(now)
+			}
+		}
+	}
+	return max(wait, time.Second)
+}
+
+// pruneRevoked drops expired revocations; it reads past the cache only when the cached shards
+// show one.
+func pruneRevoked(ctx context.Context, store ledger.Store, shards []corev1.ConfigMap, now time.Time) error {
+	for i := range shards {
+		for _, v := range shards[i].Data {
+			if ledger.RevokedExpired(v, now) {
+				return store.Prune(ctx, now)
+			}
+		}
+	}
+	return nil
+}
+
+// missingFromBlocklist lists the fingerprints of the revocation record, unexpired or
+// unreadable, that the blocklist lacks.
+func missingFromBlocklist(shards []corev1.ConfigMap, blocklist map[string]string, now time.Time) []string {
+	var out []string
+	for i := range shards {
+		for fp, v := range shards[i].Data {
+			if _, ok := blocklist[fp]; !ok && ledger.ValidFingerprint(fp) && !ledger.RevokedExpired(v, now) {
+				out = append(out, fp)
+			}
+		}
+	}
+	return out
+}

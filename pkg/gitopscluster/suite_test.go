@@ -23,6 +23,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -136,25 +137,7 @@ func createPlacement(t *testing.T, ns, name string) {
 // setDecisions writes a PlacementDecision page of placement with the given clusters.
 func setDecisions(t *testing.T, ns, placement string, page int, clusters ...string) {
 	t.Helper()
-	ctx := context.Background()
-	name := fmt.Sprintf("%s-decision-%d", placement, page)
-	pd := &clusterv1beta1.PlacementDecision{}
-	err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pd)
-	if err != nil {
-		pd = &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Labels: map[string]string{clusterv1beta1.PlacementLabel: placement, clusterv1beta1.DecisionGroupIndexLabel: "0"}}}
-		if err := k8s.Create(ctx, pd); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pd.Status.Decisions = nil
-	for _, c := range clusters {
-		pd.Status.Decisions = append(pd.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: c, Reason: "test"})
-	}
-	if pd.Status.Decisions == nil {
-		pd.Status.Decisions = []clusterv1beta1.ClusterDecision{}
-	}
-	if err := k8s.Status().Update(ctx, pd); err != nil {
+	if err := fakehub.SetDecisionPage(context.Background(), k8s, ns, placement, page, clusters); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -29,7 +29,6 @@ import (
 	"k8s.io/client-go/rest"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
-	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -42,6 +41,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -310,23 +310,7 @@ func (h *hubFixture) startSigner() error {
 
 // setDecisions makes the PlacementDecision of placement list exactly clusters.
 func setDecisions(ctx context.Context, c client.Client, placement string, clusters ...string) error {
-	name := placement + "-decision-0"
-	pd := &clusterv1beta1.PlacementDecision{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: gitopsNS, Name: name}, pd); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return err
-		}
-		pd = &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: gitopsNS, Name: name,
-			Labels: map[string]string{clusterv1beta1.PlacementLabel: placement, clusterv1beta1.DecisionGroupIndexLabel: "0"}}}
-		if err := c.Create(ctx, pd); err != nil {
-			return err
-		}
-	}
-	pd.Status.Decisions = []clusterv1beta1.ClusterDecision{}
-	for _, cl := range clusters {
-		pd.Status.Decisions = append(pd.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: cl, Reason: "test"})
-	}
-	return c.Status().Update(ctx, pd)
+	return fakehub.SetDecisionPage(ctx, c, gitopsNS, placement, 0, clusters)
 }
 
 // --- requesters -------------------------------------------------------------------------

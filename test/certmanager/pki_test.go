@@ -40,6 +40,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/certmanager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -102,11 +103,7 @@ func TestCertManagerPKIThroughRealControllers(t *testing.T) {
 		&clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "placement"}},
 		principalDeployment(),
 	)
-	pd := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "placement-decision-1",
-		Labels: map[string]string{clusterv1beta1.PlacementLabel: "placement"}}}
-	mustCreate(t, admin, pd)
-	pd.Status.Decisions = []clusterv1beta1.ClusterDecision{{ClusterName: cluster, Reason: "test"}}
-	if err := admin.Status().Update(ctx, pd); err != nil {
+	if err := fakehub.SetDecisionPage(ctx, admin, ns, "placement", 1, []string{cluster}); err != nil {
 		t.Fatal(err)
 	}
 	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet"},

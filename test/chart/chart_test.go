@@ -55,6 +55,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/cmd"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -576,13 +577,7 @@ func TestInstallUpgradeUninstallOnARealAPIServer(t *testing.T) {
 	if err := admin.Create(ctx, &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: "argocd-placement"}}); err != nil {
 		t.Fatal(err)
 	}
-	pd := &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: releaseNS, Name: "argocd-placement-decision-1",
-		Labels: map[string]string{clusterv1beta1.PlacementLabel: "argocd-placement"}}}
-	if err := admin.Create(ctx, pd); err != nil {
-		t.Fatal(err)
-	}
-	pd.Status.Decisions = []clusterv1beta1.ClusterDecision{{ClusterName: "cluster1", Reason: "test"}}
-	if err := admin.Status().Update(ctx, pd); err != nil {
+	if err := fakehub.SetDecisionPage(ctx, admin, releaseNS, "argocd-placement", 1, []string{"cluster1"}); err != nil {
 		t.Fatal(err)
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "hub-node"}}

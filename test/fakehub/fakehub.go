@@ -10,10 +10,13 @@ import (
 	"strings"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -114,23 +117,38 @@ func SetDecisions(ctx context.Context, c client.Client, namespace, placement str
 }
 
 func writePage(ctx context.Context, c client.Client, namespace, placement string, page int, clusters []string, existing map[string]*clusterv1beta1.PlacementDecision) error {
-	name := fmt.Sprintf("%s-decision-%d", placement, page)
+	pd, found := existing[fmt.Sprintf("%s-decision-%d", placement, page)]
+	if found && equality.Semantic.DeepEqual(pd.Status.Decisions, decisionsOf(clusters)) {
+		return nil
+	}
+	return SetDecisionPage(ctx, c, namespace, placement, page, clusters)
+}
+
+func decisionsOf(clusters []string) []clusterv1beta1.ClusterDecision {
 	decisions := make([]clusterv1beta1.ClusterDecision, 0, len(clusters))
 	for _, cluster := range clusters {
 		decisions = append(decisions, clusterv1beta1.ClusterDecision{ClusterName: cluster, Reason: "fakehub"})
 	}
-	pd, found := existing[name]
-	if found && equality.Semantic.DeepEqual(pd.Status.Decisions, decisions) {
-		return nil
-	}
-	if !found {
+	return decisions
+}
+
+// SetDecisionPage makes page page of the Placement's decisions (<placement>-decision-<page>,
+// created if missing) list exactly clusters, in that order, whatever the other pages say: a
+// test writes a selection mid-update this way, as OCM does one page at a time.
+func SetDecisionPage(ctx context.Context, c client.Client, namespace, placement string, page int, clusters []string) error {
+	name := fmt.Sprintf("%s-decision-%d", placement, page)
+	pd := &clusterv1beta1.PlacementDecision{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, pd); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
 		pd = &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
 			Labels: map[string]string{clusterv1beta1.PlacementLabel: placement, clusterv1beta1.DecisionGroupIndexLabel: "0"}}}
 		if err := c.Create(ctx, pd); err != nil {
 			return err
 		}
 	}
-	pd.Status.Decisions = decisions
+	pd.Status.Decisions = decisionsOf(clusters)
 	return c.Status().Update(ctx, pd)
 }
 

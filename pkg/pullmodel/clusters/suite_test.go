@@ -22,6 +22,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -97,21 +98,7 @@ func createPlacement(t *testing.T, ns, name string) {
 // setDecisions writes page 0 of placement's decisions.
 func setDecisions(t *testing.T, ns, placement string, clusters ...string) {
 	t.Helper()
-	ctx := context.Background()
-	name := placement + "-decision-0"
-	pd := &clusterv1beta1.PlacementDecision{}
-	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pd); err != nil {
-		pd = &clusterv1beta1.PlacementDecision{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			Labels: map[string]string{clusterv1beta1.PlacementLabel: placement, clusterv1beta1.DecisionGroupIndexLabel: "0"}}}
-		if err := k8s.Create(ctx, pd); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pd.Status.Decisions = []clusterv1beta1.ClusterDecision{}
-	for _, c := range clusters {
-		pd.Status.Decisions = append(pd.Status.Decisions, clusterv1beta1.ClusterDecision{ClusterName: c, Reason: "test"})
-	}
-	if err := k8s.Status().Update(ctx, pd); err != nil {
+	if err := fakehub.SetDecisionPage(context.Background(), k8s, ns, placement, 0, clusters); err != nil {
 		t.Fatal(err)
 	}
 }

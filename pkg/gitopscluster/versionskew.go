@@ -67,7 +67,7 @@ func (r *Reconciler) principalImage(ctx context.Context, goc *v1alpha1.GitOpsClu
 	dep := &appsv1.Deployment{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: r.Config.PrincipalDeploymentName}, dep)
 	if apierrors.IsNotFound(err) || (err == nil && len(dep.Spec.Template.Spec.Containers) == 0) {
-		return r.agentImage(ctx, goc, principalNS)
+		return r.addOns().AgentImage(ctx, goc, principalNS)
 	}
 	if err != nil {
 		return "", err

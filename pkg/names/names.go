@@ -139,3 +139,22 @@ func ManagedByUs(o metav1.Object) bool {
 func ManagedLabels() map[string]string {
 	return map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}
 }
+
+// OwnerLabels are the labels that tie what the manager writes for a GitOpsCluster to it.
+func OwnerLabels(goc *v1alpha1.GitOpsCluster) map[string]string {
+	return map[string]string{
+		v1alpha1.LabelManagedBy:      v1alpha1.ManagedByValue,
+		v1alpha1.LabelOwnerNamespace: goc.Namespace,
+		v1alpha1.LabelOwnerName:      goc.Name,
+	}
+}
+
+// LabelsContain reports whether have holds every label of want with its value.
+func LabelsContain(have, want map[string]string) bool {
+	for k, v := range want {
+		if have[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -21,7 +21,7 @@ type TLSClientConfig struct {
 }
 
 type Config struct {
-	TLSClientConfig TLSClientConfig `json:"TLSClientConfig"`
+	TLSClientConfig TLSClientConfig `json:"tlsClientConfig"`
 }
 
 // Certificate returns the resource-proxy client certificate of a cluster secret

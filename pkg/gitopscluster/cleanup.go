@@ -26,7 +26,7 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 	if err := r.revoker().RevokeOwnedAgents(ctx, goc); err != nil {
 		return err
 	}
-	if err := r.releaseAddOnEntries(ctx, goc); err != nil {
+	if err := r.addOns().ReleaseEntries(ctx, goc); err != nil {
 		return err
 	}
 	for _, name := range []string{r.Config.AddonName, config.ComponentsAddonName(r.Config.AddonName)} {
@@ -35,13 +35,13 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 		}
 	}
 
-	if err := r.deleteComponentsPlacement(ctx, goc); err != nil {
+	if err := r.addOns().DeleteComponentsPlacement(ctx, goc); err != nil {
 		return err
 	}
-	if err := r.dropClearance(ctx, goc); err != nil {
+	if err := r.addOns().DropClearance(ctx, goc); err != nil {
 		return err
 	}
-	if err := r.deleteProbes(ctx, goc); err != nil {
+	if err := r.addOns().DeleteProbes(ctx, goc); err != nil {
 		return err
 	}
 	owner := client.MatchingLabels{v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name}

@@ -26,7 +26,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/addonobjects"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
@@ -584,7 +584,7 @@ func TestConfigChangeMakesANewConfigAndPrunesTheOldOneAfterTheRollout(t *testing
 	})
 	g := conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, "")
 	oldName := g.Status.AddOnDeploymentConfig
-	if !strings.HasPrefix(oldName, gitopscluster.DeploymentConfigPrefix(g)) {
+	if !strings.HasPrefix(oldName, addonobjects.DeploymentConfigPrefix(g)) {
 		t.Fatalf("ADC name %q lacks the prefix", oldName)
 	}
 	// cr-1's addon still wants the old config, as OCM records it before releasing the cluster.

@@ -20,6 +20,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/addonobjects"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/readiness"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
@@ -43,11 +44,11 @@ type pass struct {
 	hub            *principalpki.PKI
 	clusterRenewal time.Time
 	revocation     revocation.Result
-	// foreign is what the probes found; syncProbes acts on it after the status is written.
-	foreign foreignReport
+	// foreign is what the probes found; SyncProbes acts on it after the status is written.
+	foreign addonobjects.ForeignReport
 	// configRollout: an older AddOnDeploymentConfig is still in use by a rollout in progress.
 	configRollout bool
-	// componentsWaiting: the components' entry waits for its Placement copy (applyComponents).
+	// componentsWaiting: the components' entry waits for its Placement copy (see addonobjects.Applied).
 	componentsWaiting bool
 }
 
@@ -91,7 +92,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, goc *v1alpha1.GitOpsCl
 		return ctrl.Result{}, err
 	}
 	var moreProbes bool
-	if err := timed("probes", func() (err error) { moreProbes, err = r.syncProbes(ctx, goc, p.foreign); return err }); err != nil {
+	if err := timed("probes", func() (err error) { moreProbes, err = r.addOns().SyncProbes(ctx, goc, p.foreign); return err }); err != nil {
 		return ctrl.Result{}, err
 	}
 	if moreProbes {
@@ -311,7 +312,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 	r, goc, obs := p.r, p.goc, p.obs
 	if obs.Selected != nil {
 		var err error
-		if p.foreign, err = r.clearForComponents(ctx, goc, obs.Selected, obs.Invalid, obs.TeardownBlocked != ""); err != nil {
+		if p.foreign, err = r.addOns().ClearForComponents(ctx, goc, obs.Selected, obs.Invalid, obs.TeardownBlocked != ""); err != nil {
 			return stopWith(err)
 		}
 	}
@@ -326,7 +327,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 			goc.Namespace, goc.Spec.PlacementRef.Name, placementOwner.Namespace, placementOwner.Name)
 		p.noteCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonPlacementInUse, "ApplyAddOn", msg)
 		// Release whatever this GitOpsCluster applied before the other one came first.
-		if err := r.releaseAddOnEntries(ctx, goc); err != nil {
+		if err := r.addOns().ReleaseEntries(ctx, goc); err != nil {
 			return stopWith(err)
 		}
 		return nil
@@ -335,24 +336,24 @@ func (p *pass) addOn(ctx context.Context) *stop {
 		p.setCond(v1alpha1.ConditionAddOnConfigured, false, p.disc.Reason, "waiting for the principal endpoint: "+p.disc.Message)
 		return nil
 	}
-	applied, err := r.applyAddOn(ctx, goc, p.principalNS, p.disc.Endpoint, p.hub, obs.TrustedOwned())
+	applied, err := r.addOns().Apply(ctx, goc, p.principalNS, p.disc.Endpoint, p.hub, obs.TrustedOwned())
 	if err != nil {
 		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonAddOnApplyFailed, "ApplyAddOn", err.Error())
 		return p.fail(ctx, v1alpha1.ConditionAddOnConfigured, v1alpha1.ReasonAddOnApplyFailed, err)
 	}
-	p.componentsWaiting = applied.componentsWaiting
-	p.status.AddOnTemplate = applied.template
-	p.status.AddOnDeploymentConfig = applied.config
+	p.componentsWaiting = applied.ComponentsWaiting
+	p.status.AddOnTemplate = applied.Template
+	p.status.AddOnDeploymentConfig = applied.Config
 	if obs.Selected != nil {
-		if p.status.ExistingArgoCDClusters, err = r.existingArgoCDClusters(ctx, goc, obs.Selected); err != nil {
+		if p.status.ExistingArgoCDClusters, err = r.addOns().ExistingArgoCDClusters(ctx, goc, obs.Selected); err != nil {
 			return stopWith(err)
 		}
-		r.reportForeign(goc, p.status, p.foreign, p.setCond)
-		if p.configRollout, err = r.pruneDeploymentConfigs(ctx, goc, applied.config, sets.List(obs.Selected)); err != nil {
+		r.addOns().ReportForeign(goc, p.status, p.foreign, p.setCond)
+		if p.configRollout, err = r.addOns().PruneDeploymentConfigs(ctx, goc, applied.Config, sets.List(obs.Selected)); err != nil {
 			return stopWith(err)
 		}
 	}
-	mappingConflict, err := r.applicationMappingConflict(ctx, goc, p.principalNS)
+	mappingConflict, err := r.addOns().ApplicationMappingConflict(ctx, goc, p.principalNS)
 	if err != nil {
 		return stopWith(err)
 	}
@@ -363,8 +364,8 @@ func (p *pass) addOn(ctx context.Context) *stop {
 	case mappingConflict != "":
 		p.noteCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonApplicationMappingConflict, "ApplyAddOn", mappingConflict)
 	default:
-		msg := fmt.Sprintf("ClusterManagementAddOn %s lists Placement %s/%s with AddOnTemplate %s", r.Config.AddonName, goc.Namespace, goc.Spec.PlacementRef.Name, applied.template)
-		p.setCond(v1alpha1.ConditionAddOnConfigured, true, v1alpha1.ReasonAddOnApplied, msg+applied.clusterConfigs.notes())
+		msg := fmt.Sprintf("ClusterManagementAddOn %s lists Placement %s/%s with AddOnTemplate %s", r.Config.AddonName, goc.Namespace, goc.Spec.PlacementRef.Name, applied.Template)
+		p.setCond(v1alpha1.ConditionAddOnConfigured, true, v1alpha1.ReasonAddOnApplied, msg+applied.ClusterConfigs.Notes())
 	}
 	return nil
 }
@@ -376,8 +377,11 @@ func (p *pass) availability(ctx context.Context) *stop {
 		return stopWith(err)
 	}
 	if obs.Selected != nil && r.Config.NamespaceManaged(p.principalNS) {
-		var err error
-		if p.status.AgentsOnOtherVersion, err = r.agentsOnOtherVersion(ctx, p.goc, p.principalNS, sets.List(obs.Selected)); err != nil {
+		want, err := r.principalImage(ctx, p.goc, p.principalNS)
+		if err != nil {
+			return stopWith(err)
+		}
+		if p.status.AgentsOnOtherVersion, err = readiness.AgentsOnOtherVersion(ctx, r.Client, r.Config.AddonName, p.goc, sets.List(obs.Selected), want); err != nil {
 			return stopWith(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package gitopscluster
+package addonobjects
 
 import (
 	"context"
@@ -10,19 +10,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
@@ -44,8 +38,8 @@ import (
 // maxForeignListed bounds status.foreignArgoCD.
 const maxForeignListed = 20
 
-// foreignReport is what the probes found, for the status.
-type foreignReport struct {
+// ForeignReport is what the probes found, for the status.
+type ForeignReport struct {
 	// foreign are the clusters with another Argo CD, sorted, with what was found.
 	foreign []v1alpha1.FoundArgoCD
 	// probing counts clusters whose probe has not answered.
@@ -56,21 +50,21 @@ type foreignReport struct {
 	// labelFailures are the clusters whose clearance label could not be changed.
 	labelFailures []string
 	// missingProbes are selected clusters without a probe; staleProbes the probes of clusters
-	// no longer selected (see syncProbes).
+	// no longer selected (see SyncProbes).
 	missingProbes  []string
 	staleProbes    []*workv1.ManifestWork
 	outdatedProbes []*workv1.ManifestWork
 }
 
 // installNamespace is where the GitOpsCluster's agent and components go on each cluster.
-func (r *Reconciler) installNamespace(goc *v1alpha1.GitOpsCluster) string {
+func (w *Writer) installNamespace(goc *v1alpha1.GitOpsCluster) string {
 	if ns := goc.Spec.ArgoCDAgentAddon.AgentNamespace; ns != "" {
 		return ns
 	}
-	return r.Config.DefaultAgentNamespace
+	return w.Config.DefaultAgentNamespace
 }
 
-// clearForComponents probes the selected clusters, sets the clearance label on those the
+// ClearForComponents probes the selected clusters, sets the clearance label on those the
 // components may go to, and reports the Argo CD of the clusters that keep their own when its
 // version is not the one the agent is built against. With selected nil (selection unknown)
 // nothing changes.
@@ -78,13 +72,13 @@ func (r *Reconciler) installNamespace(goc *v1alpha1.GitOpsCluster) string {
 // With selectionPartial (the Placement is missing, being deleted, or its decision pages are
 // mid-update) clusters are only added: no label is removed and no probe deleted on a
 // selection that cannot be trusted to say who left.
-func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, selected sets.Set[string], invalid map[string]string, selectionPartial bool) (foreignReport, error) {
-	var rep foreignReport
+func (w *Writer) ClearForComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, selected sets.Set[string], invalid map[string]string, selectionPartial bool) (ForeignReport, error) {
+	var rep ForeignReport
 	if selected == nil {
 		return rep, nil
 	}
 	key := names.ComponentsClearedLabel(goc)
-	seen, err := r.readClearance(ctx, goc, key)
+	seen, err := w.readClearance(ctx, goc, key)
 	if err != nil {
 		return rep, err
 	}
@@ -95,15 +89,15 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 	}
 	install := componentsWanted(goc)
 	replace := goc.Spec.ArgoCDAgentAddon.ExistingArgoCD == v1alpha1.ExistingArgoCDReplace
-	components := config.ComponentsAddonName(r.Config.AddonName)
+	components := config.ComponentsAddonName(w.Config.AddonName)
 	cleared := sets.New[string]()
 	var missing []string
 	// A probe that looks elsewhere than the components would go (the install namespace
 	// changed, say) is replaced, and reads as unanswered meanwhile.
-	installNS := r.installNamespace(goc)
-	for _, w := range probes {
-		if !spoke.ProbeCurrent(w, installNS) {
-			rep.outdatedProbes = append(rep.outdatedProbes, w)
+	installNS := w.installNamespace(goc)
+	for _, probe := range probes {
+		if !spoke.ProbeCurrent(probe, installNS) {
+			rep.outdatedProbes = append(rep.outdatedProbes, probe)
 		}
 	}
 	for _, c := range sets.List(selected) {
@@ -111,17 +105,17 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 			// No agent goes to a cluster whose name cannot be an agent's, nor components.
 			continue
 		}
-		w := probes[c]
+		probe := probes[c]
 		delete(probes, c)
-		if w == nil {
+		if probe == nil {
 			missing = append(missing, c)
 		}
-		if w != nil && !spoke.ProbeCurrent(w, installNS) {
-			w = nil // outdated: no answer yet
+		if probe != nil && !spoke.ProbeCurrent(probe, installNS) {
+			probe = nil // outdated: no answer yet
 		}
-		verdict, found := spoke.ReadProbe(w, components)
+		verdict, found := spoke.ReadProbe(probe, components)
 		in := clearanceInput{install: install, ownArgoCD: seen.ownArgoCD.Has(c), replace: replace, labelled: seen.labelled.Has(c), verdict: verdict}
-		if img := spoke.ProbedControllerImage(w); in.keepsItsOwn() && img != "" && paired != "" && spoke.ImageTag(img) != paired {
+		if img := spoke.ProbedControllerImage(probe); in.keepsItsOwn() && img != "" && paired != "" && spoke.ImageTag(img) != paired {
 			rep.otherVersion = append(rep.otherVersion, v1alpha1.FoundArgoCD{Cluster: c,
 				Found: truncateFound(fmt.Sprintf("Argo CD %s (%s); the agent is built against Argo CD %s", spoke.ImageTag(img), img, paired))})
 		}
@@ -132,7 +126,7 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 		case clearedNow:
 			cleared.Insert(c)
 		case clearedIfInstalled:
-			installed, err := r.componentsInstalled(ctx, c)
+			installed, err := w.componentsInstalled(ctx, c)
 			if err != nil {
 				return rep, err
 			}
@@ -149,10 +143,10 @@ func (r *Reconciler) clearForComponents(ctx context.Context, goc *v1alpha1.GitOp
 	}
 	// Label changes first: a cluster leaves the components' Placement before anything else.
 	// A cluster whose label cannot be written stays as it was; the others go on.
-	rep.labelFailures = r.setClearance(ctx, key, seen.labelled, cleared)
+	rep.labelFailures = w.setClearance(ctx, key, seen.labelled, cleared)
 	rep.missingProbes = missing
-	for _, w := range probes {
-		rep.staleProbes = append(rep.staleProbes, w)
+	for _, probe := range probes {
+		rep.staleProbes = append(rep.staleProbes, probe)
 	}
 	return rep, nil
 }
@@ -165,24 +159,24 @@ type clearanceSeen struct {
 	labelled  sets.Set[string]
 }
 
-func (r *Reconciler) readClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster, key string) (clearanceSeen, error) {
+func (w *Writer) readClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster, key string) (clearanceSeen, error) {
 	seen := clearanceSeen{probes: map[string]*workv1.ManifestWork{}, ownArgoCD: sets.New[string](), labelled: sets.New[string]()}
 	var probeList workv1.ManifestWorkList
-	if err := r.Client.List(ctx, &probeList, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
+	if err := w.Client.List(ctx, &probeList, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
 		return seen, err
 	}
 	for i := range probeList.Items {
 		seen.probes[probeList.Items[i].Namespace] = &probeList.Items[i]
 	}
 	var optedOut clusterv1.ManagedClusterList
-	if err := r.Client.List(ctx, &optedOut, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {
+	if err := w.Client.List(ctx, &optedOut, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {
 		return seen, err
 	}
 	for _, mc := range optedOut.Items {
 		seen.ownArgoCD.Insert(mc.Name)
 	}
 	var current clusterv1.ManagedClusterList
-	if err := r.Client.List(ctx, &current, client.HasLabels{key}); err != nil {
+	if err := w.Client.List(ctx, &current, client.HasLabels{key}); err != nil {
 		return seen, err
 	}
 	for _, mc := range current.Items {
@@ -234,15 +228,15 @@ func decideClearance(in clearanceInput) clearance {
 	}
 }
 
-// syncProbes creates the probes the report found missing and deletes those of clusters no
+// SyncProbes creates the probes the report found missing and deletes those of clusters no
 // longer selected. It runs after the status is written: a custom resource costs the API server
 // several times a Secret, and thousands of probe creations would otherwise hold a new fleet's
 // Ready by seconds; their answers come later anyway, each waking the GitOpsCluster.
 //
 // It creates at most ProbesPerPass probes and reports whether more are missing: the caller
 // runs the next pass at once.
-func (r *Reconciler) syncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster, rep foreignReport) (more bool, err error) {
-	batch := r.Config.ProbesPerPass
+func (w *Writer) SyncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster, rep ForeignReport) (more bool, err error) {
+	batch := w.Config.ProbesPerPass
 	if batch <= 0 {
 		batch = config.DefaultProbesPerPass
 	}
@@ -251,16 +245,16 @@ func (r *Reconciler) syncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		missing, more = missing[:batch], true
 	}
 	// One cluster's probe failing (its namespace gone, say) holds only that cluster.
-	parallel.Each(r.Config.WriteConcurrency, missing, func(c string) {
-		if err := r.createProbe(ctx, goc, c); err != nil {
+	parallel.Each(w.Config.WriteConcurrency, missing, func(c string) {
+		if err := w.createProbe(ctx, goc, c); err != nil {
 			log.FromContext(ctx).Error(err, "probing a cluster for an Argo CD", "cluster", c)
 		}
 	})
 	// An outdated probe is deleted, and the pass its deletion wakes creates it anew: probes are
 	// never changed, so the manager needs no right to change ManifestWorks for them.
 	gone := append(slices.Clone(rep.staleProbes), rep.outdatedProbes...)
-	return more, writeAll(r.Config.WriteConcurrency, gone, func(w *workv1.ManifestWork) error {
-		return client.IgnoreNotFound(r.Client.Delete(ctx, w))
+	return more, writeAll(w.Config.WriteConcurrency, gone, func(probe *workv1.ManifestWork) error {
+		return client.IgnoreNotFound(w.Client.Delete(ctx, probe))
 	})
 }
 
@@ -288,12 +282,12 @@ func truncateFound(s string) string {
 	return strings.ToValidUTF8(s[:1021], "") + "..."
 }
 
-func (r *Reconciler) createProbe(ctx context.Context, goc *v1alpha1.GitOpsCluster, cluster string) error {
-	w, err := spoke.BuildProbe(names.ProbeWorkName(goc), cluster, r.installNamespace(goc), names.ComponentsKey(goc), ownerLabels(goc))
+func (w *Writer) createProbe(ctx context.Context, goc *v1alpha1.GitOpsCluster, cluster string) error {
+	probe, err := spoke.BuildProbe(names.ProbeWorkName(goc), cluster, w.installNamespace(goc), names.ComponentsKey(goc), names.OwnerLabels(goc))
 	if err != nil {
 		return err
 	}
-	if err := r.Client.Create(ctx, w); client.IgnoreAlreadyExists(err) != nil {
+	if err := w.Client.Create(ctx, probe); client.IgnoreAlreadyExists(err) != nil {
 		return fmt.Errorf("creating the Argo CD probe in namespace %s: %w", cluster, err)
 	}
 	return nil
@@ -301,13 +295,13 @@ func (r *Reconciler) createProbe(ctx context.Context, goc *v1alpha1.GitOpsCluste
 
 // componentsInstalled reports whether the components addon is installed on the cluster already
 // (by an earlier version of the manager, or before the probe was recreated).
-func (r *Reconciler) componentsInstalled(ctx context.Context, cluster string) (bool, error) {
-	reader := r.ComponentsAddOns
+func (w *Writer) componentsInstalled(ctx context.Context, cluster string) (bool, error) {
+	reader := w.ComponentsAddOns
 	if reader == nil {
 		return false, nil
 	}
 	mca := &addonv1alpha1.ManagedClusterAddOn{}
-	err := reader.Get(ctx, types.NamespacedName{Namespace: cluster, Name: config.ComponentsAddonName(r.Config.AddonName)}, mca)
+	err := reader.Get(ctx, types.NamespacedName{Namespace: cluster, Name: config.ComponentsAddonName(w.Config.AddonName)}, mca)
 	if err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
@@ -316,12 +310,12 @@ func (r *Reconciler) componentsInstalled(ctx context.Context, cluster string) (b
 
 // setClearance makes the label key present exactly on the clusters in want, removals first,
 // and returns the clusters whose label could not be changed (each logged).
-func (r *Reconciler) setClearance(ctx context.Context, key string, have, want sets.Set[string]) []string {
+func (w *Writer) setClearance(ctx context.Context, key string, have, want sets.Set[string]) []string {
 	var mu sync.Mutex
 	var failed []string
 	patch := func(value *string) func(string) {
 		return func(c string) {
-			if err := r.patchClusterLabel(ctx, c, key, value); err != nil {
+			if err := w.patchClusterLabel(ctx, c, key, value); err != nil {
 				log.FromContext(ctx).Error(err, "clearing a cluster for the Argo CD components", "cluster", c)
 				mu.Lock()
 				failed = append(failed, c)
@@ -329,54 +323,54 @@ func (r *Reconciler) setClearance(ctx context.Context, key string, have, want se
 			}
 		}
 	}
-	parallel.Each(r.Config.WriteConcurrency, sets.List(have.Difference(want)), patch(nil))
+	parallel.Each(w.Config.WriteConcurrency, sets.List(have.Difference(want)), patch(nil))
 	value := "true"
-	parallel.Each(r.Config.WriteConcurrency, sets.List(want.Difference(have)), patch(&value))
+	parallel.Each(w.Config.WriteConcurrency, sets.List(want.Difference(have)), patch(&value))
 	slices.Sort(failed)
 	return failed
 }
 
-// dropClearance removes the GitOpsCluster's clearance label from every ManagedCluster.
-func (r *Reconciler) dropClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+// DropClearance removes the GitOpsCluster's clearance label from every ManagedCluster.
+func (w *Writer) DropClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
 	key := names.ComponentsClearedLabel(goc)
 	var current clusterv1.ManagedClusterList
-	if err := r.Client.List(ctx, &current, client.HasLabels{key}); err != nil {
+	if err := w.Client.List(ctx, &current, client.HasLabels{key}); err != nil {
 		return err
 	}
-	return writeAll(r.Config.WriteConcurrency, current.Items, func(mc clusterv1.ManagedCluster) error {
-		return r.patchClusterLabel(ctx, mc.Name, key, nil)
+	return writeAll(w.Config.WriteConcurrency, current.Items, func(mc clusterv1.ManagedCluster) error {
+		return w.patchClusterLabel(ctx, mc.Name, key, nil)
 	})
 }
 
-// deleteProbes deletes every probe of the GitOpsCluster (it is going).
-func (r *Reconciler) deleteProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+// DeleteProbes deletes every probe of the GitOpsCluster (it is going).
+func (w *Writer) DeleteProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
 	var list workv1.ManifestWorkList
-	if err := r.Client.List(ctx, &list, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
+	if err := w.Client.List(ctx, &list, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
 		return err
 	}
-	return writeAll(r.Config.WriteConcurrency, list.Items, func(w workv1.ManifestWork) error {
-		return client.IgnoreNotFound(r.Client.Delete(ctx, &w))
+	return writeAll(w.Config.WriteConcurrency, list.Items, func(probe workv1.ManifestWork) error {
+		return client.IgnoreNotFound(w.Client.Delete(ctx, &probe))
 	})
 }
 
 // patchClusterLabel sets (value non-nil) or removes one label of a ManagedCluster with a merge
 // patch, which touches nothing else of it.
-func (r *Reconciler) patchClusterLabel(ctx context.Context, cluster, key string, value *string) error {
+func (w *Writer) patchClusterLabel(ctx context.Context, cluster, key string, value *string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: value}}})
 	if err != nil {
 		return err
 	}
 	mc := &clusterv1.ManagedCluster{}
 	mc.Name = cluster
-	if err := r.Client.Patch(ctx, mc, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+	if err := w.Client.Patch(ctx, mc, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("labelling ManagedCluster %s: %w", cluster, err)
 	}
 	return nil
 }
 
-// reportForeign writes the probes' findings into the status and the ForeignArgoCDFound
+// ReportForeign writes the probes' findings into the status and the ForeignArgoCDFound
 // condition, with an Event when the set of such clusters grows.
-func (r *Reconciler) reportForeign(goc *v1alpha1.GitOpsCluster, status *v1alpha1.GitOpsClusterStatus, rep foreignReport, setCond func(string, bool, string, string)) {
+func (w *Writer) ReportForeign(goc *v1alpha1.GitOpsCluster, status *v1alpha1.GitOpsClusterStatus, rep ForeignReport, setCond func(string, bool, string, string)) {
 	status.ForeignArgoCDClusters = int32(len(rep.foreign))
 	status.ProbingClusters = int32(rep.probing)
 	listed := rep.foreign
@@ -387,11 +381,11 @@ func (r *Reconciler) reportForeign(goc *v1alpha1.GitOpsCluster, status *v1alpha1
 	status.OtherArgoCDVersionClusters = int32(len(rep.otherVersion))
 	status.OtherArgoCDVersions = slices.Clone(rep.otherVersion[:min(len(rep.otherVersion), maxForeignListed)])
 	if len(rep.otherVersion) > int(goc.Status.OtherArgoCDVersionClusters) {
-		r.event(goc, corev1.EventTypeWarning, "ArgoCDVersionSkew", "ProbeClusters",
+		w.Event(goc, corev1.EventTypeWarning, "ArgoCDVersionSkew", "ProbeClusters",
 			"%d selected cluster(s) keep their own Argo CD at another release than the agent's (first: %s: %s)", len(rep.otherVersion), rep.otherVersion[0].Cluster, rep.otherVersion[0].Found)
 	}
 	if n := len(rep.labelFailures); n > 0 {
-		r.event(goc, corev1.EventTypeWarning, "ClearanceFailed", "ProbeClusters",
+		w.Event(goc, corev1.EventTypeWarning, "ClearanceFailed", "ProbeClusters",
 			"the clearance label of %d cluster(s) could not be changed (first: %s); they keep their components as they are", n, rep.labelFailures[0])
 	}
 	if len(rep.foreign) == 0 {
@@ -412,24 +406,7 @@ func (r *Reconciler) reportForeign(goc *v1alpha1.GitOpsCluster, status *v1alpha1
 		reason, msg = v1alpha1.ReasonForeignArgoCDReplaced, fmt.Sprintf("%d selected cluster(s) ran an Argo CD the addon did not install, replaced as existingArgoCD: Replace asks: %s", len(rep.foreign), list)
 	}
 	if prev := goc.Status.ForeignArgoCDClusters; int(prev) < len(rep.foreign) || !equality.Semantic.DeepEqual(goc.Status.ForeignArgoCD, status.ForeignArgoCD) && int(prev) == 0 {
-		r.event(goc, corev1.EventTypeWarning, "ForeignArgoCDFound", "ProbeClusters", "%s", msg)
+		w.Event(goc, corev1.EventTypeWarning, "ForeignArgoCDFound", "ProbeClusters", "%s", msg)
 	}
 	setCond(v1alpha1.ConditionForeignArgoCD, true, reason, msg)
-}
-
-// watchProbes wakes the GitOpsClusters of a cluster when its probe's status changes.
-func (r *Reconciler) watchProbes(b *builder.Builder) *builder.Builder {
-	return b.Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(r.forProbe), builder.WithPredicates(predicate.Funcs{
-		CreateFunc: func(event.CreateEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, n := e.ObjectOld.(*workv1.ManifestWork), e.ObjectNew.(*workv1.ManifestWork)
-			return !equality.Semantic.DeepEqual(o.Status, n.Status)
-		},
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}))
-}
-
-func (r *Reconciler) forProbe(ctx context.Context, o client.Object) []ctrl.Request {
-	return r.forManagedCluster(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: o.GetNamespace()}})
 }

@@ -1,4 +1,4 @@
-package gitopscluster
+package addonobjects
 
 import (
 	"context"
@@ -18,8 +18,8 @@ import (
 // addOnTemplatesConfig is the config kind OCM reads an addon's AddOnTemplate from.
 var addOnTemplatesConfig = addonv1alpha1.ConfigGroupResource{Group: addonv1alpha1.GroupName, Resource: "addontemplates"}
 
-// clusterConfigs is the outcome of applyClusterConfigs.
-type clusterConfigs struct {
+// ClusterConfigs is the outcome of applyClusterConfigs.
+type ClusterConfigs struct {
 	// templates are the per-cluster templates in use; the caller keeps them.
 	templates sets.Set[string]
 	// unselected are clusters with an entry that this GitOpsCluster does not select.
@@ -35,8 +35,8 @@ type clusterConfigs struct {
 // before the ClusterManagementAddOn's default. A ManagedClusterAddOn that names this
 // GitOpsCluster's template for a cluster without an entry any more is given the default back.
 // owned nil (selection unknown) writes the templates and changes no ManagedClusterAddOn.
-func (r *Reconciler) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, base *addonv1alpha1.AddOnTemplate, owned sets.Set[string]) (clusterConfigs, error) {
-	out := clusterConfigs{templates: sets.New[string]()}
+func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, base *addonv1alpha1.AddOnTemplate, owned sets.Set[string]) (ClusterConfigs, error) {
+	out := ClusterConfigs{templates: sets.New[string]()}
 	wanted := map[string]string{}
 	for i := range goc.Spec.ArgoCDAgentAddon.ClusterArgoCDConfig {
 		entry := &goc.Spec.ArgoCDAgentAddon.ClusterArgoCDConfig[i]
@@ -50,18 +50,18 @@ func (r *Reconciler) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitO
 		if err := spoke.ApplyConfigMapData(tmpl.Spec.AgentSpec.Workload.Manifests, configData(&entry.ArgoCDConfig)); err != nil {
 			return out, fmt.Errorf("cluster %s: %w", entry.ClusterName, err)
 		}
-		if err := r.writeTemplate(ctx, goc, tmpl); err != nil {
+		if err := w.writeTemplate(ctx, goc, tmpl); err != nil {
 			return out, err
 		}
 		out.templates.Insert(tmpl.Name)
 		wanted[entry.ClusterName] = tmpl.Name
 	}
-	if owned == nil || r.ComponentsAddOns == nil {
+	if owned == nil || w.ComponentsAddOns == nil {
 		return out, nil
 	}
 	var mcas addonv1alpha1.ManagedClusterAddOnList
 	// Read-only walk over every cluster's components addon: no copies of the cache's objects.
-	if err := r.ComponentsAddOns.List(ctx, &mcas, client.UnsafeDisableDeepCopy); err != nil {
+	if err := w.ComponentsAddOns.List(ctx, &mcas, client.UnsafeDisableDeepCopy); err != nil {
 		return out, err
 	}
 	for i := range mcas.Items {
@@ -76,7 +76,7 @@ func (r *Reconciler) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitO
 		case want == "" && current != names.ComponentsClusterTemplateName(goc, mca.Namespace): // not ours to remove
 			continue
 		}
-		if err := r.setTemplateConfig(ctx, mca, want); err != nil {
+		if err := w.setTemplateConfig(ctx, mca, want); err != nil {
 			return out, err
 		}
 	}
@@ -96,7 +96,7 @@ func templateConfig(mca *addonv1alpha1.ManagedClusterAddOn) string {
 
 // setTemplateConfig names template in the ManagedClusterAddOn's configs ("" removes the entry),
 // keeping every other config a hub admin set there. mca is the cache's object and is not changed.
-func (r *Reconciler) setTemplateConfig(ctx context.Context, mca *addonv1alpha1.ManagedClusterAddOn, template string) error {
+func (w *Writer) setTemplateConfig(ctx context.Context, mca *addonv1alpha1.ManagedClusterAddOn, template string) error {
 	live := mca.DeepCopy()
 	configs := live.Spec.Configs[:0:0]
 	for _, c := range live.Spec.Configs {
@@ -108,15 +108,15 @@ func (r *Reconciler) setTemplateConfig(ctx context.Context, mca *addonv1alpha1.M
 		configs = append(configs, addonv1alpha1.AddOnConfig{ConfigGroupResource: addOnTemplatesConfig, ConfigReferent: addonv1alpha1.ConfigReferent{Name: template}})
 	}
 	live.Spec.Configs = configs
-	if err := r.Client.Patch(ctx, live, client.MergeFromWithOptions(mca, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := w.Client.Patch(ctx, live, client.MergeFromWithOptions(mca, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("naming the cluster's AddOnTemplate in ManagedClusterAddOn %s/%s: %w", mca.Namespace, mca.Name, err)
 	}
 	return nil
 }
 
-// notes says, for the AddOnConfigured condition, which entries of clusterArgoCDConfig are not
+// Notes says, for the AddOnConfigured condition, which entries of clusterArgoCDConfig are not
 // in effect and why; "" when all are.
-func (c clusterConfigs) notes() string {
+func (c ClusterConfigs) Notes() string {
 	var s string
 	if len(c.unselected) > 0 {
 		s += "; clusterArgoCDConfig names clusters this GitOpsCluster does not select (unused): " + fleet.Summarize(c.unselected)

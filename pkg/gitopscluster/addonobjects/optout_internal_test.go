@@ -1,4 +1,4 @@
-package gitopscluster
+package addonobjects
 
 import (
 	"testing"

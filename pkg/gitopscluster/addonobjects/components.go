@@ -1,4 +1,4 @@
-package gitopscluster
+package addonobjects
 
 import (
 	"bytes"
@@ -35,19 +35,19 @@ func componentsWanted(goc *v1alpha1.GitOpsCluster) bool {
 }
 
 // spokeImages are the images of the paired Argo CD release, from the configured registry.
-func (r *Reconciler) spokeImages() (spoke.Images, error) {
+func (w *Writer) spokeImages() (spoke.Images, error) {
 	imgs, err := spoke.UpstreamImages()
 	if err != nil {
 		return spoke.Images{}, err
 	}
 	return spoke.Images{
-		ArgoCD: spoke.RewriteRegistry(imgs.ArgoCD, r.Config.SpokeImageRegistry),
-		Redis:  spoke.RewriteRegistry(imgs.Redis, r.Config.SpokeImageRegistry),
+		ArgoCD: spoke.RewriteRegistry(imgs.ArgoCD, w.Config.SpokeImageRegistry),
+		Redis:  spoke.RewriteRegistry(imgs.Redis, w.Config.SpokeImageRegistry),
 	}, nil
 }
 
-func (r *Reconciler) componentsCMA() *addonv1alpha1.ClusterManagementAddOn {
-	cma := addon.BuildClusterManagementAddOn(config.ComponentsAddonName(r.Config.AddonName), "argocd-components")
+func (w *Writer) componentsCMA() *addonv1alpha1.ClusterManagementAddOn {
+	cma := addon.BuildClusterManagementAddOn(config.ComponentsAddonName(w.Config.AddonName), "argocd-components")
 	cma.Spec.AddOnMeta.Description = "Installs, beside each argocd-agent agent, the Argo CD components it drives (" + spoke.Source() + ")."
 	return cma
 }
@@ -55,21 +55,21 @@ func (r *Reconciler) componentsCMA() *addonv1alpha1.ClusterManagementAddOn {
 // applyComponents writes the components template and this GitOpsCluster's entry of the
 // components addon, or removes both when the clusters' existing Argo CD is to be used. It
 // reports waiting while the entry keeps naming the user's Placement (see below).
-func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, mode string, adc types.NamespacedName, rollout clusterv1alpha1.RolloutStrategy, owned sets.Set[string]) (bool, clusterConfigs, error) {
-	cma := r.componentsCMA()
+func (w *Writer) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, mode string, adc types.NamespacedName, rollout clusterv1alpha1.RolloutStrategy, owned sets.Set[string]) (bool, ClusterConfigs, error) {
+	cma := w.componentsCMA()
 	name := names.ComponentsTemplateName(goc)
 	if !componentsWanted(goc) {
-		if err := r.applyCMAEntryTo(ctx, goc, cma, "", nil); err != nil {
-			return false, clusterConfigs{}, fmt.Errorf("releasing ClusterManagementAddOn %s: %w", cma.Name, err)
+		if err := w.applyCMAEntryTo(ctx, goc, cma, "", nil); err != nil {
+			return false, ClusterConfigs{}, fmt.Errorf("releasing ClusterManagementAddOn %s: %w", cma.Name, err)
 		}
-		if err := r.deleteComponentsPlacement(ctx, goc); err != nil {
-			return false, clusterConfigs{}, err
+		if err := w.DeleteComponentsPlacement(ctx, goc); err != nil {
+			return false, ClusterConfigs{}, err
 		}
-		return false, clusterConfigs{}, r.deleteOwnedTemplate(ctx, goc, name)
+		return false, ClusterConfigs{}, w.deleteOwnedTemplate(ctx, goc, name)
 	}
-	var cfg clusterConfigs
+	var cfg ClusterConfigs
 	tmpl, err := spoke.BuildAddOnTemplate(spoke.Input{
-		TemplateName: name, AddonName: cma.Name, Mode: mode, ImagePullSecrets: r.Config.SpokeImagePullSecrets,
+		TemplateName: name, AddonName: cma.Name, Mode: mode, ImagePullSecrets: w.Config.SpokeImagePullSecrets,
 		AssignedUserIDs: goc.Spec.ArgoCDAgentAddon.UserIDs == v1alpha1.UserIDsAssigned,
 	})
 	if err != nil {
@@ -81,24 +81,24 @@ func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCl
 	if err := spoke.ApplyConfigMapData(tmpl.Spec.AgentSpec.Workload.Manifests, configData(goc.Spec.ArgoCDAgentAddon.ArgoCDConfig)); err != nil {
 		return false, cfg, err
 	}
-	if err := r.writeTemplate(ctx, goc, tmpl); err != nil {
+	if err := w.writeTemplate(ctx, goc, tmpl); err != nil {
 		return false, cfg, err
 	}
-	if cfg, err = r.applyClusterConfigs(ctx, goc, tmpl, owned); err != nil {
+	if cfg, err = w.applyClusterConfigs(ctx, goc, tmpl, owned); err != nil {
 		return false, cfg, err
 	}
-	placement, err := r.applyComponentsPlacement(ctx, goc)
+	placement, err := w.applyComponentsPlacement(ctx, goc)
 	if err != nil {
 		return false, cfg, err
 	}
 	// Earlier versions installed by the user's Placement when it had numberOfClusters. OCM
 	// removes the addon from every cluster its entry's Placement does not decide, so the entry
 	// moves to the copy only once the copy decides every cluster that has the components.
-	if waiting, err := r.copyBehind(ctx, goc, cma.Name, placement); err != nil || waiting {
+	if waiting, err := w.copyBehind(ctx, goc, cma.Name, placement); err != nil || waiting {
 		return waiting, cfg, err
 	}
 	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: placement}, tmpl.Name, adc, rollout)
-	if err := r.applyCMAEntryTo(ctx, goc, cma, placement, &entry); err != nil {
+	if err := w.applyCMAEntryTo(ctx, goc, cma, placement, &entry); err != nil {
 		return false, cfg, fmt.Errorf("writing ClusterManagementAddOn %s: %w", cma.Name, err)
 	}
 	return false, cfg, nil
@@ -106,12 +106,12 @@ func (r *Reconciler) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCl
 
 // copyBehind reports whether the components addon's entry still names the user's Placement
 // while the copy (placement) decides fewer clusters than carry the clearance label.
-func (r *Reconciler) copyBehind(ctx context.Context, goc *v1alpha1.GitOpsCluster, cmaName, placement string) (bool, error) {
+func (w *Writer) copyBehind(ctx context.Context, goc *v1alpha1.GitOpsCluster, cmaName, placement string) (bool, error) {
 	if placement == goc.Spec.PlacementRef.Name {
 		return false, nil
 	}
 	live := &addonv1alpha1.ClusterManagementAddOn{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: cmaName}, live); err != nil {
+	if err := w.Client.Get(ctx, types.NamespacedName{Name: cmaName}, live); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	onUsers := false
@@ -124,10 +124,10 @@ func (r *Reconciler) copyBehind(ctx context.Context, goc *v1alpha1.GitOpsCluster
 		return false, nil
 	}
 	var cleared clusterv1.ManagedClusterList
-	if err := r.Client.List(ctx, &cleared, client.HasLabels{names.ComponentsClearedLabel(goc)}); err != nil {
+	if err := w.Client.List(ctx, &cleared, client.HasLabels{names.ComponentsClearedLabel(goc)}); err != nil {
 		return false, err
 	}
-	decided, _, err := fleet.SelectedClustersAndPages(ctx, r.Client, goc.Namespace, placement)
+	decided, _, err := fleet.SelectedClustersAndPages(ctx, w.Client, goc.Namespace, placement)
 	if err != nil {
 		return false, err
 	}
@@ -141,16 +141,16 @@ func (r *Reconciler) copyBehind(ctx context.Context, goc *v1alpha1.GitOpsCluster
 
 // writeTemplate writes one of goc's AddOnTemplates with its owner labels, only when it differs,
 // and never over a template another GitOpsCluster owns.
-func (r *Reconciler) writeTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, tmpl *addonv1alpha1.AddOnTemplate) error {
-	mergeLabels(tmpl, ownerLabels(goc))
-	if other, err := r.templateOwner(ctx, tmpl.Name); err != nil {
+func (w *Writer) writeTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, tmpl *addonv1alpha1.AddOnTemplate) error {
+	mergeLabels(tmpl, names.OwnerLabels(goc))
+	if other, err := w.templateOwner(ctx, tmpl.Name); err != nil {
 		return err
 	} else if other != "" && other != goc.Namespace+"/"+goc.Name {
 		return fmt.Errorf("AddOnTemplate %s belongs to GitOpsCluster %s; it is not overwritten", tmpl.Name, other)
 	}
-	if err := r.createOrUpdate(ctx, tmpl, func(live client.Object) bool {
+	if err := w.createOrUpdate(ctx, tmpl, func(live client.Object) bool {
 		l := live.(*addonv1alpha1.AddOnTemplate)
-		if templateSpecsEqual(&l.Spec, &tmpl.Spec) && labelsContain(l.Labels, tmpl.Labels) {
+		if templateSpecsEqual(&l.Spec, &tmpl.Spec) && names.HasLabels(l.Labels, tmpl.Labels) {
 			return false
 		}
 		l.Spec = tmpl.Spec
@@ -181,25 +181,25 @@ func templateSpecsEqual(a, b *addonv1alpha1.AddOnTemplateSpec) bool {
 }
 
 // deleteOwnedTemplate deletes the AddOnTemplate of that name if this GitOpsCluster owns it.
-func (r *Reconciler) deleteOwnedTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, name string) error {
+func (w *Writer) deleteOwnedTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, name string) error {
 	live := &addonv1alpha1.AddOnTemplate{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, live); err != nil {
+	if err := w.Client.Get(ctx, types.NamespacedName{Name: name}, live); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if !labelsContain(live.Labels, ownerLabels(goc)) {
+	if !names.HasLabels(live.Labels, names.OwnerLabels(goc)) {
 		return nil
 	}
 	pre := client.Preconditions{UID: &live.UID}
-	return client.IgnoreNotFound(r.Client.Delete(ctx, live, pre))
+	return client.IgnoreNotFound(w.Client.Delete(ctx, live, pre))
 }
 
-// releaseAddOnEntries removes this GitOpsCluster's entries from the agent's and the components'
+// ReleaseEntries removes this GitOpsCluster's entries from the agent's and the components'
 // ClusterManagementAddOns.
-func (r *Reconciler) releaseAddOnEntries(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
-	if err := r.applyCMAEntry(ctx, goc, nil); err != nil {
+func (w *Writer) ReleaseEntries(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+	if err := w.applyCMAEntry(ctx, goc, nil); err != nil {
 		return err
 	}
-	return r.applyCMAEntryTo(ctx, goc, r.componentsCMA(), "", nil)
+	return w.applyCMAEntryTo(ctx, goc, w.componentsCMA(), "", nil)
 }
 
 // configData is an Argo CD configuration by ConfigMap name.

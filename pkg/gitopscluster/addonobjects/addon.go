@@ -1,4 +1,4 @@
-package gitopscluster
+package addonobjects
 
 import (
 	"context"
@@ -52,22 +52,14 @@ func FieldManager(goc *v1alpha1.GitOpsCluster) string {
 	return "argocd-agent-addon/" + goc.Namespace + "/" + goc.Name
 }
 
-func ownerLabels(goc *v1alpha1.GitOpsCluster) map[string]string {
-	return map[string]string{
-		v1alpha1.LabelManagedBy:      v1alpha1.ManagedByValue,
-		v1alpha1.LabelOwnerNamespace: goc.Namespace,
-		v1alpha1.LabelOwnerName:      goc.Name,
-	}
-}
-
-// agentImage picks the spec's image, else the principal's (agents must run its version), else
+// AgentImage picks the spec's image, else the principal's (agents must run its version), else
 // the default.
-func (r *Reconciler) agentImage(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (string, error) {
+func (w *Writer) AgentImage(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (string, error) {
 	if goc.Spec.ArgoCDAgentAddon.Image != "" {
 		return goc.Spec.ArgoCDAgentAddon.Image, nil
 	}
 	dep := &appsv1.Deployment{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: r.Config.PrincipalDeploymentName}, dep)
+	err := w.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: w.Config.PrincipalDeploymentName}, dep)
 	if err == nil {
 		for _, c := range dep.Spec.Template.Spec.Containers {
 			if c.Name == "principal" || c.Name == "argocd-agent-principal" {
@@ -80,33 +72,33 @@ func (r *Reconciler) agentImage(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	} else if !apierrors.IsNotFound(err) {
 		return "", err
 	}
-	return r.Config.DefaultAgentImage, nil
+	return w.Config.DefaultAgentImage, nil
 }
 
-// addOnNames are the current AddOnTemplate and AddOnDeploymentConfig of a GitOpsCluster.
-type addOnNames struct {
-	template, config string
-	// componentsWaiting: the components' entry still names the user's Placement until the
+// Applied are the current AddOnTemplate and AddOnDeploymentConfig of a GitOpsCluster.
+type Applied struct {
+	Template, Config string
+	// ComponentsWaiting: the components' entry still names the user's Placement until the
 	// copy has caught up (see applyComponents).
-	componentsWaiting bool
-	// clusterConfigs: the clusters' own Argo CD configurations (see applyClusterConfigs).
-	clusterConfigs clusterConfigs
+	ComponentsWaiting bool
+	// ClusterConfigs: the clusters' own Argo CD configurations (see applyClusterConfigs).
+	ClusterConfigs ClusterConfigs
 }
 
-// applyAddOn writes the AddOnDeploymentConfig, the AddOnTemplate and this GitOpsCluster's entry
+// Apply writes the AddOnDeploymentConfig, the AddOnTemplate and this GitOpsCluster's entry
 // of the ClusterManagementAddOn, each only when it differs from what is there.
-func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, hub *principalpki.PKI, owned sets.Set[string]) (addOnNames, error) {
+func (w *Writer) Apply(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, hub *principalpki.PKI, owned sets.Set[string]) (Applied, error) {
 	mode := string(goc.Spec.ArgoCDAgentAddon.Mode)
 	if mode == "" {
 		mode = string(v1alpha1.AgentModeManaged)
 	}
-	adc, err := r.applyDeploymentConfig(ctx, goc, principalNS, ep, mode)
+	adc, err := w.applyDeploymentConfig(ctx, goc, principalNS, ep, mode)
 	if err != nil {
-		return addOnNames{}, err
+		return Applied{}, err
 	}
-	tmpl, err := r.applyAgentTemplate(ctx, goc, principalNS, hub, mode)
+	tmpl, err := w.applyAgentTemplate(ctx, goc, principalNS, hub, mode)
 	if err != nil {
-		return addOnNames{}, err
+		return Applied{}, err
 	}
 	rollout := clusterv1alpha1.RolloutStrategy{Type: clusterv1alpha1.All}
 	if rs := goc.Spec.ArgoCDAgentAddon.RolloutStrategy; rs != nil {
@@ -114,37 +106,37 @@ func (r *Reconciler) applyAddOn(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	}
 	config := types.NamespacedName{Namespace: adc.Namespace, Name: adc.Name}
 	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, tmpl.Name, config, rollout)
-	if err := r.applyCMAEntry(ctx, goc, &entry); err != nil {
-		return addOnNames{}, fmt.Errorf("writing ClusterManagementAddOn %s: %w", r.Config.AddonName, err)
+	if err := w.applyCMAEntry(ctx, goc, &entry); err != nil {
+		return Applied{}, fmt.Errorf("writing ClusterManagementAddOn %s: %w", w.Config.AddonName, err)
 	}
-	componentsWaiting, clusterCfg, err := r.applyComponents(ctx, goc, mode, config, rollout, owned)
+	componentsWaiting, clusterCfg, err := w.applyComponents(ctx, goc, mode, config, rollout, owned)
 	if err != nil {
-		return addOnNames{}, err
+		return Applied{}, err
 	}
-	if err := r.deleteUnreferencedTemplates(ctx, goc, tmpl.Name, clusterCfg.templates); err != nil {
-		return addOnNames{}, err
+	if err := w.deleteUnreferencedTemplates(ctx, goc, tmpl.Name, clusterCfg.templates); err != nil {
+		return Applied{}, err
 	}
-	return addOnNames{template: tmpl.Name, config: adc.Name, componentsWaiting: componentsWaiting, clusterConfigs: clusterCfg}, nil
+	return Applied{Template: tmpl.Name, Config: adc.Name, ComponentsWaiting: componentsWaiting, ClusterConfigs: clusterCfg}, nil
 }
 
 // applyDeploymentConfig writes the GitOpsCluster's AddOnDeploymentConfig (named by a hash of
 // its spec, so a change rolls out under the rollout strategy) when it differs.
-func (r *Reconciler) applyDeploymentConfig(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, mode string) (*addonv1alpha1.AddOnDeploymentConfig, error) {
-	image, err := r.agentImage(ctx, goc, principalNS)
+func (w *Writer) applyDeploymentConfig(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, mode string) (*addonv1alpha1.AddOnDeploymentConfig, error) {
+	image, err := w.AgentImage(ctx, goc, principalNS)
 	if err != nil {
 		return nil, err
 	}
-	image = spoke.RewriteRegistry(image, r.Config.SpokeImageRegistry)
+	image = spoke.RewriteRegistry(image, w.Config.SpokeImageRegistry)
 	var argoCDImages spoke.Images
 	if componentsWanted(goc) {
-		if argoCDImages, err = r.spokeImages(); err != nil {
+		if argoCDImages, err = w.spokeImages(); err != nil {
 			return nil, err
 		}
 	}
 	adc, err := addon.BuildDeploymentConfig(addon.DeploymentConfigInput{
-		Name: DeploymentConfigPrefix(goc) + "pending", Namespace: goc.Namespace, AgentInstallNamespace: r.installNamespace(goc),
+		Name: DeploymentConfigPrefix(goc) + "pending", Namespace: goc.Namespace, AgentInstallNamespace: w.installNamespace(goc),
 		ServerAddress: ep.Address, ServerPort: ep.Port, Mode: mode, AgentImage: image,
-		ReloaderImage: spoke.RewriteRegistry(r.Config.ReloaderImage, r.Config.SpokeImageRegistry),
+		ReloaderImage: spoke.RewriteRegistry(w.Config.ReloaderImage, w.Config.SpokeImageRegistry),
 		ArgoCDImage:   argoCDImages.ArgoCD, RedisImage: argoCDImages.Redis,
 	})
 	if err != nil {
@@ -153,13 +145,13 @@ func (r *Reconciler) applyDeploymentConfig(ctx context.Context, goc *v1alpha1.Gi
 	if adc.Name, err = deploymentConfigName(goc, &adc.Spec); err != nil {
 		return nil, err
 	}
-	adc.Labels = ownerLabels(goc)
-	if err := controllerutil.SetControllerReference(goc, adc, r.Client.Scheme()); err != nil {
+	adc.Labels = names.OwnerLabels(goc)
+	if err := controllerutil.SetControllerReference(goc, adc, w.Client.Scheme()); err != nil {
 		return nil, err
 	}
-	if err := r.createOrUpdate(ctx, adc, func(live client.Object) bool {
+	if err := w.createOrUpdate(ctx, adc, func(live client.Object) bool {
 		l := live.(*addonv1alpha1.AddOnDeploymentConfig)
-		if equality.Semantic.DeepEqual(l.Spec, adc.Spec) && labelsContain(l.Labels, adc.Labels) {
+		if equality.Semantic.DeepEqual(l.Spec, adc.Spec) && names.HasLabels(l.Labels, adc.Labels) {
 			return false
 		}
 		l.Spec = adc.Spec
@@ -173,11 +165,11 @@ func (r *Reconciler) applyDeploymentConfig(ctx context.Context, goc *v1alpha1.Gi
 
 // applyAgentTemplate writes the agent's AddOnTemplate: the agent with the hub's trust bundle,
 // mode and options, and the GitOpsCluster's pod settings.
-func (r *Reconciler) applyAgentTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, hub *principalpki.PKI, mode string) (*addonv1alpha1.AddOnTemplate, error) {
+func (w *Writer) applyAgentTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, hub *principalpki.PKI, mode string) (*addonv1alpha1.AddOnTemplate, error) {
 	tmpl, err := addon.BuildAddOnTemplate(addon.TemplateInput{
-		AddonName: r.Config.AddonName, TemplateName: names.TemplateName(goc), SignerName: r.Config.SignerName,
+		AddonName: w.Config.AddonName, TemplateName: names.TemplateName(goc), SignerName: w.Config.SignerName,
 		SigningCANamespace: principalNS,
-		CABundlePEM:        hub.Bundle, Mode: mode, ImagePullSecrets: r.Config.SpokeImagePullSecrets,
+		CABundlePEM:        hub.Bundle, Mode: mode, ImagePullSecrets: w.Config.SpokeImagePullSecrets,
 		DestinationBasedMapping: goc.Spec.ArgoCDAgentAddon.ApplicationMapping == v1alpha1.ApplicationMappingDestination,
 		AssignedUserIDs:         goc.Spec.ArgoCDAgentAddon.UserIDs == v1alpha1.UserIDsAssigned,
 		Redis:                   existingRedis(goc),
@@ -188,8 +180,8 @@ func (r *Reconciler) applyAgentTemplate(ctx context.Context, goc *v1alpha1.GitOp
 	if err := addon.ApplyPodSettings(tmpl.Spec.AgentSpec.Workload.Manifests, podSettings(goc)); err != nil {
 		return nil, fmt.Errorf("placing the agent's pods: %w", err)
 	}
-	tmpl.Labels = ownerLabels(goc)
-	if err := r.writeTemplate(ctx, goc, tmpl); err != nil {
+	tmpl.Labels = names.OwnerLabels(goc)
+	if err := w.writeTemplate(ctx, goc, tmpl); err != nil {
 		return nil, err
 	}
 	return tmpl, nil
@@ -197,14 +189,14 @@ func (r *Reconciler) applyAgentTemplate(ctx context.Context, goc *v1alpha1.GitOp
 
 // deleteUnreferencedTemplates deletes the GitOpsCluster's other templates (an earlier naming
 // scheme, a cluster's configuration that was removed): nothing references them any more.
-func (r *Reconciler) deleteUnreferencedTemplates(ctx context.Context, goc *v1alpha1.GitOpsCluster, agentTemplate string, clusterTemplates sets.Set[string]) error {
+func (w *Writer) deleteUnreferencedTemplates(ctx context.Context, goc *v1alpha1.GitOpsCluster, agentTemplate string, clusterTemplates sets.Set[string]) error {
 	var templates addonv1alpha1.AddOnTemplateList
-	if err := r.Client.List(ctx, &templates, client.MatchingLabels{v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name}); err != nil {
+	if err := w.Client.List(ctx, &templates, client.MatchingLabels{v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name}); err != nil {
 		return err
 	}
 	for i := range templates.Items {
 		if old := &templates.Items[i]; old.Name != agentTemplate && old.Name != names.ComponentsTemplateName(goc) && !clusterTemplates.Has(old.Name) {
-			if err := r.Client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
+			if err := w.Client.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
 				return fmt.Errorf("deleting the replaced AddOnTemplate %s: %w", old.Name, err)
 			}
 		}
@@ -214,9 +206,9 @@ func (r *Reconciler) deleteUnreferencedTemplates(ctx context.Context, goc *v1alp
 
 // templateOwner returns "<namespace>/<name>" of the GitOpsCluster that owns the AddOnTemplate
 // of that name, "" when it does not exist or carries no owner.
-func (r *Reconciler) templateOwner(ctx context.Context, name string) (string, error) {
+func (w *Writer) templateOwner(ctx context.Context, name string) (string, error) {
 	live := &addonv1alpha1.AddOnTemplate{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, live); err != nil {
+	if err := w.Client.Get(ctx, types.NamespacedName{Name: name}, live); err != nil {
 		return "", client.IgnoreNotFound(err)
 	}
 	ns, n := live.Labels[v1alpha1.LabelOwnerNamespace], live.Labels[v1alpha1.LabelOwnerName]
@@ -229,20 +221,20 @@ func (r *Reconciler) templateOwner(ctx context.Context, name string) (string, er
 // applyCMAEntry server-side-applies the CMA with only this GitOpsCluster's placement entry
 // (or none, to remove it). Entries of other GitOpsClusters belong to their own field managers
 // and are left untouched. Nothing is sent when the live object already matches.
-func (r *Reconciler) applyCMAEntry(ctx context.Context, goc *v1alpha1.GitOpsCluster, entry *addonv1alpha1.PlacementStrategy) error {
-	return r.applyCMAEntryTo(ctx, goc, addon.BuildClusterManagementAddOn(r.Config.AddonName, "argocd-agent"), goc.Spec.PlacementRef.Name, entry)
+func (w *Writer) applyCMAEntry(ctx context.Context, goc *v1alpha1.GitOpsCluster, entry *addonv1alpha1.PlacementStrategy) error {
+	return w.applyCMAEntryTo(ctx, goc, addon.BuildClusterManagementAddOn(w.Config.AddonName, "argocd-agent"), goc.Spec.PlacementRef.Name, entry)
 }
 
 // applyCMAEntryTo is applyCMAEntry for any of the addons a GitOpsCluster configures, whose entry
 // is keyed by the Placement named placement ("" when removing: whichever entry is this
 // GitOpsCluster's).
-func (r *Reconciler) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCluster, desired *addonv1alpha1.ClusterManagementAddOn, placement string, entry *addonv1alpha1.PlacementStrategy) error {
+func (w *Writer) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCluster, desired *addonv1alpha1.ClusterManagementAddOn, placement string, entry *addonv1alpha1.PlacementStrategy) error {
 	live := &addonv1alpha1.ClusterManagementAddOn{}
-	reader := client.Reader(r.Client)
-	if entry == nil && r.APIReader != nil {
+	reader := client.Reader(w.Client)
+	if entry == nil {
 		// Removing reads the live object: a stale cache must not make us re-create a CMA
 		// another GitOpsCluster's cleanup has just deleted.
-		reader = r.APIReader
+		reader = w.Reader
 	}
 	err := reader.Get(ctx, types.NamespacedName{Name: desired.Name}, live)
 	switch {
@@ -260,7 +252,7 @@ func (r *Reconciler) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCl
 	if entry == nil && live != nil && names.ManagedByUs(live) && onlyEntryIs(live, goc, placement) {
 		// The entry is keyed by Placement: while another GitOpsCluster names the same
 		// Placement, the entry is its too, and only this one's fields are released below.
-		shared, err := r.placementShared(ctx, goc)
+		shared, err := w.placementShared(ctx, goc)
 		if err != nil {
 			return err
 		}
@@ -268,14 +260,14 @@ func (r *Reconciler) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCl
 			// Releasing the last entry would leave a CMA without a spec, which the API refuses:
 			// the last GitOpsCluster deletes the CMA instead, if nobody changed it since we read it.
 			pre := client.Preconditions{ResourceVersion: &live.ResourceVersion}
-			return client.IgnoreNotFound(r.Client.Delete(ctx, live, pre))
+			return client.IgnoreNotFound(w.Client.Delete(ctx, live, pre))
 		}
 	}
 	desired.Spec.InstallStrategy.Placements = nil
 	if entry != nil {
 		desired.Spec.InstallStrategy.Placements = []addonv1alpha1.PlacementStrategy{*entry}
 	}
-	u, err := toApplyObject(desired, r.Client.Scheme())
+	u, err := toApplyObject(desired, w.Client.Scheme())
 	if err != nil {
 		return err
 	}
@@ -286,12 +278,12 @@ func (r *Reconciler) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCl
 		u = &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(),
 			"metadata": map[string]any{"name": u.GetName(), "resourceVersion": live.ResourceVersion}}}
 	}
-	return r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager(goc)), client.ForceOwnership)
+	return w.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(FieldManager(goc)), client.ForceOwnership)
 }
 
 // placementShared reports whether another live GitOpsCluster names goc's Placement.
-func (r *Reconciler) placementShared(ctx context.Context, goc *v1alpha1.GitOpsCluster) (bool, error) {
-	owner, err := fleet.PlacementOwner(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
+func (w *Writer) placementShared(ctx context.Context, goc *v1alpha1.GitOpsCluster) (bool, error) {
+	owner, err := fleet.PlacementOwner(ctx, w.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
 	if err != nil {
 		return false, err
 	}
@@ -299,7 +291,7 @@ func (r *Reconciler) placementShared(ctx context.Context, goc *v1alpha1.GitOpsCl
 		return true, nil
 	}
 	// goc may be the owner; any younger live one shares it too.
-	keys, err := fleet.GitOpsClustersForPlacement(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
+	keys, err := fleet.GitOpsClustersForPlacement(ctx, w.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
 	if err != nil {
 		return false, err
 	}
@@ -307,7 +299,7 @@ func (r *Reconciler) placementShared(ctx context.Context, goc *v1alpha1.GitOpsCl
 		if k.Namespace == goc.Namespace && k.Name == goc.Name {
 			continue
 		}
-		if live, err := fleet.Live(ctx, r.Client, k); err != nil || live {
+		if live, err := fleet.Live(ctx, w.Client, k); err != nil || live {
 			return live, err
 		}
 	}
@@ -386,11 +378,11 @@ func toApplyObject(obj client.Object, scheme *runtime.Scheme) (*unstructured.Uns
 
 // createOrUpdate creates desired, or lets mutate bring the live object in line; mutate returns
 // false when nothing differs, and then nothing is written.
-func (r *Reconciler) createOrUpdate(ctx context.Context, desired client.Object, mutate func(live client.Object) bool) error {
+func (w *Writer) createOrUpdate(ctx context.Context, desired client.Object, mutate func(live client.Object) bool) error {
 	live := desired.DeepCopyObject().(client.Object)
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
+	err := w.Client.Get(ctx, client.ObjectKeyFromObject(desired), live)
 	if apierrors.IsNotFound(err) {
-		return r.Client.Create(ctx, desired)
+		return w.Client.Create(ctx, desired)
 	}
 	if err != nil {
 		return err
@@ -398,16 +390,7 @@ func (r *Reconciler) createOrUpdate(ctx context.Context, desired client.Object, 
 	if !mutate(live) {
 		return nil
 	}
-	return r.Client.Update(ctx, live)
-}
-
-func labelsContain(have, want map[string]string) bool {
-	for k, v := range want {
-		if have[k] != v {
-			return false
-		}
-	}
-	return true
+	return w.Client.Update(ctx, live)
 }
 
 func mergeLabels(o metav1.Object, want map[string]string) {
@@ -436,12 +419,12 @@ func onlyEntryIs(cma *addonv1alpha1.ClusterManagementAddOn, goc *v1alpha1.GitOps
 	return true
 }
 
-// pruneDeploymentConfigs deletes this GitOpsCluster's AddOnDeploymentConfigs other than the
+// PruneDeploymentConfigs deletes this GitOpsCluster's AddOnDeploymentConfigs other than the
 // current one once no ManagedClusterAddOn of a selected cluster still wants or last applied
 // them. It reports whether old ones must wait for a rollout to finish.
-func (r *Reconciler) pruneDeploymentConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, current string, clusters []string) (bool, error) {
+func (w *Writer) PruneDeploymentConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, current string, clusters []string) (bool, error) {
 	var adcs addonv1alpha1.AddOnDeploymentConfigList
-	if err := r.Client.List(ctx, &adcs, client.InNamespace(goc.Namespace), client.MatchingLabels{
+	if err := w.Client.List(ctx, &adcs, client.InNamespace(goc.Namespace), client.MatchingLabels{
 		v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name}); err != nil {
 		return false, err
 	}
@@ -456,9 +439,9 @@ func (r *Reconciler) pruneDeploymentConfigs(ctx context.Context, goc *v1alpha1.G
 	}
 	inUse := map[string]bool{}
 	// The components addon shares the config and rolls out on its own, so its clusters count too.
-	readers := map[string]client.Reader{r.Config.AddonName: r.Client}
-	if r.ComponentsAddOns != nil {
-		readers[config.ComponentsAddonName(r.Config.AddonName)] = r.ComponentsAddOns
+	readers := map[string]client.Reader{w.Config.AddonName: w.Client}
+	if w.ComponentsAddOns != nil {
+		readers[config.ComponentsAddonName(w.Config.AddonName)] = w.ComponentsAddOns
 	}
 	for _, c := range clusters {
 		for addonName, reader := range readers {
@@ -473,7 +456,7 @@ func (r *Reconciler) pruneDeploymentConfigs(ctx context.Context, goc *v1alpha1.G
 			waiting = true
 			continue
 		}
-		if err := r.Client.Delete(ctx, adc); client.IgnoreNotFound(err) != nil {
+		if err := w.Client.Delete(ctx, adc); client.IgnoreNotFound(err) != nil {
 			return false, err
 		}
 	}
@@ -504,16 +487,16 @@ func addConfigsInUse(ctx context.Context, reader client.Reader, goc *v1alpha1.Gi
 	return nil
 }
 
-// applicationMappingConflict says why goc's applicationMapping cannot hold, or "". A
+// ApplicationMappingConflict says why goc's applicationMapping cannot hold, or "". A
 // principal routes every managed-mode Application one way (its --destination-based-mapping),
 // so all managed GitOpsClusters of one principal namespace must ask for the same mapping; the
 // oldest decides, as for the PKI. The agents are configured all the same (a CA rotation must
 // still reach them); the condition says that the principal routes one of the two wrongly.
-func (r *Reconciler) applicationMappingConflict(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (string, error) {
+func (w *Writer) ApplicationMappingConflict(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (string, error) {
 	if !managedMode(goc) {
 		return "", nil
 	}
-	decider, err := fleet.PrincipalElder(ctx, r.Client, goc, principalNS, managedMode)
+	decider, err := fleet.PrincipalElder(ctx, w.Client, goc, principalNS, managedMode)
 	if err != nil {
 		return "", err
 	}

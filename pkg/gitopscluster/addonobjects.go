@@ -1,0 +1,130 @@
+package gitopscluster
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/addonobjects"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
+)
+
+// addOns is the writer of the OCM addon objects, over this reconciler's clients, config, Events
+// and components addon cache.
+func (r *Reconciler) addOns() *addonobjects.Writer {
+	return &addonobjects.Writer{Client: r.Client, Reader: r.apiReader(), Config: r.Config, Event: r.event, ComponentsAddOns: r.ComponentsAddOns}
+}
+
+// newComponentsAddOnCache caches the ManagedClusterAddOns of the components addon only; the
+// manager's own cache holds those of the agent's addon (a field selector takes one name).
+func newComponentsAddOnCache(mgr ctrl.Manager, addonName string) (cache.Cache, error) {
+	return cache.New(mgr.GetConfig(), cache.Options{
+		Scheme: mgr.GetScheme(),
+		Mapper: mgr.GetRESTMapper(),
+		ByObject: map[client.Object]cache.ByObject{
+			&addonv1alpha1.ManagedClusterAddOn{}: {Field: fields.OneTermEqualSelector("metadata.name", config.ComponentsAddonName(addonName))},
+		},
+		DefaultTransform: cache.TransformStripManagedFields(),
+	})
+}
+
+// watchComponents adds the watches the components addon needs: its ManagedClusterAddOns (their
+// rollout holds configs in use) and the opt-out label of ManagedClusters.
+func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*builder.Builder, error) {
+	if r.ComponentsAddOns == nil {
+		c, err := newComponentsAddOnCache(mgr, r.Config.AddonName)
+		if err != nil {
+			return nil, err
+		}
+		if err := mgr.Add(c); err != nil {
+			return nil, err
+		}
+		r.ComponentsAddOns = c
+	}
+	return b.
+		WatchesRawSource(source.Kind[client.Object](r.ComponentsAddOns, &addonv1alpha1.ManagedClusterAddOn{},
+			handler.EnqueueRequestsFromMapFunc(r.forManagedClusterAddOn), predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false },
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					o, n := e.ObjectOld.(*addonv1alpha1.ManagedClusterAddOn), e.ObjectNew.(*addonv1alpha1.ManagedClusterAddOn)
+					return !equality.Semantic.DeepEqual(o.Status.ConfigReferences, n.Status.ConfigReferences)
+				},
+				DeleteFunc:  func(event.DeleteEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
+		// A new components addon of a cluster with its own Argo CD configuration must be
+		// pointed at that cluster's template.
+		WatchesRawSource(source.Kind[client.Object](r.ComponentsAddOns, &addonv1alpha1.ManagedClusterAddOn{},
+			handler.EnqueueRequestsFromMapFunc(r.forClusterConfig), predicate.Funcs{
+				CreateFunc:  func(event.CreateEvent) bool { return true },
+				UpdateFunc:  func(event.UpdateEvent) bool { return false },
+				DeleteFunc:  func(event.DeleteEvent) bool { return false },
+				GenericFunc: func(event.GenericEvent) bool { return false },
+			})).
+		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forManagedCluster), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(e event.CreateEvent) bool { return e.Object.GetLabels()[v1alpha1.LabelArgoCDComponents] != "" },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return e.ObjectOld.GetLabels()[v1alpha1.LabelArgoCDComponents] != e.ObjectNew.GetLabels()[v1alpha1.LabelArgoCDComponents]
+			},
+			DeleteFunc:  func(event.DeleteEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})), nil
+}
+
+// forManagedCluster wakes the GitOpsClusters selecting the cluster, as forManagedClusterAddOn
+// does for the cluster a ManagedClusterAddOn lives in.
+func (r *Reconciler) forManagedCluster(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.forManagedClusterAddOn(ctx, &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: o.GetName()}})
+}
+
+// forClusterConfig wakes the GitOpsClusters that give the cluster of a ManagedClusterAddOn an
+// Argo CD configuration of its own.
+func (r *Reconciler) forClusterConfig(ctx context.Context, o client.Object) []reconcile.Request {
+	var list v1alpha1.GitOpsClusterList
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing GitOpsClusters for a new ManagedClusterAddOn", "cluster", o.GetNamespace())
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		for _, e := range list.Items[i].Spec.ArgoCDAgentAddon.ClusterArgoCDConfig {
+			if e.ClusterName == o.GetNamespace() {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// watchProbes wakes the GitOpsClusters of a cluster when its probe's status changes.
+func (r *Reconciler) watchProbes(b *builder.Builder) *builder.Builder {
+	return b.Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(r.forProbe), builder.WithPredicates(predicate.Funcs{
+		CreateFunc: func(event.CreateEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*workv1.ManifestWork), e.ObjectNew.(*workv1.ManifestWork)
+			return !equality.Semantic.DeepEqual(o.Status, n.Status)
+		},
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}))
+}
+
+func (r *Reconciler) forProbe(ctx context.Context, o client.Object) []ctrl.Request {
+	return r.forManagedCluster(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: o.GetNamespace()}})
+}

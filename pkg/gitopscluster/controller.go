@@ -103,20 +103,23 @@ func (r *Reconciler) writeStatus(ctx context.Context, goc *v1alpha1.GitOpsCluste
 }
 
 func (r *Reconciler) event(goc *v1alpha1.GitOpsCluster, eventType, reason, action, note string, args ...any) {
-	if r.Recorder != nil {
-		r.Recorder.Eventf(goc, nil, eventType, reason, action, note, args...)
-	}
+	r.hub().Event(goc, eventType, reason, action, note, args...)
+}
+
+// hub is the hub as this reconciler's parts reach it: its clients, config and recorder.
+func (r *Reconciler) hub() config.Hub {
+	return config.Hub{Client: r.Client, Reader: r.apiReader(), Config: r.Config, Recorder: r.Recorder}
 }
 
 // pki is the principal PKI's keeper, over this reconciler's clients and config.
 func (r *Reconciler) pki() *principalpki.Keeper {
-	return &principalpki.Keeper{Client: r.Client, Reader: r.apiReader(), Config: r.Config}
+	return &principalpki.Keeper{Hub: r.hub()}
 }
 
 // revoker is the agents' revocation over this reconciler's clients, config and memory of
 // departures.
 func (r *Reconciler) revoker() *revocation.Revoker {
-	return &revocation.Revoker{Client: r.Client, Reader: r.apiReader(), Config: r.Config, Recorder: r.Recorder, Departures: &r.departures}
+	return &revocation.Revoker{Hub: r.hub(), Departures: &r.departures}
 }
 
 func (r *Reconciler) apiReader() client.Reader {
@@ -128,5 +131,5 @@ func (r *Reconciler) apiReader() client.Reader {
 
 // clusterSecrets writes the agents' cluster secrets over this reconciler's clients and config.
 func (r *Reconciler) clusterSecrets() *clustersecrets.Writer {
-	return &clustersecrets.Writer{Client: r.Client, Reader: r.apiReader(), Config: r.Config, Recorder: r.Recorder}
+	return &clustersecrets.Writer{Hub: r.hub()}
 }

@@ -7,20 +7,13 @@ package addonobjects
 
 import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 )
 
 // Writer writes the addon objects of GitOpsClusters.
 type Writer struct {
-	Client client.Client
-	// Reader reads around the cache where a stale read would do harm.
-	Reader client.Reader
-	Config config.Config
-	// Event emits an Event on the GitOpsCluster.
-	Event func(goc *v1alpha1.GitOpsCluster, eventType, reason, action, note string, args ...any)
+	config.Hub
 	// ComponentsAddOns caches the components addon's ManagedClusterAddOns; nil when there is
 	// no such cache, and then they are not read.
 	ComponentsAddOns cache.Cache

@@ -111,7 +111,7 @@ func (w *Writer) Sync(ctx context.Context, goc *v1alpha1.GitOpsCluster, principa
 		return time.Time{}, err
 	}
 	if created > 0 {
-		w.event(goc, corev1.EventTypeNormal, "AgentsRegistered", "RegisterAgents", "registered %d agent(s) with the principal", created)
+		w.Event(goc, corev1.EventTypeNormal, "AgentsRegistered", "RegisterAgents", "registered %d agent(s) with the principal", created)
 	}
 	return next, nil
 }

@@ -6,15 +6,10 @@
 package principalpki
 
 import (
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 )
 
 // Keeper keeps the PKI of principal namespaces.
 type Keeper struct {
-	Client client.Client
-	// Reader reads around the cache where a stale read would do harm.
-	Reader client.Reader
-	Config config.Config
+	config.Hub
 }

@@ -217,7 +217,7 @@ func (v *Revoker) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCl
 		err := v.Client.Create(ctx, rev)
 		switch {
 		case err == nil:
-			v.event(goc, corev1.EventTypeWarning, "AgentRevocationRequested", "RevokeAgent",
+			v.Event(goc, corev1.EventTypeWarning, "AgentRevocationRequested", "RevokeAgent",
 				"cluster %s is listed in spec.revokedClusters: created AgentRevocation %s/%s, which holds until a person deletes it", c, principalNS, c)
 		case apierrors.IsAlreadyExists(err):
 		default:

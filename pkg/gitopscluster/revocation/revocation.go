@@ -211,7 +211,7 @@ func (v *Revoker) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsCluste
 			errs = append(errs, err)
 		}
 		if len(unregistered) > 0 {
-			v.event(goc, corev1.EventTypeWarning, "AgentRevoked", "RevokeAgent",
+			v.Event(goc, corev1.EventTypeWarning, "AgentRevoked", "RevokeAgent",
 				"revoked the agents of %s: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
 		}
 	}
@@ -264,7 +264,7 @@ func (v *Revoker) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsClus
 		v.Departures.forget(keyOf(c))
 	}
 	if len(unregistered) > 0 {
-		v.event(goc, corev1.EventTypeNormal, "AgentRevoked", "RevokeAgent",
+		v.Event(goc, corev1.EventTypeNormal, "AgentRevoked", "RevokeAgent",
 			"%s left the selection: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
 	}
 	if approved && len(errs) == failed {
@@ -304,7 +304,7 @@ func (v *Revoker) ReportBlocklistRoom(goc *v1alpha1.GitOpsCluster, principalNS s
 	}
 	ok := reason == v1alpha1.ReasonBlocklistWithinCapacity
 	if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionBlocklistHasRoom); !ok && (c == nil || c.Reason != reason) {
-		v.event(goc, corev1.EventTypeWarning, reason, "RevokeAgents", msg)
+		v.Event(goc, corev1.EventTypeWarning, reason, "RevokeAgents", msg)
 	}
 	setCond(v1alpha1.ConditionBlocklistHasRoom, ok, reason, msg)
 }
@@ -584,14 +584,14 @@ func (v *Revoker) RevokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsClu
 	}
 	unregistered, blocked, err := v.revokeClusters(ctx, store, rec, leaving, ledger.CauseDeparted, now)
 	if len(unregistered) > 0 {
-		v.event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
+		v.Event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
 			"unregistered %s and blocked %d certificate(s) on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
 	}
 	if err != nil && len(unregistered) == len(leaving) && errors.Is(err, ledger.ErrBlocklistFull) {
 		// Every agent is unregistered; only room in the blocklist is missing. The deletion
 		// goes on: the ledgers it leaves have no live owner, so the principal's other
 		// GitOpsClusters block them as room appears.
-		v.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonBlocklistFull, "RevokeAgents", "%v", err)
+		v.Event(goc, corev1.EventTypeWarning, v1alpha1.ReasonBlocklistFull, "RevokeAgents", "%v", err)
 		err = nil
 	}
 	if err != nil {

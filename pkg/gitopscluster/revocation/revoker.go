@@ -5,21 +5,13 @@
 package revocation
 
 import (
-	"k8s.io/client-go/tools/events"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 )
 
 // Revoker revokes agents and keeps their records on the principal.
 type Revoker struct {
-	Client client.Client
-	// Reader reads around the cache where a stale read would do harm.
-	Reader   client.Reader
-	Config   config.Config
-	Recorder events.EventRecorder
+	config.Hub
 	// Departures is the memory of departures, kept across passes.
 	Departures *Departures
 }
@@ -27,10 +19,4 @@ type Revoker struct {
 // Ledger is the store of the agents' certificate ledgers and blocklist in principalNS.
 func (v *Revoker) Ledger(principalNS string) ledger.Store {
 	return ledger.Store{Client: v.Client, Reader: v.Reader, Cache: v.Client, Namespace: principalNS}
-}
-
-func (v *Revoker) event(goc *v1alpha1.GitOpsCluster, eventType, reason, action, note string, args ...any) {
-	if v.Recorder != nil {
-		v.Recorder.Eventf(goc, nil, eventType, reason, action, note, args...)
-	}
 }

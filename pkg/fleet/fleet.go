@@ -232,25 +232,49 @@ func GitOpsClustersForPlacement(ctx context.Context, r client.Reader, namespace,
 	return out, nil
 }
 
-// PrincipalElder returns the oldest live GitOpsCluster of principal namespace ns among goc and
-// those that count, by creation, then namespace/name: the one whose setting the principal's
-// others must agree with.
-func PrincipalElder(ctx context.Context, reader client.Reader, goc *v1alpha1.GitOpsCluster, ns string, counts func(*v1alpha1.GitOpsCluster) bool) (*v1alpha1.GitOpsCluster, error) {
+// PrincipalMembers returns the live GitOpsClusters of principal namespace ns that may use it
+// (PrincipalAllowed). Only they decide anything of the principal: its PKI setting, the names its
+// serving certificate carries, its application mapping. A GitOpsCluster that merely names
+// another tenant's principal namespace decides nothing there.
+func PrincipalMembers(ctx context.Context, reader client.Reader, ns string) ([]*v1alpha1.GitOpsCluster, error) {
 	var list v1alpha1.GitOpsClusterList
 	if err := reader.List(ctx, &list); err != nil {
 		return nil, err
 	}
-	return elderOf(list.Items, goc, ns, counts), nil
+	var out []*v1alpha1.GitOpsCluster
+	for i := range list.Items {
+		o := &list.Items[i]
+		if !o.DeletionTimestamp.IsZero() || names.PrincipalNamespace(o) != ns {
+			continue
+		}
+		why, err := PrincipalAllowed(ctx, reader, o)
+		if err != nil {
+			return nil, err
+		}
+		if why == "" {
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }
 
-// elderOf returns the first of goc and the live GitOpsClusters of principal namespace ns in
-// items that count, in Less order: the same rule that decides which GitOpsCluster owns a
-// cluster.
-func elderOf(items []v1alpha1.GitOpsCluster, goc *v1alpha1.GitOpsCluster, ns string, counts func(*v1alpha1.GitOpsCluster) bool) *v1alpha1.GitOpsCluster {
+// PrincipalElder returns the first, in Less order, of goc and the members of principal
+// namespace ns (PrincipalMembers) that count: the one whose setting the principal's others must
+// agree with.
+func PrincipalElder(ctx context.Context, reader client.Reader, goc *v1alpha1.GitOpsCluster, ns string, counts func(*v1alpha1.GitOpsCluster) bool) (*v1alpha1.GitOpsCluster, error) {
+	members, err := PrincipalMembers(ctx, reader, ns)
+	if err != nil {
+		return nil, err
+	}
+	return elderOf(members, goc, counts), nil
+}
+
+// elderOf returns the first of goc and the members that count, in Less order: the same rule
+// that decides which GitOpsCluster owns a cluster.
+func elderOf(members []*v1alpha1.GitOpsCluster, goc *v1alpha1.GitOpsCluster, counts func(*v1alpha1.GitOpsCluster) bool) *v1alpha1.GitOpsCluster {
 	elder := goc
-	for i := range items {
-		o := &items[i]
-		if o.DeletionTimestamp.IsZero() && names.PrincipalNamespace(o) == ns && counts(o) && Less(o, elder) {
+	for _, o := range members {
+		if counts(o) && Less(o, elder) {
 			elder = o
 		}
 	}

@@ -15,11 +15,11 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/clustersecrets"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownwrites"
 )
 
@@ -63,18 +63,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.reconcileNormal(ctx, goc)
 }
 
-// principalHostsOfOthers returns the principal addresses other GitOpsClusters sharing this
-// principal namespace hand to their agents, so the one serving certificate covers them all and
-// two GitOpsClusters never re-issue it back and forth.
+// principalHostsOfOthers returns the principal addresses the other members of this principal
+// namespace (fleet.PrincipalMembers) hand to their agents, so the one serving certificate covers
+// them all and two GitOpsClusters never re-issue it back and forth. A GitOpsCluster the
+// principal namespace does not allow adds no name.
 func (r *Reconciler) principalHostsOfOthers(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) ([]string, error) {
-	var list v1alpha1.GitOpsClusterList
-	if err := r.Client.List(ctx, &list); err != nil {
+	members, err := fleet.PrincipalMembers(ctx, r.Client, principalNS)
+	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for i := range list.Items {
-		o := &list.Items[i]
-		if (o.Namespace == goc.Namespace && o.Name == goc.Name) || !o.DeletionTimestamp.IsZero() || names.PrincipalNamespace(o) != principalNS {
+	for _, o := range members {
+		if o.Namespace == goc.Namespace && o.Name == goc.Name {
 			continue
 		}
 		if o.Spec.ArgoCDAgentAddon.PrincipalServerAddress != "" {

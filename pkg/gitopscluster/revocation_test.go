@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -766,4 +767,50 @@ func TestSpecRevocationOnlyForOwnClusters(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestGitOpsClusterNotAllowedOnAPrincipalDecidesNothingThere: a tenant's GitOpsCluster that
+// names another namespace's principal, which does not allow it, is older than the principal's
+// own GitOpsCluster and asks for cert-manager and another address: it is refused, and it neither
+// sets the principal's PKI (no PKIConflict for the allowed one) nor adds its address to the
+// principal's serving certificate.
+func TestGitOpsClusterNotAllowedOnAPrincipalDecidesNothingThere(t *testing.T) {
+	ctx := context.Background()
+	createNamespace(t, "na-principal")
+	createNamespace(t, "na-tenant")
+	ns := &corev1.Namespace{}
+	if err := k8s.Get(ctx, types.NamespacedName{Name: "na-principal"}, ns); err != nil {
+		t.Fatal(err)
+	}
+	ns.Annotations = map[string]string{v1alpha1.AnnotationAllowedGitOpsClusterNamespaces: "na-team"}
+	if err := k8s.Update(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	createNamespace(t, "na-team")
+	createPlacement(t, "na-tenant", "p")
+	setDecisions(t, "na-tenant", "p", 0)
+	createPlacement(t, "na-team", "p")
+	setDecisions(t, "na-team", "p", 0)
+	onPrincipal := func(g *v1alpha1.GitOpsCluster) { g.Spec.ArgoCDAgentAddon.PrincipalNamespace = "na-principal" }
+
+	createGitOpsCluster(t, "na-tenant", "g", "p", onPrincipal, withAddress("evil.example.com"), withIssuer("evil-ca"))
+	conditionIs(t, "na-tenant", "g", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonPrincipalNotAllowed)
+	// Equal creation seconds are ordered by namespace: the tenant stays the older one.
+	createGitOpsCluster(t, "na-team", "g", "p", onPrincipal, withAddress("principal.example.com"))
+	conditionIs(t, "na-team", "g", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
+	// A younger tenant that does not ask for another PKI, only for its address on the
+	// principal's certificate.
+	createNamespace(t, "na-tenant2")
+	createPlacement(t, "na-tenant2", "p")
+	setDecisions(t, "na-tenant2", "p", 0)
+	createGitOpsCluster(t, "na-tenant2", "g", "p", onPrincipal, withAddress("evil2.example.com"))
+	conditionIs(t, "na-tenant2", "g", v1alpha1.ConditionCertificatesReady, metav1.ConditionFalse, v1alpha1.ReasonPrincipalNotAllowed)
+	touch(t, "na-team", "g")
+	// The team's pass after the touch has run once its status shows the touch's generation.
+	conditionIs(t, "na-team", "g", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)
+	time.Sleep(2 * time.Second)
+	leaf := leafOf(t, getSecret(t, "na-principal", names.PrincipalTLSSecretName))
+	if !slices.Contains(leaf.DNSNames, "principal.example.com") || slices.Contains(leaf.DNSNames, "evil.example.com") || slices.Contains(leaf.DNSNames, "evil2.example.com") {
+		t.Errorf("the principal's serving certificate names %v", leaf.DNSNames)
+	}
 }

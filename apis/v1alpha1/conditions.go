@@ -66,6 +66,9 @@ const (
 	ReasonCertManagerCertNotReady  = "CertificateNotReady"
 	ReasonCertManagerInvalidSecret = "IssuedSecretInvalid"
 	ReasonPKIConflict              = "PKIConflict"
+	// ReasonPrincipalPKIPending: the principal's PKI is kept by its elder GitOpsCluster, and
+	// it has not yet written what the PKI needs now (a first CA, a renewal, a rotation).
+	ReasonPrincipalPKIPending = "PrincipalPKIPending"
 	ReasonCertManagerNotAllowed    = "CertManagerNotAllowed"
 	ReasonIssuerNoCAAnchor         = "IssuerGivesNoCA"
 	// ReasonWaitingForTrustRollout (CertificatesReady True): the principal keeps its valid

@@ -11,8 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
@@ -80,4 +83,83 @@ func TestGitOpsClusterOutsideManagedNamespacesCanBeDeleted(t *testing.T) {
 		}
 		return fmt.Errorf("still there (%v)", err)
 	})
+}
+
+// TestPrincipalPKIIsWrittenByItsElderOnly: two GitOpsClusters share a principal namespace. The
+// younger one's pass writes nothing of the principal's PKI: it waits (PrincipalPKIPending,
+// naming the elder) until the elder's pass has written it, then uses that very CA.
+func TestPrincipalPKIIsWrittenByItsElderOnly(t *testing.T) {
+	ctx := context.Background()
+	ns := "pki-elder"
+	createNamespace(t, ns)
+	createPlacement(t, ns, "p1")
+	setDecisions(t, ns, "p1", 0)
+	createPlacement(t, ns, "p2")
+	setDecisions(t, ns, "p2", 0)
+
+	stopManager()
+	defer startManager()
+	createGitOpsCluster(t, ns, "a-elder", "p1", withAddress("principal.example.com"))
+	createGitOpsCluster(t, ns, "b-younger", "p2", withAddress("principal.example.com"))
+	// One pass at a time, by hand, through a cache with the manager's field indexes.
+	cacheCtx, stopCache := context.WithCancel(ctx)
+	defer stopCache()
+	informers, err := cache.New(env.Config, cache.Options{Scheme: k8s.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fleet.SetupIndexes(ctx, informers); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = informers.Start(cacheCtx) }()
+	cached, err := client.New(env.Config, client.Options{Scheme: k8s.Scheme(), Cache: &client.CacheOptions{Reader: informers}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &gitopscluster.Reconciler{Client: cached, APIReader: k8s, Config: testConfig()}
+	pass := func(name string) {
+		t.Helper()
+		key := types.NamespacedName{Namespace: ns, Name: name}
+		for range 2 { // the first pass adds the finalizer
+			before := getGOC(t, ns, name).ResourceVersion
+			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
+				t.Fatal(err)
+			}
+			// The next pass reads what this one wrote.
+			eventually(t, "the cache has the pass's writes", func() error {
+				g := &v1alpha1.GitOpsCluster{}
+				if err := cached.Get(ctx, key, g); err != nil {
+					return err
+				}
+				if now := getGOC(t, ns, name).ResourceVersion; g.ResourceVersion != now && now != before {
+					return fmt.Errorf("cache at %s, server at %s", g.ResourceVersion, now)
+				}
+				return nil
+			})
+		}
+	}
+	pass("b-younger")
+	c := findCond(getGOC(t, ns, "b-younger"), v1alpha1.ConditionCertificatesReady)
+	if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonPrincipalPKIPending || !strings.Contains(c.Message, ns+"/a-elder") {
+		t.Errorf("the younger one's CertificatesReady = %s/%s: %s", c.Status, c.Reason, c.Message)
+	}
+	for _, name := range []string{names.CASecretName, names.PrincipalTLSSecretName, names.ResourceProxySecretName, names.JWTSecretName} {
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the younger GitOpsCluster's pass wrote %s (err %v)", name, err)
+		}
+	}
+
+	pass("a-elder")
+	ca := &corev1.Secret{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: names.CASecretName}, ca); err != nil {
+		t.Fatalf("the elder wrote no CA: %v", err)
+	}
+	pass("b-younger")
+	if c := findCond(getGOC(t, ns, "b-younger"), v1alpha1.ConditionCertificatesReady); c.Status != metav1.ConditionTrue {
+		t.Errorf("the younger one's CertificatesReady = %s/%s: %s", c.Status, c.Reason, c.Message)
+	}
+	after := &corev1.Secret{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: names.CASecretName}, after); err != nil || after.ResourceVersion != ca.ResourceVersion {
+		t.Errorf("the CA secret changed in the younger one's pass (err %v)", err)
+	}
 }

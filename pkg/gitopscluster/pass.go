@@ -229,8 +229,14 @@ func (p *pass) pki(ctx context.Context) *stop {
 			"this GitOpsCluster asks for %s, but the PKI of principal namespace %s follows the older GitOpsCluster %s/%s, which asks for %s; give every GitOpsCluster of that principal the same spec.argoCDAgentAddon.certManager",
 			own, principalNS, decider.Namespace, decider.Name, setting)}
 	}
+	// The principal's PKI is decided and written once, by its elder; the others read what it
+	// keeps, and wait where it has yet to write.
+	keeper, elder := r.pki(), decider.Namespace == goc.Namespace && decider.Name == goc.Name
+	if !elder {
+		keeper = keeper.ReadOnly(principalNS, decider.Namespace+"/"+decider.Name)
+	}
 	if err == nil {
-		p.hub, err = r.pki().Ensure(ctx, principalNS, append(hosts, others...), setting)
+		p.hub, err = keeper.Ensure(ctx, principalNS, append(hosts, others...), setting)
 	}
 	if problem, ok := principalpki.AsProblem(err); ok {
 		p.noteCond(v1alpha1.ConditionCertificatesReady, false, problem.Reason, "IssueCertificates", problem.Message)
@@ -246,10 +252,12 @@ func (p *pass) pki(ctx context.Context) *stop {
 	if len(p.hub.Issued) > 0 {
 		r.event(goc, corev1.EventTypeNormal, "CertificatesIssued", "IssueCertificates", "issued %s in namespace %s", strings.Join(p.hub.Issued, ", "), principalNS)
 	}
-	if restarted, err := r.pki().RestartPrincipalIfNeeded(ctx, goc, principalNS, p.hub.PrincipalCertHash, p.hub.JWTKeyRotatedFor); err != nil {
-		return stopWith(err)
-	} else if restarted {
-		r.event(goc, corev1.EventTypeNormal, "PrincipalRestarted", "RestartPrincipal", "restarted Deployment %s/%s to load its new serving certificate or JWT signing key", principalNS, r.Config.PrincipalDeploymentName)
+	if elder {
+		if restarted, err := keeper.RestartPrincipalIfNeeded(ctx, goc, principalNS, p.hub.PrincipalCertHash, p.hub.JWTKeyRotatedFor); err != nil {
+			return stopWith(err)
+		} else if restarted {
+			r.event(goc, corev1.EventTypeNormal, "PrincipalRestarted", "RestartPrincipal", "restarted Deployment %s/%s to load its new serving certificate or JWT signing key", principalNS, r.Config.PrincipalDeploymentName)
+		}
 	}
 	p.checkSignerExclusive(ctx)
 	return nil

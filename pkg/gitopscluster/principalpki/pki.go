@@ -391,14 +391,14 @@ func (k *Keeper) writeSecret(ctx context.Context, existing, desired *corev1.Secr
 	if updated.Labels == nil {
 		updated.Labels = map[string]string{}
 	}
-	for k, v := range desired.Labels {
-		updated.Labels[k] = v
+	for key, val := range desired.Labels {
+		updated.Labels[key] = val
 	}
 	if updated.Annotations == nil && len(desired.Annotations) > 0 {
 		updated.Annotations = map[string]string{}
 	}
-	for k, v := range desired.Annotations {
-		updated.Annotations[k] = v
+	for key, val := range desired.Annotations {
+		updated.Annotations[key] = val
 	}
 	return k.Client.Update(ctx, updated)
 }

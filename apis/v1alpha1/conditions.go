@@ -68,9 +68,9 @@ const (
 	ReasonPKIConflict              = "PKIConflict"
 	// ReasonPrincipalPKIPending: the principal's PKI is kept by its elder GitOpsCluster, and
 	// it has not yet written what the PKI needs now (a first CA, a renewal, a rotation).
-	ReasonPrincipalPKIPending = "PrincipalPKIPending"
-	ReasonCertManagerNotAllowed    = "CertManagerNotAllowed"
-	ReasonIssuerNoCAAnchor         = "IssuerGivesNoCA"
+	ReasonPrincipalPKIPending   = "PrincipalPKIPending"
+	ReasonCertManagerNotAllowed = "CertManagerNotAllowed"
+	ReasonIssuerNoCAAnchor      = "IssuerGivesNoCA"
 	// ReasonWaitingForTrustRollout (CertificatesReady True): the principal keeps its valid
 	// serving certificate until the agents have applied the trust bundle that verifies the new
 	// one.

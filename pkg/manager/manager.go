@@ -272,8 +272,9 @@ func CacheOptions(opts Options) cache.Options {
 		&addonv1alpha1.ClusterManagementAddOn{}: {Transform: keepAll},
 		// Every ManagedCluster, but only what is read of it.
 		&clusterv1.ManagedCluster{}: {Transform: TrimManagedCluster},
-		// Only the probes that look for an Argo CD before the components go to a cluster.
-		&workv1.ManifestWork{}: {Label: spoke.ProbeSelector()},
+		// Only the probes that look for an Argo CD before the components go to a cluster, and of
+		// them only what is read.
+		&workv1.ManifestWork{}: {Label: spoke.ProbeSelector(), Transform: spoke.TrimProbe},
 	}
 	// Only this project's ConfigMaps (ledgers, revocation record): a hub has many others.
 	ours := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue})}

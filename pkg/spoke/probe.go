@@ -229,3 +229,35 @@ func ProbeCurrent(w *workv1.ManifestWork, namespace string) bool {
 	}
 	return true
 }
+
+// TrimProbe is the manager cache's transform for probes: it keeps what ReadProbe, ProbeCurrent
+// and ProbedControllerImage read (metadata, generation, the objects' identities and update
+// strategies, the number of manifests, the conditions' types, statuses, reasons and generations,
+// the feedback values) and drops the rest (the manifests' bodies, the feedback rules, messages
+// and times, managed fields): a fleet holds one probe per cluster, and probes are never written
+// back, only created anew or deleted.
+func TrimProbe(o any) (any, error) {
+	w, ok := o.(*workv1.ManifestWork)
+	if !ok {
+		return o, nil
+	}
+	w.ManagedFields = nil
+	for i := range w.Spec.Workload.Manifests {
+		w.Spec.Workload.Manifests[i] = workv1.Manifest{}
+	}
+	for i := range w.Spec.ManifestConfigs {
+		w.Spec.ManifestConfigs[i].FeedbackRules = nil
+	}
+	w.Spec.DeleteOption, w.Spec.Executor = nil, nil
+	trimConditions(w.Status.Conditions)
+	for i := range w.Status.ResourceStatus.Manifests {
+		trimConditions(w.Status.ResourceStatus.Manifests[i].Conditions)
+	}
+	return w, nil
+}
+
+func trimConditions(cs []metav1.Condition) {
+	for i := range cs {
+		cs[i].Message, cs[i].LastTransitionTime = "", metav1.Time{}
+	}
+}

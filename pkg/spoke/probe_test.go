@@ -154,3 +154,53 @@ func TestProbeCurrent(t *testing.T) {
 		t.Errorf("a probe that would write is current")
 	}
 }
+
+// TestTrimProbeKeepsWhatIsRead: a trimmed probe reads as the whole one does, in every state the
+// probe tests use, and the trim drops the manifests' bodies and the feedback rules.
+func TestTrimProbeKeepsWhatIsRead(t *testing.T) {
+	states := []struct {
+		present     []bool
+		installedBy []string
+		image       string
+	}{
+		{[]bool{false, false, false, false}, []string{"", "", "", ""}, ""},
+		{[]bool{true, true, false, true}, []string{"addon", "addon", "", "addon"}, "quay.io/argoproj/argocd:v3.6.1"},
+		{[]bool{false, false, false, true}, []string{"", "", "", ""}, ""},
+		{[]bool{true, false, false, false}, []string{"other", "", "", ""}, "quay.io/argoproj/argocd:v3.4.3"},
+	}
+	for i, s := range states {
+		whole, err := BuildProbe("probe", "c1", "argocd", "k", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probeStatus(whole, s.present, s.installedBy)
+		for j := range whole.Status.ResourceStatus.Manifests {
+			m := &whole.Status.ResourceStatus.Manifests[j]
+			m.Conditions[0].Message = "a message the work agent writes"
+			if s.image != "" && m.ResourceMeta.Name == "argocd-application-controller" {
+				m.ResourceMeta.Kind = "StatefulSet"
+				m.StatusFeedbacks.Values = append(m.StatusFeedbacks.Values, workv1.FeedbackValue{Name: FeedbackImage, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To(s.image)}})
+			}
+		}
+		trimmed, err := TrimProbe(whole.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tw := trimmed.(*workv1.ManifestWork)
+		wantV, wantFound := ReadProbe(whole, "addon")
+		if v, found := ReadProbe(tw, "addon"); v != wantV || found != wantFound {
+			t.Errorf("state %d: ReadProbe %v %q, want %v %q", i, v, found, wantV, wantFound)
+		}
+		if got, want := ProbeCurrent(tw, "argocd"), ProbeCurrent(whole, "argocd"); got != want || !want {
+			t.Errorf("state %d: ProbeCurrent %v, want %v (true)", i, got, want)
+		}
+		if got, want := ProbedControllerImage(tw), ProbedControllerImage(whole); got != want || (want == "") != (s.image == "" || !s.present[0]) {
+			t.Errorf("state %d: ProbedControllerImage %q, want %q", i, got, want)
+		}
+		for j := range tw.Spec.Workload.Manifests {
+			if tw.Spec.Workload.Manifests[j].Raw != nil || tw.Spec.ManifestConfigs[j].FeedbackRules != nil {
+				t.Fatalf("state %d: manifest %d kept its body or feedback rules", i, j)
+			}
+		}
+	}
+}

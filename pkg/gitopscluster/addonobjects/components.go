@@ -124,7 +124,7 @@ func (w *Writer) copyBehind(ctx context.Context, goc *v1alpha1.GitOpsCluster, cm
 		return false, nil
 	}
 	var cleared clusterv1.ManagedClusterList
-	if err := w.Client.List(ctx, &cleared, client.HasLabels{names.ComponentsClearedLabel(goc)}); err != nil {
+	if err := w.Client.List(ctx, &cleared, client.UnsafeDisableDeepCopy, client.HasLabels{names.ComponentsClearedLabel(goc)}); err != nil {
 		return false, err
 	}
 	decided, _, err := fleet.SelectedClustersAndPages(ctx, w.Client, goc.Namespace, placement)

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
@@ -161,22 +162,24 @@ type clearanceSeen struct {
 
 func (w *Writer) readClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster, key string) (clearanceSeen, error) {
 	seen := clearanceSeen{probes: map[string]*workv1.ManifestWork{}, ownArgoCD: sets.New[string](), labelled: sets.New[string]()}
+	// Read-only walks over the cache's own objects: a pass reads one probe and one
+	// ManagedCluster per selected cluster, and copies of them all were most of its garbage.
 	var probeList workv1.ManifestWorkList
-	if err := w.Client.List(ctx, &probeList, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
+	if err := w.Client.List(ctx, &probeList, client.UnsafeDisableDeepCopy, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
 		return seen, err
 	}
 	for i := range probeList.Items {
 		seen.probes[probeList.Items[i].Namespace] = &probeList.Items[i]
 	}
 	var optedOut clusterv1.ManagedClusterList
-	if err := w.Client.List(ctx, &optedOut, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {
+	if err := w.Client.List(ctx, &optedOut, client.UnsafeDisableDeepCopy, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {
 		return seen, err
 	}
 	for _, mc := range optedOut.Items {
 		seen.ownArgoCD.Insert(mc.Name)
 	}
 	var current clusterv1.ManagedClusterList
-	if err := w.Client.List(ctx, &current, client.HasLabels{key}); err != nil {
+	if err := w.Client.List(ctx, &current, client.UnsafeDisableDeepCopy, client.HasLabels{key}); err != nil {
 		return seen, err
 	}
 	for _, mc := range current.Items {
@@ -254,7 +257,8 @@ func (w *Writer) SyncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster, re
 	// never changed, so the manager needs no right to change ManifestWorks for them.
 	gone := append(slices.Clone(rep.staleProbes), rep.outdatedProbes...)
 	return more, writeAll(w.Config.WriteConcurrency, gone, func(probe *workv1.ManifestWork) error {
-		return client.IgnoreNotFound(w.Client.Delete(ctx, probe))
+		// The cache's own object is not handed to the client.
+		return client.IgnoreNotFound(w.Client.Delete(ctx, &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: probe.Namespace, Name: probe.Name}}))
 	})
 }
 

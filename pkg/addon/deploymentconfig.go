@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
@@ -178,7 +179,7 @@ func validateLogLevel(v string) error {
 
 func hubLabels() map[string]string {
 	return map[string]string{
-		LabelManagedBy: managedByValue,
-		LabelPartOf:    partOfValue,
+		LabelManagedBy: v1alpha1.ManagedByValue,
+		LabelPartOf:    PartOfValue,
 	}
 }

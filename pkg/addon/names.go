@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -57,11 +58,11 @@ const (
 const (
 	LabelName      = "app.kubernetes.io/name"
 	LabelPartOf    = "app.kubernetes.io/part-of"
-	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelManagedBy = v1alpha1.LabelManagedBy
 	LabelComponent = "app.kubernetes.io/component"
 
-	partOfValue    = "argocd-agent-addon"
-	managedByValue = "argocd-agent-addon"
+	// PartOfValue is the value of LabelPartOf; LabelManagedBy's is v1alpha1.ManagedByValue.
+	PartOfValue = "argocd-agent-addon"
 )
 
 // Agent modes accepted by argocd-agent.

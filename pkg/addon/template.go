@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -220,8 +221,8 @@ func manifestJSON(obj runtime.Object) ([]byte, error) {
 func spokeLabels() map[string]string {
 	return map[string]string{
 		LabelName:      AgentName,
-		LabelPartOf:    partOfValue,
-		LabelManagedBy: managedByValue,
+		LabelPartOf:    PartOfValue,
+		LabelManagedBy: v1alpha1.ManagedByValue,
 	}
 }
 
@@ -451,7 +452,7 @@ func resources(cpuReq, memReq, cpuLim, memLim string) corev1.ResourceRequirement
 //
 // It is one object literal, read top to bottom as the Deployment it makes, hence its length.
 func deployment(signerName string, pullSecrets []string, destinationBasedMapping, assignedUserIDs bool, redis Redis) *appsv1.Deployment {
-	selector := map[string]string{LabelName: AgentName, LabelPartOf: partOfValue}
+	selector := map[string]string{LabelName: AgentName, LabelPartOf: PartOfValue}
 	podLabels := spokeLabels()
 	podLabels[LabelComponent] = "agent"
 

@@ -35,7 +35,7 @@ import (
 // reconcile back to the GitOpsClusters it affects, and only those.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorder("argocd-agent-addon")
+		r.Recorder = mgr.GetEventRecorder(names.EventReporter)
 	}
 	b, err := r.watchComponents(mgr, ctrl.NewControllerManagedBy(mgr))
 	if err != nil {

@@ -19,6 +19,9 @@ import (
 // with it.
 const CASecretName = "argocd-agent-ca"
 
+// EventReporter is the component the hub controllers' Events name as their source.
+const EventReporter = "argocd-agent-addon"
+
 // The other secrets argocd-agent v0.9's principal reads in its namespace.
 const (
 	PrincipalTLSSecretName  = "argocd-agent-principal-tls"

@@ -26,6 +26,7 @@ import (
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	workv1 "open-cluster-management.io/api/work/v1"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 )
 
@@ -196,7 +197,7 @@ func BuildAddOnTemplate(in Input) (*addonv1alpha1.AddOnTemplate, error) {
 	t.APIVersion = addonv1alpha1.GroupVersion.String()
 	t.Kind = "AddOnTemplate"
 	t.Name = in.TemplateName
-	t.Labels = map[string]string{addon.LabelManagedBy: "argocd-agent-addon", addon.LabelPartOf: "argocd-agent-addon"}
+	t.Labels = map[string]string{addon.LabelManagedBy: v1alpha1.ManagedByValue, addon.LabelPartOf: addon.PartOfValue}
 	t.Spec.AddonName = in.AddonName
 	t.Spec.AgentSpec.Workload.Manifests = manifests
 	t.Spec.AgentSpec.ManifestConfigs = createOnly()

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +26,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
 
@@ -58,19 +58,8 @@ func (w *Writer) AgentImage(ctx context.Context, goc *v1alpha1.GitOpsCluster, pr
 	if goc.Spec.ArgoCDAgentAddon.Image != "" {
 		return goc.Spec.ArgoCDAgentAddon.Image, nil
 	}
-	dep := &appsv1.Deployment{}
-	err := w.Client.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: w.Config.PrincipalDeploymentName}, dep)
-	if err == nil {
-		for _, c := range dep.Spec.Template.Spec.Containers {
-			if c.Name == "principal" || c.Name == "argocd-agent-principal" {
-				return c.Image, nil
-			}
-		}
-		if len(dep.Spec.Template.Spec.Containers) > 0 {
-			return dep.Spec.Template.Spec.Containers[0].Image, nil
-		}
-	} else if !apierrors.IsNotFound(err) {
-		return "", err
+	if image, found, err := principal.Image(ctx, w.Client, types.NamespacedName{Namespace: principalNS, Name: w.Config.PrincipalDeploymentName}); err != nil || found {
+		return image, err
 	}
 	return w.Config.DefaultAgentImage, nil
 }

@@ -5,6 +5,7 @@ package config
 import (
 	"time"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 )
 
@@ -70,15 +71,15 @@ func (c Config) SecretsCacheLabelled() bool { return len(c.ManagedNamespaces) ==
 // Default returns names compatible with the upstream argocd-agent addon.
 func Default() Config {
 	return Config{
-		AddonName:                "argocd-agent-addon",
-		SignerName:               "open-cluster-management.io/argocd-agent-addon",
+		AddonName:                addon.DefaultAddonName,
+		SignerName:               addon.DefaultSignerName,
 		PrincipalServiceName:     "argocd-agent-principal",
 		ResourceProxyServiceName: "argocd-agent-resource-proxy",
 		ResourceProxyPort:        9090,
 		PrincipalDeploymentName:  "argocd-agent-principal",
 		DefaultAgentImage:        version.DefaultAgentImage,
 		ReloaderImage:            "argocd-agent-addon:latest",
-		DefaultAgentNamespace:    "argocd",
+		DefaultAgentNamespace:    addon.DefaultAgentInstallNamespace,
 		CAValidity:               5 * 365 * 24 * time.Hour,
 		ServerCertValidity:       365 * 24 * time.Hour,
 		ClusterSecretValidity:    MaxClusterSecretValidity,

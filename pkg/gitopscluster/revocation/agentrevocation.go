@@ -24,6 +24,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
 // Enforcer enforces AgentRevocations: per principal, whichever GitOpsCluster owns
@@ -37,7 +38,7 @@ type Enforcer struct {
 // certificate recorded meanwhile) wakes its revocation, which removes it again.
 func (r *Enforcer) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorder("argocd-agent-addon")
+		r.Recorder = mgr.GetEventRecorder(names.EventReporter)
 	}
 	byCluster := func(cluster func(client.Object) string) handler.EventHandler {
 		return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
 // BlocklistKeeper keeps each principal's blocklist in step with its revocation record, once per
@@ -38,7 +39,7 @@ const blocklistRecheck = time.Hour
 // blocklist and its revocation record.
 func (k *BlocklistKeeper) SetupWithManager(mgr ctrl.Manager) error {
 	if k.Recorder == nil {
-		k.Recorder = mgr.GetEventRecorder("argocd-agent-addon")
+		k.Recorder = mgr.GetEventRecorder(names.EventReporter)
 	}
 	ofPrincipal := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ledger.BlocklistName}}}

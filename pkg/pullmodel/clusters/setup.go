@@ -21,6 +21,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
 // Field indexes this package registers on the manager's cache.
@@ -50,7 +51,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string) er
 	}); err != nil {
 		return fmt.Errorf("indexing ArgoCDClusterRegistrations: %w", err)
 	}
-	rec := mgr.GetEventRecorder("argocd-agent-addon")
+	rec := mgr.GetEventRecorder(names.EventReporter)
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, ManagedNamespaces: managedNamespaces}
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("argocdclusterregistration").

@@ -163,3 +163,41 @@ func TestPrincipalPKIIsWrittenByItsElderOnly(t *testing.T) {
 		t.Errorf("the CA secret changed in the younger one's pass (err %v)", err)
 	}
 }
+
+// failingServiceReads fails every read of a Service, as an API server that is briefly away
+// would for one kind.
+type failingServiceReads struct{ client.Client }
+
+func (c failingServiceReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if _, ok := obj.(*corev1.Service); ok {
+		return fmt.Errorf("the API server is away")
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestAPassStoppedByAnErrorSaysSoInReady: a pass that stops on an error before writing any
+// status records it: Ready False, ReconcileError, naming the step and the error.
+func TestAPassStoppedByAnErrorSaysSoInReady(t *testing.T) {
+	ctx := context.Background()
+	ns := "pass-error"
+	createNamespace(t, ns)
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 0)
+	stopManager()
+	defer startManager()
+	// No principal address: the pass discovers the principal from its Service.
+	createGitOpsCluster(t, ns, "fleet", "p")
+	r := &gitopscluster.Reconciler{Client: failingServiceReads{k8s}, APIReader: k8s, Config: testConfig()}
+	key := types.NamespacedName{Namespace: ns, Name: "fleet"}
+	var err error
+	for range 2 { // the first pass adds the finalizer
+		_, err = r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+	}
+	if err == nil || !strings.Contains(err.Error(), "the API server is away") {
+		t.Fatalf("the pass returned %v", err)
+	}
+	c := findCond(getGOC(t, ns, "fleet"), v1alpha1.ConditionReady)
+	if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonReconcileError || !strings.Contains(c.Message, "discovery: ") || !strings.Contains(c.Message, "the API server is away") {
+		t.Errorf("Ready = %s/%s: %s", c.Status, c.Reason, c.Message)
+	}
+}

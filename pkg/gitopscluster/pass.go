@@ -50,6 +50,14 @@ type pass struct {
 	configRollout bool
 	// componentsWaiting: the components' entry waits for its Placement copy (see addonobjects.Applied).
 	componentsWaiting bool
+	// written: this pass has written the status.
+	written bool
+}
+
+// write writes the status built so far.
+func (p *pass) write(ctx context.Context) error {
+	p.written = true
+	return p.r.writeStatus(ctx, p.goc, p.status)
 }
 
 // stop ends a pass early with this result.
@@ -84,11 +92,16 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, goc *v1alpha1.GitOpsCl
 		var s *stop
 		_ = timed(phase.name, func() error { s = phase.run(ctx); return nil })
 		if s != nil {
+			if s.err != nil && !p.written {
+				// Ready says why this pass stopped until one gets past it.
+				p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonReconcileError, fmt.Sprintf("%s: %v", phase.name, s.err))
+				s.err = errors.Join(s.err, p.write(ctx))
+			}
 			return s.res, s.err
 		}
 	}
 	p.summarize()
-	if err := timed("status", func() error { return r.writeStatus(ctx, goc, p.status) }); err != nil {
+	if err := timed("status", func() error { return p.write(ctx) }); err != nil {
 		return ctrl.Result{}, err
 	}
 	var moreProbes bool
@@ -128,7 +141,7 @@ func (p *pass) noteCond(t string, ok bool, reason, action, msg string) {
 // fail records err in condition t with reason, writes the status and stops the pass.
 func (p *pass) fail(ctx context.Context, t, reason string, err error) *stop {
 	p.setCond(t, false, reason, err.Error())
-	return stopWith(errors.Join(err, p.r.writeStatus(ctx, p.goc, p.status)))
+	return stopWith(errors.Join(err, p.write(ctx)))
 }
 
 // notReady writes the status with Ready False for msg, after the agents' availability, and
@@ -138,7 +151,7 @@ func (p *pass) notReady(ctx context.Context, msg string, res ctrl.Result) *stop 
 		return stopWith(err)
 	}
 	p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, msg)
-	return &stop{res: res, err: p.r.writeStatus(ctx, p.goc, p.status)}
+	return &stop{res: res, err: p.write(ctx)}
 }
 
 // placement reads the selection.
@@ -209,7 +222,7 @@ func (p *pass) pki(ctx context.Context) *stop {
 		}
 		p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, msg)
 		r.event(goc, corev1.EventTypeWarning, reason, "IssueCertificates", msg)
-		return stopWith(r.writeStatus(ctx, goc, p.status))
+		return stopWith(p.write(ctx))
 	}
 	var hosts []string
 	if p.disc.Endpoint != nil {
@@ -293,7 +306,7 @@ func (p *pass) agentRecords(ctx context.Context) *stop {
 	}
 	r.revoker().ReportBlocklistRoom(goc, principalNS, revocation, p.setCond)
 	if revErr != nil {
-		return stopWith(errors.Join(revErr, r.writeStatus(ctx, goc, p.status)))
+		return stopWith(errors.Join(revErr, p.write(ctx)))
 	}
 	switch {
 	case hub.Problem != nil:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -92,8 +93,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, goc *v1alpha1.GitOpsCl
 		var s *stop
 		_ = timed(phase.name, func() error { s = phase.run(ctx); return nil })
 		if s != nil {
-			if s.err != nil && !p.written {
-				// Ready says why this pass stopped until one gets past it.
+			if s.err != nil && !p.written && !apierrors.IsConflict(s.err) {
+				// Ready says why this pass stopped until one gets past it (a write that lost
+				// a race is retried at once, and says nothing).
 				p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonReconcileError, fmt.Sprintf("%s: %v", phase.name, s.err))
 				s.err = errors.Join(s.err, p.write(ctx))
 			}

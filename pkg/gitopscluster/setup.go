@@ -64,8 +64,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// A GitOpsCluster going away may hand its clusters to a younger one.
 		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(goingAway())).
 		// The oldest GitOpsCluster of a principal decides what its others must agree with
-		// (PKI, applicationMapping): a spec change of one wakes the others.
-		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(r.forSamePrincipal), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// (PKI, applicationMapping), and writes the PKI with every member's address: a spec
+		// change of one, or a new principal address in its status, wakes the others.
+		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(r.forSamePrincipal),
+			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, principalAddressChanged()))).
 		// A revocation made or lifted on a principal changes which clusters its GitOpsClusters
 		// register.
 		Watches(&v1alpha1.AgentRevocation{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace)).
@@ -283,6 +285,20 @@ func configReferencesChanged() predicate.Predicate {
 }
 
 // goingAway passes a GitOpsCluster's deletion, and the update that marks it for deletion.
+// principalAddressChanged passes a GitOpsCluster whose status names another principal address:
+// the principal's serving certificate, which its elder writes, must name it.
+func principalAddressChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld.(*v1alpha1.GitOpsCluster), e.ObjectNew.(*v1alpha1.GitOpsCluster)
+			return !equality.Semantic.DeepEqual(o.Status.Principal, n.Status.Principal)
+		},
+	}
+}
+
 func goingAway() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },

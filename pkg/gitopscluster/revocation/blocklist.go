@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,7 +29,16 @@ import (
 // next pass.
 type BlocklistKeeper struct {
 	Revoker
+
+	// missing remembers, per principal namespace, the recorded keys the last look found off
+	// the blocklist. A revocation writes the record before the blocklist, so a key is put
+	// back only when two looks a moment apart both miss it.
+	mu      sync.Mutex
+	missing map[string]sets.Set[string]
 }
+
+// blocklistSecondLook is how long after a key is first seen missing it is looked at again.
+const blocklistSecondLook = 3 * time.Second
 
 // blocklistFullRetry is how soon a blocklist with no room for a recorded key is tried again.
 const blocklistFullRetry = time.Minute
@@ -67,14 +78,18 @@ func (k *BlocklistKeeper) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := pruneRevoked(ctx, store, shards.Items, now); err != nil {
-		log.FromContext(ctx).Error(err, "pruning expired entries of the principal's blocklist", "namespace", ns)
+	// A failed prune is returned at the end, so that it is retried with backoff; the
+	// blocklist is still kept first.
+	pruneErr := pruneRevoked(ctx, store, shards.Items, now)
+	if pruneErr != nil {
+		pruneErr = fmt.Errorf("pruning expired entries of the blocklist %s/%s: %w", ns, ledger.BlocklistName, pruneErr)
 	}
 	blocklist := &corev1.ConfigMap{}
 	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ledger.BlocklistName}, blocklist); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
-	if missing := missingFromBlocklist(shards.Items, blocklist.Data, now); len(missing) > 0 {
+	missing, fresh := k.secondLook(ns, missingFromBlocklist(shards.Items, blocklist.Data, now))
+	if len(missing) > 0 {
 		n, err := store.Reassert(ctx, missing)
 		if errors.Is(err, ledger.ErrBlocklistFull) {
 			// The GitOpsClusters of the principal report it (BlocklistHasRoom); room comes
@@ -93,7 +108,34 @@ func (k *BlocklistKeeper) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 			}
 		}
 	}
+	if pruneErr != nil {
+		return ctrl.Result{}, pruneErr
+	}
+	if fresh {
+		return ctrl.Result{RequeueAfter: blocklistSecondLook}, nil
+	}
 	return ctrl.Result{RequeueAfter: untilNextExpiry(shards.Items, now)}, nil
+}
+
+// secondLook returns the keys of found that the previous look also missed (to be put back),
+// and whether some were seen missing for the first time (to be looked at again).
+func (k *BlocklistKeeper) secondLook(ns string, found []string) (confirmed []string, fresh bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	before := k.missing[ns]
+	now := sets.New(found...)
+	for _, fp := range found {
+		if before.Has(fp) {
+			confirmed = append(confirmed, fp)
+		} else {
+			fresh = true
+		}
+	}
+	if k.missing == nil {
+		k.missing = map[string]sets.Set[string]{}
+	}
+	k.missing[ns] = now.Difference(sets.New(confirmed...))
+	return confirmed, fresh
 }
 
 // untilNextExpiry is the wait until the first recorded certificate expires, at most

@@ -232,16 +232,20 @@ func GitOpsClustersForPlacement(ctx context.Context, r client.Reader, namespace,
 	return out, nil
 }
 
-// PrincipalMembers returns the live GitOpsClusters of principal namespace ns that may use it
+// Members are the live GitOpsClusters of one principal namespace that may use it
 // (PrincipalAllowed). Only they decide anything of the principal: its PKI setting, the names its
 // serving certificate carries, its application mapping. A GitOpsCluster that merely names
-// another tenant's principal namespace decides nothing there.
-func PrincipalMembers(ctx context.Context, reader client.Reader, ns string) ([]*v1alpha1.GitOpsCluster, error) {
+// another tenant's principal namespace decides nothing there. A pass reads them once
+// (PrincipalMembers) and every decision of the principal takes them from there.
+type Members []*v1alpha1.GitOpsCluster
+
+// PrincipalMembers returns the Members of principal namespace ns.
+func PrincipalMembers(ctx context.Context, reader client.Reader, ns string) (Members, error) {
 	var list v1alpha1.GitOpsClusterList
 	if err := reader.List(ctx, &list); err != nil {
 		return nil, err
 	}
-	var out []*v1alpha1.GitOpsCluster
+	var out Members
 	for i := range list.Items {
 		o := &list.Items[i]
 		if !o.DeletionTimestamp.IsZero() || names.PrincipalNamespace(o) != ns {
@@ -258,27 +262,34 @@ func PrincipalMembers(ctx context.Context, reader client.Reader, ns string) ([]*
 	return out, nil
 }
 
-// PrincipalElder returns the first, in Less order, of goc and the members of principal
-// namespace ns (PrincipalMembers) that count: the one whose setting the principal's others must
-// agree with.
-func PrincipalElder(ctx context.Context, reader client.Reader, goc *v1alpha1.GitOpsCluster, ns string, counts func(*v1alpha1.GitOpsCluster) bool) (*v1alpha1.GitOpsCluster, error) {
-	members, err := PrincipalMembers(ctx, reader, ns)
-	if err != nil {
-		return nil, err
-	}
-	return elderOf(members, goc, counts), nil
-}
-
-// elderOf returns the first of goc and the members that count, in Less order: the same rule
-// that decides which GitOpsCluster owns a cluster.
-func elderOf(members []*v1alpha1.GitOpsCluster, goc *v1alpha1.GitOpsCluster, counts func(*v1alpha1.GitOpsCluster) bool) *v1alpha1.GitOpsCluster {
+// Elder returns the first, in Less order, of goc and the members that count: the one whose
+// setting the principal's others must agree with. It is the same rule that decides which
+// GitOpsCluster owns a cluster.
+func (m Members) Elder(goc *v1alpha1.GitOpsCluster, counts func(*v1alpha1.GitOpsCluster) bool) *v1alpha1.GitOpsCluster {
 	elder := goc
-	for _, o := range members {
+	for _, o := range m {
 		if counts(o) && Less(o, elder) {
 			elder = o
 		}
 	}
 	return elder
+}
+
+// AddressesOfOthers returns the principal addresses the members other than goc hand to their
+// agents: the address each names, else the one discovered for it.
+func (m Members) AddressesOfOthers(goc *v1alpha1.GitOpsCluster) []string {
+	var out []string
+	for _, o := range m {
+		if o.Namespace == goc.Namespace && o.Name == goc.Name {
+			continue
+		}
+		if o.Spec.ArgoCDAgentAddon.PrincipalServerAddress != "" {
+			out = append(out, o.Spec.ArgoCDAgentAddon.PrincipalServerAddress)
+		} else if o.Status.Principal != nil {
+			out = append(out, o.Status.Principal.Address)
+		}
+	}
+	return out
 }
 
 // Live reports whether the GitOpsCluster key exists and is not being deleted (false for an

@@ -21,10 +21,10 @@ func TestOnePrecedenceRule(t *testing.T) {
 		return g
 	}
 	items := []v1alpha1.GitOpsCluster{goc("a-b", "x"), goc("a", "z")}
-	members := []*v1alpha1.GitOpsCluster{&items[0], &items[1]}
+	members := Members{&items[0], &items[1]}
 	all := func(*v1alpha1.GitOpsCluster) bool { return true }
 	for i := range items {
-		elder := elderOf(members, &items[i], all)
+		elder := members.Elder(&items[i], all)
 		first := &items[0]
 		if Less(&items[1], &items[0]) {
 			first = &items[1]

@@ -15,7 +15,6 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/clustersecrets"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
@@ -61,29 +60,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	return r.reconcileNormal(ctx, goc)
-}
-
-// principalHostsOfOthers returns the principal addresses the other members of this principal
-// namespace (fleet.PrincipalMembers) hand to their agents, so the one serving certificate covers
-// them all and two GitOpsClusters never re-issue it back and forth. A GitOpsCluster the
-// principal namespace does not allow adds no name.
-func (r *Reconciler) principalHostsOfOthers(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) ([]string, error) {
-	members, err := fleet.PrincipalMembers(ctx, r.Client, principalNS)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, o := range members {
-		if o.Namespace == goc.Namespace && o.Name == goc.Name {
-			continue
-		}
-		if o.Spec.ArgoCDAgentAddon.PrincipalServerAddress != "" {
-			out = append(out, o.Spec.ArgoCDAgentAddon.PrincipalServerAddress)
-		} else if o.Status.Principal != nil {
-			out = append(out, o.Status.Principal.Address)
-		}
-	}
-	return out, nil
 }
 
 func (r *Reconciler) writeStatus(ctx context.Context, goc *v1alpha1.GitOpsCluster, status *v1alpha1.GitOpsClusterStatus) error {

@@ -39,8 +39,10 @@ type pass struct {
 	status      *v1alpha1.GitOpsClusterStatus
 	principalNS string
 
-	obs            *selection.Observation
-	disc           principal.Result
+	obs  *selection.Observation
+	disc principal.Result
+	// members are the GitOpsClusters that may use the principal (read in the pki phase).
+	members        fleet.Members
 	setting        principalpki.Setting
 	hub            *principalpki.PKI
 	clusterRenewal time.Time
@@ -230,14 +232,14 @@ func (p *pass) pki(ctx context.Context) *stop {
 	if p.disc.Endpoint != nil {
 		hosts = append(hosts, p.disc.Endpoint.Address)
 	}
-	others, err := r.principalHostsOfOthers(ctx, goc, principalNS)
-	if err != nil {
+	// The principal's members, read once: its PKI setting, the names on its serving
+	// certificate (one certificate covers every member's address, so two GitOpsClusters never
+	// re-issue it back and forth) and its application mapping all follow them.
+	if p.members, err = fleet.PrincipalMembers(ctx, r.Client, principalNS); err != nil {
 		return stopWith(err)
 	}
-	setting, decider, err := r.pki().SettingFor(ctx, goc, principalNS)
-	if err != nil {
-		return stopWith(err)
-	}
+	others := p.members.AddressesOfOthers(goc)
+	setting, decider := principalpki.SettingFor(goc, p.members)
 	p.setting = setting
 	if own := principalpki.SettingOf(goc); !own.Equal(setting) {
 		err = &principalpki.Problem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
@@ -376,10 +378,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 			return stopWith(err)
 		}
 	}
-	mappingConflict, err := r.addOns().ApplicationMappingConflict(ctx, goc, p.principalNS)
-	if err != nil {
-		return stopWith(err)
-	}
+	mappingConflict := addonobjects.ApplicationMappingConflict(goc, p.principalNS, p.members)
 	switch {
 	case len(obs.Conflict) > 0:
 		p.setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonClusterConflict,

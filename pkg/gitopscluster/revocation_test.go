@@ -627,14 +627,37 @@ func TestUnregistrationNeverWaitsForBlocklistRoom(t *testing.T) {
 
 // TestRevocationsComeBackOnTheBlocklist: a revoked certificate's key removed from the
 // blocklist (by hand, or lost between two writes) is put back at once, because the revocation
-// record still holds it, with an Event on the blocklist.
+// record still holds it, with an Event on the blocklist. An ordinary revocation, whose record
+// shards are written before its blocklist (each write waking the keeper), restores nothing.
 func TestRevocationsComeBackOnTheBlocklist(t *testing.T) {
 	ctx := context.Background()
 	f := newRevocationFixture(t, "reassert")
-	f.selectAll("rb-a", "rb-b")
-	f.issue("g", "rb-a", "rb-b")
-	setDecisions(t, f.ns, "p", 0, "rb-b")
-	f.waitRevoked("rb-a")
+	f.selectAll("rb-a", "rb-b", "rb-c", "rb-d", "rb-e", "rb-f", "rb-g")
+	f.issue("g", "rb-a", "rb-b", "rb-c", "rb-d", "rb-e", "rb-f", "rb-g")
+	restoredEvents := func() (int, error) {
+		var list eventsv1.EventList
+		if err := k8s.List(ctx, &list, client.InNamespace(f.ns)); err != nil {
+			return 0, err
+		}
+		n := 0
+		for _, e := range list.Items {
+			if e.Regarding.Kind == "ConfigMap" && e.Regarding.Name == ledger.BlocklistName && e.Reason == "BlocklistRestored" {
+				n++
+			}
+		}
+		return n, nil
+	}
+	// Three clusters leave at once (under the circuit breaker's half): their keys fall in
+	// several record shards.
+	setDecisions(t, f.ns, "p", 0, "rb-b", "rb-e", "rb-f", "rb-g")
+	for _, c := range []string{"rb-a", "rb-c", "rb-d"} {
+		f.waitRevoked(c)
+	}
+	// Longer than the keeper waits before it puts a key back.
+	time.Sleep(5 * time.Second)
+	if n, err := restoredEvents(); err != nil || n != 0 {
+		t.Fatalf("an ordinary revocation was reported as %d BlocklistRestored Event(s) (%v)", n, err)
+	}
 
 	cm := &corev1.ConfigMap{}
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: ledger.BlocklistName}, cm); err != nil {
@@ -653,16 +676,10 @@ func TestRevocationsComeBackOnTheBlocklist(t *testing.T) {
 		return nil
 	})
 	eventually(t, "a BlocklistRestored Event on the blocklist", func() error {
-		var list eventsv1.EventList
-		if err := k8s.List(ctx, &list, client.InNamespace(f.ns)); err != nil {
-			return err
+		if n, err := restoredEvents(); err != nil || n == 0 {
+			return fmt.Errorf("none (%v)", err)
 		}
-		for _, e := range list.Items {
-			if e.Regarding.Kind == "ConfigMap" && e.Regarding.Name == ledger.BlocklistName && e.Reason == "BlocklistRestored" {
-				return nil
-			}
-		}
-		return fmt.Errorf("none among %d", len(list.Items))
+		return nil
 	})
 }
 
@@ -812,5 +829,87 @@ func TestGitOpsClusterNotAllowedOnAPrincipalDecidesNothingThere(t *testing.T) {
 	leaf := leafOf(t, getSecret(t, "na-principal", names.PrincipalTLSSecretName))
 	if !slices.Contains(leaf.DNSNames, "principal.example.com") || slices.Contains(leaf.DNSNames, "evil.example.com") || slices.Contains(leaf.DNSNames, "evil2.example.com") {
 		t.Errorf("the principal's serving certificate names %v", leaf.DNSNames)
+	}
+}
+
+// TestDeletionWithAFullBlocklistUnregistersEveryAgent: a GitOpsCluster deleted while its
+// principal's blocklist has no room still unregisters every agent (their cluster secrets go,
+// so argocd-agent drops them); only their ledgers wait for room.
+func TestDeletionWithAFullBlocklistUnregistersEveryAgent(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "full-deletion")
+	clusters := []string{"fd-a", "fd-b", "fd-c"}
+	f.selectAll(clusters...)
+	f.issue("g", clusters...)
+	var filler []string
+	for i := range ledger.BlocklistBudget / 70 {
+		filler = append(filler, fmt.Sprintf("%X", sha256.Sum256(fmt.Appendf(nil, "filler-%d", i))))
+	}
+	if _, err := f.store().Reassert(ctx, filler); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "g"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the GitOpsCluster gone", func() error {
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "g"}, &v1alpha1.GitOpsCluster{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
+	for _, c := range clusters {
+		if f.secretExists(c) {
+			t.Errorf("%s's cluster secret outlived its GitOpsCluster", c)
+		}
+		if !f.ledgerExists(c) {
+			t.Errorf("%s's ledger is gone although its certificates could not be blocked", c)
+		}
+	}
+}
+
+// TestDeletionLeavesNoLedgers: a deleted GitOpsCluster's agents are blocked and their ledgers
+// deleted, and nothing brings a ledger back once their cluster secrets are gone: a secret's
+// last certificate, already blocked, is not recorded again in a new ledger that no
+// GitOpsCluster would ever revoke.
+func TestDeletionLeavesNoLedgers(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "clean-deletion")
+	var clusters []string
+	for i := range 24 {
+		clusters = append(clusters, fmt.Sprintf("cd-%02d", i))
+	}
+	f.selectAll(clusters...)
+	f.issue("g", clusters...)
+	if err := k8s.Delete(ctx, &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "g"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "every cluster secret gone", func() error {
+		var secrets corev1.SecretList
+		if err := k8s.List(ctx, &secrets, client.InNamespace(f.ns), client.HasLabels{v1alpha1.LabelAgentName}); err != nil {
+			return err
+		}
+		if len(secrets.Items) > 0 {
+			return fmt.Errorf("%d left", len(secrets.Items))
+		}
+		return nil
+	})
+	// Long enough for anything woken by the secrets' deletion to have written.
+	time.Sleep(3 * time.Second)
+	var ledgers corev1.ConfigMapList
+	if err := k8s.List(ctx, &ledgers, client.InNamespace(f.ns), client.MatchingLabels{ledger.LabelRecord: ledger.RecordLedger}); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, cm := range ledgers.Items {
+		left = append(left, cm.Name)
+	}
+	if len(left) > 0 {
+		t.Errorf("%d ledger(s) outlived the GitOpsCluster, with no owner left to revoke them: %v", len(left), left)
+	}
+	for _, c := range clusters {
+		if !f.blocked(c) {
+			t.Errorf("%s's certificate is not blocked", c)
+		}
 	}
 }

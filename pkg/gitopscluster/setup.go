@@ -67,7 +67,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// (PKI, applicationMapping), and writes the PKI with every member's address: a spec
 		// change of one, or a new principal address in its status, wakes the others.
 		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(r.forSamePrincipal),
-			builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, principalAddressChanged()))).
+			builder.WithPredicates(samePrincipalWakes())).
 		// A revocation made or lifted on a principal changes which clusters its GitOpsClusters
 		// register.
 		Watches(&v1alpha1.AgentRevocation{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace)).
@@ -284,9 +284,14 @@ func configReferencesChanged() predicate.Predicate {
 	}}
 }
 
-// goingAway passes a GitOpsCluster's deletion, and the update that marks it for deletion.
-// principalAddressChanged passes a GitOpsCluster whose status names another principal address:
-// the principal's serving certificate, which its elder writes, must name it.
+// samePrincipalWakes passes the changes of a GitOpsCluster that its principal's other members
+// must see: its spec (generation), or another principal address in its status (the
+// principal's serving certificate, which its elder writes, must name it). Its other status
+// writes pass nothing, so members never wake each other in a loop.
+func samePrincipalWakes() predicate.Predicate {
+	return predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, principalAddressChanged())
+}
+
 func principalAddressChanged() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
@@ -299,6 +304,7 @@ func principalAddressChanged() predicate.Predicate {
 	}
 }
 
+// goingAway passes a GitOpsCluster's deletion, and the update that marks it for deletion.
 func goingAway() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },

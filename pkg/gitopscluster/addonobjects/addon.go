@@ -481,19 +481,16 @@ func addConfigsInUse(ctx context.Context, reader client.Reader, goc *v1alpha1.Gi
 // so all managed GitOpsClusters of one principal namespace must ask for the same mapping; the
 // oldest decides, as for the PKI. The agents are configured all the same (a CA rotation must
 // still reach them); the condition says that the principal routes one of the two wrongly.
-func (w *Writer) ApplicationMappingConflict(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (string, error) {
+func ApplicationMappingConflict(goc *v1alpha1.GitOpsCluster, principalNS string, members fleet.Members) string {
 	if !managedMode(goc) {
-		return "", nil
+		return ""
 	}
-	decider, err := fleet.PrincipalElder(ctx, w.Client, goc, principalNS, managedMode)
-	if err != nil {
-		return "", err
-	}
+	decider := members.Elder(goc, managedMode)
 	if mine, theirs := applicationMapping(goc), applicationMapping(decider); mine != theirs {
 		return fmt.Sprintf("applicationMapping is %s, but the older managed GitOpsCluster %s/%s of the principal in namespace %s asks for %s, and the principal routes all its Applications one way: give every managed GitOpsCluster of that principal the same applicationMapping (and the principal the matching --destination-based-mapping)",
-			mine, decider.Namespace, decider.Name, principalNS, theirs), nil
+			mine, decider.Namespace, decider.Name, principalNS, theirs)
 	}
-	return "", nil
+	return ""
 }
 
 func managedMode(goc *v1alpha1.GitOpsCluster) bool {

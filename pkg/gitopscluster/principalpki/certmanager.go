@@ -123,16 +123,13 @@ func (s Setting) String() string {
 	return fmt.Sprintf("cert-manager %s %s (group %s)", s.Issuer.Kind, s.Issuer.Name, s.Issuer.Group)
 }
 
-// SettingFor returns the PKI setting of principal namespace ns: the one of the oldest
-// GitOpsCluster (by creation, then namespace/name) that uses ns. A PKI belongs to the
-// principal namespace, so one GitOpsCluster decides; a younger one that asks for something
-// else is told so (PKIConflict) instead of fighting over the secrets.
-func (k *Keeper) SettingFor(ctx context.Context, goc *v1alpha1.GitOpsCluster, ns string) (Setting, *v1alpha1.GitOpsCluster, error) {
-	decider, err := fleet.PrincipalElder(ctx, k.Client, goc, ns, func(*v1alpha1.GitOpsCluster) bool { return true })
-	if err != nil {
-		return Setting{}, nil, err
-	}
-	return SettingOf(decider), decider, nil
+// SettingFor returns the PKI setting of a principal: the one of its oldest member (by
+// creation, then namespace/name), goc included. A PKI belongs to the principal namespace, so
+// one GitOpsCluster decides; a younger one that asks for something else is told so
+// (PKIConflict) instead of fighting over the secrets.
+func SettingFor(goc *v1alpha1.GitOpsCluster, members fleet.Members) (Setting, *v1alpha1.GitOpsCluster) {
+	decider := members.Elder(goc, func(*v1alpha1.GitOpsCluster) bool { return true })
+	return SettingOf(decider), decider
 }
 
 // ensureCertManagerPKI keeps the principal's PKI in namespace ns issued by cert-manager:

@@ -11,7 +11,7 @@ import (
 )
 
 // ReadOnly is this keeper for a GitOpsCluster that shares its principal with an elder (keeper
-// of the PKI, fleet.PrincipalElder): it reads and decides as the elder would, and where the
+// of the PKI, fleet.Members.Elder): it reads and decides as the elder would, and where the
 // elder would write, it stops with a PrincipalPKIPending problem instead. The principal's PKI is
 // so written by one GitOpsCluster only, and the others use exactly what it keeps.
 func (k *Keeper) ReadOnly(ns, elder string) *Keeper {
@@ -51,16 +51,23 @@ func (c readOnlyClient) DeleteAllOf(context.Context, client.Object, ...client.De
 	return c.pending
 }
 
-func (c readOnlyClient) Status() client.SubResourceWriter { return readOnlySubResource{c.pending} }
-
-func (c readOnlyClient) SubResource(string) client.SubResourceClient {
-	return readOnlySubResource{c.pending}
+func (c readOnlyClient) Status() client.SubResourceWriter {
+	return readOnlySubResource{pending: c.pending}
 }
 
-type readOnlySubResource struct{ pending *Problem }
+// SubResource reads a subresource through Client and refuses its writes: a read is no
+// write the elder has yet to make.
+func (c readOnlyClient) SubResource(name string) client.SubResourceClient {
+	return readOnlySubResource{reader: c.Client.SubResource(name), pending: c.pending}
+}
 
-func (s readOnlySubResource) Get(context.Context, client.Object, client.Object, ...client.SubResourceGetOption) error {
-	return s.pending
+type readOnlySubResource struct {
+	reader  client.SubResourceReader
+	pending *Problem
+}
+
+func (s readOnlySubResource) Get(ctx context.Context, obj, subResource client.Object, opts ...client.SubResourceGetOption) error {
+	return s.reader.Get(ctx, obj, subResource, opts...)
 }
 
 func (s readOnlySubResource) Create(context.Context, client.Object, client.Object, ...client.SubResourceCreateOption) error {

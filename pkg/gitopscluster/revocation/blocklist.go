@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,14 +29,16 @@ import (
 type BlocklistKeeper struct {
 	Revoker
 
-	// missing remembers, per principal namespace, the recorded keys the last look found off
-	// the blocklist. A revocation writes the record before the blocklist, so a key is put
-	// back only when two looks a moment apart both miss it.
+	// missing remembers, per principal namespace, when each recorded key the last look found
+	// off the blocklist was first seen missing. A revocation writes the record (shard by
+	// shard, each write waking the keeper) before the blocklist, so a key is put back only
+	// when it has been missing for blocklistSecondLook, not when two looks in a row miss it.
 	mu      sync.Mutex
-	missing map[string]sets.Set[string]
+	missing map[string]map[string]time.Time
 }
 
-// blocklistSecondLook is how long after a key is first seen missing it is looked at again.
+// blocklistSecondLook is how long a recorded key must be seen missing from the blocklist
+// before it is put back: far longer than a revocation takes between its two writes.
 const blocklistSecondLook = 3 * time.Second
 
 // blocklistFullRetry is how soon a blocklist with no room for a recorded key is tried again.
@@ -88,7 +89,8 @@ func (k *BlocklistKeeper) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := k.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ledger.BlocklistName}, blocklist); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
-	missing, fresh := k.secondLook(ns, missingFromBlocklist(shards.Items, blocklist.Data, now))
+	// Elapsed time, not the configured clock: the wait is a real one (RequeueAfter).
+	missing, lookAgain := k.secondLook(ns, missingFromBlocklist(shards.Items, blocklist.Data, now), time.Now())
 	if len(missing) > 0 {
 		n, err := store.Reassert(ctx, missing)
 		if errors.Is(err, ledger.ErrBlocklistFull) {
@@ -111,31 +113,39 @@ func (k *BlocklistKeeper) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if pruneErr != nil {
 		return ctrl.Result{}, pruneErr
 	}
-	if fresh {
-		return ctrl.Result{RequeueAfter: blocklistSecondLook}, nil
+	if lookAgain > 0 {
+		return ctrl.Result{RequeueAfter: lookAgain}, nil
 	}
 	return ctrl.Result{RequeueAfter: untilNextExpiry(shards.Items, now)}, nil
 }
 
-// secondLook returns the keys of found that the previous look also missed (to be put back),
-// and whether some were seen missing for the first time (to be looked at again).
-func (k *BlocklistKeeper) secondLook(ns string, found []string) (confirmed []string, fresh bool) {
+// secondLook returns the keys of found that have been missing for blocklistSecondLook at now
+// (to be put back), and when to look again for the others (0 if there are none). A key not
+// found any more is forgotten.
+func (k *BlocklistKeeper) secondLook(ns string, found []string, now time.Time) (confirmed []string, lookAgain time.Duration) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	before := k.missing[ns]
-	now := sets.New(found...)
+	seen := make(map[string]time.Time, len(found))
 	for _, fp := range found {
-		if before.Has(fp) {
+		since, ok := before[fp]
+		if !ok {
+			since = now
+		}
+		seen[fp] = since
+		if wait := blocklistSecondLook - now.Sub(since); wait <= 0 {
 			confirmed = append(confirmed, fp)
-		} else {
-			fresh = true
+		} else if lookAgain == 0 || wait < lookAgain {
+			lookAgain = wait
 		}
 	}
 	if k.missing == nil {
-		k.missing = map[string]sets.Set[string]{}
+		k.missing = map[string]map[string]time.Time{}
 	}
-	k.missing[ns] = now.Difference(sets.New(confirmed...))
-	return confirmed, fresh
+	// A confirmed key stays remembered: if putting it back fails, the next look puts it back
+	// at once; once back, it is not found and so forgotten.
+	k.missing[ns] = seen
+	return confirmed, lookAgain
 }
 
 // untilNextExpiry is the wait until the first recorded certificate expires, at most

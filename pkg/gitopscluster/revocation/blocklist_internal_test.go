@@ -3,30 +3,39 @@ package revocation
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
-// TestSecondLook: a key is put back only when two looks in a row miss it, so that a revocation
-// between its record write and its blocklist write is not "restored" (with a Warning) by the
-// keeper; a key that came back in between is forgotten; namespaces do not mix.
+// TestSecondLook: a key is put back only once it has been missing from the blocklist for
+// blocklistSecondLook, however often the keeper looks in between (a revocation's record
+// shards each wake it before its blocklist write), so a revocation on its way is not
+// "restored" with a Warning; a key that came back meanwhile is forgotten; namespaces do not mix.
 func TestSecondLook(t *testing.T) {
 	k := &BlocklistKeeper{}
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	steps := []struct {
 		ns        string
 		found     []string
+		now       time.Time
 		confirmed []string
-		fresh     bool
+		lookAgain time.Duration
 	}{
-		{"p1", []string{"a", "b"}, nil, true},           // first seen: look again
-		{"p2", []string{"a"}, nil, true},                // another principal's own memory
-		{"p1", []string{"b", "c"}, []string{"b"}, true}, // b missed twice; a came back; c is new
-		{"p1", []string{"c"}, []string{"c"}, false},
-		{"p1", nil, nil, false},
-		{"p2", []string{"a"}, []string{"a"}, false},
+		{"p1", []string{"a", "b"}, at(0), nil, blocklistSecondLook},                                               // first seen: look again
+		{"p1", []string{"a", "b"}, at(50 * time.Millisecond), nil, blocklistSecondLook - 50*time.Millisecond},     // woken at once: too soon
+		{"p2", []string{"a"}, at(time.Second), nil, blocklistSecondLook},                                          // another principal's own memory
+		{"p1", []string{"b", "c"}, at(blocklistSecondLook), []string{"b"}, blocklistSecondLook},                   // b missing long enough; a came back; c is new
+		{"p1", []string{"a", "c"}, at(blocklistSecondLook + time.Second), nil, blocklistSecondLook - time.Second}, // a missing again: counted afresh
+		{"p1", []string{"c"}, at(2 * blocklistSecondLook), []string{"c"}, 0},
+		{"p1", []string{"c"}, at(2*blocklistSecondLook + time.Millisecond), []string{"c"}, 0}, // not put back yet: at once
+		{"p1", nil, at(3 * blocklistSecondLook), nil, 0},
+		{"p2", []string{"a"}, at(time.Second + blocklistSecondLook), []string{"a"}, 0},
 	}
 	for i, s := range steps {
-		confirmed, fresh := k.secondLook(s.ns, s.found)
-		if !slices.Equal(confirmed, s.confirmed) || fresh != s.fresh {
-			t.Errorf("step %d (%s %v): confirmed %v fresh %v, want %v %v", i, s.ns, s.found, confirmed, fresh, s.confirmed, s.fresh)
+		confirmed, lookAgain := k.secondLook(s.ns, s.found, s.now)
+		slices.Sort(confirmed)
+		if !slices.Equal(confirmed, s.confirmed) || lookAgain != s.lookAgain {
+			t.Errorf("step %d (%s %v): confirmed %v, look again in %s; want %v, %s", i, s.ns, s.found, confirmed, lookAgain, s.confirmed, s.lookAgain)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -450,13 +451,35 @@ func (v *Revoker) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (
 	return owners, "", nil
 }
 
+// revocationBatchSize is how many clusters revokeClusters unregisters and blocks together: a
+// GitOpsCluster of 10,000 clusters is revoked in twenty rounds of a few writes each, so that no
+// more than a batch of ledgers is held in memory at once and each batch's certificates are
+// blocked soon after its agents are unregistered.
+const revocationBatchSize = 500
+
 // revokeClusters unregisters the agents of clusters from the principal and blocks their
-// certificates. Each cluster secret's certificate is recorded in the cluster's ledger first,
-// then the secret is deleted (argocd-agent drops an agent whose cluster secret goes), and only
-// then are the ledgers turned into blocklist entries, all in a few writes: unregistration never
-// waits for room in the blocklist, and a block that fails leaves the ledgers in place for the
-// next pass. It returns the clusters it unregistered and how many certificates it blocked.
+// certificates, revocationBatchSize clusters at a time. Each cluster secret's certificate is recorded
+// in the cluster's ledger first, then the secret is deleted (argocd-agent drops an agent whose
+// cluster secret goes), and only then are the batch's ledgers turned into blocklist entries, in
+// a few writes: unregistration never waits for room in the blocklist, and a block that fails
+// leaves the ledgers in place for the next pass. It returns the clusters it unregistered and
+// how many certificates it blocked.
 func (v *Revoker) revokeClusters(ctx context.Context, store ledger.Store, rec Records, clusters []string, cause ledger.Cause, now time.Time) ([]string, int, error) {
+	var unregistered []string
+	blocked := 0
+	var errs []error
+	for batch := range slices.Chunk(clusters, revocationBatchSize) {
+		u, n, err := v.revokeBatch(ctx, store, rec, batch, cause, now)
+		unregistered = append(unregistered, u...)
+		blocked += n
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return unregistered, blocked, errors.Join(errs...)
+}
+
+func (v *Revoker) revokeBatch(ctx context.Context, store ledger.Store, rec Records, clusters []string, cause ledger.Cause, now time.Time) ([]string, int, error) {
 	var unregistered []string
 	var errs []error
 	var mu sync.Mutex

@@ -87,8 +87,8 @@ func main() {
 			n, r.wave.Round(10*time.Millisecond), float64(n)/r.wave.Seconds(), r.waveCreated.Round(10*time.Millisecond), agentsInFlight, float64(n)/r.rawWave.Seconds())
 		fmt.Printf("         reads during the wave: %.2f per CSR %v\n", float64(testenv.TotalWrites(r.waveReads))/float64(n), r.waveReads)
 		d := r.deletion
-		fmt.Printf("         GitOpsCluster deletion: done in %s; %d cluster secret(s) and %d ledger(s) left; %d certificates revoked; blocklist %d keys, %d of %d budget bytes, %d bytes stored (etcd's limit %d)\n",
-			d.took.Round(10*time.Millisecond), d.secretsLeft, d.ledgersLeft, d.revokedCerts, d.blocklistKeys, d.blocklistBytes, ledger.BlocklistBudget, d.blocklistStoredBytes, 1536*1024)
+		fmt.Printf("         GitOpsCluster deletion: done in %s, the last cluster secret gone after %s; %d cluster secret(s) and %d ledger(s) left; %d certificates revoked; blocklist %d keys, %d of %d budget bytes, %d bytes stored (etcd's limit %d)\n",
+			d.took.Round(10*time.Millisecond), d.secretsGone.Round(10*time.Millisecond), d.secretsLeft, d.ledgersLeft, d.revokedCerts, d.blocklistKeys, d.blocklistBytes, ledger.BlocklistBudget, d.blocklistStoredBytes, 1536*1024)
 	}
 }
 
@@ -169,7 +169,10 @@ type result struct {
 
 // deletion is what deleting the fleet's GitOpsCluster left behind.
 type deletion struct {
-	took                               time.Duration
+	took time.Duration
+	// secretsGone is when the last cluster secret went: a secret carries the certificate
+	// recorder's finalizer, so it goes after its GitOpsCluster (0 if some never went).
+	secretsGone                        time.Duration
 	secretsLeft, ledgersLeft           int
 	blocklistKeys, blocklistBytes      int
 	blocklistStoredBytes, revokedCerts int
@@ -197,11 +200,26 @@ func deleteFleet(ctx context.Context, env *testenv.Env) (deletion, error) {
 		}
 	}
 	d.took = time.Since(start)
-	var secrets corev1.SecretList
-	if err := c.List(ctx, &secrets, client.InNamespace(namespace), client.HasLabels{v1alpha1.LabelAgentName}); err != nil {
-		return d, err
+	// The cluster secrets being deleted wait for the certificate recorder; wait while their
+	// number falls.
+	last, lastChange := -1, time.Now()
+	for {
+		var secrets corev1.SecretList
+		if err := c.List(ctx, &secrets, client.InNamespace(namespace), client.HasLabels{v1alpha1.LabelAgentName}); err != nil {
+			return d, err
+		}
+		d.secretsLeft = len(secrets.Items)
+		if d.secretsLeft == 0 {
+			d.secretsGone = time.Since(start)
+			break
+		}
+		if d.secretsLeft != last {
+			last, lastChange = d.secretsLeft, time.Now()
+		} else if time.Since(lastChange) > 30*time.Second {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
-	d.secretsLeft = len(secrets.Items)
 	var ledgers corev1.ConfigMapList
 	if err := c.List(ctx, &ledgers, client.InNamespace(namespace), client.MatchingLabels{ledger.LabelRecord: ledger.RecordLedger}); err != nil {
 		return d, err

@@ -29,13 +29,14 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/recorder"
 )
 
 // SetupWithManager registers the reconciler and the watches that map every input of a
 // reconcile back to the GitOpsClusters it affects, and only those.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorder(names.EventReporter)
+		r.Recorder = recorder.For(mgr, names.EventReporter)
 	}
 	b, err := r.watchComponents(mgr, ctrl.NewControllerManagedBy(mgr))
 	if err != nil {

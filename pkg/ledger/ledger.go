@@ -358,11 +358,23 @@ func (s Store) RevokeClusters(ctx context.Context, clusters []string, cause Caus
 		}
 	}
 	if len(full) > 0 {
-		return blocked, fmt.Errorf("%w: the certificates of %d cluster(s) (%s) could not be blocked; their ledgers are kept for a later pass",
-			ErrBlocklistFull, len(full), strings.Join(full[:min(len(full), 5)], ", "))
+		return blocked, &BlocklistFullError{Clusters: full}
 	}
 	return blocked, nil
 }
+
+// BlocklistFullError names the clusters whose certificates did not fit in the blocklist; it
+// is ErrBlocklistFull.
+type BlocklistFullError struct {
+	Clusters []string
+}
+
+func (e *BlocklistFullError) Error() string {
+	return fmt.Sprintf("%v: the certificates of %d cluster(s) (%s) could not be blocked; their ledgers are kept for a later pass",
+		ErrBlocklistFull, len(e.Clusters), strings.Join(e.Clusters[:min(len(e.Clusters), 5)], ", "))
+}
+
+func (e *BlocklistFullError) Is(target error) bool { return target == ErrBlocklistFull }
 
 // fitting splits clusters into those whose new blocklist keys fit in the blocklist's budget,
 // taken in order, and those that do not.

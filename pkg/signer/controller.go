@@ -29,6 +29,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/recorder"
 )
 
 // Reasons of the lookups the controller makes before CheckCSR. Like the CheckCSR reasons they
@@ -195,7 +196,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.APIReader = mgr.GetAPIReader()
 	}
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorder("argocd-agent-addon-signer")
+		r.Recorder = recorder.For(mgr, "argocd-agent-addon-signer")
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("csr-signer").

@@ -25,6 +25,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/recorder"
 )
 
 // Enforcer enforces AgentRevocations: per principal, whichever GitOpsCluster owns
@@ -38,7 +39,7 @@ type Enforcer struct {
 // certificate recorded meanwhile) wakes its revocation, which removes it again.
 func (r *Enforcer) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorder(names.EventReporter)
+		r.Recorder = recorder.For(mgr, names.EventReporter)
 	}
 	byCluster := func(cluster func(client.Object) string) handler.EventHandler {
 		return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/recorder"
 )
 
 // BlocklistKeeper keeps each principal's blocklist in step with its revocation record, once per
@@ -51,7 +52,7 @@ const blocklistRecheck = time.Hour
 // blocklist and its revocation record.
 func (k *BlocklistKeeper) SetupWithManager(mgr ctrl.Manager) error {
 	if k.Recorder == nil {
-		k.Recorder = mgr.GetEventRecorder(names.EventReporter)
+		k.Recorder = recorder.For(mgr, names.EventReporter)
 	}
 	ofPrincipal := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ledger.BlocklistName}}}

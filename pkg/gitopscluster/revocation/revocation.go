@@ -465,22 +465,29 @@ const revocationBatchSize = 500
 // leaves the ledgers in place for the next pass. It returns the clusters it unregistered and
 // how many certificates it blocked.
 func (v *Revoker) revokeClusters(ctx context.Context, store ledger.Store, rec Records, clusters []string, cause ledger.Cause, now time.Time) ([]string, int, error) {
-	var unregistered []string
+	var unregistered, full []string
 	blocked := 0
 	var errs []error
 	for batch := range slices.Chunk(clusters, revocationBatchSize) {
-		u, n, err := v.revokeBatch(ctx, store, rec, batch, cause, now)
-		unregistered = append(unregistered, u...)
+		u, n, f, err := v.revokeBatch(ctx, store, rec, batch, cause, now)
+		unregistered, full = append(unregistered, u...), append(full, f...)
 		blocked += n
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
+	// The clusters a full blocklist turned away are said in one error, not one per batch.
+	if len(full) > 0 {
+		errs = append(errs, fmt.Errorf("%s: %w", blockFailed, &ledger.BlocklistFullError{Clusters: full}))
+	}
 	return unregistered, blocked, errors.Join(errs...)
 }
 
-func (v *Revoker) revokeBatch(ctx context.Context, store ledger.Store, rec Records, clusters []string, cause ledger.Cause, now time.Time) ([]string, int, error) {
-	var unregistered []string
+const blockFailed = "blocking the certificates of departed or revoked clusters (their cluster secrets are gone; the block is retried)"
+
+// revokeBatch unregisters and blocks one batch; it returns the clusters it unregistered, how
+// many certificates it blocked, and the clusters whose certificates found no room.
+func (v *Revoker) revokeBatch(ctx context.Context, store ledger.Store, rec Records, clusters []string, cause ledger.Cause, now time.Time) (unregistered []string, blocked int, full []string, _ error) {
 	var errs []error
 	var mu sync.Mutex
 	parallel.Each(v.Config.WriteConcurrency, clusters, func(c string) {
@@ -495,14 +502,17 @@ func (v *Revoker) revokeBatch(ctx context.Context, store ledger.Store, rec Recor
 	})
 	store.Concurrency = v.Config.WriteConcurrency
 	counts, err := store.RevokeClusters(ctx, unregistered, cause, now)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("blocking the certificates of departed or revoked clusters (their cluster secrets are gone; the block is retried): %w", err))
+	var fullErr *ledger.BlocklistFullError
+	switch {
+	case errors.As(err, &fullErr):
+		full = fullErr.Clusters
+	case err != nil:
+		errs = append(errs, fmt.Errorf("%s: %w", blockFailed, err))
 	}
-	blocked := 0
 	for _, n := range counts {
 		blocked += n
 	}
-	return unregistered, blocked, errors.Join(errs...)
+	return unregistered, blocked, full, errors.Join(errs...)
 }
 
 // unregister records the certificate of cluster's secret in its ledger and deletes the secret.

@@ -22,6 +22,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/recorder"
 )
 
 // Field indexes this package registers on the manager's cache.
@@ -51,7 +52,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string) er
 	}); err != nil {
 		return fmt.Errorf("indexing ArgoCDClusterRegistrations: %w", err)
 	}
-	rec := mgr.GetEventRecorder(names.EventReporter)
+	rec := recorder.For(mgr, names.EventReporter)
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, ManagedNamespaces: managedNamespaces}
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("argocdclusterregistration").

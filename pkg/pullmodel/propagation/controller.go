@@ -33,6 +33,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/recorder"
 )
 
 // Reconciler keeps one ManifestWork per marked hub Application, keyed by the Application.
@@ -63,7 +64,7 @@ type Reconciler struct {
 // SetupWithManager registers the controller and its periodic orphan sweep.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
-		r.Recorder = mgr.GetEventRecorder("argocd-agent-addon-pullmodel")
+		r.Recorder = recorder.For(mgr, "argocd-agent-addon-pullmodel")
 	}
 	if r.Now == nil {
 		r.Now = time.Now

@@ -28,8 +28,13 @@ func Bounded(r events.EventRecorder) events.EventRecorder {
 
 type bounded struct{ events.EventRecorder }
 
+// Eventf formats note with args; a note without args is a message already written (an
+// error, a condition's message) and is used as it is, so a "%" in it stays a "%".
 func (b bounded) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	b.EventRecorder.Eventf(regarding, related, eventtype, reason, action, "%s", Shorten(fmt.Sprintf(note, args...)))
+	if len(args) > 0 {
+		note = fmt.Sprintf(note, args...)
+	}
+	b.EventRecorder.Eventf(regarding, related, eventtype, reason, action, "%s", Shorten(note))
 }
 
 // Shorten cuts s to MaxNote bytes, on a character boundary, ending in "..." when cut.

@@ -1,9 +1,13 @@
 package revocation
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 )
 
 // TestSecondLook: a key is put back only once it has been missing from the blocklist for
@@ -36,6 +40,29 @@ func TestSecondLook(t *testing.T) {
 		slices.Sort(confirmed)
 		if !slices.Equal(confirmed, s.confirmed) || lookAgain != s.lookAgain {
 			t.Errorf("step %d (%s %v): confirmed %v, look again in %s; want %v, %s", i, s.ns, s.found, confirmed, lookAgain, s.confirmed, s.lookAgain)
+		}
+	}
+}
+
+// TestOnlyForWantOfRoom: a deletion goes on past a revocation error only when every part of it
+// is the blocklist's want of room; one batch's other failure keeps it for a retry.
+func TestOnlyForWantOfRoom(t *testing.T) {
+	full := fmt.Errorf("%s: %w", blockFailed, &ledger.BlocklistFullError{Clusters: []string{"a"}})
+	other := errors.New("deleting the certificate ledger of cluster b: the server is currently unable to handle the request")
+	cases := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"room only", full, true},
+		{"room, joined", errors.Join(full), true},
+		{"room in two batches", errors.Join(errors.Join(), full, full), true},
+		{"room and another failure", errors.Join(errors.Join(other), full), false},
+		{"another failure only", other, false},
+	}
+	for _, c := range cases {
+		if got := onlyForWantOfRoom(c.err); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
 }

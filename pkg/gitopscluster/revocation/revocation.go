@@ -620,7 +620,7 @@ func (v *Revoker) RevokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsClu
 		v.Event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
 			"unregistered %s and blocked %d certificate(s) on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
 	}
-	if err != nil && len(unregistered) == len(leaving) && errors.Is(err, ledger.ErrBlocklistFull) {
+	if err != nil && len(unregistered) == len(leaving) && onlyForWantOfRoom(err) {
 		// Every agent is unregistered; only room in the blocklist is missing. The deletion
 		// goes on: the ledgers it leaves have no live owner, so the principal's other
 		// GitOpsClusters block them as room appears.
@@ -631,4 +631,19 @@ func (v *Revoker) RevokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsClu
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// onlyForWantOfRoom reports whether every error joined in err is the blocklist's want of room:
+// a batch that failed otherwise (a ledger read, a record write) must be retried, even when
+// another batch found the blocklist full.
+func onlyForWantOfRoom(err error) bool {
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range joined.Unwrap() {
+			if !onlyForWantOfRoom(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, ledger.ErrBlocklistFull)
 }

@@ -502,6 +502,25 @@ func (s Store) Prune(ctx context.Context, now time.Time) error {
 	return s.forget(ctx, expired)
 }
 
+// OnRecord reports whether fingerprint fp is on the revocation record, read through Cache
+// when it is set: a record write the cache has yet to show reads as absent, the safe side
+// for a caller that would otherwise record the certificate again.
+func (s Store) OnRecord(ctx context.Context, fp string) (bool, error) {
+	if !ValidFingerprint(fp) {
+		return false, nil
+	}
+	reader := s.Reader
+	if s.Cache != nil {
+		reader = s.Cache
+	}
+	shard := &corev1.ConfigMap{}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ShardName(fp)}, shard); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	_, ok := shard.Data[fp]
+	return ok, nil
+}
+
 // RevokedCert is one entry of the revocation record.
 type RevokedCert struct {
 	NotAfter time.Time

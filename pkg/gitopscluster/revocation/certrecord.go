@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,34 +48,27 @@ func (r *CertificateRecorder) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	now := r.Config.Now()
 	if cluster := s.Labels[v1alpha1.LabelAgentName]; cluster != "" {
-		cert, _ := agentsecret.Contents(s)
-		revoked, err := r.onRecord(ctx, s.Namespace, cert.Fingerprint)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if cert.Fingerprint != "" && cert.NotAfter.After(now) && !revoked {
+		if cert, _ := agentsecret.Contents(s); cert.Fingerprint != "" && cert.NotAfter.After(now) {
+			store := r.Ledger(s.Namespace)
+			revoked, err := store.OnRecord(ctx, cert.Fingerprint)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if revoked {
+				return r.release(ctx, s)
+			}
 			owner := ledger.Owner{Namespace: s.Labels[v1alpha1.LabelOwnerNamespace], Name: s.Labels[v1alpha1.LabelOwnerName]}
-			if err := r.Ledger(s.Namespace).Merge(ctx, cluster, owner, ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
+			if err := store.Merge(ctx, cluster, owner, ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
 				return ctrl.Result{}, fmt.Errorf("recording the resource-proxy certificate of cluster secret %s/%s: %w", s.Namespace, s.Name, err)
 			}
 		}
 	}
+	return r.release(ctx, s)
+}
+
+// release removes the finalizer, letting the secret go.
+func (r *CertificateRecorder) release(ctx context.Context, s *corev1.Secret) (ctrl.Result, error) {
 	patch := client.MergeFromWithOptions(s.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	controllerutil.RemoveFinalizer(s, v1alpha1.FinalizerRecordCertificate)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, s, patch))
-}
-
-// onRecord reports whether fingerprint fp is on the revocation record of principal namespace
-// ns, as the cache holds it. A record write the cache has yet to show costs at most a ledger
-// that the next pass revokes again.
-func (r *CertificateRecorder) onRecord(ctx context.Context, ns, fp string) (bool, error) {
-	if !ledger.ValidFingerprint(fp) {
-		return false, nil
-	}
-	shard := &corev1.ConfigMap{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: ledger.ShardName(fp)}, shard); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	_, ok := shard.Data[fp]
-	return ok, nil
 }

@@ -1,6 +1,7 @@
 package agentsecret
 
 import (
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
 	"slices"
@@ -86,7 +87,7 @@ func Compact(o any) (any, error) {
 	}
 	delete(s.Data, "config")
 	s.Data[compactCertificateKey] = summary
-	s.Data[compactBundleKey] = bundles.intern(bundle)
+	s.Data[compactBundleKey] = bundle
 	return s, nil
 }
 
@@ -107,54 +108,121 @@ func Contents(s *corev1.Secret) (Identity, []byte) {
 }
 
 // inspectAgentConfig reads a cluster secret's config: the identity of its client
-// certificate (zero when none parses) and its CA bundle as written.
+// certificate (zero when none parses) and its CA bundle, the interned copy.
 func inspectAgentConfig(config []byte) (Identity, []byte) {
 	var cfg Config
 	if err := json.Unmarshal(config, &cfg); err != nil {
 		return Identity{}, nil
 	}
-	bundle := cfg.TLSClientConfig.CAData
+	bundle := bundles.intern(cfg.TLSClientConfig.CAData)
 	certs, err := pki.ParseCertificates(cfg.TLSClientConfig.CertData)
 	if err != nil || len(certs) == 0 {
-		return Identity{}, bundle
+		return Identity{}, bundle.pem
 	}
 	leaf := certs[0]
-	key, keyErr := pki.ParsePrivateKey(cfg.TLSClientConfig.KeyData)
+	fingerprint := pki.Fingerprint(leaf)
+	own, issuedHere := issued.take(fingerprint)
 	// As x509 verification does, a certificate without extended key usages may serve any.
 	eku := leaf.ExtKeyUsage
 	out := Identity{
-		Fingerprint: pki.Fingerprint(leaf),
-		KeyMatches:  keyErr == nil && pki.KeyMatches(leaf, key),
+		Fingerprint: fingerprint,
+		KeyMatches:  (issuedHere && own.keyDigest == sha256.Sum256(cfg.TLSClientConfig.KeyData)) || keyMatches(leaf, cfg.TLSClientConfig.KeyData),
 		CommonName:  leaf.Subject.CommonName,
 		NotBefore:   leaf.NotBefore.UTC(),
 		NotAfter:    leaf.NotAfter.UTC(),
 		ClientAuth:  len(eku) == 0 || slices.Contains(eku, x509.ExtKeyUsageClientAuth) || slices.Contains(eku, x509.ExtKeyUsageAny),
 	}
-	cas, _ := pki.ParseCertificates(bundle)
-	for _, ca := range cas {
-		if ca.IsCA && leaf.CheckSignatureFrom(ca) == nil {
-			out.Issuer = pki.Fingerprint(ca)
+	for _, ca := range bundle.authorities {
+		if (issuedHere && ca.fingerprint == own.issuer) || leaf.CheckSignatureFrom(ca.cert) == nil {
+			out.Issuer = ca.fingerprint
 			break
 		}
 	}
-	return out, bundle
+	return out, bundle.pem
 }
 
-// bundleInterner hands out one shared copy of each CA bundle: every agent cluster secret of a
-// principal carries the same one. The table is small (a principal has one bundle, two during
-// a rotation); past maxBundles it starts over, which only costs sharing.
+func keyMatches(leaf *x509.Certificate, keyPEM []byte) bool {
+	key, err := pki.ParsePrivateKey(keyPEM)
+	return err == nil && pki.KeyMatches(leaf, key)
+}
+
+// Issued tells the cache that this process has just issued kp, signed by ca, for a cluster
+// secret it is about to write. When the secret's watch event comes in, the cache transform
+// then knows the certificate's signer and key without checking a signature and parsing a
+// private key, which were most of its cost for each of a large fleet's new secrets (all the
+// rest is still read from the secret). It vouches only for those exact bytes: the
+// certificate's fingerprint, the private key's digest and the fingerprint of the CA that
+// signed it; a secret holding anything else is checked as before.
+func Issued(kp, ca *pki.KeyPair) {
+	issued.remember(pki.Fingerprint(kp.Cert), issuedCertificate{issuer: pki.Fingerprint(ca.Cert), keyDigest: sha256.Sum256(kp.KeyPEM)})
+}
+
+// issuedCertificate is what the process knows of a certificate it issued.
+type issuedCertificate struct {
+	issuer    string
+	keyDigest [sha256.Size]byte
+}
+
+// issuedCertificates holds each certificate until the cache has seen it once: a registration
+// writes its secrets a few at a time, so only those on their way are held. A certificate
+// whose secret was never written (the write failed) is dropped with the others past
+// maxIssuedHeld, which only costs the checks.
+type issuedCertificates struct {
+	mu            sync.Mutex
+	byFingerprint map[string]issuedCertificate
+}
+
+const maxIssuedHeld = 4096
+
+var issued issuedCertificates
+
+func (c *issuedCertificates) remember(fingerprint string, cert issuedCertificate) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byFingerprint == nil || len(c.byFingerprint) >= maxIssuedHeld {
+		c.byFingerprint = map[string]issuedCertificate{}
+	}
+	c.byFingerprint[fingerprint] = cert
+}
+
+func (c *issuedCertificates) take(fingerprint string) (issuedCertificate, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cert, ok := c.byFingerprint[fingerprint]
+	delete(c.byFingerprint, fingerprint)
+	return cert, ok
+}
+
+// bundleInterner hands out one shared copy of each CA bundle, its CA certificates parsed
+// once: every agent cluster secret of a principal carries the same one. The table is small (a
+// principal has one bundle, two during a rotation); past maxBundles it starts over, which
+// only costs sharing.
 type bundleInterner struct {
 	mu    sync.Mutex
-	table map[string][]byte
+	table map[string]*internedBundle
+}
+
+// internedBundle is a CA bundle as written and the CA certificates in it (none when any of
+// its blocks does not parse).
+type internedBundle struct {
+	pem         []byte
+	authorities []authority
+}
+
+type authority struct {
+	cert        *x509.Certificate
+	fingerprint string
 }
 
 const maxBundles = 256
 
 var bundles bundleInterner
 
-func (b *bundleInterner) intern(bundle []byte) []byte {
+var noBundle = &internedBundle{}
+
+func (b *bundleInterner) intern(bundle []byte) *internedBundle {
 	if len(bundle) == 0 {
-		return nil
+		return noBundle
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -162,9 +230,15 @@ func (b *bundleInterner) intern(bundle []byte) []byte {
 		return shared
 	}
 	if b.table == nil || len(b.table) >= maxBundles {
-		b.table = map[string][]byte{}
+		b.table = map[string]*internedBundle{}
 	}
-	shared := slices.Clone(bundle)
-	b.table[string(shared)] = shared
+	shared := &internedBundle{pem: slices.Clone(bundle)}
+	cas, _ := pki.ParseCertificates(bundle)
+	for _, ca := range cas {
+		if ca.IsCA {
+			shared.authorities = append(shared.authorities, authority{cert: ca, fingerprint: pki.Fingerprint(ca)})
+		}
+	}
+	b.table[string(shared.pem)] = shared
 	return shared
 }

@@ -3,6 +3,7 @@ package agentsecret
 import (
 	"crypto/x509/pkix"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -96,10 +97,13 @@ func TestCompactAgentClusterSecret(t *testing.T) {
 		// A table of its own: the package's is shared with the managers the suite runs.
 		var in bundleInterner
 		a, b := in.intern(bundle), in.intern([]byte(string(bundle)))
-		if string(a) != string(bundle) || &a[0] != &b[0] {
+		if string(a.pem) != string(bundle) || &a.pem[0] != &b.pem[0] {
 			t.Error("each equal bundle gets its own copy")
 		}
-		if c := in.intern(ca.CertPEM); &c[0] == &a[0] {
+		if len(a.authorities) != 2 || a.authorities[0].fingerprint != caFP || a.authorities[1].fingerprint != pki.Fingerprint(other.Cert) {
+			t.Errorf("the bundle's authorities are %+v, want hub then other", a.authorities)
+		}
+		if c := in.intern(ca.CertPEM); &c.pem[0] == &a.pem[0] {
 			t.Error("a different bundle reads as the shared one")
 		}
 	})
@@ -113,7 +117,56 @@ func TestCompactAgentClusterSecret(t *testing.T) {
 	})
 }
 
-// BenchmarkCompactAgentClusterSecret is the cache's cost per agent cluster secret event.
+// TestIssuedHereReadsTheSame: a certificate this process issued (Issued) is read from its
+// secret as one written elsewhere is, whatever the secret holds beside it; the shortcut only
+// skips the checks whose answer it knows.
+func TestIssuedHereReadsTheSame(t *testing.T) {
+	now := time.Now()
+	ca, kp := caAndClient(t, "hub", now)
+	other, foreign := caAndClient(t, "other", now)
+	for name, s := range map[string]*corev1.Secret{
+		"the issuer first in the bundle":  agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, pki.EncodeCertificates(ca.Cert, other.Cert)),
+		"the issuer second in the bundle": agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, pki.EncodeCertificates(other.Cert, ca.Cert)),
+		"the issuer not in the bundle":    agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, other.CertPEM),
+		"another key beside it":           agentSecretFor(t, "c1", kp.CertPEM, foreign.KeyPEM, ca.CertPEM),
+		"no bundle":                       agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			elsewhere, elsewhereBundle := Contents(compacted(t, s))
+			Issued(kp, ca)
+			here, hereBundle := Contents(compacted(t, s))
+			if here != elsewhere || string(hereBundle) != string(elsewhereBundle) {
+				t.Errorf("issued here reads as %+v, written elsewhere as %+v", here, elsewhere)
+			}
+			if _, held := issued.take(here.Fingerprint); held {
+				t.Error("the certificate is still held after the cache saw it")
+			}
+		})
+	}
+
+	t.Run("it vouches for no other certificate", func(t *testing.T) {
+		Issued(kp, ca)
+		defer issued.take(pki.Fingerprint(kp.Cert))
+		got, _ := Contents(compacted(t, agentSecretFor(t, "c1", foreign.CertPEM, foreign.KeyPEM, ca.CertPEM)))
+		if got.Issuer != "" || !got.KeyMatches || got.Fingerprint != pki.Fingerprint(foreign.Cert) {
+			t.Errorf("a certificate the hub CA did not sign reads as %+v", got)
+		}
+	})
+
+	t.Run("held certificates are bounded", func(t *testing.T) {
+		var held issuedCertificates
+		for i := range maxIssuedHeld + 1 {
+			held.remember(strconv.Itoa(i), issuedCertificate{})
+		}
+		if n := len(held.byFingerprint); n > maxIssuedHeld {
+			t.Errorf("%d certificates held, the bound is %d", n, maxIssuedHeld)
+		}
+	})
+}
+
+// BenchmarkCompactAgentClusterSecret is the cache's cost per agent cluster secret event: for a
+// secret written elsewhere (or read again), and for one whose certificate the process has
+// just issued.
 func BenchmarkCompactAgentClusterSecret(b *testing.B) {
 	ca, kp := caAndClient(b, "hub", time.Now())
 	config, err := json.Marshal(Config{TLSClientConfig: TLSClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: ca.CertPEM}})
@@ -121,11 +174,18 @@ func BenchmarkCompactAgentClusterSecret(b *testing.B) {
 		b.Fatal(err)
 	}
 	labels := map[string]string{v1alpha1.LabelSecretType: "cluster", v1alpha1.LabelAgentName: "c1"}
-	b.ReportAllocs()
-	for b.Loop() {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Data: map[string][]byte{"name": []byte("c1"), "config": config}}
-		if _, err := Compact(s); err != nil {
-			b.Fatal(err)
-		}
+	for _, issuedHere := range []bool{false, true} {
+		b.Run(map[bool]string{false: "written-elsewhere", true: "issued-here"}[issuedHere], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if issuedHere {
+					Issued(kp, ca)
+				}
+				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Data: map[string][]byte{"name": []byte("c1"), "config": config}}
+				if _, err := Compact(s); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

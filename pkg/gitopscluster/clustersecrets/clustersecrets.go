@@ -230,6 +230,7 @@ func (w *Writer) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cl
 	if err != nil {
 		return nil, nil, err
 	}
+	agentsecret.Issued(kp, hub.CA)
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: agentsecret.Name(cluster), Namespace: principalNS,

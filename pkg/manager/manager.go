@@ -306,7 +306,15 @@ func CacheOptions(opts Options) cache.Options {
 	byObject[&corev1.Service{}] = services
 	byObject[&corev1.ConfigMap{}] = ours
 	// Managed fields are most of a cached object's size and nothing else here reads them.
-	return cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()}
+	strip := cache.TransformStripManagedFields()
+	for o, by := range byObject {
+		if by.Transform == nil {
+			by.Transform = strip
+		}
+		by.Transform = shareStrings(by.Transform)
+		byObject[o] = by
+	}
+	return cache.Options{ByObject: byObject, DefaultTransform: shareStrings(strip)}
 }
 
 // TrimSecret drops managed fields and keeps agent cluster secrets in their compact form

@@ -1,0 +1,57 @@
+package manager
+
+import (
+	"unique"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// maxSharedLength bounds the strings shareStrings shares: label keys and values, annotation
+// keys, namespaces and finalizers are short and repeat across a fleet's objects; a long
+// annotation value seldom repeats.
+const maxSharedLength = 128
+
+// shareStrings runs transform, then replaces the object's namespace, label keys and values,
+// annotation keys and short values, and finalizers by one shared copy of each string. Every
+// object decoded from the API server carries its own copy of each of them: at 10,000
+// clusters the cache holds some 60,000 objects whose labels repeat the same few keys and
+// owner names, and whose namespaces repeat the cluster names. The shared copies are Go's
+// unique handles, dropped by the collector once no object holds them.
+func shareStrings(transform toolscache.TransformFunc) toolscache.TransformFunc {
+	return func(o any) (any, error) {
+		if transform != nil {
+			var err error
+			if o, err = transform(o); err != nil {
+				return nil, err
+			}
+		}
+		obj, ok := o.(metav1.Object)
+		if !ok {
+			return o, nil
+		}
+		obj.SetNamespace(shared(obj.GetNamespace()))
+		shareMap(obj.GetLabels())
+		shareMap(obj.GetAnnotations())
+		finalizers := obj.GetFinalizers()
+		for i, f := range finalizers {
+			finalizers[i] = shared(f)
+		}
+		return o, nil
+	}
+}
+
+// shareMap shares m's keys (an assignment to an existing string key stores the key given)
+// and values.
+func shareMap(m map[string]string) {
+	for k, v := range m {
+		m[shared(k)] = shared(v)
+	}
+}
+
+func shared(s string) string {
+	if s == "" || len(s) > maxSharedLength {
+		return s
+	}
+	return unique.Make(s).Value()
+}

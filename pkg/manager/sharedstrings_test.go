@@ -1,0 +1,73 @@
+package manager
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"unsafe"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// decoded stands for an object as the API server's decoder hands it to the cache: every
+// string its own copy.
+func decoded(name string) *corev1.ConfigMap {
+	own := func(s string) string { return strings.Clone(s) }
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Namespace: own("cluster-1"),
+		Labels:      map[string]string{own("apps.open-cluster-management.io/owner"): own("fleet")},
+		Annotations: map[string]string{own("note"): own(strings.Repeat("x", maxSharedLength+1))},
+		Finalizers:  []string{own("argocd-agent-addon.io/record")},
+	}}
+}
+
+func sameBytes(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+
+func onlyKey(m map[string]string) (string, string) {
+	for k, v := range m {
+		return k, v
+	}
+	return "", ""
+}
+
+func TestShareStringsSharesRepeatedMetadata(t *testing.T) {
+	transform := shareStrings(nil)
+	var objs []*corev1.ConfigMap
+	for _, name := range []string{"a", "b"} {
+		o, err := transform(decoded(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, o.(*corev1.ConfigMap))
+	}
+	a, b := objs[0], objs[1]
+	ak, av := onlyKey(a.Labels)
+	bk, bv := onlyKey(b.Labels)
+	if !sameBytes(ak, bk) || !sameBytes(av, bv) || !sameBytes(a.Namespace, b.Namespace) || !sameBytes(a.Finalizers[0], b.Finalizers[0]) {
+		t.Error("two objects' equal metadata strings are still two copies")
+	}
+	if _, av := onlyKey(a.Annotations); av != strings.Repeat("x", maxSharedLength+1) {
+		t.Errorf("a long annotation value changed: %q", av)
+	}
+	if a.Labels["apps.open-cluster-management.io/owner"] != "fleet" || a.Name != "a" || b.Name != "b" || len(a.Labels) != 1 {
+		t.Errorf("the metadata changed: %+v", a.ObjectMeta)
+	}
+}
+
+func TestShareStringsRunsTheTransformFirst(t *testing.T) {
+	failing := shareStrings(func(any) (any, error) { return nil, errors.New("refused") })
+	if _, err := failing(decoded("a")); err == nil {
+		t.Error("the wrapped transform's error was dropped")
+	}
+	trimmed, err := shareStrings(func(o any) (any, error) {
+		o.(*corev1.ConfigMap).Labels = nil
+		return o, nil
+	})(decoded("a"))
+	if err != nil || trimmed.(*corev1.ConfigMap).Labels != nil {
+		t.Errorf("the wrapped transform's result was not kept: %v, %v", trimmed, err)
+	}
+	if o, err := shareStrings(nil)("not an object"); err != nil || o != "not an object" {
+		t.Errorf("a value that is not an object came back as %v, %v", o, err)
+	}
+}

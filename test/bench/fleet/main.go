@@ -17,6 +17,8 @@ import (
 	"encoding/pem"
 	"flag"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +61,7 @@ func main() {
 	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
 	flag.Var(&managerArgs, "manager-arg", "an extra manager flag, e.g. --manager-arg=--signer-concurrency=32 (repeatable)")
 	flag.IntVar(&agentsInFlight, "agents-in-flight", agentsInFlight, "how many agents create their CSRs at the same time in the renewal wave and in its raw pace")
+	flag.BoolVar(&coresSplit, "split-cores", false, "run the API server and etcd on the first core, the benchmark and the manager on the others (Linux): the pace when the manager does not take the API server's CPU")
 	flag.StringVar(&memoryLimit, "memory-limit", "", "run the manager as in a container with this memory limit (e.g. 160Mi): GOMEMLIMIT as the binary sets it from its cgroup")
 	flag.Parse()
 
@@ -79,6 +82,7 @@ func main() {
 			float64(r.peakKiB)/1024, float64(r.peakAnonKiB)/1024)
 		fmt.Printf("         after Ready: writes stopped %s later, %d writes in between %v (idle writes are counted after that)\n",
 			r.settle.Round(10*time.Millisecond), testenv.TotalWrites(r.settleWrites), r.settleWrites)
+		fmt.Printf("         manager ready (caches synced) %s after its start; the clock started then\n", r.synced.Round(10*time.Millisecond))
 		fmt.Printf("         manager CPU until Ready: %s in %s (%.0f%% of one core; the API server and etcd share the same cores)\n",
 			r.readyCPU.Round(10*time.Millisecond), r.ready.Round(10*time.Millisecond), 100*r.readyCPU.Seconds()/r.ready.Seconds())
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
@@ -97,6 +101,9 @@ var managerArgs stringList
 
 // agentsInFlight is how many agents create their CSRs at the same time.
 var agentsInFlight = 16
+
+// coresSplit runs the API server and etcd apart from the manager (splitCores).
+var coresSplit bool
 
 // memoryLimit is the container memory limit the manager runs as if under ("" for none).
 var memoryLimit string
@@ -151,6 +158,7 @@ type result struct {
 	waveCreated      time.Duration  // until the agents' last CSR was created
 	waveReads        map[string]int // GET and LIST requests during the wave, the benchmark's own included
 	rawWave          time.Duration
+	synced           time.Duration // from the manager's start until it reported ready
 	writesPerCluster float64
 	idleWrites       int
 	peakKiB          int
@@ -556,6 +564,12 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err := fakehub.CreateClusters(ctx, c, clusters, fakehub.Options{Addon: addonName, Realistic: true}); err != nil {
 		return nil, err
 	}
+	if coresSplit {
+		if err := splitCores(); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "N=%d: the API server and etcd on core 0, the benchmark and the manager on the others\n", n)
+	}
 	raw, err := rawWrites(ctx, env, n)
 	if err != nil {
 		return nil, err
@@ -581,7 +595,11 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		return nil, err
 	}
 	// As the chart runs it: Secrets, Deployments, Services and ConfigMaps only in the principal namespace.
-	args := append([]string{"manager", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+	healthAddr, err := freeLoopbackAddress()
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{"manager", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", healthAddr,
 		"--zap-log-level", "error", "--managed-namespaces", namespace}, managerArgs...)
 	mgr := exec.Command(binary, args...)
 	if memoryLimit != "" {
@@ -611,7 +629,14 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 			stopPeak()
 		}
 	}()
-	time.Sleep(2 * time.Second) // let the manager's caches sync before the clock starts
+	// The clock starts once the manager is ready (its caches synced), as on a hub where it has
+	// been running: filling the caches of a large hub is not the registration's work.
+	started := time.Now()
+	if err := waitReady(ctx, healthAddr, 10*time.Minute); err != nil {
+		return nil, err
+	}
+	synced := time.Since(started)
+	fmt.Fprintf(os.Stderr, "N=%d: manager ready (caches synced) %s after its start\n", n, synced.Round(10*time.Millisecond))
 
 	before, err := testenv.APIWrites(ctx, env.Config)
 	if err != nil {
@@ -709,6 +734,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		peakKiB:          peak,
 		peakAnonKiB:      peakAnon,
 		readyCPU:         readyCPU,
+		synced:           synced,
 		byResource:       byResource,
 		deletion:         del,
 	}, nil
@@ -814,4 +840,35 @@ func procStatus(pid int) map[string]int {
 		}
 	}
 	return out
+}
+
+// freeLoopbackAddress is a loopback address with a port no one listens on now.
+func freeLoopbackAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String(), nil
+}
+
+// waitReady polls the manager's readiness endpoint, which answers once its caches have synced.
+func waitReady(ctx context.Context, addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the manager was not ready %s after its start", timeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -73,6 +73,7 @@ var otherPrograms = map[string][]owner{
 	"manager":          {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"agents-in-flight": {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"manager-arg":      {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"split-cores":      {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 }
 
 // flagToken is a --flag as written in code: two dashes, then a lower-case name.

@@ -1,7 +1,7 @@
 package manager
 
 import (
-	"unique"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -16,8 +16,7 @@ const maxSharedLength = 128
 // annotation keys and short values, and finalizers by one shared copy of each string. Every
 // object decoded from the API server carries its own copy of each of them: at 10,000
 // clusters the cache holds some 60,000 objects whose labels repeat the same few keys and
-// owner names, and whose namespaces repeat the cluster names. The shared copies are Go's
-// unique handles, dropped by the collector once no object holds them.
+// owner names, and whose namespaces repeat the cluster names.
 func shareStrings(transform toolscache.TransformFunc) toolscache.TransformFunc {
 	return func(o any) (any, error) {
 		if transform != nil {
@@ -53,5 +52,32 @@ func shared(s string) string {
 	if s == "" || len(s) > maxSharedLength {
 		return s
 	}
-	return unique.Make(s).Value()
+	return sharedStrings.get(s)
+}
+
+// stringTable holds the first copy of each string it is given. Go's unique package would drop
+// a copy once no handle to it is left, so the objects cached after the next collection would
+// get copies of their own again; this table keeps them for the process's life instead,
+// bounded by maxSharedStrings (a fleet needs one entry per cluster name and a few dozen more),
+// past which it starts over, which only costs sharing.
+type stringTable struct {
+	mu    sync.Mutex
+	table map[string]string
+}
+
+const maxSharedStrings = 1 << 16
+
+var sharedStrings stringTable
+
+func (t *stringTable) get(s string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if first, ok := t.table[s]; ok {
+		return first
+	}
+	if t.table == nil || len(t.table) >= maxSharedStrings {
+		t.table = make(map[string]string, 1024)
+	}
+	t.table[s] = s
+	return s
 }

@@ -2,6 +2,8 @@ package manager
 
 import (
 	"errors"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -40,6 +42,9 @@ func TestShareStringsSharesRepeatedMetadata(t *testing.T) {
 			t.Fatal(err)
 		}
 		objs = append(objs, o.(*corev1.ConfigMap))
+		// Objects enter the cache over many collections; sharing must outlast them.
+		runtime.GC()
+		runtime.GC()
 	}
 	a, b := objs[0], objs[1]
 	ak, av := onlyKey(a.Labels)
@@ -69,5 +74,15 @@ func TestShareStringsRunsTheTransformFirst(t *testing.T) {
 	}
 	if o, err := shareStrings(nil)("not an object"); err != nil || o != "not an object" {
 		t.Errorf("a value that is not an object came back as %v, %v", o, err)
+	}
+}
+
+func TestStringTableIsBounded(t *testing.T) {
+	var table stringTable
+	for i := range maxSharedStrings + 1 {
+		table.get(strconv.Itoa(i))
+	}
+	if n := len(table.table); n > maxSharedStrings {
+		t.Errorf("%d strings held, the bound is %d", n, maxSharedStrings)
 	}
 }

@@ -1,10 +1,10 @@
 package manager
 
 import (
-	"sync"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/bounded"
 )
 
 // maxSharedLength bounds the strings shareStrings shares: label keys and values, annotation
@@ -52,32 +52,14 @@ func shared(s string) string {
 	if s == "" || len(s) > maxSharedLength {
 		return s
 	}
-	return sharedStrings.get(s)
+	return sharedStrings.LoadOrStore(s, s)
 }
 
-// stringTable holds the first copy of each string it is given. Go's unique package would drop
-// a copy once no handle to it is left, so the objects cached after the next collection would
-// get copies of their own again; this table keeps them for the process's life instead,
-// bounded by maxSharedStrings (a fleet needs one entry per cluster name and a few dozen more),
-// past which it starts over, which only costs sharing.
-type stringTable struct {
-	mu    sync.Mutex
-	table map[string]string
-}
+// sharedStrings holds the first copy of each string it is given. Go's unique package would
+// drop a copy once no handle to it is left, so the objects cached after the next collection
+// would get copies of their own again; this table keeps them instead, up to maxSharedStrings
+// (a fleet needs one entry per cluster name and a few dozen more), past which it starts over,
+// which only costs sharing.
+var sharedStrings = bounded.NewMap[string, string](maxSharedStrings)
 
 const maxSharedStrings = 1 << 16
-
-var sharedStrings stringTable
-
-func (t *stringTable) get(s string) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if first, ok := t.table[s]; ok {
-		return first
-	}
-	if t.table == nil || len(t.table) >= maxSharedStrings {
-		t.table = make(map[string]string, 1024)
-	}
-	t.table[s] = s
-	return s
-}

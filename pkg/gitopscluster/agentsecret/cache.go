@@ -1,16 +1,18 @@
 package agentsecret
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/json"
+	"hash/maphash"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/bounded"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -80,7 +82,9 @@ func Compact(o any) (any, error) {
 	if !ok {
 		return o, nil
 	}
-	cert, bundle := inspectAgentConfig(config)
+	// Only the cache takes what Issued vouched for: the cache sees each written secret once,
+	// and a reader of a live secret (Contents) must not take the entry from under it.
+	cert, bundle := inspectAgentConfig(config, issued.LoadAndDelete)
 	summary, err := json.Marshal(cert)
 	if err != nil {
 		return nil, err
@@ -98,7 +102,7 @@ func Contents(s *corev1.Secret) (Identity, []byte) {
 		return Identity{}, nil
 	}
 	if config, ok := s.Data["config"]; ok {
-		return inspectAgentConfig(config)
+		return inspectAgentConfig(config, nil)
 	}
 	var cert Identity
 	if raw, ok := s.Data[compactCertificateKey]; !ok || json.Unmarshal(raw, &cert) != nil {
@@ -108,20 +112,25 @@ func Contents(s *corev1.Secret) (Identity, []byte) {
 }
 
 // inspectAgentConfig reads a cluster secret's config: the identity of its client
-// certificate (zero when none parses) and its CA bundle, the interned copy.
-func inspectAgentConfig(config []byte) (Identity, []byte) {
+// certificate (zero when none parses) and its CA bundle, the interned copy. vouched, when
+// given, returns what this process knows of a certificate it issued (Issued).
+func inspectAgentConfig(config []byte, vouched func(fingerprint string) (issuedCertificate, bool)) (Identity, []byte) {
 	var cfg Config
 	if err := json.Unmarshal(config, &cfg); err != nil {
 		return Identity{}, nil
 	}
-	bundle := bundles.intern(cfg.TLSClientConfig.CAData)
+	bundle := internBundle(cfg.TLSClientConfig.CAData)
 	certs, err := pki.ParseCertificates(cfg.TLSClientConfig.CertData)
 	if err != nil || len(certs) == 0 {
 		return Identity{}, bundle.pem
 	}
 	leaf := certs[0]
 	fingerprint := pki.Fingerprint(leaf)
-	own, issuedHere := issued.take(fingerprint)
+	var own issuedCertificate
+	issuedHere := false
+	if vouched != nil {
+		own, issuedHere = vouched(fingerprint)
+	}
 	// As x509 verification does, a certificate without extended key usages may serve any.
 	eku := leaf.ExtKeyUsage
 	out := Identity{
@@ -154,7 +163,7 @@ func keyMatches(leaf *x509.Certificate, keyPEM []byte) bool {
 // certificate's fingerprint, the private key's digest and the fingerprint of the CA that
 // signed it; a secret holding anything else is checked as before.
 func Issued(kp, ca *pki.KeyPair) {
-	issued.remember(pki.Fingerprint(kp.Cert), issuedCertificate{issuer: pki.Fingerprint(ca.Cert), keyDigest: sha256.Sum256(kp.KeyPEM)})
+	issued.Store(pki.Fingerprint(kp.Cert), issuedCertificate{issuer: pki.Fingerprint(ca.Cert), keyDigest: sha256.Sum256(kp.KeyPEM)})
 }
 
 // issuedCertificate is what the process knows of a certificate it issued.
@@ -163,44 +172,13 @@ type issuedCertificate struct {
 	keyDigest [sha256.Size]byte
 }
 
-// issuedCertificates holds each certificate until the cache has seen it once: a registration
-// writes its secrets a few at a time, so only those on their way are held. A certificate
-// whose secret was never written (the write failed) is dropped with the others past
-// maxIssuedHeld, which only costs the checks.
-type issuedCertificates struct {
-	mu            sync.Mutex
-	byFingerprint map[string]issuedCertificate
-}
+// issued holds each certificate until the cache has seen it once: a registration writes its
+// secrets a few at a time, so only those on their way are held. A certificate whose secret
+// was never written (the write failed) is dropped with the others past maxIssuedHeld, which
+// only costs the checks.
+var issued = bounded.NewMap[string, issuedCertificate](maxIssuedHeld)
 
 const maxIssuedHeld = 4096
-
-var issued issuedCertificates
-
-func (c *issuedCertificates) remember(fingerprint string, cert issuedCertificate) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.byFingerprint == nil || len(c.byFingerprint) >= maxIssuedHeld {
-		c.byFingerprint = map[string]issuedCertificate{}
-	}
-	c.byFingerprint[fingerprint] = cert
-}
-
-func (c *issuedCertificates) take(fingerprint string) (issuedCertificate, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	cert, ok := c.byFingerprint[fingerprint]
-	delete(c.byFingerprint, fingerprint)
-	return cert, ok
-}
-
-// bundleInterner hands out one shared copy of each CA bundle, its CA certificates parsed
-// once: every agent cluster secret of a principal carries the same one. The table is small (a
-// principal has one bundle, two during a rotation); past maxBundles it starts over, which
-// only costs sharing.
-type bundleInterner struct {
-	mu    sync.Mutex
-	table map[string]*internedBundle
-}
 
 // internedBundle is a CA bundle as written and the CA certificates in it (none when any of
 // its blocks does not parse).
@@ -214,31 +192,37 @@ type authority struct {
 	fingerprint string
 }
 
+// bundles holds one shared copy of each CA bundle, its CA certificates parsed once: every
+// agent cluster secret of a principal carries the same one. It is small (a principal has one
+// bundle, two during a rotation); past maxBundles it starts over, which only costs sharing.
+// It is keyed by a hash of the bundle so that a lookup does not copy the bundle into a
+// string; a bundle whose hash is held for another is parsed and not shared.
+var bundles = bounded.NewMap[uint64, *internedBundle](maxBundles)
+
 const maxBundles = 256
 
-var bundles bundleInterner
+var (
+	bundleSeed = maphash.MakeSeed()
+	noBundle   = &internedBundle{}
+)
 
-var noBundle = &internedBundle{}
-
-func (b *bundleInterner) intern(bundle []byte) *internedBundle {
+func internBundle(bundle []byte) *internedBundle {
 	if len(bundle) == 0 {
 		return noBundle
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if shared, ok := b.table[string(bundle)]; ok {
+	key := maphash.Bytes(bundleSeed, bundle)
+	if shared, ok := bundles.Load(key); ok && bytes.Equal(shared.pem, bundle) {
 		return shared
 	}
-	if b.table == nil || len(b.table) >= maxBundles {
-		b.table = map[string]*internedBundle{}
-	}
-	shared := &internedBundle{pem: slices.Clone(bundle)}
+	parsed := &internedBundle{pem: slices.Clone(bundle)}
 	cas, _ := pki.ParseCertificates(bundle)
 	for _, ca := range cas {
 		if ca.IsCA {
-			shared.authorities = append(shared.authorities, authority{cert: ca, fingerprint: pki.Fingerprint(ca)})
+			parsed.authorities = append(parsed.authorities, authority{cert: ca, fingerprint: pki.Fingerprint(ca)})
 		}
 	}
-	b.table[string(shared.pem)] = shared
-	return shared
+	if shared := bundles.LoadOrStore(key, parsed); bytes.Equal(shared.pem, bundle) {
+		return shared
+	}
+	return parsed
 }

@@ -3,7 +3,6 @@ package agentsecret
 import (
 	"crypto/x509/pkix"
 	"encoding/json"
-	"strconv"
 	"testing"
 	"time"
 
@@ -94,16 +93,14 @@ func TestCompactAgentClusterSecret(t *testing.T) {
 	})
 
 	t.Run("equal bundles share one copy", func(t *testing.T) {
-		// A table of its own: the package's is shared with the managers the suite runs.
-		var in bundleInterner
-		a, b := in.intern(bundle), in.intern([]byte(string(bundle)))
+		a, b := internBundle(bundle), internBundle([]byte(string(bundle)))
 		if string(a.pem) != string(bundle) || &a.pem[0] != &b.pem[0] {
 			t.Error("each equal bundle gets its own copy")
 		}
 		if len(a.authorities) != 2 || a.authorities[0].fingerprint != caFP || a.authorities[1].fingerprint != pki.Fingerprint(other.Cert) {
 			t.Errorf("the bundle's authorities are %+v, want hub then other", a.authorities)
 		}
-		if c := in.intern(ca.CertPEM); &c.pem[0] == &a.pem[0] {
+		if c := internBundle(ca.CertPEM); &c.pem[0] == &a.pem[0] {
 			t.Error("a different bundle reads as the shared one")
 		}
 	})
@@ -138,7 +135,7 @@ func TestIssuedHereReadsTheSame(t *testing.T) {
 			if here != elsewhere || string(hereBundle) != string(elsewhereBundle) {
 				t.Errorf("issued here reads as %+v, written elsewhere as %+v", here, elsewhere)
 			}
-			if _, held := issued.take(here.Fingerprint); held {
+			if _, held := issued.LoadAndDelete(here.Fingerprint); held {
 				t.Error("the certificate is still held after the cache saw it")
 			}
 		})
@@ -146,20 +143,22 @@ func TestIssuedHereReadsTheSame(t *testing.T) {
 
 	t.Run("it vouches for no other certificate", func(t *testing.T) {
 		Issued(kp, ca)
-		defer issued.take(pki.Fingerprint(kp.Cert))
+		defer issued.LoadAndDelete(pki.Fingerprint(kp.Cert))
 		got, _ := Contents(compacted(t, agentSecretFor(t, "c1", foreign.CertPEM, foreign.KeyPEM, ca.CertPEM)))
 		if got.Issuer != "" || !got.KeyMatches || got.Fingerprint != pki.Fingerprint(foreign.Cert) {
 			t.Errorf("a certificate the hub CA did not sign reads as %+v", got)
 		}
 	})
 
-	t.Run("held certificates are bounded", func(t *testing.T) {
-		var held issuedCertificates
-		for i := range maxIssuedHeld + 1 {
-			held.remember(strconv.Itoa(i), issuedCertificate{})
+	t.Run("a reader of the live secret leaves it to the cache", func(t *testing.T) {
+		s := agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, ca.CertPEM)
+		Issued(kp, ca)
+		defer issued.LoadAndDelete(pki.Fingerprint(kp.Cert))
+		if got, _ := Contents(s); got.Issuer != pki.Fingerprint(ca.Cert) || !got.KeyMatches {
+			t.Errorf("the live secret reads as %+v", got)
 		}
-		if n := len(held.byFingerprint); n > maxIssuedHeld {
-			t.Errorf("%d certificates held, the bound is %d", n, maxIssuedHeld)
+		if _, held := issued.Load(pki.Fingerprint(kp.Cert)); !held {
+			t.Error("reading the live secret took the certificate the cache has not seen yet")
 		}
 	})
 }

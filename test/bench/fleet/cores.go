@@ -6,7 +6,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -90,20 +89,11 @@ func childrenNamed(names ...string) ([]int, error) {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
+		command, f, ok := procStat(pid)
+		if !ok || len(f) < 2 {
 			continue
 		}
-		// "pid (comm) state ppid ...": the command may hold spaces, so split at the last ")".
-		open, closing := strings.IndexByte(string(stat), '('), strings.LastIndexByte(string(stat), ')')
-		if open < 0 || closing < open {
-			continue
-		}
-		f := strings.Fields(string(stat[closing+1:]))
-		if len(f) < 2 {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == os.Getpid() && slices.Contains(names, string(stat[open+1:closing])) {
+		if ppid, _ := strconv.Atoi(f[1]); ppid == os.Getpid() && slices.Contains(names, command) {
 			out = append(out, pid)
 		}
 	}

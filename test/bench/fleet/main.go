@@ -811,13 +811,7 @@ func waitForQuiet(ctx context.Context, env *testenv.Env, from map[string]int) (m
 
 // processCPU is the user and system CPU time a process has used, from /proc/<pid>/stat.
 func processCPU(pid int) time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name, which is in parentheses and may hold spaces.
-	_, rest, ok := strings.Cut(string(data), ") ")
-	f := strings.Fields(rest)
+	_, f, ok := procStat(pid)
 	if !ok || len(f) < 13 {
 		return 0
 	}
@@ -825,6 +819,22 @@ func processCPU(pid int) time.Duration {
 	stime, _ := strconv.Atoi(f[12])
 	const ticksPerSecond = 100 // USER_HZ on Linux
 	return time.Duration(utime+stime) * time.Second / ticksPerSecond
+}
+
+// procStat reads /proc/<pid>/stat: the command name and the fields after it, from the state
+// on ("pid (comm) state ppid ..."). The command may hold spaces and parentheses, so it ends
+// at the last ")".
+func procStat(pid int) (command string, fields []string, ok bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", nil, false
+	}
+	stat := string(data)
+	open, closing := strings.IndexByte(stat, '('), strings.LastIndexByte(stat, ')')
+	if open < 0 || closing < open {
+		return "", nil, false
+	}
+	return stat[open+1 : closing], strings.Fields(stat[closing+1:]), true
 }
 
 // procStatus reads the KiB fields of /proc/<pid>/status.
@@ -882,10 +892,6 @@ func waitReady(ctx context.Context, addr string, pid int, timeout time.Duration)
 // running reports whether process pid exists and has not exited (a zombie waits for its
 // parent's Wait, which the benchmark does only at the end).
 func running(pid int) bool {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	_, rest, ok := strings.Cut(string(data), ") ")
-	return ok && !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
+	_, f, ok := procStat(pid)
+	return ok && len(f) > 0 && f[0] != "Z" && f[0] != "X"
 }

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +86,11 @@ func main() {
 		fmt.Printf("         manager ready (its controllers' informers synced) %s after its start; the clock started then\n", r.synced.Round(10*time.Millisecond))
 		fmt.Printf("         manager CPU until Ready: %s in %s (%.0f%% of one core; the API server and etcd share the same cores)\n",
 			r.readyCPU.Round(10*time.Millisecond), r.ready.Round(10*time.Millisecond), 100*r.readyCPU.Seconds()/r.ready.Seconds())
+		cores := runtime.NumCPU()
+		fmt.Printf("         CPU (%d cores): raw writes: API server and etcd %s, the writers %s in %s (%.2f cores busy; all busy would take %s); registration: API server and etcd %s, the manager and this benchmark's polling %s in %s (%.2f cores busy; all busy would take %s, %.2f of the raw time)\n",
+			cores, r.rawCPU.servers.Round(10*time.Millisecond), r.rawCPU.client.Round(10*time.Millisecond), r.raw.Round(10*time.Millisecond), r.rawCPU.busy(), r.rawCPU.floor(cores).Round(10*time.Millisecond),
+			r.registrationCPU.servers.Round(10*time.Millisecond), r.registrationCPU.client.Round(10*time.Millisecond), r.ready.Round(10*time.Millisecond), r.registrationCPU.busy(),
+			r.registrationCPU.floor(cores).Round(10*time.Millisecond), r.registrationCPU.floor(cores).Seconds()/r.raw.Seconds())
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
 		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes %v\n", r.join.Round(time.Millisecond), testenv.TotalWrites(r.joinCalls), r.joinCalls)
 		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end; the last created after %s, %d agents at a time); the API server's raw pace for the same CSRs: %.0f/s\n",
@@ -166,13 +172,42 @@ type result struct {
 	// readyCPU is the CPU time the manager used from the GitOpsCluster's creation to Ready:
 	// on a machine where the API server, etcd and the manager share the cores, it is what the
 	// API server did not get.
-	readyCPU   time.Duration
-	byResource map[string]int
+	readyCPU time.Duration
+	// rawCPU and registrationCPU are the CPU time of the API server, etcd and each side's client
+	// while the raw writers wrote, and from the GitOpsCluster's creation to Ready.
+	rawCPU, registrationCPU cpuShare
+	byResource              map[string]int
 	// settle is how long after Ready the manager's writes stopped, settleWrites what it wrote
 	// in that time (a new fleet's probes).
 	settle       time.Duration
 	settleWrites map[string]int
 	deletion     deletion
+}
+
+// cpuShare is the CPU time the processes that share the machine's cores used in one phase.
+type cpuShare struct {
+	servers time.Duration // the API server and etcd
+	client  time.Duration // the raw writers (this process), or the manager
+	took    time.Duration
+}
+
+// busy is how many cores the phase kept busy on average.
+func (c cpuShare) busy() float64 { return (c.servers + c.client).Seconds() / c.took.Seconds() }
+
+// floor is how long the phase's CPU would take with every core busy all the time: no phase
+// that needs this CPU can be faster on this machine.
+func (c cpuShare) floor(cores int) time.Duration {
+	return (c.servers + c.client) / time.Duration(cores)
+}
+
+// serversCPU is the CPU time the API server and etcd (this process's children) have used.
+func serversCPU() time.Duration {
+	pids, _ := childrenNamed("kube-apiserver", "etcd")
+	var total time.Duration
+	for _, pid := range pids {
+		total += processCPU(pid)
+	}
+	return total
 }
 
 // deletion is what deleting the fleet's GitOpsCluster left behind.
@@ -570,10 +605,12 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		}
 		fmt.Fprintf(os.Stderr, "N=%d: the API server and etcd on core 0, the benchmark and the manager on the others\n", n)
 	}
+	serversBefore, selfBefore := serversCPU(), processCPU(os.Getpid())
 	raw, err := rawWrites(ctx, env, n)
 	if err != nil {
 		return nil, err
 	}
+	rawCPU := cpuShare{servers: serversCPU() - serversBefore, client: processCPU(os.Getpid()) - selfBefore, took: raw}
 	rawWave, err := rawCSRs(ctx, env, clusters)
 	if err != nil {
 		return nil, fmt.Errorf("raw CSR pace: %w", err)
@@ -643,7 +680,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cpuBefore := processCPU(mgr.Process.Pid)
+	cpuBefore, serversBefore, selfBefore := processCPU(mgr.Process.Pid), serversCPU(), processCPU(os.Getpid())
 	start := time.Now()
 	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fleet"},
 		Spec: v1alpha1.GitOpsClusterSpec{
@@ -669,6 +706,9 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	}
 	ready := time.Since(start)
 	readyCPU := processCPU(mgr.Process.Pid) - cpuBefore
+	// The benchmark's own polling is counted with the manager: it is small, and it too takes
+	// the servers' cores.
+	registrationCPU := cpuShare{servers: serversCPU() - serversBefore, client: readyCPU + processCPU(os.Getpid()) - selfBefore, took: ready}
 	// Finish the reconcile that wrote Ready before counting.
 	time.Sleep(2 * time.Second)
 	converged, err := testenv.APIWrites(ctx, env.Config)
@@ -735,6 +775,8 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		peakKiB:          peak,
 		peakAnonKiB:      peakAnon,
 		readyCPU:         readyCPU,
+		rawCPU:           rawCPU,
+		registrationCPU:  registrationCPU,
 		synced:           synced,
 		byResource:       byResource,
 		deletion:         del,

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestProcStat reads a command name with a space and a parenthesis in it, and the fields
@@ -46,5 +47,15 @@ func TestProcStat(t *testing.T) {
 	_ = cmd.Wait()
 	if running(pid) {
 		t.Error("an exited process reads as running")
+	}
+}
+
+func TestCPUShare(t *testing.T) {
+	c := cpuShare{servers: 3 * time.Second, client: time.Second, took: 4 * time.Second}
+	if got := c.busy(); got != 1 {
+		t.Errorf("4 s of CPU in 4 s keeps %.2f cores busy, want 1", got)
+	}
+	if got := c.floor(2); got != 2*time.Second {
+		t.Errorf("4 s of CPU on 2 cores takes at least %s, want 2s", got)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/addonobjects"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/warmcache"
 )
 
 // addOns is the writer of the OCM addon objects, over this reconciler's clients, config, Events
@@ -52,6 +53,13 @@ func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*bui
 			return nil, err
 		}
 		if err := mgr.Add(c); err != nil {
+			return nil, err
+		}
+		// Its one informer starts with the cache, and the manager is ready once it has synced.
+		if err := warmcache.Informers(context.Background(), c, &addonv1alpha1.ManagedClusterAddOn{}); err != nil {
+			return nil, err
+		}
+		if err := warmcache.ReadyWhenSynced(mgr, "components-addon-cache", c); err != nil {
 			return nil, err
 		}
 		r.ComponentsAddOns = c

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"regexp"
 	"strings"
 	"time"
@@ -47,6 +46,7 @@ import (
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/warmcache"
 )
 
 // Options are the manager's process-level settings, bound to command-line flags.
@@ -251,6 +251,20 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	return pullmodelsetup.Setup(ctx, mgr, opts.PullModel)
 }
 
+// WatchedObjects are the kinds the hub controllers watch through the manager's cache (each as
+// CacheOptions scopes it). Run creates their informers before the controllers start, so that
+// its readiness covers them; test/chart checks that no controller opens a watch after it.
+func WatchedObjects() []client.Object {
+	return []client.Object{
+		&v1alpha1.GitOpsCluster{}, &v1alpha1.AgentRevocation{}, &v1alpha1.ArgoCDClusterRegistration{},
+		&clusterv1beta1.Placement{}, &clusterv1beta1.PlacementDecision{}, &clusterv1.ManagedCluster{},
+		&addonv1alpha1.ManagedClusterAddOn{}, &addonv1alpha1.ClusterManagementAddOn{},
+		&addonv1alpha1.AddOnTemplate{}, &addonv1alpha1.AddOnDeploymentConfig{}, &workv1.ManifestWork{},
+		&certificatesv1.CertificateSigningRequest{}, &corev1.Secret{}, &corev1.ConfigMap{}, &corev1.Service{},
+		&corev1.Node{}, &appsv1.Deployment{},
+	}
+}
+
 // ClientOptions are the manager client's options. Every read that must not be stale (ledgers
 // before a revocation, the CSR being signed) goes through the API reader explicitly.
 func ClientOptions() client.Options {
@@ -425,13 +439,12 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return err
 	}
-	if err := mgr.AddReadyzCheck("readyz", func(req *http.Request) error {
-		// Ready once the informer caches have synced.
-		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
-			return fmt.Errorf("informer caches not synced")
-		}
-		return nil
-	}); err != nil {
+	// Ready once every informer the controllers watch through the main cache has synced: they
+	// are created here, so that they start with the cache rather than with the controllers.
+	if err := warmcache.Informers(ctx, mgr.GetCache(), WatchedObjects()...); err != nil {
+		return err
+	}
+	if err := warmcache.ReadyWhenSynced(mgr, "readyz", mgr.GetCache()); err != nil {
 		return err
 	}
 	ctrl.Log.WithName("manager").Info("starting hub controllers")

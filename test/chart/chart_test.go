@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -608,12 +609,14 @@ func TestInstallUpgradeUninstallOnARealAPIServer(t *testing.T) {
 	sa := fmt.Sprintf("system:serviceaccount:%s:%s", releaseNS, releaseName)
 	asSA := rest.CopyConfig(env.Config)
 	asSA.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + releaseNS, "system:authenticated"}}
+	watches := &watchRecorder{}
+	asSA.Wrap(watches.wrap)
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	opts := manager.DefaultOptions()
 	// Metrics as the chart serves them: HTTPS, callers checked through the API server.
-	metricsAddr := freeAddr(t)
-	opts.MetricsAddr, opts.HealthProbeAddr = metricsAddr, "0"
+	metricsAddr, healthAddr := freeAddr(t), freeAddr(t)
+	opts.MetricsAddr, opts.HealthProbeAddr = metricsAddr, healthAddr
 	opts.Fleet.ManagedNamespaces = []string{releaseNS}
 	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
 	go func() { done <- manager.Run(mctx, asSA, opts) }()
@@ -621,6 +624,26 @@ func TestInstallUpgradeUninstallOnARealAPIServer(t *testing.T) {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("manager: %v", err)
+		}
+	}()
+	// Ready means what the chart's readiness probe tells Kubernetes: every informer the
+	// controllers use has synced. A controller that opened a watch after that would have
+	// started its work on a cache still filling (at 10,000 clusters, seconds of it).
+	waitFor(t, "manager ready", func() error {
+		resp, err := http.Get("http://" + healthAddr + "/readyz")
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz: %s", resp.Status)
+		}
+		return nil
+	})
+	readyAt := time.Now()
+	defer func() {
+		if late := watches.firstOpenedAfter(readyAt); len(late) > 0 {
+			t.Errorf("watches first opened after the manager reported ready: %v", late)
 		}
 	}()
 
@@ -1184,3 +1207,43 @@ func TestReadmeInstall(t *testing.T) {
 		t.Errorf("the manager is in %q", dep.GetNamespace())
 	}
 }
+
+// watchRecorder notes when each resource's first watch request was sent.
+type watchRecorder struct {
+	mu    sync.Mutex
+	first map[string]time.Time
+}
+
+func (w *watchRecorder) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Query().Get("watch") == "true" {
+			w.mu.Lock()
+			if w.first == nil {
+				w.first = map[string]time.Time{}
+			}
+			if _, seen := w.first[req.URL.Path]; !seen {
+				w.first[req.URL.Path] = time.Now()
+			}
+			w.mu.Unlock()
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+// firstOpenedAfter lists the resources whose first watch was sent after t.
+func (w *watchRecorder) firstOpenedAfter(t time.Time) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for path, at := range w.first {
+		if at.After(t) {
+			out = append(out, path)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

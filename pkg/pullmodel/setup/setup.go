@@ -5,6 +5,8 @@ package setup
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +28,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/report"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/status"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/warmcache"
 )
 
 // Config configures the basic pull model.
@@ -130,7 +133,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 		return err
 	}
 	if served {
-		return start(ctx, mgr, cfg)
+		return start(ctx, mgr, cfg, true)
 	}
 	log.Info("the basic pull model waits: this hub does not serve Argo CD's Application and ApplicationSet APIs (argoproj.io/v1alpha1) and OCM's ManifestWork API; install Argo CD's CRDs and it starts without a restart")
 	return mgr.Add(&detector{mgr: mgr, cfg: cfg, dc: dc})
@@ -164,8 +167,9 @@ func applicationsServed(dc discovery.DiscoveryInterface) (bool, error) {
 }
 
 // start makes the pull model's cache and registers its indexes and controllers; it works
-// before and after the manager starts.
-func start(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
+// before and after the manager starts (beforeStart says which). Started with the manager, the
+// cache's informers start with it and the manager is ready once they have synced.
+func start(ctx context.Context, mgr ctrl.Manager, cfg Config, beforeStart bool) error {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme:     mgr.GetScheme(),
 		Mapper:     mgr.GetRESTMapper(),
@@ -183,6 +187,14 @@ func start(ctx context.Context, mgr ctrl.Manager, cfg Config) error {
 	}
 	if err := pullmodel.SetupIndexes(ctx, c); err != nil {
 		return fmt.Errorf("pull model indexes: %w", err)
+	}
+	if beforeStart {
+		if err := warmcache.Informers(ctx, c, slices.Collect(maps.Keys(CacheByObject(cfg)))...); err != nil {
+			return fmt.Errorf("pull model cache: %w", err)
+		}
+		if err := warmcache.ReadyWhenSynced(mgr, "pull-model-cache", c); err != nil {
+			return err
+		}
 	}
 	key, err := seal.LoadOrCreateKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), cfg.SealSecret)
 	if err != nil {
@@ -233,7 +245,7 @@ func (d *detector) Start(ctx context.Context) error {
 			continue
 		}
 		if served {
-			return start(ctx, d.mgr, d.cfg)
+			return start(ctx, d.mgr, d.cfg, false)
 		}
 	}
 }

@@ -509,3 +509,42 @@ func TestProbesComeInBatches(t *testing.T) {
 		t.Errorf("selected %d, want %d", g.Status.SelectedClusters, len(clusters))
 	}
 }
+
+// TestInstalledComponentsStayCleared: a cluster whose components addon is installed already (by
+// an earlier manager, or before its probe was recreated) stays cleared while its probe has not
+// answered; one whose addon is being removed, or that has none, waits for its probe.
+func TestInstalledComponentsStayCleared(t *testing.T) {
+	ctx := context.Background()
+	const ns = "components-installed"
+	createNamespace(t, ns)
+	createManagedClusters(t, "ci-installed", "ci-leaving", "ci-new")
+	createComponentsMCA(t, "ci-installed")
+	leaving := &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: "ci-leaving", Name: componentsAddon,
+		Finalizers: []string{"test.example.com/hold"}}}
+	if err := k8s.Create(ctx, leaving); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Delete(ctx, leaving); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = k8s.Patch(context.Background(), leaving, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+	createPlacement(t, ns, "p")
+	setDecisions(t, ns, "p", 1, "ci-installed", "ci-leaving", "ci-new")
+	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
+	goc := getGOC(t, ns, "fleet")
+	key := names.ComponentsClearedLabel(goc)
+
+	eventually(t, "the installed cluster cleared, the two others probing", func() error {
+		if g := getGOC(t, ns, "fleet"); g.Status.ProbingClusters != 2 {
+			return fmt.Errorf("probingClusters = %d", g.Status.ProbingClusters)
+		}
+		for c, want := range map[string]bool{"ci-installed": true, "ci-leaving": false, "ci-new": false} {
+			if _, got := clusterLabels(t, c)[key]; got != want {
+				return fmt.Errorf("%s cleared = %v, want %v", c, got, want)
+			}
+		}
+		return nil
+	})
+}

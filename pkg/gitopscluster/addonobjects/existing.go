@@ -93,6 +93,9 @@ func (w *Writer) ClearForComponents(ctx context.Context, goc *v1alpha1.GitOpsClu
 	components := config.ComponentsAddonName(w.Config.AddonName)
 	cleared := sets.New[string]()
 	var missing []string
+	// The clusters with the components addon installed, read once and only when a cluster's
+	// clearance depends on it (a probe not answered yet, or one that found these components).
+	var installed sets.Set[string]
 	// A probe that looks elsewhere than the components would go (the install namespace
 	// changed, say) is replaced, and reads as unanswered meanwhile.
 	installNS := w.installNamespace(goc)
@@ -127,11 +130,12 @@ func (w *Writer) ClearForComponents(ctx context.Context, goc *v1alpha1.GitOpsClu
 		case clearedNow:
 			cleared.Insert(c)
 		case clearedIfInstalled:
-			installed, err := w.componentsInstalled(ctx, c)
-			if err != nil {
-				return rep, err
+			if installed == nil {
+				if installed, err = w.componentsInstalled(ctx); err != nil {
+					return rep, err
+				}
 			}
-			if installed {
+			if installed.Has(c) {
 				cleared.Insert(c)
 			} else {
 				rep.probing++
@@ -297,19 +301,27 @@ func (w *Writer) createProbe(ctx context.Context, goc *v1alpha1.GitOpsCluster, c
 	return nil
 }
 
-// componentsInstalled reports whether the components addon is installed on the cluster already
-// (by an earlier version of the manager, or before the probe was recreated).
-func (w *Writer) componentsInstalled(ctx context.Context, cluster string) (bool, error) {
-	reader := w.ComponentsAddOns
-	if reader == nil {
-		return false, nil
+// componentsInstalled returns the clusters where the components addon is installed already
+// (by an earlier version of the manager, or before the probe was recreated) and not being
+// removed. It is one read-only walk over the components addon's cache: a pass that asked it
+// cluster by cluster made a copy of each cluster's addon, or an error for each cluster
+// without one, thousands per pass on a large fleet whose probes have not answered yet.
+func (w *Writer) componentsInstalled(ctx context.Context) (sets.Set[string], error) {
+	out := sets.New[string]()
+	if w.ComponentsAddOns == nil {
+		return out, nil
 	}
-	mca := &addonv1alpha1.ManagedClusterAddOn{}
-	err := reader.Get(ctx, types.NamespacedName{Namespace: cluster, Name: config.ComponentsAddonName(w.Config.AddonName)}, mca)
-	if err != nil {
-		return false, client.IgnoreNotFound(err)
+	var mcas addonv1alpha1.ManagedClusterAddOnList
+	if err := w.ComponentsAddOns.List(ctx, &mcas, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
 	}
-	return mca.DeletionTimestamp == nil, nil
+	components := config.ComponentsAddonName(w.Config.AddonName)
+	for i := range mcas.Items {
+		if mca := &mcas.Items[i]; mca.Name == components && mca.DeletionTimestamp == nil {
+			out.Insert(mca.Namespace)
+		}
+	}
+	return out, nil
 }
 
 // setClearance makes the label key present exactly on the clusters in want, removals first,

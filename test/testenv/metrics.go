@@ -34,6 +34,32 @@ func APIReads(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
 }
 
 func apiRequests(ctx context.Context, cfg *rest.Config, verbs map[string]bool) (map[string]int, error) {
+	return counters(ctx, cfg, "apiserver_request_total", func(labels map[string]string) string {
+		if !verbs[labels["verb"]] || labels["resource"] == "leases" || labels["resource"] == "subjectaccessreviews" {
+			return ""
+		}
+		if labels["subresource"] != "" {
+			return labels["resource"] + "/" + labels["subresource"]
+		}
+		return labels["resource"]
+	})
+}
+
+// WatchEvents reads apiserver_watch_events_total: the events the API server has sent to all
+// watchers together, per resource (the initial events of a watch that asked for them
+// included).
+func WatchEvents(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
+	return counters(ctx, cfg, "apiserver_watch_events_total", func(labels map[string]string) string {
+		if labels["resource"] != "" {
+			return labels["resource"]
+		}
+		return labels["kind"]
+	})
+}
+
+// counters sums the API server's counter metric per the key keyOf makes of each series'
+// labels, leaving out the series whose key is empty.
+func counters(ctx context.Context, cfg *rest.Config, metric string, keyOf func(map[string]string) string) (map[string]int, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -47,21 +73,17 @@ func apiRequests(ctx context.Context, cfg *rest.Config, verbs map[string]bool) (
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
+		if !strings.HasPrefix(line, metric+"{") {
 			continue
 		}
 		end := strings.LastIndex(line, "}")
-		labels := parseLabels(line[len("apiserver_request_total{"):end])
-		if !verbs[labels["verb"]] || labels["resource"] == "leases" || labels["resource"] == "subjectaccessreviews" {
+		key := keyOf(parseLabels(line[len(metric)+1 : end]))
+		if key == "" {
 			continue
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
 		if err != nil {
 			continue
-		}
-		key := labels["resource"]
-		if labels["subresource"] != "" {
-			key += "/" + labels["subresource"]
 		}
 		out[key] += int(v)
 	}

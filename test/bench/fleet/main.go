@@ -91,6 +91,7 @@ func main() {
 			cores, r.rawCPU.servers.Round(10*time.Millisecond), r.rawCPU.client.Round(10*time.Millisecond), r.raw.Round(10*time.Millisecond), r.rawCPU.busy(), r.rawCPU.floor(cores).Round(10*time.Millisecond),
 			r.registrationCPU.servers.Round(10*time.Millisecond), r.registrationCPU.client.Round(10*time.Millisecond), r.ready.Round(10*time.Millisecond), r.registrationCPU.busy(),
 			r.registrationCPU.floor(cores).Round(10*time.Millisecond), r.registrationCPU.floor(cores).Seconds()/r.raw.Seconds())
+		fmt.Printf("         until Ready: watch events the API server sent %v\n", r.watchEvents)
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
 		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes %v\n", r.join.Round(time.Millisecond), testenv.TotalWrites(r.joinCalls), r.joinCalls)
 		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end; the last created after %s, %d agents at a time); the API server's raw pace for the same CSRs: %.0f/s\n",
@@ -176,7 +177,10 @@ type result struct {
 	// rawCPU and registrationCPU are the CPU time of the API server, etcd and each side's client
 	// while the raw writers wrote, and from the GitOpsCluster's creation to Ready.
 	rawCPU, registrationCPU cpuShare
-	byResource              map[string]int
+	// watchEvents are the watch events the API server sent (to every watcher) from the
+	// GitOpsCluster's creation to Ready, per resource.
+	watchEvents map[string]int
+	byResource  map[string]int
 	// settle is how long after Ready the manager's writes stopped, settleWrites what it wrote
 	// in that time (a new fleet's probes).
 	settle       time.Duration
@@ -680,6 +684,10 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	eventsBefore, err := testenv.WatchEvents(ctx, env.Config)
+	if err != nil {
+		return nil, err
+	}
 	cpuBefore, serversBefore, selfBefore := processCPU(mgr.Process.Pid), serversCPU(), processCPU(os.Getpid())
 	start := time.Now()
 	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fleet"},
@@ -708,7 +716,13 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	readyCPU := processCPU(mgr.Process.Pid) - cpuBefore
 	// The benchmark's own polling is counted with the manager: it is small, and it too takes
 	// the servers' cores.
+	eventsAtReady, err := testenv.WatchEvents(ctx, env.Config)
+	if err != nil {
+		return nil, err
+	}
 	registrationCPU := cpuShare{servers: serversCPU() - serversBefore, client: readyCPU + processCPU(os.Getpid()) - selfBefore, took: ready}
+	fmt.Fprintf(os.Stderr, "N=%d: Ready after %s; until then watch events sent %v, manager CPU %s, API server and etcd CPU %s\n", n, ready,
+		testenv.DiffWrites(eventsBefore, eventsAtReady), readyCPU, registrationCPU.servers)
 	// Finish the reconcile that wrote Ready before counting.
 	time.Sleep(2 * time.Second)
 	converged, err := testenv.APIWrites(ctx, env.Config)
@@ -776,6 +790,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		peakAnonKiB:      peakAnon,
 		readyCPU:         readyCPU,
 		rawCPU:           rawCPU,
+		watchEvents:      testenv.DiffWrites(eventsBefore, eventsAtReady),
 		registrationCPU:  registrationCPU,
 		synced:           synced,
 		byResource:       byResource,

@@ -56,10 +56,7 @@ func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*bui
 			return nil, err
 		}
 		// Its one informer starts with the cache, and the manager is ready once it has synced.
-		if err := warmcache.Informers(context.Background(), c, &addonv1alpha1.ManagedClusterAddOn{}); err != nil {
-			return nil, err
-		}
-		if err := warmcache.ReadyWhenSynced(mgr, "components-addon-cache", c); err != nil {
+		if err := warmcache.Warm(context.Background(), mgr, "components-addon-cache", c, &addonv1alpha1.ManagedClusterAddOn{}); err != nil {
 			return nil, err
 		}
 		r.ComponentsAddOns = c

@@ -6,8 +6,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -251,18 +253,15 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	return pullmodelsetup.Setup(ctx, mgr, opts.PullModel)
 }
 
-// WatchedObjects are the kinds the hub controllers watch through the manager's cache (each as
-// CacheOptions scopes it). Run creates their informers before the controllers start, so that
-// its readiness covers them; test/chart checks that no controller opens a watch after it.
-func WatchedObjects() []client.Object {
-	return []client.Object{
+// WatchedObjects are the kinds the hub controllers watch through the manager's cache: those
+// CacheOptions scopes, and those it caches whole. Run creates their informers before the
+// controllers start, so that its readiness covers them; test/chart checks that no controller
+// opens a watch after it.
+func WatchedObjects(opts Options) []client.Object {
+	return append(slices.Collect(maps.Keys(CacheOptions(opts).ByObject)),
 		&v1alpha1.GitOpsCluster{}, &v1alpha1.AgentRevocation{}, &v1alpha1.ArgoCDClusterRegistration{},
-		&clusterv1beta1.Placement{}, &clusterv1beta1.PlacementDecision{}, &clusterv1.ManagedCluster{},
-		&addonv1alpha1.ManagedClusterAddOn{}, &addonv1alpha1.ClusterManagementAddOn{},
-		&addonv1alpha1.AddOnTemplate{}, &addonv1alpha1.AddOnDeploymentConfig{}, &workv1.ManifestWork{},
-		&certificatesv1.CertificateSigningRequest{}, &corev1.Secret{}, &corev1.ConfigMap{}, &corev1.Service{},
-		&corev1.Node{}, &appsv1.Deployment{},
-	}
+		&clusterv1beta1.Placement{}, &clusterv1beta1.PlacementDecision{},
+		&addonv1alpha1.AddOnTemplate{}, &addonv1alpha1.AddOnDeploymentConfig{}, &corev1.Node{})
 }
 
 // ClientOptions are the manager client's options. Every read that must not be stale (ledgers
@@ -441,10 +440,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	}
 	// Ready once every informer the controllers watch through the main cache has synced: they
 	// are created here, so that they start with the cache rather than with the controllers.
-	if err := warmcache.Informers(ctx, mgr.GetCache(), WatchedObjects()...); err != nil {
-		return err
-	}
-	if err := warmcache.ReadyWhenSynced(mgr, "readyz", mgr.GetCache()); err != nil {
+	if err := warmcache.Warm(ctx, mgr, "readyz", mgr.GetCache(), WatchedObjects(opts)...); err != nil {
 		return err
 	}
 	ctrl.Log.WithName("manager").Info("starting hub controllers")

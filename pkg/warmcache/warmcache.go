@@ -15,19 +15,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
 
-// Informers creates c's informers for objs now; they start with c. It does not wait for them.
-func Informers(ctx context.Context, c cache.Cache, objs ...client.Object) error {
+// Warm creates c's informers for objs now, so that they start with c rather than with the
+// controllers that watch them, and adds a readiness check, named name, that passes once every
+// informer of c has synced. It must be called before the manager starts.
+func Warm(ctx context.Context, mgr manager.Manager, name string, c cache.Cache, objs ...client.Object) error {
 	for _, o := range objs {
 		if _, err := c.GetInformer(ctx, o, cache.BlockUntilSynced(false)); err != nil {
 			return fmt.Errorf("informer for %T: %w", o, err)
 		}
 	}
-	return nil
-}
-
-// ReadyWhenSynced adds a readiness check, named name, that passes once every informer of c
-// has synced. It must be called before the manager starts.
-func ReadyWhenSynced(mgr manager.Manager, name string, c cache.Cache) error {
 	return mgr.AddReadyzCheck(name, func(req *http.Request) error {
 		if !c.WaitForCacheSync(req.Context()) {
 			return fmt.Errorf("the %s cache has not synced", name)

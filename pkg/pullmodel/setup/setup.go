@@ -189,11 +189,8 @@ func start(ctx context.Context, mgr ctrl.Manager, cfg Config, beforeStart bool) 
 		return fmt.Errorf("pull model indexes: %w", err)
 	}
 	if beforeStart {
-		if err := warmcache.Informers(ctx, c, slices.Collect(maps.Keys(CacheByObject(cfg)))...); err != nil {
+		if err := warmcache.Warm(ctx, mgr, "pull-model-cache", c, slices.Collect(maps.Keys(CacheByObject(cfg)))...); err != nil {
 			return fmt.Errorf("pull model cache: %w", err)
-		}
-		if err := warmcache.ReadyWhenSynced(mgr, "pull-model-cache", c); err != nil {
-			return err
 		}
 	}
 	key, err := seal.LoadOrCreateKey(ctx, mgr.GetAPIReader(), mgr.GetClient(), cfg.SealSecret)

@@ -37,17 +37,17 @@ type Identity struct {
 	// Fingerprint is pki.Fingerprint of the client certificate; empty when the config holds
 	// none that parses. It is kept even when the key does not match, so that a certificate
 	// that exists is still recorded and revoked.
-	Fingerprint string `json:"fingerprint,omitempty"`
+	Fingerprint string
 	// KeyMatches: the config's private key belongs to the certificate.
-	KeyMatches bool      `json:"keyMatches,omitempty"`
-	CommonName string    `json:"commonName,omitempty"`
-	NotBefore  time.Time `json:"notBefore,omitzero"`
-	NotAfter   time.Time `json:"notAfter,omitzero"`
+	KeyMatches bool
+	CommonName string
+	NotBefore  time.Time
+	NotAfter   time.Time
 	// Issuer is the fingerprint of the CA certificate of the secret's own bundle whose key
 	// signed the client certificate; empty when none did.
-	Issuer string `json:"issuer,omitempty"`
+	Issuer string
 	// ClientAuth: the certificate may authenticate a TLS client.
-	ClientAuth bool `json:"clientAuth,omitempty"`
+	ClientAuth bool
 }
 
 // Usable reports whether the secret's key pair can authenticate as a client of the CA whose
@@ -85,12 +85,8 @@ func Compact(o any) (any, error) {
 	// Only the cache takes what Issued vouched for: the cache sees each written secret once,
 	// and a reader of a live secret (Contents) must not take the entry from under it.
 	cert, bundle := inspectAgentConfig(config, issued.LoadAndDelete)
-	summary, err := json.Marshal(cert)
-	if err != nil {
-		return nil, err
-	}
 	delete(s.Data, "config")
-	s.Data[compactCertificateKey] = summary
+	s.Data[compactCertificateKey] = encodeIdentity(cert)
 	s.Data[compactBundleKey] = bundle
 	return s, nil
 }
@@ -104,8 +100,8 @@ func Contents(s *corev1.Secret) (Identity, []byte) {
 	if config, ok := s.Data["config"]; ok {
 		return inspectAgentConfig(config, nil)
 	}
-	var cert Identity
-	if raw, ok := s.Data[compactCertificateKey]; !ok || json.Unmarshal(raw, &cert) != nil {
+	cert, ok := decodeIdentity(s.Data[compactCertificateKey])
+	if !ok {
 		return Identity{}, nil
 	}
 	return cert, s.Data[compactBundleKey]

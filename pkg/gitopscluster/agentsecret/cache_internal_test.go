@@ -3,6 +3,9 @@ package agentsecret
 import (
 	"crypto/x509/pkix"
 	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,5 +189,58 @@ func BenchmarkCompactAgentClusterSecret(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkContentsOfCompactSecret is what a pass pays per cached agent cluster secret to read
+// its identity.
+func BenchmarkContentsOfCompactSecret(b *testing.B) {
+	ca, kp := caAndClient(b, "hub", time.Now())
+	config, err := json.Marshal(Config{TLSClientConfig: TLSClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: ca.CertPEM}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	labels := map[string]string{v1alpha1.LabelSecretType: "cluster", v1alpha1.LabelAgentName: "c1"}
+	o, err := Compact(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Data: map[string][]byte{"name": []byte("c1"), "config": config}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := o.(*corev1.Secret)
+	b.ReportAllocs()
+	b.ReportMetric(float64(len(s.Data[compactCertificateKey])), "compact-bytes")
+	for b.Loop() {
+		if cert, _ := Contents(s); cert.Fingerprint == "" {
+			b.Fatal("no identity")
+		}
+	}
+}
+
+func TestIdentityEncoding(t *testing.T) {
+	now := time.Now()
+	for name, c := range map[string]Identity{
+		"zero": {},
+		"full": {Fingerprint: strings.Repeat("A", 64), Issuer: strings.Repeat("B", 64), CommonName: "cluster-1", KeyMatches: true, ClientAuth: true,
+			NotBefore: now.Add(-time.Hour).UTC(), NotAfter: now.Add(time.Hour).UTC()},
+		"a certificate without a key or client auth": {Fingerprint: strings.Repeat("C", 64), NotBefore: time.Unix(0, 5).UTC(), NotAfter: time.Unix(1, 0).UTC()},
+		"before 1970": {CommonName: "old", NotBefore: time.Date(1950, 1, 1, 0, 0, 0, 0, time.UTC), NotAfter: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, ok := decodeIdentity(encodeIdentity(c))
+			if !ok || !reflect.DeepEqual(got, c) {
+				t.Errorf("decoded %+v (ok %v), want %+v", got, ok, c)
+			}
+		})
+	}
+	full := encodeIdentity(Identity{Fingerprint: strings.Repeat("A", 64), CommonName: "c"})
+	for name, b := range map[string][]byte{
+		"empty":         nil,
+		"other version": append([]byte{identityVersion + 1}, full[1:]...),
+		"cut short":     full[:len(full)-1],
+		"trailing data": append(slices.Clone(full), 0),
+		"header only":   full[:identityHeader],
+	} {
+		if got, ok := decodeIdentity(b); ok || got != (Identity{}) {
+			t.Errorf("%s: decoded %+v, want nothing", name, got)
+		}
 	}
 }

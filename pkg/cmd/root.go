@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/lazylog"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/reloader"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
@@ -87,7 +88,7 @@ func newManagerCommand() *cobra.Command {
 			if err := opts.Validate(); err != nil {
 				return err
 			}
-			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+			ctrl.SetLogger(lazylog.New(zap.New(zap.UseFlagOptions(&zapOpts))))
 			if soft := applyMemoryLimit(os.Getenv("GOMEMLIMIT"), "/sys/fs/cgroup"); soft > 0 {
 				ctrl.Log.WithName("manager").Info("soft memory limit set from the container's limit", "bytes", soft)
 			}

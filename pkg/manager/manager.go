@@ -406,9 +406,10 @@ func ControllerOptions(scheme *runtime.Scheme, opts Options) ctrl.Options {
 		GracefulShutdownTimeout:       &shutdown,
 		// The controllers are built with the builder's For(), which takes their concurrency
 		// from here.
-		Controller: config.Controller{GroupKindConcurrency: GroupKindConcurrency(opts)},
-		Client:     ClientOptions(),
-		Cache:      CacheOptions(opts),
+		Controller:     config.Controller{GroupKindConcurrency: GroupKindConcurrency(opts)},
+		Client:         ClientOptions(),
+		Cache:          CacheOptions(opts),
+		MapperProvider: newRESTMapper,
 	}
 }
 

@@ -65,12 +65,33 @@ func TestValuesReachTheSinkOnlyWithALine(t *testing.T) {
 	if strings.Contains(line, "lazylog.go") {
 		t.Errorf("line %q names the wrapper as its caller", line)
 	}
-	// Values keep their order, and a logger derived later does not change an earlier one.
-	first := log.WithValues("k", "1")
-	_ = first.WithValues("k2", "2")
-	first.Info("again")
-	if got := (*lines)[1]; !strings.Contains(got, `"k"="1"`) || strings.Contains(got, "k2") {
-		t.Errorf("line %q: want k=1 only", got)
+}
+
+func TestDerivedLoggersKeepTheirOwnValues(t *testing.T) {
+	log, lines, _ := newLogger(0)
+	// Three calls leave the parent's values with room to grow, where two children appending
+	// in place would write over each other.
+	parent := log.WithValues("a", 1).WithValues("b", 2).WithValues("c", 3)
+	left, right := parent.WithValues("side", "left"), parent.WithValues("side", "right")
+	left.Info("l")
+	right.Info("r")
+	// controller-runtime's delegating logger asks for a call depth after each WithValues.
+	parent.WithValues("d", 4).WithCallDepth(0).WithName("named").Info("kept")
+	want := []string{
+		`"a"=1 "b"=2 "c"=3 "side"="left"`,
+		`"a"=1 "b"=2 "c"=3 "side"="right"`,
+		`"a"=1 "b"=2 "c"=3 "d"=4`,
+	}
+	if len(*lines) != len(want) {
+		t.Fatalf("got %d lines, want %d: %q", len(*lines), len(want), *lines)
+	}
+	for i, w := range want {
+		if !strings.HasSuffix((*lines)[i], w) {
+			t.Errorf("line %d is %q, want it to end with %s", i+1, (*lines)[i], w)
+		}
+	}
+	if !strings.Contains((*lines)[2], "named") {
+		t.Errorf("line %q lacks the name", (*lines)[2])
 	}
 }
 

@@ -2,10 +2,12 @@ package manager
 
 import (
 	"fmt"
+	"net/http"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
@@ -87,5 +89,25 @@ func BenchmarkIsObjectNamespaced(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestManagerRemembersMappings: the manager, and every test suite built from the same options,
+// gets the remembering mapper.
+func TestManagerRemembersMappings(t *testing.T) {
+	scheme, err := NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	provide := ControllerOptions(scheme, DefaultOptions()).MapperProvider
+	if provide == nil {
+		t.Fatal("the manager's options name no REST mapper")
+	}
+	m, err := provide(&rest.Config{Host: "https://127.0.0.1:1"}, http.DefaultClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.(*rememberingRESTMapper); !ok {
+		t.Errorf("the manager's REST mapper is a %T", m)
 	}
 }

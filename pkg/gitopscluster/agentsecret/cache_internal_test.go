@@ -222,7 +222,8 @@ func TestIdentityEncoding(t *testing.T) {
 		"full": {Fingerprint: strings.Repeat("A", 64), Issuer: strings.Repeat("B", 64), CommonName: "cluster-1", KeyMatches: true, ClientAuth: true,
 			NotBefore: now.Add(-time.Hour).UTC(), NotAfter: now.Add(time.Hour).UTC()},
 		"a certificate without a key or client auth": {Fingerprint: strings.Repeat("C", 64), NotBefore: time.Unix(0, 5).UTC(), NotAfter: time.Unix(1, 0).UTC()},
-		"before 1970": {CommonName: "old", NotBefore: time.Date(1950, 1, 1, 0, 0, 0, 0, time.UTC), NotAfter: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"before 1970":       {CommonName: "old", NotBefore: time.Date(1950, 1, 1, 0, 0, 0, 0, time.UTC), NotAfter: time.Date(1960, 1, 1, 0, 0, 0, 0, time.UTC)},
+		"at the Unix epoch": {CommonName: "epoch", NotBefore: time.Unix(0, 0).UTC(), NotAfter: time.Unix(0, 0).UTC()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			got, ok := decodeIdentity(encodeIdentity(c))

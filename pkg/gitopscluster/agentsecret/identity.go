@@ -46,10 +46,9 @@ func encodeIdentity(c Identity) []byte {
 	return out
 }
 
+// appendTime stores t as Unix seconds and nanoseconds; the zero time is stored as its own
+// (negative) seconds, so it reads back as the zero time, and the Unix epoch as itself.
 func appendTime(b []byte, t time.Time) []byte {
-	if t.IsZero() {
-		return append(b, make([]byte, timeBytes)...)
-	}
 	b = binary.BigEndian.AppendUint64(b, uint64(t.Unix()))
 	return binary.BigEndian.AppendUint32(b, uint32(t.Nanosecond()))
 }
@@ -83,9 +82,5 @@ func decodeIdentity(b []byte) (Identity, bool) {
 }
 
 func readTime(b []byte) time.Time {
-	sec, nsec := int64(binary.BigEndian.Uint64(b)), int64(binary.BigEndian.Uint32(b[8:]))
-	if sec == 0 && nsec == 0 {
-		return time.Time{}
-	}
-	return time.Unix(sec, nsec).UTC()
+	return time.Unix(int64(binary.BigEndian.Uint64(b)), int64(binary.BigEndian.Uint32(b[8:]))).UTC()
 }

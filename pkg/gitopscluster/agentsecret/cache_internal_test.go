@@ -3,6 +3,7 @@ package agentsecret
 import (
 	"crypto/x509/pkix"
 	"encoding/json"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -16,7 +17,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
-func agentSecretFor(t *testing.T, cluster string, certPEM, keyPEM, bundle []byte) *corev1.Secret {
+func agentSecretFor(t testing.TB, cluster string, certPEM, keyPEM, bundle []byte) *corev1.Secret {
 	t.Helper()
 	config, err := json.Marshal(Config{TLSClientConfig: TLSClientConfig{CertData: certPEM, KeyData: keyPEM, CAData: bundle}})
 	if err != nil {
@@ -171,11 +172,7 @@ func TestIssuedHereReadsTheSame(t *testing.T) {
 // just issued.
 func BenchmarkCompactAgentClusterSecret(b *testing.B) {
 	ca, kp := caAndClient(b, "hub", time.Now())
-	config, err := json.Marshal(Config{TLSClientConfig: TLSClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: ca.CertPEM}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	labels := map[string]string{v1alpha1.LabelSecretType: "cluster", v1alpha1.LabelAgentName: "c1"}
+	written := agentSecretFor(b, "c1", kp.CertPEM, kp.KeyPEM, ca.CertPEM)
 	for _, issuedHere := range []bool{false, true} {
 		b.Run(map[bool]string{false: "written-elsewhere", true: "issued-here"}[issuedHere], func(b *testing.B) {
 			b.ReportAllocs()
@@ -183,7 +180,8 @@ func BenchmarkCompactAgentClusterSecret(b *testing.B) {
 				if issuedHere {
 					Issued(kp, ca)
 				}
-				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Data: map[string][]byte{"name": []byte("c1"), "config": config}}
+				// Compact rewrites the secret's data: each event brings a map of its own.
+				s := &corev1.Secret{ObjectMeta: written.ObjectMeta, Data: maps.Clone(written.Data)}
 				if _, err := Compact(s); err != nil {
 					b.Fatal(err)
 				}
@@ -196,12 +194,7 @@ func BenchmarkCompactAgentClusterSecret(b *testing.B) {
 // its identity.
 func BenchmarkContentsOfCompactSecret(b *testing.B) {
 	ca, kp := caAndClient(b, "hub", time.Now())
-	config, err := json.Marshal(Config{TLSClientConfig: TLSClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: ca.CertPEM}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	labels := map[string]string{v1alpha1.LabelSecretType: "cluster", v1alpha1.LabelAgentName: "c1"}
-	o, err := Compact(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Data: map[string][]byte{"name": []byte("c1"), "config": config}})
+	o, err := Compact(agentSecretFor(b, "c1", kp.CertPEM, kp.KeyPEM, ca.CertPEM))
 	if err != nil {
 		b.Fatal(err)
 	}

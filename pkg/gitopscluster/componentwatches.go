@@ -22,6 +22,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/addonobjects"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/namespaceindex"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/warmcache"
 )
 
@@ -41,6 +42,8 @@ func newComponentsAddOnCache(mgr ctrl.Manager, addonName string) (cache.Cache, e
 			&addonv1alpha1.ManagedClusterAddOn{}: {Field: fields.OneTermEqualSelector("metadata.name", config.ComponentsAddonName(addonName))},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
+		// One per cluster namespace, only ever listed cluster-wide.
+		NewInformer: namespaceindex.Without(&addonv1alpha1.ManagedClusterAddOn{}),
 	})
 }
 

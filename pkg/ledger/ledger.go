@@ -189,6 +189,10 @@ func (s Store) RecordFingerprint(ctx context.Context, cluster string, owner Owne
 // errLedgerGone makes writeRetry read a ledger again that was deleted under an update.
 var errLedgerGone = errors.New("the ledger was deleted while it was being updated")
 
+// errReadAgain makes writeRetry read the blocklist live when an earlier read it was given
+// left nothing to write.
+var errReadAgain = errors.New("the blocklist is read again")
+
 // Merge adds entries (already recorded elsewhere, e.g. by an older layout) to cluster's ledger.
 func (s Store) Merge(ctx context.Context, cluster string, owner Owner, entries Entries, now time.Time) error {
 	return s.upsert(ctx, LedgerName(cluster), ledgerLabels(cluster, owner), func(data map[string]string) bool {
@@ -281,7 +285,7 @@ func OwnerOf(cm *corev1.ConfigMap) Owner {
 // certificates it blocked. Idempotent: on error it may simply be called again.
 func (s Store) Revoke(ctx context.Context, cluster string, cause Cause, extra Entries, now time.Time) (int, error) {
 	if len(extra) > 0 {
-		if err := s.block(ctx, cause, map[string]Entries{cluster: extra}, now); err != nil {
+		if err := s.block(ctx, cause, map[string]Entries{cluster: extra}, now, nil); err != nil {
 			return 0, err
 		}
 	}
@@ -323,7 +327,7 @@ func (s Store) RevokeClusters(ctx context.Context, clusters []string, cause Caus
 		if len(ledgers) == 0 {
 			break
 		}
-		fits, rejected, err := s.fitting(ctx, sortedKeys(entries), entries)
+		fits, rejected, blocklist, err := s.fitting(ctx, sortedKeys(entries), entries)
 		if err != nil {
 			return blocked, err
 		}
@@ -332,7 +336,9 @@ func (s Store) RevokeClusters(ctx context.Context, clusters []string, cause Caus
 		for _, c := range fits {
 			accepted[c] = entries[c]
 		}
-		if err := s.block(ctx, cause, accepted, now); err != nil {
+		// The blocklist fitting read is the block's first base: one read of it per batch,
+		// where a blocklist near its budget is more than a megabyte to fetch and decode.
+		if err := s.block(ctx, cause, accepted, now, blocklist); err != nil {
 			return blocked, err
 		}
 		pending = pending[:0]
@@ -377,11 +383,16 @@ func (e *BlocklistFullError) Error() string {
 func (e *BlocklistFullError) Is(target error) bool { return target == ErrBlocklistFull }
 
 // fitting splits clusters into those whose new blocklist keys fit in the blocklist's budget,
-// taken in order, and those that do not.
-func (s Store) fitting(ctx context.Context, clusters []string, entries map[string]Entries) (fits, rejected []string, err error) {
-	current, err := s.Blocklist(ctx)
+// taken in order, and those that do not. It returns the blocklist it read live (nil when there
+// is none yet).
+func (s Store) fitting(ctx context.Context, clusters []string, entries map[string]Entries) (fits, rejected []string, blocklist *corev1.ConfigMap, err error) {
+	blocklist, err = s.readBlocklist(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	var current map[string]string
+	if blocklist != nil {
+		current = blocklist.Data
 	}
 	used := BlocklistBytes(current)
 	for _, c := range clusters {
@@ -398,7 +409,7 @@ func (s Store) fitting(ctx context.Context, clusters []string, entries map[strin
 		used += cost
 		fits = append(fits, c)
 	}
-	return fits, rejected, nil
+	return fits, rejected, blocklist, nil
 }
 
 // BlocklistBudget is how many bytes of keys and values the blocklist may hold: under etcd's
@@ -423,7 +434,7 @@ func blocklistKeyBytes(fp string) int { return len(fp) + 6 }
 
 // block writes entries (by cluster) to the revocation record first and to the blocklist
 // second, so that a blocklist key of ours always has a record saying when it may go.
-func (s Store) block(ctx context.Context, cause Cause, byCluster map[string]Entries, now time.Time) error {
+func (s Store) block(ctx context.Context, cause Cause, byCluster map[string]Entries, now time.Time, blocklist *corev1.ConfigMap) error {
 	byShard := map[string]map[string]string{}
 	var keys []string
 	for cluster, entries := range byCluster {
@@ -463,7 +474,7 @@ func (s Store) block(ctx context.Context, cause Cause, byCluster map[string]Entr
 			return err
 		}
 	}
-	_, err := s.updateBlocklist(ctx, keys, nil)
+	_, err := s.updateBlocklist(ctx, keys, nil, blocklist)
 	return err
 }
 
@@ -471,7 +482,7 @@ func (s Store) block(ctx context.Context, cause Cause, byCluster map[string]Entr
 // crash between the record and the blocklist writes). It reads the blocklist live and returns
 // how many keys were missing there.
 func (s Store) Reassert(ctx context.Context, fps []string) (int, error) {
-	return s.updateBlocklist(ctx, fps, nil)
+	return s.updateBlocklist(ctx, fps, nil, nil)
 }
 
 // Prune drops revoked certificates that have expired at now: from the blocklist first, then
@@ -496,7 +507,7 @@ func (s Store) Prune(ctx context.Context, now time.Time) error {
 	if len(expired) == 0 {
 		return nil
 	}
-	if _, err := s.updateBlocklist(ctx, nil, expired); err != nil {
+	if _, err := s.updateBlocklist(ctx, nil, expired, nil); err != nil {
 		return err
 	}
 	return s.forget(ctx, expired)
@@ -585,29 +596,38 @@ const blocklistChunk = 2000
 
 // updateBlocklist adds and removes keys, writing only on a change, in writes of at most
 // blocklistChunk added keys. It returns how many keys it added. Keys a person added are never
-// touched unless asked for by fingerprint.
-func (s Store) updateBlocklist(ctx context.Context, add, remove []string) (int, error) {
+// touched unless asked for by fingerprint. A non-nil base is a live read of the blocklist that
+// the first write starts from instead of reading it again; the write is conditional on base's
+// version, so a base changed since is read again. base is changed in place.
+func (s Store) updateBlocklist(ctx context.Context, add, remove []string, base *corev1.ConfigMap) (int, error) {
 	added := 0
 	for first := true; first || len(add) > 0; first = false {
 		chunk := add[:min(len(add), blocklistChunk)]
 		add = add[len(chunk):]
-		n, err := s.updateBlocklistOnce(ctx, chunk, remove)
+		n, err := s.updateBlocklistOnce(ctx, chunk, remove, base)
 		added += n
 		if err != nil {
 			return added, err
 		}
-		remove = nil
+		remove, base = nil, nil
 	}
 	return added, nil
 }
 
-func (s Store) updateBlocklistOnce(ctx context.Context, add, remove []string) (int, error) {
+func (s Store) updateBlocklistOnce(ctx context.Context, add, remove []string, base *corev1.ConfigMap) (int, error) {
 	added := 0
 	key := types.NamespacedName{Namespace: s.Namespace, Name: BlocklistName}
 	err := writeRetry(func() error {
 		cm := &corev1.ConfigMap{}
 		create := false
-		if err := s.Reader.Get(ctx, key, cm); err != nil {
+		var err error
+		fromBase := base != nil
+		if fromBase {
+			cm, base = base, nil
+		} else {
+			err = s.Reader.Get(ctx, key, cm)
+		}
+		if err != nil {
 			if !apierrors.IsNotFound(err) {
 				return err
 			}
@@ -645,6 +665,11 @@ func (s Store) updateBlocklistOnce(ctx context.Context, add, remove []string) (i
 			}
 		}
 		if !changed {
+			if fromBase {
+				// Only a write checks base's version: a key base holds may have been removed
+				// since, so "nothing to add" is confirmed on a live read.
+				return errReadAgain
+			}
 			return nil
 		}
 		if added > 0 && BlocklistBytes(cm.Data) > BlocklistBudget {
@@ -664,14 +689,23 @@ func (s Store) updateBlocklistOnce(ctx context.Context, add, remove []string) (i
 
 // Blocklist returns the keys of the principal's blocklist.
 func (s Store) Blocklist(ctx context.Context) (map[string]string, error) {
+	cm, err := s.readBlocklist(ctx)
+	if err != nil || cm == nil {
+		return map[string]string{}, err
+	}
+	return cm.Data, nil
+}
+
+// readBlocklist reads the principal's blocklist live; nil when there is none.
+func (s Store) readBlocklist(ctx context.Context) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{}
 	if err := s.Reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: BlocklistName}, cm); err != nil {
 		if apierrors.IsNotFound(err) {
-			return map[string]string{}, nil
+			return nil, nil
 		}
 		return nil, err
 	}
-	return cm.Data, nil
+	return cm, nil
 }
 
 // resetManagedFields asks the API server to drop the object's managed fields before it records
@@ -745,7 +779,7 @@ var conflictBackoff = wait.Backoff{Steps: 30, Duration: 10 * time.Millisecond, F
 // writeRetry retries a read-modify-write on a conflict, or when a Create raced with another.
 func writeRetry(fn func() error) error {
 	return retry.OnError(conflictBackoff, func(err error) bool {
-		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || errors.Is(err, errLedgerGone)
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || errors.Is(err, errLedgerGone) || errors.Is(err, errReadAgain)
 	}, fn)
 }
 

@@ -7,6 +7,7 @@ import (
 	"crypto/x509/pkix"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
@@ -245,6 +247,58 @@ func TestLedger(t *testing.T) {
 		}
 	})
 
+	t.Run("one live read of the blocklist per batch, and a key removed after it is still blocked", func(t *testing.T) {
+		s := newStore(t, env, "one-read")
+		cert, again := issue(t, ca, "c1", time.Hour, now), issue(t, ca, "c2", time.Hour, now)
+		if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: ledger.BlocklistName},
+			Data: map[string]string{strings.Repeat("AB", 32): ""}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Record(ctx, "c1", owner, cert, 0, now); err != nil {
+			t.Fatal(err)
+		}
+		reader := &blocklistReads{Reader: s.Reader}
+		s.Reader = reader
+		if _, err := s.RevokeClusters(ctx, []string{"c1"}, ledger.CauseDeparted, now); err != nil {
+			t.Fatal(err)
+		}
+		if reader.n != 1 {
+			t.Errorf("blocking one batch read the blocklist %d times, want 1", reader.n)
+		}
+
+		// c2's key is already on the blocklist when the batch reads it, and a person removes
+		// it before the batch writes: the block finds nothing to add in what it read, and
+		// must confirm that on a live read rather than leave the key off.
+		fp := pki.Fingerprint(again)
+		if err := s.Record(ctx, "c2", owner, again, 0, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Reassert(ctx, []string{fp}); err != nil {
+			t.Fatal(err)
+		}
+		reader.n, reader.after = 0, func() {
+			cm := &corev1.ConfigMap{}
+			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: ledger.BlocklistName}, cm); err != nil {
+				t.Error(err)
+				return
+			}
+			delete(cm.Data, fp)
+			if err := env.Client.Update(ctx, cm); err != nil {
+				t.Error(err)
+			}
+		}
+		if _, err := s.RevokeClusters(ctx, []string{"c2"}, ledger.CauseDeparted, now); err != nil {
+			t.Fatal(err)
+		}
+		bl, err := s.Blocklist(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := bl[fp]; !ok {
+			t.Errorf("a key removed after the batch read the blocklist is not blocked (%d reads)", reader.n)
+		}
+	})
+
 	t.Run("a 5000-cluster departure in one pass fits the blocklist", func(t *testing.T) {
 		// Three unexpired certificates a cluster: the agent's, the one it renews to, and the
 		// resource proxy's.
@@ -287,4 +341,24 @@ func TestLedger(t *testing.T) {
 			}
 		}
 	})
+}
+
+// blocklistReads counts live reads of the blocklist and runs after once, after the first.
+type blocklistReads struct {
+	client.Reader
+	n     int
+	after func()
+}
+
+func (r *blocklistReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	err := r.Reader.Get(ctx, key, obj, opts...)
+	if key.Name == ledger.BlocklistName {
+		r.n++
+		if r.after != nil {
+			after := r.after
+			r.after = nil
+			after()
+		}
+	}
+	return err
 }

@@ -18,7 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -93,6 +96,33 @@ func TestCacheHoldsOnlyWhatTheControllersRead(t *testing.T) {
 			for _, l := range []client.ObjectList{&corev1.SecretList{}, &appsv1.DeploymentList{}, &corev1.ServiceList{}, &clusterv1.ManagedClusterList{}, &certificatesv1.CertificateSigningRequestList{}} {
 				if err := cc.List(ctx, l); err != nil {
 					t.Fatal(err)
+				}
+			}
+
+			// Kinds with one object per cluster namespace, only ever listed cluster-wide: no
+			// namespace index (one set per cluster otherwise); other kinds keep theirs.
+			for _, k := range []struct {
+				obj  client.Object
+				list client.ObjectList
+				want bool
+			}{
+				{&addonv1alpha1.ManagedClusterAddOn{}, &addonv1alpha1.ManagedClusterAddOnList{}, false},
+				{&workv1.ManifestWork{}, &workv1.ManifestWorkList{}, false},
+				{&certificatesv1.CertificateSigningRequest{}, &certificatesv1.CertificateSigningRequestList{}, true},
+			} {
+				if err := cc.List(ctx, k.list); err != nil {
+					t.Fatalf("listing %T cluster-wide: %v", k.obj, err)
+				}
+				inf, err := cc.GetInformer(ctx, k.obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				indexed, ok := inf.(toolscache.SharedIndexInformer)
+				if !ok {
+					t.Fatalf("the informer of %T is a %T", k.obj, inf)
+				}
+				if _, has := indexed.GetIndexer().GetIndexers()[toolscache.NamespaceIndex]; has != k.want {
+					t.Errorf("%T: namespace index %v, want %v", k.obj, has, k.want)
 				}
 			}
 

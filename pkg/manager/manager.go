@@ -44,6 +44,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/clustersecrets"
 	gitopsconfig "github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/namespaceindex"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/clusters"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
@@ -327,8 +328,12 @@ func CacheOptions(opts Options) cache.Options {
 		by.Transform = shareStrings(by.Transform)
 		byObject[o] = by
 	}
-	return cache.Options{ByObject: byObject, DefaultTransform: shareStrings(strip)}
+	return cache.Options{ByObject: byObject, DefaultTransform: shareStrings(strip), NewInformer: namespaceindex.Without(UnindexedByNamespace...)}
 }
+
+// UnindexedByNamespace are the cached kinds with an object in each cluster's namespace that
+// are only ever listed cluster-wide: their informers have no namespace index.
+var UnindexedByNamespace = []runtime.Object{&addonv1alpha1.ManagedClusterAddOn{}, &workv1.ManifestWork{}}
 
 // TrimSecret drops managed fields and keeps agent cluster secrets in their compact form
 // (agentsecret.Compact): the certificate's identity, not its key material.

@@ -206,7 +206,8 @@ func (v *Revoker) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCl
 		// Only a cluster this GitOpsCluster owns, or has registered: an ownerless ledger (a
 		// cluster that left another GitOpsCluster) belongs to nobody's list.
 		_, hasSecret := rec.Secrets[c]
-		ownLedger := rec.Ledgers[c] != nil && ledger.OwnerOf(rec.Ledgers[c]) == ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
+		owner, hasLedger := rec.Ledgers[c]
+		ownLedger := hasLedger && owner == ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
 		if !obs.Owned.Has(c) && !hasSecret && !ownLedger {
 			continue
 		}

@@ -77,10 +77,13 @@ type Result struct {
 
 // Records are the clusters a GitOpsCluster has an agent record for on its principal.
 type Records struct {
-	// Secrets are its cluster secrets by cluster.
+	// Secrets are its cluster secrets by cluster, each its own copy of the cache's object, so
+	// that a revocation can let go of each one as it is done with it.
 	Secrets map[string]*corev1.Secret
-	// Ledgers are the ledgers it owns (or that no live GitOpsCluster owns) by cluster.
-	Ledgers map[string]*corev1.ConfigMap
+	// Ledgers are the owners recorded on the ledgers it owns (or that no live GitOpsCluster
+	// owns), by cluster. Only the owner is kept: at 10,000 clusters the ledger objects
+	// themselves would stay in memory through a whole deletion.
+	Ledgers map[string]ledger.Owner
 	// Revoked are the clusters revoked on the principal (AgentRevocations) or listed in the
 	// GitOpsCluster's spec.revokedClusters; Revocations are the first kind only.
 	Revoked, Revocations sets.Set[string]
@@ -97,10 +100,18 @@ func (a Records) clusters() sets.Set[string] {
 	return out
 }
 
+// forget drops clusters from the records.
+func (a Records) forget(clusters []string) {
+	for _, c := range clusters {
+		delete(a.Secrets, c)
+		delete(a.Ledgers, c)
+	}
+}
+
 // ReadRecords lists, through the cache, the cluster secrets of goc, the ledgers on its
 // principal that goc owns or that have no live owner, and the revocations on the principal.
 func (v *Revoker) ReadRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (Records, error) {
-	rec := Records{Secrets: map[string]*corev1.Secret{}, Ledgers: map[string]*corev1.ConfigMap{}}
+	rec := Records{Secrets: map[string]*corev1.Secret{}, Ledgers: map[string]ledger.Owner{}}
 	var revs v1alpha1.AgentRevocationList
 	if err := v.Client.List(ctx, &revs, client.InNamespace(principalNS)); err != nil {
 		return rec, err
@@ -121,7 +132,10 @@ func (v *Revoker) ReadRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, 
 	}
 	for i := range secrets.Items {
 		if c := secrets.Items[i].Labels[v1alpha1.LabelAgentName]; c != "" {
-			rec.Secrets[c] = &secrets.Items[i]
+			// A copy of its own rather than a pointer into the list, which would keep all
+			// of the list in memory as long as any one secret is still referenced.
+			s := secrets.Items[i]
+			rec.Secrets[c] = &s
 		}
 	}
 	var cms corev1.ConfigMapList
@@ -138,7 +152,7 @@ func (v *Revoker) ReadRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, 
 		}
 		owner := ledger.OwnerOf(cm)
 		if owner.Namespace == goc.Namespace && owner.Name == goc.Name {
-			rec.Ledgers[c] = cm
+			rec.Ledgers[c] = owner
 			continue
 		}
 		// A ledger whose owner is gone (or never named) belongs to every GitOpsCluster of the
@@ -152,7 +166,7 @@ func (v *Revoker) ReadRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, 
 			ownerLive[owner] = live
 		}
 		if !live {
-			rec.Ledgers[c] = cm
+			rec.Ledgers[c] = owner
 		}
 	}
 	return rec, nil
@@ -465,6 +479,11 @@ const revocationBatchSize = 500
 // leaves the ledgers in place for the next pass. It returns the clusters it unregistered and
 // how many certificates it blocked.
 func (v *Revoker) revokeClusters(ctx context.Context, store ledger.Store, rec Records, clusters []string, cause ledger.Cause, now time.Time) ([]string, int, error) {
+	return v.revokeClustersThen(ctx, store, rec, clusters, cause, now, nil)
+}
+
+// revokeClustersThen is revokeClusters that calls done with each batch once it is through.
+func (v *Revoker) revokeClustersThen(ctx context.Context, store ledger.Store, rec Records, clusters []string, cause ledger.Cause, now time.Time, done func(batch []string)) ([]string, int, error) {
 	var unregistered, full []string
 	blocked := 0
 	var errs []error
@@ -474,6 +493,9 @@ func (v *Revoker) revokeClusters(ctx context.Context, store ledger.Store, rec Re
 		blocked += n
 		if err != nil {
 			errs = append(errs, err)
+		}
+		if done != nil {
+			done(batch)
 		}
 	}
 	// The clusters a full blocklist turned away are said in one error, not one per batch.
@@ -535,8 +557,8 @@ func (v *Revoker) unregister(ctx context.Context, store ledger.Store, rec Record
 // ledgerOwnerOf is the owner a ledger written during cluster's revocation carries: the one it
 // has, else none (any GitOpsCluster of the principal may then finish the revocation).
 func ledgerOwnerOf(rec Records, cluster string) ledger.Owner {
-	if cm := rec.Ledgers[cluster]; cm != nil {
-		return ledger.OwnerOf(cm)
+	if owner, ok := rec.Ledgers[cluster]; ok {
+		return owner
 	}
 	if s := rec.Secrets[cluster]; s != nil {
 		return ledger.Owner{Namespace: s.Labels[v1alpha1.LabelOwnerNamespace], Name: s.Labels[v1alpha1.LabelOwnerName]}
@@ -615,7 +637,9 @@ func (v *Revoker) RevokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsClu
 		}
 		leaving = append(leaving, c)
 	}
-	unregistered, blocked, err := v.revokeClusters(ctx, store, rec, leaving, ledger.CauseDeparted, now)
+	// A deletion reads nothing of a cluster's records once its batch is through: letting go of
+	// them there frees the secrets the cache has already dropped while the rest go on.
+	unregistered, blocked, err := v.revokeClustersThen(ctx, store, rec, leaving, ledger.CauseDeparted, now, rec.forget)
 	if len(unregistered) > 0 {
 		v.Event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
 			"unregistered %s and blocked %d certificate(s) on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)

@@ -1,6 +1,9 @@
 package manager
 
 import (
+	"encoding/binary"
+	"slices"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -32,6 +35,8 @@ func shareStrings(transform toolscache.TransformFunc) toolscache.TransformFunc {
 		obj.SetNamespace(shared(obj.GetNamespace()))
 		shareMap(obj.GetLabels())
 		shareMap(obj.GetAnnotations())
+		obj.SetLabels(sharedMap(obj.GetLabels()))
+		obj.SetAnnotations(sharedMap(obj.GetAnnotations()))
 		finalizers := obj.GetFinalizers()
 		for i, f := range finalizers {
 			finalizers[i] = shared(f)
@@ -47,6 +52,48 @@ func shareMap(m map[string]string) {
 		m[shared(k)] = shared(v)
 	}
 }
+
+// sharedMap returns one shared copy of each small map of short strings. Whole label and
+// annotation maps repeat too: every agent cluster secret carries the same annotations, every
+// probe the same labels, and each copy is a map of its own (about 300 bytes for a few entries).
+// The cache's objects are never changed in place (a read gets a deep copy), so they may share
+// a map as they share its strings.
+func sharedMap(m map[string]string) map[string]string {
+	if len(m) == 0 || len(m) > maxSharedMapLength {
+		return m
+	}
+	keys := make([]string, 0, len(m))
+	size := 0
+	for k, v := range m {
+		if len(k) > maxSharedLength || len(v) > maxSharedLength {
+			return m
+		}
+		keys = append(keys, k)
+		size += len(k) + len(v)
+	}
+	slices.Sort(keys)
+	// Each string after its length, so that no two maps read as the same key.
+	b := make([]byte, 0, size+4*len(m))
+	for _, k := range keys {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		b = binary.AppendUvarint(b, uint64(len(m[k])))
+		b = append(b, m[k]...)
+	}
+	return sharedMaps.LoadOrStore(string(b), m)
+}
+
+// maxSharedMapLength bounds the maps sharedMap shares: a map of more entries seldom repeats
+// whole.
+const maxSharedMapLength = 8
+
+// sharedMaps holds the first copy of each map sharedMap is given, keyed by its entries, up to
+// maxSharedMaps. Maps that name a cluster are one per object and fill it; it then starts over,
+// which costs one more copy of each map that repeats. Kept small, so that its keys for the maps
+// that do not repeat cost little.
+var sharedMaps = bounded.NewMap[string, map[string]string](maxSharedMaps)
+
+const maxSharedMaps = 1 << 10
 
 func shared(s string) string {
 	if s == "" || len(s) > maxSharedLength {

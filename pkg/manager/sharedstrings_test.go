@@ -2,6 +2,7 @@ package manager
 
 import (
 	"errors"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -73,5 +74,38 @@ func TestShareStringsRunsTheTransformFirst(t *testing.T) {
 	}
 	if o, err := shareStrings(nil)("not an object"); err != nil || o != "not an object" {
 		t.Errorf("a value that is not an object came back as %v, %v", o, err)
+	}
+}
+
+func TestShareStringsSharesRepeatedSmallMaps(t *testing.T) {
+	transform := shareStrings(nil)
+	withAnnotations := func(name string, annotations map[string]string) *corev1.ConfigMap {
+		o := decoded(name)
+		o.Annotations = annotations
+		return o
+	}
+	a, _ := transform(withAnnotations("a", map[string]string{strings.Clone("skip-reconcile"): strings.Clone("true")}))
+	b, _ := transform(withAnnotations("b", map[string]string{strings.Clone("skip-reconcile"): strings.Clone("true")}))
+	// Entries that would read alike if joined without their lengths.
+	c, _ := transform(withAnnotations("c", map[string]string{"k": "v\x00w\x00x"}))
+	d, _ := transform(withAnnotations("d", map[string]string{"k": "v", "w": "x"}))
+	ma, mb := a.(*corev1.ConfigMap).Annotations, b.(*corev1.ConfigMap).Annotations
+	if reflect.ValueOf(ma).UnsafePointer() != reflect.ValueOf(mb).UnsafePointer() {
+		t.Error("two objects' equal annotations are still two maps")
+	}
+	if ma["skip-reconcile"] != "true" || len(ma) != 1 {
+		t.Errorf("shared annotations changed: %v", ma)
+	}
+	if got := c.(*corev1.ConfigMap).Annotations; len(got) != 1 || got["k"] != "v\x00w\x00x" {
+		t.Errorf("annotations %q became %q", map[string]string{"k": "v\x00w\x00x"}, got)
+	}
+	if got := d.(*corev1.ConfigMap).Annotations; len(got) != 2 || got["k"] != "v" || got["w"] != "x" {
+		t.Errorf("annotations %q became %q", map[string]string{"k": "v", "w": "x"}, got)
+	}
+	// A map with a long value is its object's own.
+	e, _ := transform(decoded("e"))
+	f, _ := transform(decoded("f"))
+	if reflect.ValueOf(e.(*corev1.ConfigMap).Annotations).UnsafePointer() == reflect.ValueOf(f.(*corev1.ConfigMap).Annotations).UnsafePointer() {
+		t.Error("maps holding a long value are shared")
 	}
 }

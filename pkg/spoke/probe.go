@@ -1,6 +1,7 @@
 package spoke
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/bounded"
 )
 
 // The components addon must never modify an Argo CD it did not install: OCM's work agent takes
@@ -235,19 +238,19 @@ func ProbeCurrent(w *workv1.ManifestWork, namespace string) bool {
 // strategies, the number of manifests, the conditions' types, statuses, reasons and generations,
 // the feedback values) and drops the rest (the manifests' bodies, the feedback rules, messages
 // and times, managed fields): a fleet holds one probe per cluster, and probes are never written
-// back, only created anew or deleted.
+// back, only created anew or deleted. The configs and the emptied manifests, alike in every
+// probe of one install namespace, are one shared copy.
 func TrimProbe(o any) (any, error) {
 	w, ok := o.(*workv1.ManifestWork)
 	if !ok {
 		return o, nil
 	}
 	w.ManagedFields = nil
-	for i := range w.Spec.Workload.Manifests {
-		w.Spec.Workload.Manifests[i] = workv1.Manifest{}
-	}
+	w.Spec.Workload.Manifests = emptyManifests(len(w.Spec.Workload.Manifests))
 	for i := range w.Spec.ManifestConfigs {
 		w.Spec.ManifestConfigs[i].FeedbackRules = nil
 	}
+	w.Spec.ManifestConfigs = sharedConfigs(w.Spec.ManifestConfigs)
 	w.Spec.DeleteOption, w.Spec.Executor = nil, nil
 	trimConditions(w.Status.Conditions)
 	for i := range w.Status.ResourceStatus.Manifests {
@@ -255,6 +258,37 @@ func TrimProbe(o any) (any, error) {
 	}
 	return w, nil
 }
+
+// emptyManifests is a shared slice of n empty manifests: a trimmed probe keeps only how many
+// it has. Cached objects are never changed in place, so probes may share it.
+func emptyManifests(n int) []workv1.Manifest {
+	if n == 0 {
+		return nil
+	}
+	if n > len(noManifests) {
+		return make([]workv1.Manifest, n)
+	}
+	return noManifests[:n:n]
+}
+
+var noManifests [16]workv1.Manifest
+
+// sharedConfigs returns one shared copy of each list of manifest configs (the feedback rules
+// already dropped). Every probe of a fleet that installs into one namespace has the same four,
+// about a kilobyte of the cache per cluster when each probe keeps its own.
+func sharedConfigs(configs []workv1.ManifestConfigOption) []workv1.ManifestConfigOption {
+	if len(configs) == 0 {
+		return configs
+	}
+	key, err := json.Marshal(configs)
+	if err != nil {
+		return configs
+	}
+	return probeConfigs.LoadOrStore(string(key), configs)
+}
+
+// probeConfigs holds the configs of probes by their JSON, a few per install namespace.
+var probeConfigs = bounded.NewMap[string, []workv1.ManifestConfigOption](256)
 
 func trimConditions(cs []metav1.Condition) {
 	for i := range cs {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/jsonpath"
@@ -202,5 +203,39 @@ func TestTrimProbeKeepsWhatIsRead(t *testing.T) {
 				t.Fatalf("state %d: manifest %d kept its body or feedback rules", i, j)
 			}
 		}
+	}
+}
+
+// TestTrimProbeSharesWhatEveryProbeRepeats: probes of one install namespace share one copy of
+// their manifest configs and of their emptied manifests; another namespace's probes do not
+// share the first ones' configs.
+func TestTrimProbeSharesWhatEveryProbeRepeats(t *testing.T) {
+	trim := func(cluster, namespace string) *workv1.ManifestWork {
+		t.Helper()
+		whole, err := BuildProbe("probe", cluster, namespace, "k", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trimmed, err := TrimProbe(whole)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return trimmed.(*workv1.ManifestWork)
+	}
+	a, b, other := trim("c1", "argocd"), trim("c2", "argocd"), trim("c3", "gitops")
+	if unsafe.SliceData(a.Spec.ManifestConfigs) != unsafe.SliceData(b.Spec.ManifestConfigs) {
+		t.Error("two probes of one namespace keep a copy each of their manifest configs")
+	}
+	if unsafe.SliceData(a.Spec.Workload.Manifests) != unsafe.SliceData(b.Spec.Workload.Manifests) {
+		t.Error("two probes keep a copy each of their emptied manifests")
+	}
+	if unsafe.SliceData(a.Spec.ManifestConfigs) == unsafe.SliceData(other.Spec.ManifestConfigs) {
+		t.Error("a probe of another namespace shares the configs of argocd's probes")
+	}
+	if !ProbeCurrent(a, "argocd") || !ProbeCurrent(b, "argocd") || !ProbeCurrent(other, "gitops") || ProbeCurrent(other, "argocd") {
+		t.Error("shared configs changed what ProbeCurrent reads")
+	}
+	if n := len(a.Spec.Workload.Manifests); n != len(a.Spec.ManifestConfigs) || cap(a.Spec.Workload.Manifests) != n {
+		t.Errorf("the emptied manifests are %d (capacity %d) for %d configs", n, cap(a.Spec.Workload.Manifests), len(a.Spec.ManifestConfigs))
 	}
 }

@@ -190,7 +190,7 @@ func (s Store) RecordFingerprint(ctx context.Context, cluster string, owner Owne
 var errLedgerGone = errors.New("the ledger was deleted while it was being updated")
 
 // errReadAgain makes writeRetry read the blocklist live when an earlier read it was given
-// left nothing to write.
+// left nothing to write, or was of a blocklist deleted since.
 var errReadAgain = errors.New("the blocklist is read again")
 
 // Merge adds entries (already recorded elsewhere, e.g. by an older layout) to cluster's ledger.
@@ -679,7 +679,12 @@ func (s Store) updateBlocklistOnce(ctx context.Context, add, remove []string, ba
 			return s.Client.Create(ctx, cm)
 		}
 		resetManagedFields(cm)
-		return s.Client.Update(ctx, cm)
+		err = s.Client.Update(ctx, cm)
+		if fromBase && apierrors.IsNotFound(err) {
+			// Deleted since base was read: read again, and create it.
+			return errReadAgain
+		}
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("updating %s/%s (+%d, -%d keys): %w", s.Namespace, BlocklistName, len(add), len(remove), err)

@@ -297,6 +297,26 @@ func TestLedger(t *testing.T) {
 		if _, ok := bl[fp]; !ok {
 			t.Errorf("a key removed after the batch read the blocklist is not blocked (%d reads)", reader.n)
 		}
+
+		// The blocklist is deleted after the batch read it: the block creates it again.
+		third := issue(t, ca, "c3", time.Hour, now)
+		if err := s.Record(ctx, "c3", owner, third, 0, now); err != nil {
+			t.Fatal(err)
+		}
+		reader.after = func() {
+			if err := env.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: ledger.BlocklistName}}); err != nil {
+				t.Error(err)
+			}
+		}
+		if _, err := s.RevokeClusters(ctx, []string{"c3"}, ledger.CauseDeparted, now); err != nil {
+			t.Fatalf("blocking after the blocklist was deleted: %v", err)
+		}
+		if bl, err = s.Blocklist(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := bl[pki.Fingerprint(third)]; !ok {
+			t.Error("a blocklist deleted after the batch read it was not created again with the batch's key")
+		}
 	})
 
 	t.Run("a 5000-cluster departure in one pass fits the blocklist", func(t *testing.T) {

@@ -56,8 +56,9 @@ func shareMap(m map[string]string) {
 // sharedMap returns one shared copy of each small map of short strings. Whole label and
 // annotation maps repeat too: every agent cluster secret carries the same annotations, every
 // probe the same labels, and each copy is a map of its own (about 300 bytes for a few entries).
-// The cache's objects are never changed in place (a read gets a deep copy), so they may share
-// a map as they share its strings.
+// No code changes a cached object in place, however it read it (a deep copy, a list without
+// copies, an event handler's object), so cached objects may share a map as they share its
+// strings.
 func sharedMap(m map[string]string) map[string]string {
 	if len(m) == 0 || len(m) > maxSharedMapLength {
 		return m

@@ -5,7 +5,7 @@
 // each of 10,000 cluster namespaces (a ManagedClusterAddOn, a probe ManifestWork), that index
 // is 10,000 sets of one key each: about 2 MB per kind that no read uses when every list of the
 // kind is cluster-wide. Without the index, a namespaced list of such a kind fails with
-// controller-runtime's "index with name namespace does not exist" rather than read wrong.
+// client-go's "Index with name namespace does not exist" rather than read wrong.
 package namespaceindex
 
 import (

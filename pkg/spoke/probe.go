@@ -3,6 +3,7 @@ package spoke
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -284,7 +285,7 @@ func sharedConfigs(configs []workv1.ManifestConfigOption) []workv1.ManifestConfi
 	if err != nil {
 		return configs
 	}
-	return probeConfigs.LoadOrStore(string(key), configs)
+	return probeConfigs.LoadOrStore(string(key), slices.Clip(configs))
 }
 
 // probeConfigs holds the configs of probes by their JSON, a few per install namespace.

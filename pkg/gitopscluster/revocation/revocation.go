@@ -77,8 +77,9 @@ type Result struct {
 
 // Records are the clusters a GitOpsCluster has an agent record for on its principal.
 type Records struct {
-	// Secrets are its cluster secrets by cluster, each its own copy of the cache's object, so
-	// that a revocation can let go of each one as it is done with it.
+	// Secrets are its cluster secrets by cluster, each a shallow copy of the cache's object
+	// (read only: its maps are the cache's), so that a revocation can let go of each one as it
+	// is done with it.
 	Secrets map[string]*corev1.Secret
 	// Ledgers are the owners recorded on the ledgers it owns (or that no live GitOpsCluster
 	// owns), by cluster. Only the owner is kept: at 10,000 clusters the ledger objects
@@ -132,8 +133,8 @@ func (v *Revoker) ReadRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, 
 	}
 	for i := range secrets.Items {
 		if c := secrets.Items[i].Labels[v1alpha1.LabelAgentName]; c != "" {
-			// A copy of its own rather than a pointer into the list, which would keep all
-			// of the list in memory as long as any one secret is still referenced.
+			// A shallow copy of its own rather than a pointer into the list, which would keep
+			// all of the list in memory as long as any one secret is still referenced.
 			s := secrets.Items[i]
 			rec.Secrets[c] = &s
 		}

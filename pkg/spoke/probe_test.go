@@ -2,6 +2,7 @@ package spoke
 
 import (
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 	"unsafe"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/client-go/util/jsonpath"
 	"k8s.io/utils/ptr"
 	workv1 "open-cluster-management.io/api/work/v1"
+	sigsjson "sigs.k8s.io/json"
 )
 
 // TestProbeIsReadOnly: a probe never writes to the cluster: every manifest is ReadOnly, and its
@@ -237,5 +239,40 @@ func TestTrimProbeSharesWhatEveryProbeRepeats(t *testing.T) {
 	}
 	if n := len(a.Spec.Workload.Manifests); n != len(a.Spec.ManifestConfigs) || cap(a.Spec.Workload.Manifests) != n {
 		t.Errorf("the emptied manifests are %d (capacity %d) for %d configs", n, cap(a.Spec.Workload.Manifests), len(a.Spec.ManifestConfigs))
+	}
+}
+
+// BenchmarkTrimmedProbeRetained reports what one probe costs the cache: its JSON decoded and
+// trimmed as the manager's cache does, 10,000 of them held, the heap measured after a
+// collection ("retained-B/probe").
+func BenchmarkTrimmedProbeRetained(b *testing.B) {
+	whole, err := BuildProbe("argocd-components-probe", "cluster-00001", "argocd", "gitops.fleet", map[string]string{"app": "fleet"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	whole.UID, whole.ResourceVersion = "0b7d9c1e-3f6a-4e2b-9a1c-5d8e7f6a4b3c", "123456"
+	raw, err := json.Marshal(whole)
+	if err != nil {
+		b.Fatal(err)
+	}
+	const n = 10000
+	for b.Loop() {
+		held := make([]any, n)
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for i := range held {
+			w := &workv1.ManifestWork{}
+			if err := sigsjson.UnmarshalCaseSensitivePreserveInts(raw, w); err != nil {
+				b.Fatal(err)
+			}
+			if held[i], err = TrimProbe(w); err != nil {
+				b.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/n, "retained-B/probe")
+		runtime.KeepAlive(held)
 	}
 }

@@ -222,7 +222,7 @@ func (v *Revoker) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsCluste
 		}
 	}
 	if len(byPerson) > 0 {
-		unregistered, blocked, err := v.revokeClusters(ctx, store, rec, byPerson, ledger.CauseRevoked, now)
+		unregistered, blocked, err := v.revokeClusters(ctx, store, rec, byPerson, ledger.CauseRevoked, now, nil)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -271,7 +271,7 @@ func (v *Revoker) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsClus
 	// An approval covers the pass it approves: once used, it is taken back, so a later mass
 	// departure of the same count waits for a person again.
 	approved, failed := v.circuitBreakerTripped(len(confirmed), agents), len(errs)
-	unregistered, blocked, err := v.revokeClusters(ctx, store, rec, confirmed, ledger.CauseDeparted, now)
+	unregistered, blocked, err := v.revokeClusters(ctx, store, rec, confirmed, ledger.CauseDeparted, now, nil)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -479,12 +479,8 @@ const revocationBatchSize = 500
 // a few writes: unregistration never waits for room in the blocklist, and a block that fails
 // leaves the ledgers in place for the next pass. It returns the clusters it unregistered and
 // how many certificates it blocked.
-func (v *Revoker) revokeClusters(ctx context.Context, store ledger.Store, rec Records, clusters []string, cause ledger.Cause, now time.Time) ([]string, int, error) {
-	return v.revokeClustersThen(ctx, store, rec, clusters, cause, now, nil)
-}
-
-// revokeClustersThen is revokeClusters that calls done with each batch once it is through.
-func (v *Revoker) revokeClustersThen(ctx context.Context, store ledger.Store, rec Records, clusters []string, cause ledger.Cause, now time.Time, done func(batch []string)) ([]string, int, error) {
+// done, when set, is called with each batch once it is through.
+func (v *Revoker) revokeClusters(ctx context.Context, store ledger.Store, rec Records, clusters []string, cause ledger.Cause, now time.Time, done func(batch []string)) ([]string, int, error) {
 	var unregistered, full []string
 	blocked := 0
 	var errs []error
@@ -640,7 +636,7 @@ func (v *Revoker) RevokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsClu
 	}
 	// A deletion reads nothing of a cluster's records once its batch is through: letting go of
 	// them there frees the secrets the cache has already dropped while the rest go on.
-	unregistered, blocked, err := v.revokeClustersThen(ctx, store, rec, leaving, ledger.CauseDeparted, now, rec.forget)
+	unregistered, blocked, err := v.revokeClusters(ctx, store, rec, leaving, ledger.CauseDeparted, now, rec.forget)
 	if len(unregistered) > 0 {
 		v.Event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
 			"unregistered %s and blocked %d certificate(s) on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)

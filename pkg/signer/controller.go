@@ -469,11 +469,7 @@ func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v
 	fresh := r.freshAPIReader()
 	principalNS := names.PrincipalNamespace(owner)
 	revocation := make(chan revocationRead, 1)
-	go func() {
-		rev := &v1alpha1.AgentRevocation{}
-		err := fresh.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: cluster}, rev)
-		revocation <- revocationRead{rev, err}
-	}()
+	go func() { revocation <- r.liveRevocation(ctx, fresh, principalNS, cluster) }()
 	live := &v1alpha1.GitOpsCluster{}
 	if err := fresh.Get(ctx, types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}, live); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -488,8 +484,7 @@ func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v
 	if ns := names.PrincipalNamespace(live); ns != principalNS {
 		// The owner moved to another principal since the cache was read: ask about that one.
 		principalNS = ns
-		read.rev = &v1alpha1.AgentRevocation{}
-		read.err = fresh.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: cluster}, read.rev)
+		read = r.liveRevocation(ctx, fresh, principalNS, cluster)
 	}
 	if rej, err := judgeRevocation(read, live, principalNS, cluster); err != nil || rej != nil {
 		return rej, err
@@ -504,6 +499,45 @@ func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v
 			live.Namespace, live.Spec.PlacementRef.Name, live.Namespace, live.Name), nil
 	}
 	return nil, nil
+}
+
+// sharedRevocationsMax is the most AgentRevocations a principal namespace may hold for the
+// live revocation check to read them all in one list that concurrent requests share.
+const sharedRevocationsMax = 32
+
+// liveRevocation reads cluster's AgentRevocation in principalNS with a read that starts after
+// the call. A renewal wave asks about thousands of clusters of one principal, nearly none of them
+// revoked: while the cache shows few revocations there, one list of the namespace (a page of
+// sharedRevocationsMax, metadata only) answers every request recorded before it started,
+// instead of one read per cluster. With more revocations, or a list that does not fit in a
+// page, the cluster's own is read.
+func (r *Reconciler) liveRevocation(ctx context.Context, fresh *freshReader, principalNS, cluster string) revocationRead {
+	if r.fewRevocations(ctx, principalNS) {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("AgentRevocationList"))
+		if err := fresh.ListPage(ctx, list, principalNS, sharedRevocationsMax); err == nil && list.Continue == "" {
+			for i := range list.Items {
+				if list.Items[i].Name == cluster {
+					return revocationRead{rev: &v1alpha1.AgentRevocation{ObjectMeta: list.Items[i].ObjectMeta}}
+				}
+			}
+			return revocationRead{rev: &v1alpha1.AgentRevocation{},
+				err: apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("agentrevocations").GroupResource(), cluster)}
+		}
+	}
+	rev := &v1alpha1.AgentRevocation{}
+	err := fresh.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: cluster}, rev)
+	return revocationRead{rev, err}
+}
+
+// fewRevocations: the cache holds at most sharedRevocationsMax AgentRevocations in namespace.
+// The cache only chooses which live read is made; the verdict always comes from that read.
+func (r *Reconciler) fewRevocations(ctx context.Context, namespace string) bool {
+	var cached v1alpha1.AgentRevocationList
+	if err := r.Client.List(ctx, &cached, client.InNamespace(namespace), client.Limit(sharedRevocationsMax+1), client.UnsafeDisableDeepCopy); err != nil {
+		return false
+	}
+	return len(cached.Items) <= sharedRevocationsMax
 }
 
 // expectation reads the owner's AddOnTemplate: the subject its CustomSigner registration asks

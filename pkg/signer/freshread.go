@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -19,7 +20,7 @@ import (
 //
 // For one key, at most one read runs at a time. A caller arriving while none runs starts
 // one; a caller arriving while one runs waits for the next, which starts when the running one
-// ends. List is passed through.
+// ends. ListPage shares one page of a namespace's list the same way; List is passed through.
 type freshReader struct {
 	client.Reader
 	// timeout bounds a shared read, which serves callers with contexts of their own.
@@ -37,7 +38,7 @@ type freshKey struct {
 
 type freshRound struct {
 	done chan struct{}
-	obj  client.Object
+	obj  runtime.Object
 	err  error
 }
 
@@ -51,8 +52,26 @@ func (f *freshReader) Get(ctx context.Context, key client.ObjectKey, obj client.
 		return f.Reader.Get(ctx, key, obj, opts...)
 	}
 	typ := reflect.TypeOf(obj)
-	id := fmt.Sprintf("%s|%s", typ, key)
+	return f.shared(ctx, fmt.Sprintf("get|%s|%s", typ, key), obj, func(ctx context.Context) (runtime.Object, error) {
+		o := reflect.New(typ.Elem()).Interface().(client.Object)
+		return o, f.Reader.Get(ctx, key, o)
+	})
+}
 
+// ListPage lists into list the first page of at most limit objects of its kind in namespace,
+// from a read started after this call. list's kind is kept (a metadata-only list names it).
+func (f *freshReader) ListPage(ctx context.Context, list client.ObjectList, namespace string, limit int64) error {
+	empty := list.DeepCopyObject().(client.ObjectList)
+	id := fmt.Sprintf("list|%s|%s|%s|%d", reflect.TypeOf(list), list.GetObjectKind().GroupVersionKind(), namespace, limit)
+	return f.shared(ctx, id, list, func(ctx context.Context) (runtime.Object, error) {
+		l := empty.DeepCopyObject().(client.ObjectList)
+		return l, f.Reader.List(ctx, l, client.InNamespace(namespace), client.Limit(limit))
+	})
+}
+
+// shared answers into out from a run of read that starts after this call, joining a run that
+// other callers of the same id wait for.
+func (f *freshReader) shared(ctx context.Context, id string, out runtime.Object, read func(context.Context) (runtime.Object, error)) error {
 	f.mu.Lock()
 	k := f.keys[id]
 	if k == nil {
@@ -65,7 +84,7 @@ func (f *freshReader) Get(ctx context.Context, key client.ObjectKey, obj client.
 	round := k.next
 	if !k.running {
 		k.running, k.next = true, nil
-		go f.run(id, k, key, typ, round)
+		go f.run(id, k, read, round)
 	}
 	f.mu.Unlock()
 
@@ -78,18 +97,16 @@ func (f *freshReader) Get(ctx context.Context, key client.ObjectKey, obj client.
 		return round.err
 	}
 	// Each caller gets its own copy: the shared object is never handed out.
-	reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(round.obj.DeepCopyObject()).Elem())
+	reflect.ValueOf(out).Elem().Set(reflect.ValueOf(round.obj.DeepCopyObject()).Elem())
 	return nil
 }
 
 // run reads for round, then for every round callers joined meanwhile, until none waits.
-func (f *freshReader) run(id string, k *freshKey, key client.ObjectKey, typ reflect.Type, round *freshRound) {
+func (f *freshReader) run(id string, k *freshKey, read func(context.Context) (runtime.Object, error), round *freshRound) {
 	for {
-		obj := reflect.New(typ.Elem()).Interface().(client.Object)
 		ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
-		round.err = f.Reader.Get(ctx, key, obj)
+		round.obj, round.err = read(ctx)
 		cancel()
-		round.obj = obj
 		close(round.done)
 
 		f.mu.Lock()

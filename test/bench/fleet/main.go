@@ -97,6 +97,10 @@ func main() {
 		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end; the last created after %s, %d agents at a time); the API server's raw pace for the same CSRs: %.0f/s\n",
 			n, r.wave.Round(10*time.Millisecond), float64(n)/r.wave.Seconds(), r.waveCreated.Round(10*time.Millisecond), agentsInFlight, float64(n)/r.rawWave.Seconds())
 		fmt.Printf("         reads during the wave: %.2f per CSR %v\n", float64(testenv.TotalWrites(r.waveReads))/float64(n), r.waveReads)
+		perCSR := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", d.Seconds()*1000/float64(n)) }
+		fmt.Printf("         CPU per CSR: raw pace: API server and etcd %s, the approving and signing client with the agents %s (%.2f cores busy); wave: API server and etcd %s, the manager %s, the agents %s (%.2f cores busy)\n",
+			perCSR(r.rawWaveCPU.servers), perCSR(r.rawWaveCPU.client), r.rawWaveCPU.busy(),
+			perCSR(r.waveCPU.servers), perCSR(r.waveCPU.client), perCSR(r.waveAgentsCPU), (r.waveCPU.servers+r.waveCPU.client+r.waveAgentsCPU).Seconds()/r.wave.Seconds())
 		d := r.deletion
 		fmt.Printf("         GitOpsCluster deletion: done in %s, the last cluster secret gone after %s; %d cluster secret(s) and %d ledger(s) left; %d certificates revoked; blocklist %d keys, %d of %d budget bytes, %d bytes stored (etcd's limit %d)\n",
 			d.took.Round(10*time.Millisecond), d.secretsGone.Round(10*time.Millisecond), d.secretsLeft, d.ledgersLeft, d.revokedCerts, d.blocklistKeys, d.blocklistBytes, ledger.BlocklistBudget, d.blocklistStoredBytes, 1536*1024)
@@ -177,6 +181,10 @@ type result struct {
 	// rawCPU and registrationCPU are the CPU time of the API server, etcd and each side's client
 	// while the raw writers wrote, and from the GitOpsCluster's creation to Ready.
 	rawCPU, registrationCPU cpuShare
+	// rawWaveCPU and waveCPU are the same for the raw CSR pace and the renewal wave; the
+	// wave's client is the manager, and waveAgentsCPU is this process (the agents' requests).
+	rawWaveCPU, waveCPU cpuShare
+	waveAgentsCPU       time.Duration
 	// watchEvents are the watch events the API server sent (to every watcher) from the
 	// GitOpsCluster's creation to Ready, per resource.
 	watchEvents map[string]int
@@ -436,10 +444,13 @@ func agentClients(ctx context.Context, env *testenv.Env) (func(cluster string) (
 	}, nil
 }
 
+// rawSigner is the signer the raw pace's CSRs name: the manager does not serve it.
+const rawSigner = "bench.argocd-agent-addon.io/raw"
+
 // rawCSRs is the API server's own pace for the wave's work: each cluster's agent creates a CSR,
 // and a plain client with no rate limit and no checks approves it and publishes a certificate
 // (3 writes, the least any signer can do), 16 CSRs at a time. The CSRs name a signer the
-// manager does not serve and are deleted afterwards.
+// manager does not serve; deleteRawCSRs deletes them.
 func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string) (time.Duration, error) {
 	newAgent, err := agentClients(ctx, env)
 	if err != nil {
@@ -455,7 +466,6 @@ func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string) (time.Dur
 	if err != nil {
 		return 0, err
 	}
-	const rawSigner = "bench.argocd-agent-addon.io/raw"
 	start := time.Now()
 	err = fakehub.ParallelN(agentsInFlight, clusters, func(cluster string) error {
 		cs, err := newAgent(cluster)
@@ -486,11 +496,16 @@ func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string) (time.Dur
 		_, err = admin.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{})
 		return err
 	})
-	took := time.Since(start)
+	return time.Since(start), err
+}
+
+// deleteRawCSRs deletes the CSRs rawCSRs made.
+func deleteRawCSRs(ctx context.Context, env *testenv.Env) error {
+	admin, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	return took, admin.CertificatesV1().CertificateSigningRequests().DeleteCollection(ctx, metav1.DeleteOptions{},
+	return admin.CertificatesV1().CertificateSigningRequests().DeleteCollection(ctx, metav1.DeleteOptions{},
 		metav1.ListOptions{FieldSelector: "spec.signerName=" + rawSigner})
 }
 
@@ -615,9 +630,14 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		return nil, err
 	}
 	rawCPU := cpuShare{servers: serversCPU() - serversBefore, client: processCPU(os.Getpid()) - selfBefore, took: raw}
+	serversBefore, selfBefore = serversCPU(), processCPU(os.Getpid())
 	rawWave, err := rawCSRs(ctx, env, clusters)
 	if err != nil {
 		return nil, fmt.Errorf("raw CSR pace: %w", err)
+	}
+	rawWaveCPU := cpuShare{servers: serversCPU() - serversBefore, client: processCPU(os.Getpid()) - selfBefore, took: rawWave}
+	if err := deleteRawCSRs(ctx, env); err != nil {
+		return nil, err
 	}
 	if err := c.Create(ctx, &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "all"}}); err != nil {
 		return nil, err
@@ -751,10 +771,13 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	cpuBefore, serversBefore, selfBefore = processCPU(mgr.Process.Pid), serversCPU(), processCPU(os.Getpid())
 	wave, waveCreated, err := renewalWave(ctx, env, clusters)
 	if err != nil {
 		return nil, err
 	}
+	waveCPU := cpuShare{servers: serversCPU() - serversBefore, client: processCPU(mgr.Process.Pid) - cpuBefore, took: wave}
+	waveAgentsCPU := processCPU(os.Getpid()) - selfBefore
 	readsAfter, err := testenv.APIReads(ctx, env.Config)
 	if err != nil {
 		return nil, err
@@ -782,6 +805,9 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		waveCreated:      waveCreated,
 		waveReads:        testenv.DiffWrites(readsBefore, readsAfter),
 		rawWave:          rawWave,
+		rawWaveCPU:       rawWaveCPU,
+		waveCPU:          waveCPU,
+		waveAgentsCPU:    waveAgentsCPU,
 		writesPerCluster: float64(testenv.TotalWrites(byResource)) / float64(n),
 		idleWrites:       testenv.TotalWrites(testenv.DiffWrites(settled, after)),
 		settle:           settledAt.Sub(start) - ready,

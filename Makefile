@@ -98,13 +98,15 @@ test: verify lint ## The whole suite: generated-files check, lint, unit, integra
 	go test $(GO_TEST_FLAGS) -p $(TEST_PACKAGES_AT_ONCE) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh)
 
 # The test binaries: built once per machine into the shared cache, then only looked up. The
-# three scripts run at once (each builds alone under its own lock).
+# three scripts run at once (each builds alone under its own lock). The tests and the project's
+# own processes run with client-go's cache mutation detector (test/testenv/mutation.go).
 TEST_ENV = mkdir -p $(BIN); \
 	hack/test-binaries.sh >$(BIN)/.k8s-dir & k8s=$$!; \
 	hack/ocm-binaries.sh >$(BIN)/.ocm-dir & ocm=$$!; \
 	hack/argocd-binaries.sh >$(BIN)/.argocd-dir & argocd=$$!; \
 	wait $$k8s; wait $$ocm; wait $$argocd; \
-	export KUBEBUILDER_ASSETS="$$(cat $(BIN)/.k8s-dir)" OCM_BINARIES_DIR="$$(cat $(BIN)/.ocm-dir)" ARGOCD_BINARIES_DIR="$$(cat $(BIN)/.argocd-dir)";
+	export KUBEBUILDER_ASSETS="$$(cat $(BIN)/.k8s-dir)" OCM_BINARIES_DIR="$$(cat $(BIN)/.ocm-dir)" ARGOCD_BINARIES_DIR="$$(cat $(BIN)/.argocd-dir)" \
+		KUBE_CACHE_MUTATION_DETECTOR=true;
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no API server).

@@ -181,6 +181,7 @@ func setUp() (*suite, error) {
 	s.manager, err = f.StartProcess(fleet.ProcessSpec{
 		Name: "argocd-agent-addon-manager",
 		Path: s.managerBin,
+		Env:  testenv.ProjectProcessEnv(),
 		Args: install.Args(
 			"--kubeconfig="+managerKubeconfig,
 			"--metrics-bind-address=0",

@@ -29,6 +29,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // Names of the pull-model scenario.
@@ -311,6 +312,7 @@ func (s *suite) reportListsTheObjects(t *testing.T, clusters []string) {
 		p, err := s.f.StartProcess(fleet.ProcessSpec{
 			Name: c + "-resource-reporter",
 			Path: s.managerBin,
+			Env:  testenv.ProjectProcessEnv(),
 			Args: []string{"resource-reporter", "--kubeconfig=" + kubeconfig, "--namespace=" + fleet.ArgoCDNamespace, "--health-probe-bind-address=0"},
 		})
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // Scenario 4: renew cluster1's agent client certificate and restart the agent with it.
@@ -72,6 +73,7 @@ func (s *suite) scenarioRotation(t *testing.T) {
 	reloader, err := s.f.StartProcess(fleet.ProcessSpec{
 		Name: "cluster1-cert-reloader",
 		Path: s.managerBin,
+		Env:  testenv.ProjectProcessEnv(),
 		Args: []string{"tools", "cert-reloader", "--watch-dir", mount, "--process-name", procName, "--interval", "500ms"},
 	})
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
@@ -110,8 +111,12 @@ func (w *Writer) Sync(ctx context.Context, goc *v1alpha1.GitOpsCluster, principa
 	if err := errors.Join(errs...); err != nil {
 		return time.Time{}, err
 	}
+	// No Event for a registration: it is routine, the status counts the agents, and the log and
+	// the metric record it. An Event per pass would be a write in every cluster's join (its
+	// secret, the status and its components' probe are the others); failures get Events.
 	if created > 0 {
-		w.Event(goc, corev1.EventTypeNormal, "AgentsRegistered", "RegisterAgents", "registered %d agent(s) with the principal", created)
+		agentsRegistered.Add(float64(created))
+		log.FromContext(ctx).Info("registered agents with the principal", "count", created, "principalNamespace", principalNS)
 	}
 	return next, nil
 }

@@ -94,19 +94,21 @@ E2E_PACKAGES := ./test/e2e/ ./test/fleet/
 
 .PHONY: test
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
-	$(TEST_ENV) \
+	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
 	go test $(GO_TEST_FLAGS) -p $(TEST_PACKAGES_AT_ONCE) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh)
 
 # The test binaries: built once per machine into the shared cache, then only looked up. The
-# three scripts run at once (each builds alone under its own lock). The tests and the project's
-# own processes run with client-go's cache mutation detector (test/testenv/mutation.go).
+# three scripts run at once (each builds alone under its own lock).
 TEST_ENV = mkdir -p $(BIN); \
 	hack/test-binaries.sh >$(BIN)/.k8s-dir & k8s=$$!; \
 	hack/ocm-binaries.sh >$(BIN)/.ocm-dir & ocm=$$!; \
 	hack/argocd-binaries.sh >$(BIN)/.argocd-dir & argocd=$$!; \
 	wait $$k8s; wait $$ocm; wait $$argocd; \
-	export KUBEBUILDER_ASSETS="$$(cat $(BIN)/.k8s-dir)" OCM_BINARIES_DIR="$$(cat $(BIN)/.ocm-dir)" ARGOCD_BINARIES_DIR="$$(cat $(BIN)/.argocd-dir)" \
-		KUBE_CACHE_MUTATION_DETECTOR=true;
+	export KUBEBUILDER_ASSETS="$$(cat $(BIN)/.k8s-dir)" OCM_BINARIES_DIR="$$(cat $(BIN)/.ocm-dir)" ARGOCD_BINARIES_DIR="$$(cat $(BIN)/.argocd-dir)";
+
+# The tests, and the project's own processes they start, run with client-go's cache mutation
+# detector (test/testenv/mutation.go); the demo does not.
+DETECT_CACHE_MUTATIONS = export KUBE_CACHE_MUTATION_DETECTOR=true;
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no API server).
@@ -114,12 +116,12 @@ test-unit: ## Unit tests only (no API server).
 
 .PHONY: test-integration
 test-integration: ## Tests against a real API server (envtest), without the local fleet's e2e.
-	$(TEST_ENV) \
+	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $$(go list ./... | grep -v -e /test/e2e -e /test/fleet)
 
 .PHONY: test-e2e
 test-e2e: ## The e2e suite on the local fleet (hub and managed clusters as processes).
-	$(TEST_ENV) \
+	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $(E2E_PACKAGES)
 
 .PHONY: fault

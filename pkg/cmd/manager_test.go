@@ -234,7 +234,7 @@ func TestManagerServesHealthAndMetricsAndStopsCleanly(t *testing.T) {
 	// per process, so this manager runs in a child process.
 	plainAddr := freeAddr(t)
 	child := exec.Command(os.Args[0], "-test.run=^TestManagerChildProcess$")
-	child.Env = append(os.Environ(), childArgsEnv+"="+strings.Join([]string{
+	child.Env = append(append(os.Environ(), testenv.ProjectProcessEnv()...), childArgsEnv+"="+strings.Join([]string{
 		"--kubeconfig", kubeconfig,
 		"--metrics-bind-address", plainAddr, "--metrics-secure=false",
 		"--health-probe-bind-address", "0",

@@ -31,6 +31,52 @@ func (s *slowReader) Get(_ context.Context, key client.ObjectKey, obj client.Obj
 	return nil
 }
 
+// List answers with one ConfigMap whose data says how many writes had been made when the list
+// started.
+func (s *slowReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	s.reads.Add(1)
+	seen := s.writes.Load()
+	time.Sleep(s.delay)
+	l := list.(*corev1.ConfigMapList)
+	l.Items = []corev1.ConfigMap{{Data: map[string]string{"writesSeen": strconv.FormatInt(seen, 10)}}}
+	return nil
+}
+
+// ListPage shares reads as Get does, and only reads that started after the call.
+func TestFreshReaderListPageSharesOnlyListsStartedAfterTheCall(t *testing.T) {
+	var writes atomic.Int64
+	api := &slowReader{delay: 20 * time.Millisecond, writes: &writes}
+	fresh := newFreshReader(api)
+	const callers = 64
+	var wg sync.WaitGroup
+	errs := make(chan string, callers)
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Duration(i%8) * 7 * time.Millisecond)
+			mine := writes.Add(1)
+			list := &corev1.ConfigMapList{}
+			if err := fresh.ListPage(context.Background(), list, "argocd", 32); err != nil {
+				errs <- err.Error()
+				return
+			}
+			if seen, _ := strconv.ParseInt(list.Items[0].Data["writesSeen"], 10, 64); seen < mine {
+				errs <- "a caller got a list that started before its write: saw " + list.Items[0].Data["writesSeen"] + " writes, made write " + strconv.FormatInt(mine, 10)
+			}
+			list.Items[0].Data["writesSeen"] = "changed by a caller"
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if n := api.reads.Load(); n >= callers/4 {
+		t.Errorf("%d callers made %d lists; concurrent callers should share them", callers, n)
+	}
+}
+
 // Every caller gets a read that started after its own write, however the calls interleave,
 // and concurrent callers share reads: 64 callers make a handful of reads, not 64.
 func TestFreshReaderSharesOnlyReadsStartedAfterTheCall(t *testing.T) {

@@ -118,6 +118,7 @@ func startManager(t *testing.T, extra ...string) *manager {
 	args := append([]string{"manager", "--kubeconfig=" + kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
 		"--departure-settle=2s", "--zap-log-level=info"}, extra...)
 	cmd := exec.Command(managerBin, args...)
+	cmd.Env = append(os.Environ(), testenv.ProjectProcessEnv()...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,11 @@
 package testenv
 
-import "os"
+import (
+	"os"
+
+	// Its init reads CacheMutationDetectorVar; importing it makes it run before this package's.
+	_ "k8s.io/client-go/tools/cache"
+)
 
 // CacheMutationDetectorVar turns on client-go's cache mutation detector: every object an
 // informer stores is copied, and the process panics ("cache ... modified") when the stored

@@ -108,15 +108,16 @@ func (w *Writer) Sync(ctx context.Context, goc *v1alpha1.GitOpsCluster, principa
 			next = renewAt
 		}
 	})
-	if err := errors.Join(errs...); err != nil {
-		return time.Time{}, err
-	}
-	// No Event for a registration: it is routine, the status counts the agents, and the log and
+	// Counted before any error returns: the secrets written stay written. No Event for a
+	// registration: it is routine, the status counts the agents, and the log and
 	// the metric record it. An Event per pass would be a write in every cluster's join (its
 	// secret, the status and its components' probe are the others); failures get Events.
 	if created > 0 {
 		agentsRegistered.Add(float64(created))
 		log.FromContext(ctx).Info("registered agents with the principal", "count", created, "principalNamespace", principalNS)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return time.Time{}, err
 	}
 	return next, nil
 }

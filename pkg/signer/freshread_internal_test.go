@@ -42,94 +42,76 @@ func (s *slowReader) List(_ context.Context, list client.ObjectList, _ ...client
 	return nil
 }
 
-// ListPage shares reads as Get does, and only reads that started after the call.
-func TestFreshReaderListPageSharesOnlyListsStartedAfterTheCall(t *testing.T) {
-	var writes atomic.Int64
-	api := &slowReader{delay: 20 * time.Millisecond, writes: &writes}
-	fresh := newFreshReader(api)
-	const callers = 64
-	var wg sync.WaitGroup
-	errs := make(chan string, callers)
-	for i := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Duration(i%8) * 7 * time.Millisecond)
-			mine := writes.Add(1)
-			list := &corev1.ConfigMapList{}
-			if err := fresh.ListPage(context.Background(), list, "argocd", 32); err != nil {
-				errs <- err.Error()
-				return
-			}
-			if seen, _ := strconv.ParseInt(list.Items[0].Data["writesSeen"], 10, 64); seen < mine {
-				errs <- "a caller got a list that started before its write: saw " + list.Items[0].Data["writesSeen"] + " writes, made write " + strconv.FormatInt(mine, 10)
-			}
-			list.Items[0].Data["writesSeen"] = "changed by a caller"
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
-	if n := api.reads.Load(); n >= callers/4 {
-		t.Errorf("%d callers made %d lists; concurrent callers should share them", callers, n)
-	}
-}
-
 // Every caller gets a read that started after its own write, however the calls interleave,
-// and concurrent callers share reads: 64 callers make a handful of reads, not 64.
+// and concurrent callers share reads: 64 callers make a handful of reads, not 64. Get and
+// ListPage share reads the same way.
 func TestFreshReaderSharesOnlyReadsStartedAfterTheCall(t *testing.T) {
-	var writes atomic.Int64
-	api := &slowReader{delay: 20 * time.Millisecond, writes: &writes}
-	fresh := newFreshReader(api)
 	key := client.ObjectKey{Namespace: "argocd", Name: "fleet"}
-
-	const callers = 64
-	var wg sync.WaitGroup
-	errs := make(chan string, callers)
-	for i := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Spread the calls over several reads' time, so some arrive mid-read.
-			time.Sleep(time.Duration(i%8) * 7 * time.Millisecond)
-			mine := writes.Add(1)
+	for name, read := range map[string]func(*freshReader) (map[string]string, error){
+		"Get": func(fresh *freshReader) (map[string]string, error) {
 			cm := &corev1.ConfigMap{}
-			if err := fresh.Get(context.Background(), key, cm); err != nil {
-				errs <- err.Error()
-				return
+			err := fresh.Get(context.Background(), key, cm)
+			return cm.Data, err
+		},
+		"ListPage": func(fresh *freshReader) (map[string]string, error) {
+			list := &corev1.ConfigMapList{}
+			if err := fresh.ListPage(context.Background(), list, key.Namespace, 32); err != nil {
+				return nil, err
 			}
-			if seen, _ := strconv.ParseInt(cm.Data["writesSeen"], 10, 64); seen < mine {
-				errs <- "a caller got a read that started before its write: saw " + cm.Data["writesSeen"] + " writes, made write " + strconv.FormatInt(mine, 10)
+			return list.Items[0].Data, nil
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var writes atomic.Int64
+			api := &slowReader{delay: 20 * time.Millisecond, writes: &writes}
+			fresh := newFreshReader(api)
+			const callers = 64
+			var wg sync.WaitGroup
+			errs := make(chan string, callers)
+			for i := range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					// Spread the calls over several reads' time, so some arrive mid-read.
+					time.Sleep(time.Duration(i%8) * 7 * time.Millisecond)
+					mine := writes.Add(1)
+					data, err := read(fresh)
+					if err != nil {
+						errs <- err.Error()
+						return
+					}
+					if seen, _ := strconv.ParseInt(data["writesSeen"], 10, 64); seen < mine {
+						errs <- "a caller got a read that started before its write: saw " + data["writesSeen"] + " writes, made write " + strconv.FormatInt(mine, 10)
+					}
+					// Copies are the caller's own.
+					data["writesSeen"] = "changed by a caller"
+				}()
 			}
-			// Copies are the caller's own.
-			cm.Data["writesSeen"] = "changed by a caller"
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
-	if n := api.reads.Load(); n >= callers/4 {
-		t.Errorf("%d callers made %d reads; concurrent callers should share them", callers, n)
-	} else {
-		t.Logf("%d callers, %d reads", callers, n)
-	}
-	// The last read's goroutine forgets its key right after it answers.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		fresh.mu.Lock()
-		left := len(fresh.keys)
-		fresh.mu.Unlock()
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d keys left behind after every read ended", left)
-		}
-		time.Sleep(time.Millisecond)
+			wg.Wait()
+			close(errs)
+			for e := range errs {
+				t.Error(e)
+			}
+			if n := api.reads.Load(); n >= callers/4 {
+				t.Errorf("%d callers made %d reads; concurrent callers should share them", callers, n)
+			} else {
+				t.Logf("%d callers, %d reads", callers, n)
+			}
+			// The last read's goroutine forgets its key right after it answers.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				fresh.mu.Lock()
+				left := len(fresh.keys)
+				fresh.mu.Unlock()
+				if left == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d keys left behind after every read ended", left)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
 	}
 }
 

@@ -22,3 +22,6 @@ func RemoveFinalizer(ctx context.Context, c client.Client, goc *v1alpha1.GitOpsC
 func WriteStatus(ctx context.Context, c client.Client, goc *v1alpha1.GitOpsCluster, status *v1alpha1.GitOpsClusterStatus) error {
 	return (&Reconciler{Client: c}).writeStatus(ctx, goc, status)
 }
+
+// LedgerSettle is how long ledger writes gather before they wake a pass.
+const LedgerSettle = ledgerSettle

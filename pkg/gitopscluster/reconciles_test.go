@@ -3,6 +3,8 @@ package gitopscluster_test
 import (
 	"slices"
 	"sync"
+	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 )
@@ -66,4 +68,20 @@ func (s countingSink) WithValues(kv ...any) logr.LogSink {
 
 func (s countingSink) WithName(name string) logr.LogSink {
 	return countingSink{LogSink: s.LogSink.WithName(name), values: s.values}
+}
+
+// waitSettled waits until count, a reconcile count, has not moved for quiet, and fails the
+// test when it still moves after a minute.
+func waitSettled(t *testing.T, count func() int, quiet time.Duration) {
+	t.Helper()
+	before := count()
+	giveUp := time.Now().Add(time.Minute)
+	for since := time.Now(); time.Since(since) < quiet; time.Sleep(100 * time.Millisecond) {
+		if n := count(); n != before {
+			before, since = n, time.Now()
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("still reconciled every few seconds after a minute (%d reconciles)", count())
+		}
+	}
 }

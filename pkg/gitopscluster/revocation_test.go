@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
@@ -447,6 +448,26 @@ func TestFreshLedgerOfADepartedClusterIsRevoked(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestCertificatesOfKeptClustersWakeNoPass: the signer records every certificate it issues,
+// and a record for a cluster its GitOpsCluster keeps gives the pass nothing to do, so a
+// renewal wave wakes no pass (a record for a departed cluster still wakes one:
+// TestFreshLedgerOfADepartedClusterIsRevoked).
+func TestCertificatesOfKeptClustersWakeNoPass(t *testing.T) {
+	f := newRevocationFixture(t, "ledger-wakes")
+	f.selectAll("lw-a", "lw-b", "lw-c")
+	f.issue("g", "lw-a", "lw-b", "lw-c")
+	count := func() int { return reconciles.get("gitopscluster", f.ns, "g") }
+	// Quiet for longer than ledger writes wait before they wake a pass.
+	waitSettled(t, count, gitopscluster.LedgerSettle+time.Second)
+	before := count()
+	f.issue("g", "lw-a", "lw-b", "lw-c") // renewals
+	time.Sleep(gitopscluster.LedgerSettle + 2*time.Second)
+	if got := count() - before; got != 0 {
+		t.Fatalf("%d pass(es) after certificates were recorded for kept clusters, want none", got)
+	}
+	f.neverRevoked(200*time.Millisecond, "lw-a", "lw-b", "lw-c")
 }
 
 // TestLedgerSurvivesTheClusterNamespace: the records live in the principal namespace, so a

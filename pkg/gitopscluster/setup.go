@@ -25,6 +25,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
@@ -55,7 +56,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(r.pkiOrOwnedSecrets(), clusterlabels.IgnoreCopyOnlyUpdates())).
 		// Ledgers and the revocation record: a certificate recorded for a cluster that is not
 		// (or no longer) owned on its principal is revoked on the next pass.
-		Watches(&corev1.ConfigMap{}, recordsChanged(r.forSecret), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		Watches(&corev1.ConfigMap{}, recordsChanged(r.forSecret, r.ledgerChangeMayRevoke), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[ledger.LabelRecord] != ""
 		}))).
 		Watches(&addonv1alpha1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forAll),
@@ -189,11 +190,16 @@ const ledgerSettle = 5 * time.Second
 
 // recordsChanged enqueues the GitOpsClusters of a changed ledger after ledgerSettle, so that a
 // wave of ledger writes costs one pass per ledgerSettle, and those of a changed revocation
-// record at once.
-func recordsChanged(toRequests handler.MapFunc) handler.EventHandler {
-	add := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+// record at once. A ledger created or updated wakes no pass when mayRevoke says the pass has
+// nothing to revoke for it.
+func recordsChanged(toRequests handler.MapFunc, mayRevoke func(context.Context, client.Object) bool) handler.EventHandler {
+	add := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], written bool) {
+		isLedger := o.GetLabels()[ledger.LabelRecord] == ledger.RecordLedger
+		if isLedger && written && !mayRevoke(ctx, o) {
+			return
+		}
 		for _, req := range toRequests(ctx, o) {
-			if o.GetLabels()[ledger.LabelRecord] == ledger.RecordLedger {
+			if isLedger {
 				q.AddAfter(req, ledgerSettle)
 			} else {
 				q.Add(req)
@@ -202,18 +208,46 @@ func recordsChanged(toRequests handler.MapFunc) handler.EventHandler {
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(ctx, e.Object, q)
+			add(ctx, e.Object, q, true)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(ctx, e.ObjectNew, q)
+			add(ctx, e.ObjectNew, q, true)
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(ctx, e.Object, q)
+			add(ctx, e.Object, q, false)
 		},
 		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(ctx, e.Object, q)
+			add(ctx, e.Object, q, false)
 		},
 	}
+}
+
+// ledgerChangeMayRevoke reports whether a ledger just created or updated can give its owner's
+// pass anything to revoke. The signer records every certificate it issues, so in a renewal
+// wave nearly every ledger write is of a cluster that keeps its agent, and each woke a pass
+// over the whole fleet.
+//
+// While the cache holds the cluster's secret from the ledger's owner, not being deleted, the
+// write changes nothing the pass decides: the cluster is in the pass's records through its
+// secret anyway, and the certificates a ledger lists are read live when the cluster is
+// revoked. Every revocation of the cluster deletes that secret: seen live here, its deletion
+// reaches the cache after this write did, and wakes the same owner (pkiOrOwnedSecrets).
+func (r *Reconciler) ledgerChangeMayRevoke(ctx context.Context, o client.Object) bool {
+	cm, ok := o.(*corev1.ConfigMap)
+	if !ok {
+		return true
+	}
+	cluster, owner := ledger.ClusterOf(cm), ledger.OwnerOf(cm)
+	if cluster == "" || owner.Name == "" {
+		return true
+	}
+	s := &corev1.Secret{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cm.Namespace, Name: agentsecret.Name(cluster)}, s, client.UnsafeDisableDeepCopy); err != nil {
+		return true
+	}
+	kept := s.DeletionTimestamp.IsZero() && s.Labels[v1alpha1.LabelAgentName] == cluster &&
+		s.Labels[v1alpha1.LabelOwnerNamespace] == owner.Namespace && s.Labels[v1alpha1.LabelOwnerName] == owner.Name
+	return !kept
 }
 
 func forOwnerLabels(_ context.Context, o client.Object) []reconcile.Request {

@@ -64,16 +64,18 @@ var otherPrograms = map[string][]owner{
 	"server-side":         {helmKubectl},
 	"field-selector":      {helmKubectl},
 	// This repository's other programs.
-	"image":            {reporterManifests},
-	"remove":           {{what: "argocd-agent-addon cmp install-sidecar", subcommand: []string{"cmp", "install-sidecar"}}},
-	"clusters":         {{what: "the benchmarks", goMain: "test/bench/fleet"}, {what: "the benchmarks", goMain: "test/bench/pullmodel"}, {what: "the benchmarks", goMain: "test/bench/components"}},
-	"idle":             {{what: "the fleet benchmark", goMain: "test/bench/fleet"}, {what: "the pull-model benchmark", goMain: "test/bench/pullmodel"}},
-	"apps":             {{what: "the pull-model benchmark", goMain: "test/bench/pullmodel"}},
-	"mode":             {{what: "the components benchmark", goMain: "test/bench/components"}},
-	"manager":          {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
-	"agents-in-flight": {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
-	"manager-arg":      {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
-	"split-cores":      {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"image":              {reporterManifests},
+	"remove":             {{what: "argocd-agent-addon cmp install-sidecar", subcommand: []string{"cmp", "install-sidecar"}}},
+	"clusters":           {{what: "the benchmarks", goMain: "test/bench/fleet"}, {what: "the benchmarks", goMain: "test/bench/pullmodel"}, {what: "the benchmarks", goMain: "test/bench/components"}},
+	"idle":               {{what: "the fleet benchmark", goMain: "test/bench/fleet"}, {what: "the pull-model benchmark", goMain: "test/bench/pullmodel"}},
+	"apps":               {{what: "the pull-model benchmark", goMain: "test/bench/pullmodel"}},
+	"mode":               {{what: "the components benchmark", goMain: "test/bench/components"}},
+	"manager":            {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"agents-in-flight":   {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"manager-arg":        {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"split-cores":        {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"consistency-checks": {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"profiles":           {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 }
 
 // flagToken is a --flag as written in code: two dashes, then a lower-case name.

@@ -153,13 +153,13 @@ func SetDecisionPage(ctx context.Context, c client.Client, namespace, placement 
 }
 
 // Parallel runs fn over items with 16 workers and returns the first error.
-func Parallel(items []string, fn func(string) error) error {
+func Parallel[T any](items []T, fn func(T) error) error {
 	return ParallelN(16, items, fn)
 }
 
 // ParallelN is Parallel with n workers.
-func ParallelN(n int, items []string, fn func(string) error) error {
-	work := make(chan string)
+func ParallelN[T any](n int, items []T, fn func(T) error) error {
+	work := make(chan T)
 	var wg sync.WaitGroup
 	var once sync.Once
 	var first error

@@ -229,14 +229,20 @@ func StartForTest(t testing.TB, opts Options) *Env {
 
 // KubeconfigFile writes a kubeconfig for the env's admin user into dir and returns its path.
 func (e *Env) KubeconfigFile(dir string) (string, error) {
-	user, err := e.Environment.ControlPlane.AddUser(envtest.User{Name: "admin", Groups: []string{"system:masters"}}, nil)
+	return e.UserKubeconfigFile(dir, "kubeconfig", "admin", "system:masters")
+}
+
+// UserKubeconfigFile writes into dir/file a kubeconfig that authenticates as user in groups,
+// with a client certificate, and returns its path: what RBAC grants that user is all it may do.
+func (e *Env) UserKubeconfigFile(dir, file, user string, groups ...string) (string, error) {
+	u, err := e.Environment.ControlPlane.AddUser(envtest.User{Name: user, Groups: groups}, nil)
 	if err != nil {
 		return "", err
 	}
-	data, err := user.KubeConfig()
+	data, err := u.KubeConfig()
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, "kubeconfig")
+	path := filepath.Join(dir, file)
 	return path, os.WriteFile(path, data, 0o600)
 }

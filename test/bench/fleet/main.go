@@ -7,12 +7,16 @@
 // The hub is made realistic: every cluster namespace also holds other addons'
 // ManagedClusterAddOns and a few unrelated Secrets and ConfigMaps, so the cache's memory is
 // honest. The API server's raw write rate (a plain client, no rate limit, 16 writers, N
-// Secrets of 2 KiB) is measured in the same run and the time to Ready printed against it.
+// Secrets of the shape and size of the manager's cluster secrets) is measured in the same run
+// and the time to Ready printed against it, beside the rate for N Secrets of 2 KiB of zeros
+// that earlier rows were measured against. The manager runs as the chart installs it: its
+// ServiceAccount, with the chart's RBAC and arguments (--admin: system:masters).
 package main
 
 import (
 	"context"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"flag"
@@ -44,10 +48,13 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/cmd"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -63,10 +70,13 @@ func main() {
 	flag.Var(&managerArgs, "manager-arg", "an extra manager flag, e.g. --manager-arg=--signer-concurrency=32 (repeatable)")
 	flag.IntVar(&agentsInFlight, "agents-in-flight", agentsInFlight, "how many agents create their CSRs at the same time in the renewal wave and in its raw pace")
 	flag.BoolVar(&coresSplit, "split-cores", false, "run the API server and etcd on the first core, the benchmark and the manager on the others (Linux): the pace when the manager does not take the API server's CPU (the manager then has one core less)")
+	flag.BoolVar(&asAdmin, "admin", false, "run the manager as system:masters with the binary's defaults (as in the rows measured before the benchmark used the chart's identity and RBAC)")
+	flag.BoolVar(&consistencyChecks, "consistency-checks", false, "leave the API server's periodic watch cache consistency check on (DetectCacheInconsistency, on by default in Kubernetes since 1.34), whose full reads from etcd land in some phases and not in others")
+	flag.StringVar(&profileDir, "profiles", "", "write CPU profiles of the API server and the manager, taken during the first seconds of each phase, to this directory")
 	flag.StringVar(&memoryLimit, "memory-limit", "", "run the manager as in a container with this memory limit (e.g. 160Mi): GOMEMLIMIT as the binary sets it from its cgroup")
 	flag.Parse()
 
-	fmt.Printf("%-8s %-14s %-12s %-8s %-18s %-16s %-14s\n", "clusters", "time-to-ready", "raw-writes", "ratio", "writes/cluster", "idle-writes", "peak-RSS")
+	fmt.Printf("%-8s %-14s %-12s %-8s %-12s %-10s %-18s %-16s %-14s\n", "clusters", "time-to-ready", "raw-writes", "ratio", "raw-2KiB", "ratio-2KiB", "writes/cluster", "idle-writes", "peak-RSS")
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
@@ -76,13 +86,15 @@ func main() {
 		if err != nil {
 			fail(fmt.Errorf("fleet of %d clusters: %w", n, err))
 		}
-		fmt.Printf("%-8d %-14s %-12s %-8.2f %-18.3f %-16s %-14s\n", n, r.ready.Round(10*time.Millisecond), r.raw.Round(10*time.Millisecond),
-			r.ready.Seconds()/r.raw.Seconds(), r.writesPerCluster,
+		fmt.Printf("%-8d %-14s %-12s %-8.2f %-12s %-10.2f %-18.3f %-16s %-14s\n", n, r.ready.Round(10*time.Millisecond), r.raw.Round(10*time.Millisecond),
+			r.ready.Seconds()/r.raw.Seconds(), r.rawZeros.Round(10*time.Millisecond), r.ready.Seconds()/r.rawZeros.Seconds(), r.writesPerCluster,
 			fmt.Sprintf("%d in %s", r.idleWrites, *idle), fmt.Sprintf("%.1f MiB", float64(r.peakKiB)/1024))
 		fmt.Printf("         memory: peak RSS %.1f MiB; largest anonymous part %.1f MiB (the rest is the binary's file-backed pages)\n",
 			float64(r.peakKiB)/1024, float64(r.peakAnonKiB)/1024)
 		fmt.Printf("         after Ready: writes stopped %s later, %d writes in between %v (idle writes are counted after that)\n",
 			r.settle.Round(10*time.Millisecond), testenv.TotalWrites(r.settleWrites), r.settleWrites)
+		fmt.Printf("         raw writes: %d Secrets of the manager's cluster secrets' shape (labels, annotation, finalizer, certificate, key and CA) in %s (API server and etcd CPU %s); %d Secrets of 2 KiB of zeros, the raw writes of the earlier rows, in %s (%s)\n",
+			n, r.raw.Round(10*time.Millisecond), r.rawCPU.servers.Round(10*time.Millisecond), n, r.rawZeros.Round(10*time.Millisecond), r.rawZerosCPU.servers.Round(10*time.Millisecond))
 		fmt.Printf("         manager ready (its controllers' informers synced) %s after its start; the clock started then\n", r.synced.Round(10*time.Millisecond))
 		fmt.Printf("         manager CPU until Ready: %s in %s (%.0f%% of one core; the API server and etcd share the same cores)\n",
 			r.readyCPU.Round(10*time.Millisecond), r.ready.Round(10*time.Millisecond), 100*r.readyCPU.Seconds()/r.ready.Seconds())
@@ -115,6 +127,12 @@ var agentsInFlight = 16
 
 // coresSplit runs the API server and etcd apart from the manager (splitCores).
 var coresSplit bool
+
+// consistencyChecks leaves the API server's watch cache consistency check on.
+var consistencyChecks bool
+
+// asAdmin runs the manager as system:masters instead of the chart's ServiceAccount.
+var asAdmin bool
 
 // memoryLimit is the container memory limit the manager runs as if under ("" for none).
 var memoryLimit string
@@ -162,7 +180,9 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 type result struct {
 	ready            time.Duration
-	raw              time.Duration
+	raw              time.Duration // Secrets of the manager's cluster secrets' shape
+	rawZeros         time.Duration // Secrets of 2 KiB of zeros, the raw writes of the earlier rows
+	rawZerosCPU      cpuShare
 	join             time.Duration
 	joinCalls        map[string]int
 	wave             time.Duration
@@ -499,6 +519,34 @@ func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string) (time.Dur
 	return time.Since(start), err
 }
 
+// deleteRawSecrets deletes the raw writes' Secrets (and their finalizers).
+func deleteRawSecrets(ctx context.Context, env *testenv.Env, namespaces ...string) error {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	admin, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for _, ns := range namespaces {
+		secrets := admin.CoreV1().Secrets(ns)
+		if err := secrets.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			return err
+		}
+		left, err := secrets.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		finalized := []byte(`{"metadata":{"finalizers":null}}`)
+		if err := fakehub.Parallel(left.Items, func(s corev1.Secret) error {
+			_, err := secrets.Patch(ctx, s.Name, types.MergePatchType, finalized, metav1.PatchOptions{})
+			return client.IgnoreNotFound(err)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // deleteRawCSRs deletes the CSRs rawCSRs made.
 func deleteRawCSRs(ctx context.Context, env *testenv.Env) error {
 	admin, err := kubernetes.NewForConfig(env.Config)
@@ -604,7 +652,15 @@ func fail(err error) {
 
 func run(n int, idle time.Duration, binary string) (*result, error) {
 	ctx := context.Background()
-	env, err := testenv.Start(testenv.Options{})
+	var apiServerArgs map[string]string
+	if !consistencyChecks {
+		// Every 5 minutes (with jitter) the API server's watch cache reads each resource in
+		// full from etcd to compare it with its own copy: at 10,000 clusters each such read of
+		// the 90,000 addons or the Secrets costs seconds of CPU, and whether it falls into the
+		// raw phase or the manager's decides the ratio more than either does.
+		apiServerArgs = map[string]string{"feature-gates": "DetectCacheInconsistency=false"}
+	}
+	env, err := testenv.Start(testenv.Options{APIServerArgs: apiServerArgs})
 	if err != nil {
 		return nil, err
 	}
@@ -624,13 +680,36 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		}
 		fmt.Fprintf(os.Stderr, "N=%d: the API server and etcd on core 0, the benchmark and the manager on the others\n", n)
 	}
+	prof, err := newProfiler(env.Config, n)
+	if err != nil {
+		return nil, err
+	}
+	defer prof.wait()
 	serversBefore, selfBefore := serversCPU(), processCPU(os.Getpid())
-	raw, err := rawWrites(ctx, env, n)
+	prof.phase("raw-zeros")
+	rawZeros, err := rawWrites(ctx, env, "raw", n, zeroSecret)
+	if err != nil {
+		return nil, err
+	}
+	rawZerosCPU := cpuShare{servers: serversCPU() - serversBefore, client: processCPU(os.Getpid()) - selfBefore, took: rawZeros}
+	shape, err := clusterSecretShape(clusters)
+	if err != nil {
+		return nil, err
+	}
+	serversBefore, selfBefore = serversCPU(), processCPU(os.Getpid())
+	prof.phase("raw-writes")
+	raw, err := rawWrites(ctx, env, "raw-cluster-secrets", n, shape)
 	if err != nil {
 		return nil, err
 	}
 	rawCPU := cpuShare{servers: serversCPU() - serversBefore, client: processCPU(os.Getpid()) - selfBefore, took: raw}
+	// Out of the API server's cache before the next phases, so that the manager's phases do not
+	// pay for the raw writes' 20,000 objects (in the earlier rows the 2 KiB Secrets stayed).
+	if err := deleteRawSecrets(ctx, env, "raw", "raw-cluster-secrets"); err != nil {
+		return nil, err
+	}
 	serversBefore, selfBefore = serversCPU(), processCPU(os.Getpid())
+	prof.phase("raw-csrs")
 	rawWave, err := rawCSRs(ctx, env, clusters)
 	if err != nil {
 		return nil, fmt.Errorf("raw CSR pace: %w", err)
@@ -651,17 +730,20 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		return nil, err
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	kubeconfig, err := env.KubeconfigFile(dir)
-	if err != nil {
-		return nil, err
-	}
-	// As the chart runs it: Secrets, Deployments, Services and ConfigMaps only in the principal namespace.
 	healthAddr, err := freeLoopbackAddress()
 	if err != nil {
 		return nil, err
 	}
-	args := append([]string{"manager", "--kubeconfig", kubeconfig, "--metrics-bind-address", "0", "--health-probe-bind-address", healthAddr,
-		"--zap-log-level", "error", "--managed-namespaces", namespace}, managerArgs...)
+	args, err := managerCommand(ctx, env, dir, healthAddr)
+	if err != nil {
+		return nil, err
+	}
+	if prof != nil {
+		if prof.managerAddr, err = freeLoopbackAddress(); err != nil {
+			return nil, err
+		}
+		args = append(args, "--pprof-bind-address="+prof.managerAddr)
+	}
 	mgr := exec.Command(binary, args...)
 	if memoryLimit != "" {
 		// What the binary sets itself in a container with this memory limit.
@@ -709,6 +791,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		return nil, err
 	}
 	cpuBefore, serversBefore, selfBefore := processCPU(mgr.Process.Pid), serversCPU(), processCPU(os.Getpid())
+	prof.phase("registration")
 	start := time.Now()
 	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fleet"},
 		Spec: v1alpha1.GitOpsClusterSpec{
@@ -772,6 +855,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		return nil, err
 	}
 	cpuBefore, serversBefore, selfBefore = processCPU(mgr.Process.Pid), serversCPU(), processCPU(os.Getpid())
+	prof.phase("wave")
 	wave, waveCreated, err := renewalWave(ctx, env, clusters)
 	if err != nil {
 		return nil, err
@@ -787,6 +871,8 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("deleting the fleet: %w", err)
 	}
+	// The manager's last profile is in before the manager is stopped.
+	prof.wait()
 	// The sampler's last readings (the wave's and the deletion's peak) are in before they are read.
 	stopPeak()
 	peakStopped = true
@@ -799,6 +885,8 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	return &result{
 		ready:            ready,
 		raw:              raw,
+		rawZeros:         rawZeros,
+		rawZerosCPU:      rawZerosCPU,
 		join:             join,
 		joinCalls:        joinCalls,
 		wave:             wave,
@@ -824,27 +912,106 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	}, nil
 }
 
-// rawWrites is the API server's own pace: n Secrets of 2 KiB created by a plain client with no
-// client-side rate limit and 16 writers, the same work as the manager's cluster secrets.
-func rawWrites(ctx context.Context, env *testenv.Env, n int) (time.Duration, error) {
+// releaseNamespace is where the benchmark installs the chart.
+const releaseNamespace = "argocd-agent-addon"
+
+// managerCommand returns the manager's arguments. As the chart runs it: with the chart's
+// arguments, authenticated as its ServiceAccount with the RBAC the chart grants (Secrets,
+// Deployments, Services and ConfigMaps only in the managed namespace), without leader
+// election (a standby's lease renewals are not the manager's writes). With --admin, as
+// system:masters with the binary's defaults.
+func managerCommand(ctx context.Context, env *testenv.Env, dir, healthAddr string) ([]string, error) {
+	common := []string{"--metrics-bind-address=0", "--health-probe-bind-address=" + healthAddr, "--zap-log-level=error", "--leader-elect=false"}
+	if asAdmin {
+		kubeconfig, err := env.KubeconfigFile(dir)
+		if err != nil {
+			return nil, err
+		}
+		args := append([]string{"manager", "--kubeconfig=" + kubeconfig, "--managed-namespaces=" + namespace}, common...)
+		return append(args, managerArgs...), nil
+	}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}); err != nil {
+		return nil, err
+	}
+	install, err := testenv.InstallChart(ctx, env.Client, releaseNamespace, map[string]any{"managedNamespaces": []any{namespace}})
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, err := env.UserKubeconfigFile(dir, "manager-kubeconfig", fleet.ServiceAccountUser(releaseNamespace, install.ServiceAccount),
+		fleet.ServiceAccountGroups(releaseNamespace)...)
+	if err != nil {
+		return nil, err
+	}
+	return install.Args(append(append(common, "--kubeconfig="+kubeconfig), managerArgs...)...), nil
+}
+
+// rawWrites is the API server's own pace: n Secrets, secret(0) to secret(n-1), created in
+// namespace ns by a plain client with no client-side rate limit and 16 writers.
+func rawWrites(ctx context.Context, env *testenv.Env, ns string, n int, secret func(i int) *corev1.Secret) (time.Duration, error) {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = -1, 0
 	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
 	if err != nil {
 		return 0, err
 	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "raw"}}); err != nil {
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return 0, err
 	}
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("raw-%05d", i)
+	secrets := make([]*corev1.Secret, n)
+	for i := range secrets {
+		secrets[i] = secret(i)
+		secrets[i].Namespace = ns
 	}
 	start := time.Now()
-	err = fakehub.Parallel(names, func(name string) error {
-		return c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "raw", Name: name}, Data: map[string][]byte{"data": make([]byte, 2048)}})
-	})
+	err = fakehub.Parallel(secrets, func(s *corev1.Secret) error { return c.Create(ctx, s) })
 	return time.Since(start), err
+}
+
+// zeroSecret is a Secret of 2 KiB of zeros.
+func zeroSecret(i int) *corev1.Secret {
+	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("raw-%05d", i)}, Data: map[string][]byte{"data": make([]byte, 2048)}}
+}
+
+// clusterSecretShape returns Secrets of the shape and size of the manager's agent cluster
+// secrets for clusters: the same labels, annotation, finalizer and keys, with a client
+// certificate, key and CA issued as the manager issues them (one set shared by all: the
+// content does not change the API server's work). The manager also copies a ManagedCluster's
+// labels onto its secret; the benchmark's ManagedClusters have none.
+func clusterSecretShape(clusters []string) (func(i int) *corev1.Secret, error) {
+	now := time.Now()
+	ca, err := pki.NewCA("raw-writes", 24*time.Hour, now)
+	if err != nil {
+		return nil, err
+	}
+	kp, err := ca.IssueClientCert(pkix.Name{CommonName: clusters[0]}, 24*time.Hour, now)
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig, err := json.Marshal(agentsecret.Config{TLSClientConfig: agentsecret.TLSClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: ca.CertPEM}})
+	if err != nil {
+		return nil, err
+	}
+	defaults := config.Default()
+	return func(i int) *corev1.Secret {
+		cluster := clusters[i]
+		return &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: agentsecret.Name(cluster),
+				Labels: map[string]string{
+					v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelOwnerNamespace: namespace, v1alpha1.LabelOwnerName: "fleet",
+					v1alpha1.LabelSecretType: "cluster", v1alpha1.LabelAgentName: cluster,
+				},
+				Annotations: map[string]string{v1alpha1.AnnotationSkipReconcile: "true"},
+				Finalizers:  []string{v1alpha1.FinalizerRecordCertificate},
+			},
+			Type: corev1.SecretTypeOpaque,
+			Data: map[string][]byte{
+				"name":   []byte(cluster),
+				"server": []byte(fmt.Sprintf("https://%s.%s.svc:%d?agentName=%s", defaults.ResourceProxyServiceName, namespace, defaults.ResourceProxyPort, cluster)),
+				"config": tlsConfig,
+			},
+		}
+	}, nil
 }
 
 // watchPeakRSS samples the process's high-water mark of resident memory (VmHWM), and the

@@ -18,6 +18,7 @@ func (e *Env) RestartAPIServer(down time.Duration) error {
 	if err != nil {
 		return err
 	}
+	e.keptCertDirs = append(e.keptCertDirs, keep)
 	// envtest removes a certificate folder it allocated itself when the server stops.
 	if err := os.CopyFS(keep, os.DirFS(as.CertDir)); err != nil {
 		return err

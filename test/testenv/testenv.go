@@ -3,6 +3,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,6 +27,9 @@ type Env struct {
 	Environment *envtest.Environment
 	Config      *rest.Config
 	Client      client.Client
+	// keptCertDirs are serving-certificate folders a restart kept (envtest removes only the
+	// ones it made); Stop removes them.
+	keptCertDirs []string
 }
 
 // RepoRoot is the project's top-level directory.
@@ -206,8 +210,15 @@ func Start(opts Options) (*Env, error) {
 	return &Env{Environment: env, Config: cfg, Client: c}, nil
 }
 
-// Stop shuts the API server and etcd down.
-func (e *Env) Stop() error { return e.Environment.Stop() }
+// Stop shuts the API server and etcd down and removes what a restart kept.
+func (e *Env) Stop() error {
+	err := e.Environment.Stop()
+	for _, dir := range e.keptCertDirs {
+		err = errors.Join(err, os.RemoveAll(dir))
+	}
+	e.keptCertDirs = nil
+	return err
+}
 
 // StartForTest starts an Env and stops it when the test ends.
 func StartForTest(t testing.TB, opts Options) *Env {

@@ -30,17 +30,18 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
-func (w *Writer) resourceProxyServer(principalNS, cluster string) string {
-	return fmt.Sprintf("https://%s.%s.svc:%d?agentName=%s", w.Config.ResourceProxyServiceName, principalNS, w.Config.ResourceProxyPort, cluster)
+// resourceProxyServer is the address Argo CD reaches cluster at: the principal's resource
+// proxy, which picks the agent by name.
+func resourceProxyServer(cfg config.Config, principalNS, cluster string) string {
+	return fmt.Sprintf("https://%s.%s.svc:%d?agentName=%s", cfg.ResourceProxyServiceName, principalNS, cfg.ResourceProxyPort, cluster)
 }
 
-// Sync keeps one argocd-agent cluster secret per owned cluster (except the ones a
-// person revoked, on the principal or in goc's spec) and renews its client certificate before expiry or after a CA change.
-// Every
-// certificate it issues is recorded in the cluster's ledger before the secret is written, so it
-// is revoked with the agent's. Removing secrets is the revocation's job. store is the principal's ledger store. byCluster holds
-// goc's cluster secrets as the cache lists them (read only). It returns the earliest renewal
-// time.
+// Sync keeps one argocd-agent cluster secret per owned cluster (except the ones a person
+// revoked, on the principal or in goc's spec) and renews its client certificate before expiry
+// or after a CA change. Every certificate it issues is recorded in the cluster's ledger before
+// the secret is written, so it is revoked with the agent's. Removing secrets is the
+// revocation's job. store is the principal's ledger store. byCluster holds goc's cluster
+// secrets as the cache lists them (read only). It returns the earliest renewal time.
 func (w *Writer) Sync(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, hub *principalpki.PKI,
 	byCluster map[string]*corev1.Secret, revoked sets.Set[string], store ledger.Store) (time.Time, error) {
 	owner := ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
@@ -205,7 +206,7 @@ func (w *Writer) replaceClusterSecret(ctx context.Context, live, desired *corev1
 // parsed and checked when the secret entered the cache, not on every pass.
 func (w *Writer) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *principalpki.PKI, caFingerprint string, now time.Time) (time.Time, bool) {
 	if s == nil || !names.HasLabels(s.Labels, clusterSecretLabels(goc, cluster)) || s.Annotations[v1alpha1.AnnotationSkipReconcile] != "true" ||
-		string(s.Data["name"]) != cluster || string(s.Data["server"]) != w.resourceProxyServer(principalNS, cluster) {
+		string(s.Data["name"]) != cluster || string(s.Data["server"]) != resourceProxyServer(w.Config, principalNS, cluster) {
 		return time.Time{}, false
 	}
 	cert, bundle := agentsecret.Contents(s)
@@ -232,11 +233,22 @@ func (w *Writer) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cl
 	if err != nil {
 		return nil, nil, fmt.Errorf("issuing the resource-proxy client certificate for %s: %w", cluster, err)
 	}
-	cfg, err := json.Marshal(agentsecret.Config{TLSClientConfig: agentsecret.TLSClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: hub.Bundle}})
+	s, err := ClusterSecret(w.Config, goc, principalNS, cluster, kp, hub.Bundle)
 	if err != nil {
 		return nil, nil, err
 	}
 	agentsecret.Issued(kp, hub.CA)
+	return s, kp.Cert, nil
+}
+
+// ClusterSecret is the cluster secret, in principalNS and owned by goc, through which Argo CD
+// reaches cluster: the principal's resource proxy, kp's client certificate, and bundle as the
+// CAs to trust. The fleet benchmark writes Secrets of this shape for its baseline.
+func ClusterSecret(cfg config.Config, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, kp *pki.KeyPair, bundle []byte) (*corev1.Secret, error) {
+	tlsConfig, err := json.Marshal(agentsecret.Config{TLSClientConfig: agentsecret.TLSClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: bundle}})
+	if err != nil {
+		return nil, err
+	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: agentsecret.Name(cluster), Namespace: principalNS,
@@ -247,8 +259,8 @@ func (w *Writer) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cl
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{
 			"name":   []byte(cluster),
-			"server": []byte(w.resourceProxyServer(principalNS, cluster)),
-			"config": cfg,
+			"server": []byte(resourceProxyServer(cfg, principalNS, cluster)),
+			"config": tlsConfig,
 		},
-	}, kp.Cert, nil
+	}, nil
 }

@@ -48,7 +48,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/cmd"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/clustersecrets"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
@@ -476,9 +476,7 @@ func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string) (time.Dur
 	if err != nil {
 		return 0, err
 	}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.QPS, cfg.Burst = -1, 0
-	admin, err := kubernetes.NewForConfig(cfg)
+	admin, err := kubernetes.NewForConfig(unthrottled(env))
 	if err != nil {
 		return 0, err
 	}
@@ -521,9 +519,7 @@ func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string) (time.Dur
 
 // deleteRawSecrets deletes the raw writes' Secrets (and their finalizers).
 func deleteRawSecrets(ctx context.Context, env *testenv.Env, namespaces ...string) error {
-	cfg := rest.CopyConfig(env.Config)
-	cfg.QPS, cfg.Burst = -1, 0
-	admin, err := kubernetes.NewForConfig(cfg)
+	admin, err := kubernetes.NewForConfig(unthrottled(env))
 	if err != nil {
 		return err
 	}
@@ -945,12 +941,18 @@ func managerCommand(ctx context.Context, env *testenv.Env, dir, healthAddr strin
 	return install.Args(append(append(common, "--kubeconfig="+kubeconfig), managerArgs...)...), nil
 }
 
+// unthrottled is the env's admin connection with no client-side rate limit: the raw phases
+// measure the API server, not client-go's limiter.
+func unthrottled(env *testenv.Env) *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	return cfg
+}
+
 // rawWrites is the API server's own pace: n Secrets, secret(0) to secret(n-1), created in
 // namespace ns by a plain client with no client-side rate limit and 16 writers.
 func rawWrites(ctx context.Context, env *testenv.Env, ns string, n int, secret func(i int) *corev1.Secret) (time.Duration, error) {
-	cfg := rest.CopyConfig(env.Config)
-	cfg.QPS, cfg.Burst = -1, 0
-	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	c, err := client.New(unthrottled(env), client.Options{Scheme: env.Client.Scheme()})
 	if err != nil {
 		return 0, err
 	}
@@ -973,10 +975,10 @@ func zeroSecret(i int) *corev1.Secret {
 }
 
 // clusterSecretShape returns Secrets of the shape and size of the manager's agent cluster
-// secrets for clusters: the same labels, annotation, finalizer and keys, with a client
-// certificate, key and CA issued as the manager issues them (one set shared by all: the
-// content does not change the API server's work). The manager also copies a ManagedCluster's
-// labels onto its secret; the benchmark's ManagedClusters have none.
+// secrets for clusters, built by the manager's own code, with a client certificate, key and CA
+// issued as the manager issues them (one set shared by all: the content does not change the
+// API server's work). The manager also copies a ManagedCluster's labels onto its secret; the
+// benchmark's ManagedClusters have none.
 func clusterSecretShape(clusters []string) (func(i int) *corev1.Secret, error) {
 	now := time.Now()
 	ca, err := pki.NewCA("raw-writes", 24*time.Hour, now)
@@ -987,31 +989,15 @@ func clusterSecretShape(clusters []string) (func(i int) *corev1.Secret, error) {
 	if err != nil {
 		return nil, err
 	}
-	tlsConfig, err := json.Marshal(agentsecret.Config{TLSClientConfig: agentsecret.TLSClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: ca.CertPEM}})
-	if err != nil {
-		return nil, err
-	}
-	defaults := config.Default()
-	return func(i int) *corev1.Secret {
-		cluster := clusters[i]
-		return &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: agentsecret.Name(cluster),
-				Labels: map[string]string{
-					v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelOwnerNamespace: namespace, v1alpha1.LabelOwnerName: "fleet",
-					v1alpha1.LabelSecretType: "cluster", v1alpha1.LabelAgentName: cluster,
-				},
-				Annotations: map[string]string{v1alpha1.AnnotationSkipReconcile: "true"},
-				Finalizers:  []string{v1alpha1.FinalizerRecordCertificate},
-			},
-			Type: corev1.SecretTypeOpaque,
-			Data: map[string][]byte{
-				"name":   []byte(cluster),
-				"server": []byte(fmt.Sprintf("https://%s.%s.svc:%d?agentName=%s", defaults.ResourceProxyServiceName, namespace, defaults.ResourceProxyPort, cluster)),
-				"config": tlsConfig,
-			},
+	owner := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fleet"}}
+	cfg := config.Default()
+	secrets := make([]*corev1.Secret, len(clusters))
+	for i, cluster := range clusters {
+		if secrets[i], err = clustersecrets.ClusterSecret(cfg, owner, namespace, cluster, kp, ca.CertPEM); err != nil {
+			return nil, err
 		}
-	}, nil
+	}
+	return func(i int) *corev1.Secret { return secrets[i] }, nil
 }
 
 // watchPeakRSS samples the process's high-water mark of resident memory (VmHWM), and the

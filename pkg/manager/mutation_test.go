@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,19 +28,29 @@ import (
 // labels in place crashes with client-go's "cache ... modified".
 func TestCacheMutationDetectorCatchesAnObjectChangedInPlace(t *testing.T) {
 	if mode := os.Getenv("CACHE_MUTATION_CHILD"); mode != "" {
-		readCachedSecret(t, mode == "change")
+		readCachedSecret(t, os.Getenv(childKubeconfigEnv), mode == "change")
 		return
 	}
 	if testing.Short() {
 		t.Skip("needs a kube-apiserver; skipped with -short")
 	}
+	// The API server is this process's: a child that crashes runs no cleanup, and would leave
+	// one of its own running on the machine.
+	env := testenv.StartForTest(t, testenv.Options{})
+	kubeconfig, err := env.KubeconfigFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCreate(t, env.Client, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}})
+	ours := map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}
+	mustCreate(t, env.Client, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "cluster-a", Labels: ours}})
 	for _, tc := range []struct {
 		mode      string
 		wantCrash bool
 	}{{"read", false}, {"change", true}} {
 		t.Run(tc.mode, func(t *testing.T) {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestCacheMutationDetectorCatchesAnObjectChangedInPlace$", "-test.v", "-test.count=1")
-			cmd.Env = append(os.Environ(), "KUBE_CACHE_MUTATION_DETECTOR=true", "CACHE_MUTATION_CHILD="+tc.mode)
+			cmd.Env = append(os.Environ(), "KUBE_CACHE_MUTATION_DETECTOR=true", "CACHE_MUTATION_CHILD="+tc.mode, childKubeconfigEnv+"="+kubeconfig)
 			out, err := cmd.CombinedOutput()
 			crashed := err != nil && strings.Contains(string(out), "modified")
 			if crashed != tc.wantCrash {
@@ -49,20 +60,26 @@ func TestCacheMutationDetectorCatchesAnObjectChangedInPlace(t *testing.T) {
 	}
 }
 
-// readCachedSecret reads a labelled Secret through a cache built with the binary's options,
-// without a copy, and with change set alters its labels in place; then it waits long enough
-// for the detector's next comparison.
-func readCachedSecret(t *testing.T, change bool) {
-	env := testenv.StartForTest(t, testenv.Options{})
+// childKubeconfigEnv names the kubeconfig of the parent's API server for the child process.
+const childKubeconfigEnv = "CACHE_MUTATION_KUBECONFIG"
+
+// readCachedSecret reads the parent's labelled Secret through a cache built with the binary's
+// options, without a copy, and with change set alters its labels in place; then it waits long
+// enough for the detector's next comparison.
+func readCachedSecret(t *testing.T, kubeconfig string, change bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c := env.Client
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}})
-	ours := map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue}
-	mustCreate(t, c, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "cluster-a", Labels: ours}})
-	co := manager.ControllerOptions(c.Scheme(), manager.DefaultOptions()).Cache
-	co.Scheme = c.Scheme()
-	cc, err := cache.New(env.Config, co)
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	co := manager.ControllerOptions(scheme, manager.DefaultOptions()).Cache
+	co.Scheme = scheme
+	cc, err := cache.New(cfg, co)
 	if err != nil {
 		t.Fatal(err)
 	}

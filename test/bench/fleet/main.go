@@ -72,7 +72,7 @@ func main() {
 	flag.BoolVar(&coresSplit, "split-cores", false, "run the API server and etcd on the first core, the benchmark and the manager on the others (Linux): the pace when the manager does not take the API server's CPU (the manager then has one core less)")
 	flag.BoolVar(&asAdmin, "admin", false, "run the manager as system:masters with the binary's defaults (as in the rows measured before the benchmark used the chart's identity and RBAC)")
 	flag.BoolVar(&consistencyChecks, "consistency-checks", false, "leave the API server's periodic watch cache consistency check on (DetectCacheInconsistency, on by default in Kubernetes since 1.34), whose full reads from etcd land in some phases and not in others")
-	flag.StringVar(&profileDir, "profiles", "", "write CPU profiles of the API server and the manager, taken during the first seconds of each phase, to this directory")
+	flag.StringVar(&profileDir, "profiles", "", "write CPU profiles of the API server and the manager, and the manager's allocations, taken during the first seconds of each phase, to this directory")
 	flag.StringVar(&memoryLimit, "memory-limit", "", "run the manager as in a container with this memory limit (e.g. 160Mi): GOMEMLIMIT as the binary sets it from its cgroup")
 	flag.Parse()
 

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// profileDir, when set, receives CPU profiles of the API server and of the manager taken at
-// the start of each measured phase (--profiles).
+// profileDir, when set, receives CPU profiles of the API server and of the manager, and the
+// manager's allocations, taken at the start of each measured phase (--profiles).
 var profileDir string
 
 // profileSeconds is how much of each phase a profile covers. A phase shorter than that (small
@@ -56,18 +56,21 @@ func (p *profiler) phase(name string) {
 		return
 	}
 	p.wg.Wait()
-	p.fetch(p.apiServer, p.apiHost, p.prefix+name+"-apiserver.pprof")
+	p.fetch(p.apiServer, p.apiHost, "profile", p.prefix+name+"-apiserver.pprof")
 	if p.managerAddr != "" {
-		p.fetch(http.DefaultClient, "http://"+p.managerAddr, p.prefix+name+"-manager.pprof")
+		p.fetch(http.DefaultClient, "http://"+p.managerAddr, "profile", p.prefix+name+"-manager.pprof")
+		// What the manager allocated over the same seconds: its collector's work follows it.
+		p.fetch(http.DefaultClient, "http://"+p.managerAddr, "allocs", p.prefix+name+"-manager-allocs.pprof")
 	}
 }
 
-func (p *profiler) fetch(c *http.Client, host, file string) {
+// fetch takes one profile of kind (a /debug/pprof/ endpoint that takes seconds) into file.
+func (p *profiler) fetch(c *http.Client, host, kind, file string) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		path := filepath.Join(profileDir, file)
-		err := fetchProfile(c, host, path)
+		err := fetchProfile(c, host, kind, path)
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if err != nil {
@@ -78,10 +81,10 @@ func (p *profiler) fetch(c *http.Client, host, file string) {
 	}()
 }
 
-func fetchProfile(c *http.Client, host, path string) error {
+func fetchProfile(c *http.Client, host, kind, path string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(profileSeconds+30)*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", host, profileSeconds), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", host, kind, profileSeconds), nil)
 	if err != nil {
 		return err
 	}
@@ -120,7 +123,7 @@ func (p *profiler) wait() {
 		fmt.Fprintln(os.Stderr, "fleet benchmark:", err)
 	}
 	if len(p.written) > 0 {
-		fmt.Fprintf(os.Stderr, "CPU profiles of the first %d s of each phase in %s: %s\n", profileSeconds, profileDir, strings.Join(p.written, " "))
+		fmt.Fprintf(os.Stderr, "profiles of the first %d s of each phase in %s: %s\n", profileSeconds, profileDir, strings.Join(p.written, " "))
 	}
 	p.written, p.errs = nil, nil
 }

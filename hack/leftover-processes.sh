@@ -40,11 +40,23 @@ check)
 		[[ "$ppid" == 1 ]] && left+=("$pid")
 	done
 	if ((${#left[@]} > 0)); then
-		echo "the tests left these processes running (now stopped):" >&2
+		echo "the tests left these processes running (now stopped, with their envtest folders):" >&2
+		dirs=()
 		for pid in "${left[@]}"; do
 			echo "  $pid $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | cut -c1-160)" >&2
+			# envtest's own folders (etcd's data, the API server's certificates) die with it
+			# only when it is stopped.
+			while IFS= read -r -d '' arg; do
+				case "$arg" in
+				--data-dir=*/k8s_test_framework_* | --cert-dir=*/k8s_test_framework_*) dirs+=("${arg#*=}") ;;
+				esac
+			done <"/proc/$pid/cmdline"
 		done
 		kill -9 "${left[@]}" 2>/dev/null || true
+		if ((${#dirs[@]} > 0)); then
+			sleep 1
+			rm -rf "${dirs[@]}"
+		fi
 		exit 1
 	fi
 	;;

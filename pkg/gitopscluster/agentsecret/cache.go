@@ -82,9 +82,15 @@ func Compact(o any) (any, error) {
 	if !ok {
 		return o, nil
 	}
-	// Only the cache takes what Issued vouched for: the cache sees each written secret once,
-	// and a reader of a live secret (Contents) must not take the entry from under it.
-	cert, bundle := inspectAgentConfig(config, issued.LoadAndDelete)
+	// Only the cache takes what IssuedConfig vouched for: the cache sees each written secret
+	// once, and a reader of a live secret (Contents) must not take the entry from under it.
+	var cert Identity
+	var bundle []byte
+	if known, ok := issued.LoadAndDelete(sha256.Sum256(config)); ok {
+		cert, bundle = known.identity, known.bundle
+	} else {
+		cert, bundle = inspectAgentConfig(config)
+	}
 	delete(s.Data, "config")
 	s.Data[compactCertificateKey] = encodeIdentity(cert)
 	s.Data[compactBundleKey] = bundle
@@ -98,7 +104,7 @@ func Contents(s *corev1.Secret) (Identity, []byte) {
 		return Identity{}, nil
 	}
 	if config, ok := s.Data["config"]; ok {
-		return inspectAgentConfig(config, nil)
+		return inspectAgentConfig(config)
 	}
 	cert, ok := decodeIdentity(s.Data[compactCertificateKey])
 	if !ok {
@@ -108,9 +114,8 @@ func Contents(s *corev1.Secret) (Identity, []byte) {
 }
 
 // inspectAgentConfig reads a cluster secret's config: the identity of its client
-// certificate (zero when none parses) and its CA bundle, the interned copy. vouched, when
-// given, returns what this process knows of a certificate it issued (Issued).
-func inspectAgentConfig(config []byte, vouched func(fingerprint string) (issuedCertificate, bool)) (Identity, []byte) {
+// certificate (zero when none parses) and its CA bundle, the interned copy.
+func inspectAgentConfig(config []byte) (Identity, []byte) {
 	var cfg Config
 	if err := json.Unmarshal(config, &cfg); err != nil {
 		return Identity{}, nil
@@ -120,30 +125,30 @@ func inspectAgentConfig(config []byte, vouched func(fingerprint string) (issuedC
 	if err != nil || len(certs) == 0 {
 		return Identity{}, bundle.pem
 	}
-	leaf := certs[0]
-	fingerprint := pki.Fingerprint(leaf)
-	var own issuedCertificate
-	issuedHere := false
-	if vouched != nil {
-		own, issuedHere = vouched(fingerprint)
-	}
+	return identityOf(certs[0], keyMatches(certs[0], cfg.TLSClientConfig.KeyData), bundle, ""), bundle.pem
+}
+
+// identityOf is the identity of leaf, whose key is or is not the one beside it, in a secret
+// that trusts bundle. knownIssuer, when set, is the fingerprint of the CA that signed leaf, so
+// its signature needs no check.
+func identityOf(leaf *x509.Certificate, keyMatches bool, bundle *internedBundle, knownIssuer string) Identity {
 	// As x509 verification does, a certificate without extended key usages may serve any.
 	eku := leaf.ExtKeyUsage
 	out := Identity{
-		Fingerprint: fingerprint,
-		KeyMatches:  (issuedHere && own.keyDigest == sha256.Sum256(cfg.TLSClientConfig.KeyData)) || keyMatches(leaf, cfg.TLSClientConfig.KeyData),
+		Fingerprint: pki.Fingerprint(leaf),
+		KeyMatches:  keyMatches,
 		CommonName:  leaf.Subject.CommonName,
 		NotBefore:   leaf.NotBefore.UTC(),
 		NotAfter:    leaf.NotAfter.UTC(),
 		ClientAuth:  len(eku) == 0 || slices.Contains(eku, x509.ExtKeyUsageClientAuth) || slices.Contains(eku, x509.ExtKeyUsageAny),
 	}
 	for _, ca := range bundle.authorities {
-		if (issuedHere && ca.fingerprint == own.issuer) || leaf.CheckSignatureFrom(ca.cert) == nil {
+		if (knownIssuer != "" && ca.fingerprint == knownIssuer) || leaf.CheckSignatureFrom(ca.cert) == nil {
 			out.Issuer = ca.fingerprint
 			break
 		}
 	}
-	return out, bundle.pem
+	return out
 }
 
 func keyMatches(leaf *x509.Certificate, keyPEM []byte) bool {
@@ -151,28 +156,48 @@ func keyMatches(leaf *x509.Certificate, keyPEM []byte) bool {
 	return err == nil && pki.KeyMatches(leaf, key)
 }
 
-// Issued tells the cache that this process has just issued kp, signed by ca, for a cluster
-// secret it is about to write. When the secret's watch event comes in, the cache transform
-// then knows the certificate's signer and key without checking a signature and parsing a
-// private key, which were most of its cost for each of a large fleet's new secrets (all the
-// rest is still read from the secret). It vouches only for those exact bytes: the
-// certificate's fingerprint, the private key's digest and the fingerprint of the CA that
-// signed it; a secret holding anything else is checked as before.
-func Issued(kp, ca *pki.KeyPair) {
-	issued.Store(pki.Fingerprint(kp.Cert), issuedCertificate{issuer: pki.Fingerprint(ca.Cert), keyDigest: sha256.Sum256(kp.KeyPEM)})
+// NewConfig is the config of an agent cluster secret: kp's certificate and key, and bundle
+// as the CAs to trust.
+func NewConfig(kp *pki.KeyPair, bundle []byte) ([]byte, error) {
+	return json.Marshal(Config{TLSClientConfig: TLSClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: bundle}})
 }
 
-// issuedCertificate is what the process knows of a certificate it issued.
-type issuedCertificate struct {
-	issuer    string
-	keyDigest [sha256.Size]byte
+// IssuedConfig is NewConfig for a key pair this process has just issued, signed by ca, for a
+// cluster secret it is about to write; it also tells the cache what that config holds. When
+// the secret's watch event comes in, the cache transform takes the identity from here instead
+// of decoding the config, parsing the certificate and the key and checking the signature,
+// which were most of its cost for each of a large fleet's new secrets. It vouches only for
+// those exact bytes: a config that differs in any byte is read as one written elsewhere.
+func IssuedConfig(kp, ca *pki.KeyPair, bundle []byte) ([]byte, error) {
+	config, err := NewConfig(kp, bundle)
+	if err != nil {
+		return nil, err
+	}
+	interned := internBundle(bundle)
+	signer := ""
+	if len(ca.Cert.SubjectKeyId) > 0 && bytes.Equal(kp.Cert.AuthorityKeyId, ca.Cert.SubjectKeyId) && bytes.Equal(kp.Cert.RawIssuer, ca.Cert.RawSubject) {
+		// ca's name and key id are those kp.Cert names as its issuer's; the signature of a
+		// certificate given with another CA is still checked.
+		signer = pki.Fingerprint(ca.Cert)
+	}
+	issued.Store(sha256.Sum256(config), issuedConfig{
+		identity: identityOf(kp.Cert, pki.KeyMatches(kp.Cert, kp.Key), interned, signer),
+		bundle:   interned.pem,
+	})
+	return config, nil
 }
 
-// issued holds each certificate until the cache has seen it once: a registration writes its
-// secrets a few at a time, so only those on their way are held. A certificate whose secret
-// was never written (the write failed) is dropped with the others past maxIssuedHeld, which
-// only costs the checks.
-var issued = bounded.NewMap[string, issuedCertificate](maxIssuedHeld)
+// issuedConfig is what the process knows of a config it wrote.
+type issuedConfig struct {
+	identity Identity
+	bundle   []byte
+}
+
+// issued holds each config, by its digest, until the cache has seen it once: a registration
+// writes its secrets a few at a time, so only those on their way are held. A config whose
+// secret was never written (the write failed) is dropped with the others past maxIssuedHeld,
+// which only costs the checks.
+var issued = bounded.NewMap[[sha256.Size]byte, issuedConfig](maxIssuedHeld)
 
 const maxIssuedHeld = 4096
 

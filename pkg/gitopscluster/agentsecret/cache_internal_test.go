@@ -1,6 +1,7 @@
 package agentsecret
 
 import (
+	"crypto/sha256"
 	"crypto/x509/pkix"
 	"encoding/json"
 	"maps"
@@ -118,51 +119,74 @@ func TestCompactAgentClusterSecret(t *testing.T) {
 	})
 }
 
-// TestIssuedHereReadsTheSame: a certificate this process issued (Issued) is read from its
-// secret as one written elsewhere is, whatever the secret holds beside it; the shortcut only
-// skips the checks whose answer it knows.
+// TestIssuedHereReadsTheSame: the config of a certificate this process issued (IssuedConfig)
+// is read by the cache as one written elsewhere is, whatever bundle it trusts; the shortcut
+// only skips the work whose answer it knows.
 func TestIssuedHereReadsTheSame(t *testing.T) {
 	now := time.Now()
 	ca, kp := caAndClient(t, "hub", now)
 	other, foreign := caAndClient(t, "other", now)
-	for name, s := range map[string]*corev1.Secret{
-		"the issuer first in the bundle":  agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, pki.EncodeCertificates(ca.Cert, other.Cert)),
-		"the issuer second in the bundle": agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, pki.EncodeCertificates(other.Cert, ca.Cert)),
-		"the issuer not in the bundle":    agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, other.CertPEM),
-		"another key beside it":           agentSecretFor(t, "c1", kp.CertPEM, foreign.KeyPEM, ca.CertPEM),
-		"no bundle":                       agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, nil),
+	namesake, _ := caAndClient(t, "hub", now)
+	secretOf := func(t *testing.T, config []byte) *corev1.Secret {
+		s := agentSecretFor(t, "c1", nil, nil, nil)
+		s.Data["config"] = config
+		return s
+	}
+	for name, tc := range map[string]struct {
+		signer *pki.KeyPair
+		bundle []byte
+	}{
+		"the issuer first in the bundle":  {ca, pki.EncodeCertificates(ca.Cert, other.Cert)},
+		"the issuer second in the bundle": {ca, pki.EncodeCertificates(other.Cert, ca.Cert)},
+		"the issuer not in the bundle":    {ca, other.CertPEM},
+		"no bundle":                       {ca, nil},
+		"another CA named as the signer":  {other, pki.EncodeCertificates(other.Cert, ca.Cert)},
+		"another CA of the signer's name": {namesake, pki.EncodeCertificates(namesake.Cert, ca.Cert)},
 	} {
 		t.Run(name, func(t *testing.T) {
-			elsewhere, elsewhereBundle := Contents(compacted(t, s))
-			Issued(kp, ca)
+			config, err := IssuedConfig(kp, tc.signer, tc.bundle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := secretOf(t, config)
 			here, hereBundle := Contents(compacted(t, s))
+			if _, held := issued.Load(sha256.Sum256(config)); held {
+				t.Error("the config is still held after the cache saw it")
+			}
+			elsewhere, elsewhereBundle := Contents(compacted(t, s))
 			if here != elsewhere || string(hereBundle) != string(elsewhereBundle) {
 				t.Errorf("issued here reads as %+v, written elsewhere as %+v", here, elsewhere)
-			}
-			if _, held := issued.LoadAndDelete(here.Fingerprint); held {
-				t.Error("the certificate is still held after the cache saw it")
 			}
 		})
 	}
 
-	t.Run("it vouches for no other certificate", func(t *testing.T) {
-		Issued(kp, ca)
-		defer issued.LoadAndDelete(pki.Fingerprint(kp.Cert))
-		got, _ := Contents(compacted(t, agentSecretFor(t, "c1", foreign.CertPEM, foreign.KeyPEM, ca.CertPEM)))
+	t.Run("it vouches for no other config", func(t *testing.T) {
+		config, err := IssuedConfig(kp, ca, ca.CertPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer issued.LoadAndDelete(sha256.Sum256(config))
+		got, _ := Contents(compacted(t, agentSecretFor(t, "c1", kp.CertPEM, foreign.KeyPEM, ca.CertPEM)))
+		if got.KeyMatches || got.Fingerprint != pki.Fingerprint(kp.Cert) {
+			t.Errorf("the certificate beside another key reads as %+v", got)
+		}
+		got, _ = Contents(compacted(t, agentSecretFor(t, "c1", foreign.CertPEM, foreign.KeyPEM, ca.CertPEM)))
 		if got.Issuer != "" || !got.KeyMatches || got.Fingerprint != pki.Fingerprint(foreign.Cert) {
 			t.Errorf("a certificate the hub CA did not sign reads as %+v", got)
 		}
 	})
 
 	t.Run("a reader of the live secret leaves it to the cache", func(t *testing.T) {
-		s := agentSecretFor(t, "c1", kp.CertPEM, kp.KeyPEM, ca.CertPEM)
-		Issued(kp, ca)
-		defer issued.LoadAndDelete(pki.Fingerprint(kp.Cert))
-		if got, _ := Contents(s); got.Issuer != pki.Fingerprint(ca.Cert) || !got.KeyMatches {
+		config, err := IssuedConfig(kp, ca, ca.CertPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer issued.LoadAndDelete(sha256.Sum256(config))
+		if got, _ := Contents(secretOf(t, config)); got.Issuer != pki.Fingerprint(ca.Cert) || !got.KeyMatches {
 			t.Errorf("the live secret reads as %+v", got)
 		}
-		if _, held := issued.Load(pki.Fingerprint(kp.Cert)); !held {
-			t.Error("reading the live secret took the certificate the cache has not seen yet")
+		if _, held := issued.Load(sha256.Sum256(config)); !held {
+			t.Error("reading the live secret took the config the cache has not seen yet")
 		}
 	})
 }
@@ -172,13 +196,20 @@ func TestIssuedHereReadsTheSame(t *testing.T) {
 // just issued.
 func BenchmarkCompactAgentClusterSecret(b *testing.B) {
 	ca, kp := caAndClient(b, "hub", time.Now())
+	config, err := IssuedConfig(kp, ca, ca.CertPEM)
+	if err != nil {
+		b.Fatal(err)
+	}
+	key := sha256.Sum256(config)
+	known, _ := issued.LoadAndDelete(key)
 	written := agentSecretFor(b, "c1", kp.CertPEM, kp.KeyPEM, ca.CertPEM)
+	written.Data["config"] = config
 	for _, issuedHere := range []bool{false, true} {
 		b.Run(map[bool]string{false: "written-elsewhere", true: "issued-here"}[issuedHere], func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if issuedHere {
-					Issued(kp, ca)
+					issued.Store(key, known)
 				}
 				// Compact rewrites the secret's data: each event brings a map of its own.
 				s := &corev1.Secret{ObjectMeta: written.ObjectMeta, Data: maps.Clone(written.Data)}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -233,22 +232,18 @@ func (w *Writer) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cl
 	if err != nil {
 		return nil, nil, fmt.Errorf("issuing the resource-proxy client certificate for %s: %w", cluster, err)
 	}
-	s, err := ClusterSecret(w.Config, goc, principalNS, cluster, kp, hub.Bundle)
+	tlsConfig, err := agentsecret.IssuedConfig(kp, hub.CA, hub.Bundle)
 	if err != nil {
 		return nil, nil, err
 	}
-	agentsecret.Issued(kp, hub.CA)
-	return s, kp.Cert, nil
+	return ClusterSecret(w.Config, goc, principalNS, cluster, tlsConfig), kp.Cert, nil
 }
 
 // ClusterSecret is the cluster secret, in principalNS and owned by goc, through which Argo CD
-// reaches cluster: the principal's resource proxy, kp's client certificate, and bundle as the
-// CAs to trust. The fleet benchmark writes Secrets of this shape for its baseline.
-func ClusterSecret(cfg config.Config, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, kp *pki.KeyPair, bundle []byte) (*corev1.Secret, error) {
-	tlsConfig, err := json.Marshal(agentsecret.Config{TLSClientConfig: agentsecret.TLSClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: bundle}})
-	if err != nil {
-		return nil, err
-	}
+// reaches cluster: the principal's resource proxy, with tlsConfig (agentsecret.NewConfig) as
+// its client certificate and trust. The fleet benchmark writes Secrets of this shape for its
+// baseline.
+func ClusterSecret(cfg config.Config, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, tlsConfig []byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: agentsecret.Name(cluster), Namespace: principalNS,
@@ -262,5 +257,5 @@ func ClusterSecret(cfg config.Config, goc *v1alpha1.GitOpsCluster, principalNS, 
 			"server": []byte(resourceProxyServer(cfg, principalNS, cluster)),
 			"config": tlsConfig,
 		},
-	}, nil
+	}
 }

@@ -48,6 +48,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/cmd"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/clustersecrets"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
@@ -989,13 +990,15 @@ func clusterSecretShape(clusters []string) (func(i int) *corev1.Secret, error) {
 	if err != nil {
 		return nil, err
 	}
+	tlsConfig, err := agentsecret.NewConfig(kp, ca.CertPEM)
+	if err != nil {
+		return nil, err
+	}
 	owner := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fleet"}}
 	cfg := config.Default()
 	secrets := make([]*corev1.Secret, len(clusters))
 	for i, cluster := range clusters {
-		if secrets[i], err = clustersecrets.ClusterSecret(cfg, owner, namespace, cluster, kp, ca.CertPEM); err != nil {
-			return nil, err
-		}
+		secrets[i] = clustersecrets.ClusterSecret(cfg, owner, namespace, cluster, tlsConfig)
 	}
 	return func(i int) *corev1.Secret { return secrets[i] }, nil
 }

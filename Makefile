@@ -96,7 +96,7 @@ E2E_PACKAGES := ./test/e2e/ ./test/fleet/
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
 	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
 	before="$$(hack/leftover-processes.sh list)"; \
-	go test $(GO_TEST_FLAGS) -p $(TEST_PACKAGES_AT_ONCE) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh); rc=$$?; \
+	rc=0; go test $(GO_TEST_FLAGS) -p $(TEST_PACKAGES_AT_ONCE) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh) || rc=$$?; \
 	hack/leftover-processes.sh check "$$before" || rc=1; exit $$rc
 
 # The test binaries: built once per machine into the shared cache, then only looked up. The

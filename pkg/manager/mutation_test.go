@@ -53,7 +53,7 @@ func TestCacheMutationDetectorCatchesAnObjectChangedInPlace(t *testing.T) {
 			cmd.Env = append(os.Environ(), "KUBE_CACHE_MUTATION_DETECTOR=true", "CACHE_MUTATION_CHILD="+tc.mode, childKubeconfigEnv+"="+kubeconfig)
 			out, err := cmd.CombinedOutput()
 			crashed := err != nil && strings.Contains(string(out), "modified")
-			if crashed != tc.wantCrash {
+			if crashed != tc.wantCrash || (!tc.wantCrash && err != nil) {
 				t.Fatalf("child that does %q: crashed on a changed cache %v, want %v; exit %v, output:\n%s", tc.mode, crashed, tc.wantCrash, err, tail(out))
 			}
 		})

@@ -30,6 +30,9 @@ func (e *Env) RestartAPIServer(down time.Duration) error {
 	}
 	as.CertDir = keep
 	as.StopTimeout = 5 * time.Second
+	// A loaded machine (make test runs three packages at once) can take longer than envtest's
+	// default 20 s to bring back an API server over a populated etcd.
+	as.StartTimeout = max(as.StartTimeout, time.Minute)
 	time.Sleep(down)
 	if err := as.Start(); err != nil {
 		return fmt.Errorf("starting kube-apiserver again: %w", err)

@@ -82,11 +82,11 @@ func Compact(o any) (any, error) {
 	if !ok {
 		return o, nil
 	}
-	// Only the cache takes what IssuedConfig vouched for: the cache sees each written secret
+	// Only the cache takes what NewVouchedConfig vouched for: the cache sees each written secret
 	// once, and a reader of a live secret (Contents) must not take the entry from under it.
 	var cert Identity
 	var bundle []byte
-	if known, ok := issued.LoadAndDelete(sha256.Sum256(config)); ok {
+	if known, ok := vouched.LoadAndDelete(sha256.Sum256(config)); ok {
 		cert, bundle = known.identity, known.bundle
 	} else {
 		cert, bundle = inspectAgentConfig(config)
@@ -162,13 +162,16 @@ func NewConfig(kp *pki.KeyPair, bundle []byte) ([]byte, error) {
 	return json.Marshal(Config{TLSClientConfig: TLSClientConfig{CertData: kp.CertPEM, KeyData: kp.KeyPEM, CAData: bundle}})
 }
 
-// IssuedConfig is NewConfig for a key pair this process has just issued, signed by ca, for a
+// NewVouchedConfig is NewConfig for a key pair this process has just issued with ca, for a
 // cluster secret it is about to write; it also tells the cache what that config holds. When
 // the secret's watch event comes in, the cache transform takes the identity from here instead
 // of decoding the config, parsing the certificate and the key and checking the signature,
 // which were most of its cost for each of a large fleet's new secrets. It vouches only for
 // those exact bytes: a config that differs in any byte is read as one written elsewhere.
-func IssuedConfig(kp, ca *pki.KeyPair, bundle []byte) ([]byte, error) {
+// ca must be the CA that signed kp: its signature is taken on trust when ca's name and key id
+// are those kp's certificate names as its issuer's (the key ids of this project's CAs are
+// derived from their keys), and checked otherwise.
+func NewVouchedConfig(kp, ca *pki.KeyPair, bundle []byte) ([]byte, error) {
 	config, err := NewConfig(kp, bundle)
 	if err != nil {
 		return nil, err
@@ -176,30 +179,29 @@ func IssuedConfig(kp, ca *pki.KeyPair, bundle []byte) ([]byte, error) {
 	interned := internBundle(bundle)
 	signer := ""
 	if len(ca.Cert.SubjectKeyId) > 0 && bytes.Equal(kp.Cert.AuthorityKeyId, ca.Cert.SubjectKeyId) && bytes.Equal(kp.Cert.RawIssuer, ca.Cert.RawSubject) {
-		// ca's name and key id are those kp.Cert names as its issuer's; the signature of a
-		// certificate given with another CA is still checked.
 		signer = pki.Fingerprint(ca.Cert)
 	}
-	issued.Store(sha256.Sum256(config), issuedConfig{
-		identity: identityOf(kp.Cert, pki.KeyMatches(kp.Cert, kp.Key), interned, signer),
+	vouched.Store(sha256.Sum256(config), vouchedIdentity{
+		identity: identityOf(kp.Cert, kp.Key != nil && pki.KeyMatches(kp.Cert, kp.Key), interned, signer),
 		bundle:   interned.pem,
 	})
 	return config, nil
 }
 
-// issuedConfig is what the process knows of a config it wrote.
-type issuedConfig struct {
+// vouchedIdentity is what the process knows of a config it wrote: the identity its
+// certificate reads as, and the interned copy of its bundle.
+type vouchedIdentity struct {
 	identity Identity
 	bundle   []byte
 }
 
-// issued holds each config, by its digest, until the cache has seen it once: a registration
+// vouched holds each config, by its digest, until the cache has seen it once: a registration
 // writes its secrets a few at a time, so only those on their way are held. A config whose
-// secret was never written (the write failed) is dropped with the others past maxIssuedHeld,
-// which only costs the checks.
-var issued = bounded.NewMap[[sha256.Size]byte, issuedConfig](maxIssuedHeld)
+// secret was never written (the write failed) is dropped with the others past maxVouchedHeld;
+// dropping one only costs its secret a full read.
+var vouched = bounded.NewMap[[sha256.Size]byte, vouchedIdentity](maxVouchedHeld)
 
-const maxIssuedHeld = 4096
+const maxVouchedHeld = 4096
 
 // internedBundle is a CA bundle as written and the CA certificates in it (none when any of
 // its blocks does not parse).

@@ -201,8 +201,9 @@ func (w *Writer) replaceClusterSecret(ctx context.Context, live, desired *corev1
 }
 
 // clusterSecretCurrent reports whether s is already what we would write, and when it must be
-// renewed. s may be the cache's compact form (agentsecret.Compact): the certificate was
-// parsed and checked when the secret entered the cache, not on every pass.
+// renewed. s may be the cache's compact form (agentsecret.Compact): the certificate was read
+// when the secret entered the cache (checked then, or known from its issuance here), not on
+// every pass.
 func (w *Writer) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *principalpki.PKI, caFingerprint string, now time.Time) (time.Time, bool) {
 	if s == nil || !names.HasLabels(s.Labels, clusterSecretLabels(goc, cluster)) || s.Annotations[v1alpha1.AnnotationSkipReconcile] != "true" ||
 		string(s.Data["name"]) != cluster || string(s.Data["server"]) != resourceProxyServer(w.Config, principalNS, cluster) {
@@ -232,7 +233,7 @@ func (w *Writer) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cl
 	if err != nil {
 		return nil, nil, fmt.Errorf("issuing the resource-proxy client certificate for %s: %w", cluster, err)
 	}
-	tlsConfig, err := agentsecret.IssuedConfig(kp, hub.CA, hub.Bundle)
+	tlsConfig, err := agentsecret.NewVouchedConfig(kp, hub.CA, hub.Bundle)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -101,8 +101,8 @@ func (r *Reconciler) forPlacement(ctx context.Context, ns, placement string) []r
 // forCluster maps a ManagedCluster to the registrations whose Placement selects it, through the
 // decision index: the cost is the number of Placements naming it, not the fleet size.
 func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcile.Request {
-	// Only the labels are read: the cache's own objects, not copies of every decision page
-	// naming the cluster (this runs for every ManagedCluster event of a fleet).
+	// Only the namespace and labels are read: the cache's own objects, not copies of every
+	// decision page naming the cluster (this runs for every ManagedCluster event of a fleet).
 	var pds clusterv1beta1.PlacementDecisionList
 	if err := r.Client.List(ctx, &pds, client.MatchingFields{fleet.IndexDecisionClusters: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil

@@ -996,11 +996,9 @@ func clusterSecretShape(clusters []string) (func(i int) *corev1.Secret, error) {
 	}
 	owner := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fleet"}}
 	cfg := config.Default()
-	secrets := make([]*corev1.Secret, len(clusters))
-	for i, cluster := range clusters {
-		secrets[i] = clustersecrets.ClusterSecret(cfg, owner, namespace, cluster, tlsConfig)
-	}
-	return func(i int) *corev1.Secret { return secrets[i] }, nil
+	return func(i int) *corev1.Secret {
+		return clustersecrets.ClusterSecret(cfg, owner, namespace, clusters[i], tlsConfig)
+	}, nil
 }
 
 // watchPeakRSS samples the process's high-water mark of resident memory (VmHWM), and the

@@ -62,6 +62,9 @@ import (
 const (
 	namespace = "bench"
 	addonName = "argocd-agent-addon"
+	// gitOpsClusterName is the benchmark's one GitOpsCluster; the raw Secrets carry its owner
+	// labels too.
+	gitOpsClusterName = "fleet"
 )
 
 func main() {
@@ -260,11 +263,11 @@ func deleteFleet(ctx context.Context, env *testenv.Env) (deletion, error) {
 	var d deletion
 	c := env.Client
 	start := time.Now()
-	if err := c.Delete(ctx, &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fleet"}}); err != nil {
+	if err := c.Delete(ctx, &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: gitOpsClusterName}}); err != nil {
 		return d, err
 	}
 	for deadline := start.Add(20 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: "fleet"}, &v1alpha1.GitOpsCluster{})
+		err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: gitOpsClusterName}, &v1alpha1.GitOpsCluster{})
 		if apierrors.IsNotFound(err) {
 			break
 		}
@@ -371,7 +374,7 @@ func watchStatusChanges(ctx context.Context, env *testenv.Env) (func() [][]strin
 		return nil, err
 	}
 	g := &v1alpha1.GitOpsCluster{}
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: "fleet"}, g); err != nil {
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: gitOpsClusterName}, g); err != nil {
 		return nil, err
 	}
 	w, err := wc.Watch(ctx, &v1alpha1.GitOpsClusterList{}, client.InNamespace(namespace),
@@ -790,7 +793,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	cpuBefore, serversBefore, selfBefore := processCPU(mgr.Process.Pid), serversCPU(), processCPU(os.Getpid())
 	prof.phase("registration")
 	start := time.Now()
-	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fleet"},
+	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: gitOpsClusterName},
 		Spec: v1alpha1.GitOpsClusterSpec{
 			PlacementRef:     v1alpha1.PlacementReference{Kind: v1alpha1.PlacementKind, Name: "all"},
 			ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{Mode: v1alpha1.AgentModeManaged, PrincipalServerAddress: "principal.example.com"},
@@ -801,7 +804,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	deadline := start.Add(20 * time.Minute)
 	for {
 		g := &v1alpha1.GitOpsCluster{}
-		if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: "fleet"}, g); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: gitOpsClusterName}, g); err != nil {
 			return nil, err
 		}
 		if meta.IsStatusConditionTrue(g.Status.Conditions, v1alpha1.ConditionReady) && int(g.Status.AvailableAgents) == n {
@@ -994,7 +997,7 @@ func clusterSecretShape(clusters []string) (func(i int) *corev1.Secret, error) {
 	if err != nil {
 		return nil, err
 	}
-	owner := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fleet"}}
+	owner := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: gitOpsClusterName}}
 	cfg := config.Default()
 	return func(i int) *corev1.Secret {
 		return clustersecrets.ClusterSecret(cfg, owner, namespace, clusters[i], tlsConfig)

@@ -17,9 +17,11 @@ func Add(ctx context.Context, c client.Writer, obj client.Object, finalizer stri
 	return patch(ctx, c, obj, finalizer, controllerutil.AddFinalizer)
 }
 
-// Remove removes finalizer from obj on the API server, unless obj does not have it.
+// Remove removes finalizer from obj on the API server, unless obj does not have it. An object
+// already gone is done with: a copy read from a cache behind the server may still carry the
+// finalizer an earlier reconcile removed, and the object went with it.
 func Remove(ctx context.Context, c client.Writer, obj client.Object, finalizer string) error {
-	return patch(ctx, c, obj, finalizer, controllerutil.RemoveFinalizer)
+	return client.IgnoreNotFound(patch(ctx, c, obj, finalizer, controllerutil.RemoveFinalizer))
 }
 
 func patch(ctx context.Context, c client.Writer, obj client.Object, finalizer string, change func(client.Object, string) bool) error {

@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
@@ -96,5 +97,50 @@ func TestStatusWrittenFromAStaleReadIsRetried(t *testing.T) {
 	}
 	if got := getGOC(t, ns, "fleet").Status; got.AvailableAgents != 2 || len(got.UnavailableClusters) != 0 {
 		t.Errorf("status after the retry: available %d, unavailable %v", got.AvailableAgents, got.UnavailableClusters)
+	}
+}
+
+// staleGitOpsCluster answers reads of one GitOpsCluster with a copy made before its finalizer
+// was removed, as a cache that has not yet seen the removal does.
+type staleGitOpsCluster struct {
+	client.Client
+	stale *v1alpha1.GitOpsCluster
+}
+
+func (c staleGitOpsCluster) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if g, ok := obj.(*v1alpha1.GitOpsCluster); ok && key == client.ObjectKeyFromObject(c.stale) {
+		c.stale.DeepCopyInto(g)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestFinalizeOfAGitOpsClusterAlreadyGone: a pass woken during the deletion may read, from a
+// cache behind the server, a GitOpsCluster whose finalizer an earlier pass removed. Its
+// cleanup finds the object gone; that is the end of the deletion, not an error to retry.
+func TestFinalizeOfAGitOpsClusterAlreadyGone(t *testing.T) {
+	ctx := context.Background()
+	ns := "finalized-gone"
+	createNamespace(t, ns)
+	stopManager()
+	defer startManager()
+
+	createGitOpsCluster(t, ns, "fleet", "p", func(g *v1alpha1.GitOpsCluster) { g.Finalizers = []string{v1alpha1.Finalizer} })
+	if err := k8s.Delete(ctx, getGOC(t, ns, "fleet")); err != nil {
+		t.Fatal(err)
+	}
+	stale := getGOC(t, ns, "fleet")
+	if stale.DeletionTimestamp.IsZero() || !slices.Contains(stale.Finalizers, v1alpha1.Finalizer) {
+		t.Fatalf("the copy should be a deletion held by the finalizer: deletion %v, finalizers %v", stale.DeletionTimestamp, stale.Finalizers)
+	}
+	if err := gitopscluster.RemoveFinalizer(ctx, k8s, stale.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(stale), &v1alpha1.GitOpsCluster{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the GitOpsCluster should be gone once its finalizer is removed: %v", err)
+	}
+	r := &gitopscluster.Reconciler{Client: staleGitOpsCluster{Client: k8s, stale: stale}, APIReader: k8s, Config: testConfig()}
+	if _, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(stale)}); err != nil {
+		t.Errorf("reconciling the deletion from a stale copy: %v, want no error", err)
 	}
 }

@@ -76,6 +76,7 @@ var otherPrograms = map[string][]owner{
 	"split-cores":        {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"consistency-checks": {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"profiles":           {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"profile-seconds":    {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"admin":              {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 }
 

@@ -14,6 +14,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -77,8 +78,12 @@ func main() {
 	flag.BoolVar(&asAdmin, "admin", false, "run the manager as system:masters with the binary's defaults (as in the rows measured before the benchmark used the chart's identity and RBAC)")
 	flag.BoolVar(&consistencyChecks, "consistency-checks", false, "leave the API server's periodic watch cache consistency check on (DetectCacheInconsistency, on by default in Kubernetes since 1.34), whose full reads from etcd land in some phases and not in others")
 	flag.StringVar(&profileDir, "profiles", "", "write CPU profiles of the API server and the manager, and the manager's allocations, taken during the first seconds of each phase, to this directory")
+	flag.IntVar(&profileSeconds, "profile-seconds", profileSeconds, "how many seconds of each phase the --profiles cover")
 	flag.StringVar(&memoryLimit, "memory-limit", "", "run the manager as in a container with this memory limit (e.g. 160Mi): GOMEMLIMIT as the binary sets it from its cgroup")
 	flag.Parse()
+	if profileSeconds <= 0 {
+		fail(fmt.Errorf("--profile-seconds must be positive, got %d", profileSeconds))
+	}
 
 	fmt.Printf("%-8s %-14s %-12s %-8s %-12s %-10s %-18s %-16s %-14s\n", "clusters", "time-to-ready", "raw-writes", "ratio", "raw-2KiB", "ratio-2KiB", "writes/cluster", "idle-writes", "peak-RSS")
 	for _, s := range strings.Split(*sizes, ",") {
@@ -107,7 +112,11 @@ func main() {
 			cores, r.rawCPU.servers.Round(10*time.Millisecond), r.rawCPU.client.Round(10*time.Millisecond), r.raw.Round(10*time.Millisecond), r.rawCPU.busy(), r.rawCPU.floor(cores).Round(10*time.Millisecond),
 			r.registrationCPU.servers.Round(10*time.Millisecond), r.registrationCPU.client.Round(10*time.Millisecond), r.ready.Round(10*time.Millisecond), r.registrationCPU.busy(),
 			r.registrationCPU.floor(cores).Round(10*time.Millisecond), r.registrationCPU.floor(cores).Seconds()/r.raw.Seconds())
+		fmt.Printf("         of which etcd: raw writes %s (%s), registration %s (%s); raw CSR pace %s (%s), wave %s (%s)\n",
+			r.rawCPU.etcd.Round(10*time.Millisecond), r.rawCPU.compactionsSaid(), r.registrationCPU.etcd.Round(10*time.Millisecond), r.registrationCPU.compactionsSaid(),
+			r.rawWaveCPU.etcd.Round(10*time.Millisecond), r.rawWaveCPU.compactionsSaid(), r.waveCPU.etcd.Round(10*time.Millisecond), r.waveCPU.compactionsSaid())
 		fmt.Printf("         until Ready: watch events the API server sent %v\n", r.watchEvents)
+		fmt.Printf("         until Ready: reads (GET and LIST) %v\n", r.readyReads)
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
 		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes %v\n", r.join.Round(time.Millisecond), testenv.TotalWrites(r.joinCalls), r.joinCalls)
 		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end; the last created after %s, %d agents at a time); the API server's raw pace for the same CSRs: %.0f/s\n",
@@ -192,6 +201,7 @@ type result struct {
 	wave             time.Duration
 	waveCreated      time.Duration  // until the agents' last CSR was created
 	waveReads        map[string]int // GET and LIST requests during the wave, the benchmark's own included
+	readyReads       map[string]int // the same from the GitOpsCluster's creation to Ready (the benchmark's polling included)
 	rawWave          time.Duration
 	synced           time.Duration // from the manager's start until it reported ready
 	writesPerCluster float64
@@ -225,6 +235,77 @@ type cpuShare struct {
 	servers time.Duration // the API server and etcd
 	client  time.Duration // the raw writers (this process), or the manager
 	took    time.Duration
+	// etcd is etcd's part of servers, and compactions how many compactions etcd finished in
+	// the phase (one that ends after it is not counted): the API server asks for one every 5
+	// minutes, whichever phase runs then.
+	etcd        time.Duration
+	compactions int
+}
+
+// hubUsage is what the API server and etcd have used so far.
+type hubUsage struct {
+	apiServer, etcd time.Duration
+	compactions     int
+}
+
+func hubUsageNow(env *testenv.Env) hubUsage {
+	var u hubUsage
+	apiServers, _ := childrenNamed("kube-apiserver")
+	for _, pid := range apiServers {
+		u.apiServer += processCPU(pid)
+	}
+	etcds, _ := childrenNamed("etcd")
+	for _, pid := range etcds {
+		u.etcd += processCPU(pid)
+	}
+	u.compactions = etcdCompactions(env)
+	return u
+}
+
+// since is the servers' part of a phase that started at u.
+func (u hubUsage) since(env *testenv.Env) (servers, etcd time.Duration, compactions int) {
+	now := hubUsageNow(env)
+	compactions = now.compactions - u.compactions
+	if now.compactions < 0 || u.compactions < 0 {
+		compactions = -1
+	}
+	return now.apiServer + now.etcd - u.apiServer - u.etcd, now.etcd - u.etcd, compactions
+}
+
+// etcdCompactions reads how many compactions etcd has finished from its metrics (-1 when they
+// cannot be read).
+func etcdCompactions(env *testenv.Env) int {
+	cp := env.Environment.ControlPlane
+	if cp.Etcd == nil || cp.Etcd.URL == nil {
+		return -1
+	}
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get(cp.Etcd.URL.String() + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer func() { _ = resp.Body.Close() }()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	const metric = "etcd_debugging_mvcc_db_compaction_total_duration_milliseconds_count "
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), metric); ok {
+			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return -1
+			}
+			return int(n)
+		}
+	}
+	return -1
+}
+
+// compactionsSaid says how many compactions etcd finished in the phase.
+func (c cpuShare) compactionsSaid() string {
+	if c.compactions < 0 {
+		return "compactions unknown"
+	}
+	return fmt.Sprintf("%d compaction(s)", c.compactions)
 }
 
 // busy is how many cores the phase kept busy on average.
@@ -234,16 +315,6 @@ func (c cpuShare) busy() float64 { return (c.servers + c.client).Seconds() / c.t
 // that needs this CPU can be faster on this machine.
 func (c cpuShare) floor(cores int) time.Duration {
 	return (c.servers + c.client) / time.Duration(cores)
-}
-
-// serversCPU is the CPU time the API server and etcd (this process's children) have used.
-func serversCPU() time.Duration {
-	pids, _ := childrenNamed("kube-apiserver", "etcd")
-	var total time.Duration
-	for _, pid := range pids {
-		total += processCPU(pid)
-	}
-	return total
 }
 
 // deletion is what deleting the fleet's GitOpsCluster left behind.
@@ -685,36 +756,41 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		return nil, err
 	}
 	defer prof.wait()
-	serversBefore, selfBefore := serversCPU(), processCPU(os.Getpid())
+	// A phase starts once the profiles of the one before have ended, so that the wait is not
+	// counted in its CPU.
 	prof.phase("raw-zeros")
+	hubBefore, selfBefore := hubUsageNow(env), processCPU(os.Getpid())
 	rawZeros, err := rawWrites(ctx, env, "raw", n, zeroSecret)
 	if err != nil {
 		return nil, err
 	}
-	rawZerosCPU := cpuShare{servers: serversCPU() - serversBefore, client: processCPU(os.Getpid()) - selfBefore, took: rawZeros}
+	rawZerosCPU := cpuShare{client: processCPU(os.Getpid()) - selfBefore, took: rawZeros}
+	rawZerosCPU.servers, rawZerosCPU.etcd, rawZerosCPU.compactions = hubBefore.since(env)
 	shape, err := clusterSecretShape(clusters)
 	if err != nil {
 		return nil, err
 	}
-	serversBefore, selfBefore = serversCPU(), processCPU(os.Getpid())
 	prof.phase("raw-writes")
+	hubBefore, selfBefore = hubUsageNow(env), processCPU(os.Getpid())
 	raw, err := rawWrites(ctx, env, "raw-cluster-secrets", n, shape)
 	if err != nil {
 		return nil, err
 	}
-	rawCPU := cpuShare{servers: serversCPU() - serversBefore, client: processCPU(os.Getpid()) - selfBefore, took: raw}
+	rawCPU := cpuShare{client: processCPU(os.Getpid()) - selfBefore, took: raw}
+	rawCPU.servers, rawCPU.etcd, rawCPU.compactions = hubBefore.since(env)
 	// Out of the API server's cache before the next phases, so that the manager's phases do not
 	// pay for the raw writes' 20,000 objects (in the earlier rows the 2 KiB Secrets stayed).
 	if err := deleteRawSecrets(ctx, env, "raw", "raw-cluster-secrets"); err != nil {
 		return nil, err
 	}
-	serversBefore, selfBefore = serversCPU(), processCPU(os.Getpid())
 	prof.phase("raw-csrs")
+	hubBefore, selfBefore = hubUsageNow(env), processCPU(os.Getpid())
 	rawWave, err := rawCSRs(ctx, env, clusters)
 	if err != nil {
 		return nil, fmt.Errorf("raw CSR pace: %w", err)
 	}
-	rawWaveCPU := cpuShare{servers: serversCPU() - serversBefore, client: processCPU(os.Getpid()) - selfBefore, took: rawWave}
+	rawWaveCPU := cpuShare{client: processCPU(os.Getpid()) - selfBefore, took: rawWave}
+	rawWaveCPU.servers, rawWaveCPU.etcd, rawWaveCPU.compactions = hubBefore.since(env)
 	if err := deleteRawCSRs(ctx, env); err != nil {
 		return nil, err
 	}
@@ -782,6 +858,9 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	synced := time.Since(started)
 	fmt.Fprintf(os.Stderr, "N=%d: manager ready (its controllers' informers synced) %s after its start\n", n, synced.Round(10*time.Millisecond))
 
+	// The counters start once the profiles of the phase before have ended: the manager's
+	// requests in that wait are not the registration's.
+	prof.phase("registration")
 	before, err := testenv.APIWrites(ctx, env.Config)
 	if err != nil {
 		return nil, err
@@ -790,8 +869,12 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cpuBefore, serversBefore, selfBefore := processCPU(mgr.Process.Pid), serversCPU(), processCPU(os.Getpid())
-	prof.phase("registration")
+	registrationReadsBefore, err := testenv.APIReads(ctx, env.Config)
+	if err != nil {
+		return nil, err
+	}
+	cpuBefore := processCPU(mgr.Process.Pid)
+	hubBefore, selfBefore = hubUsageNow(env), processCPU(os.Getpid())
 	start := time.Now()
 	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: gitOpsClusterName},
 		Spec: v1alpha1.GitOpsClusterSpec{
@@ -823,7 +906,12 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	registrationCPU := cpuShare{servers: serversCPU() - serversBefore, client: readyCPU + processCPU(os.Getpid()) - selfBefore, took: ready}
+	readsAtReady, err := testenv.APIReads(ctx, env.Config)
+	if err != nil {
+		return nil, err
+	}
+	registrationCPU := cpuShare{client: readyCPU + processCPU(os.Getpid()) - selfBefore, took: ready}
+	registrationCPU.servers, registrationCPU.etcd, registrationCPU.compactions = hubBefore.since(env)
 	fmt.Fprintf(os.Stderr, "N=%d: Ready after %s; until then watch events sent %v, manager CPU %s, API server and etcd CPU %s\n", n, ready,
 		testenv.DiffWrites(eventsBefore, eventsAtReady), readyCPU, registrationCPU.servers)
 	// Finish the reconcile that wrote Ready before counting.
@@ -854,13 +942,14 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	cpuBefore, serversBefore, selfBefore = processCPU(mgr.Process.Pid), serversCPU(), processCPU(os.Getpid())
 	prof.phase("wave")
+	cpuBefore, hubBefore, selfBefore = processCPU(mgr.Process.Pid), hubUsageNow(env), processCPU(os.Getpid())
 	wave, waveCreated, err := renewalWave(ctx, env, clusters)
 	if err != nil {
 		return nil, err
 	}
-	waveCPU := cpuShare{servers: serversCPU() - serversBefore, client: processCPU(mgr.Process.Pid) - cpuBefore, took: wave}
+	waveCPU := cpuShare{client: processCPU(mgr.Process.Pid) - cpuBefore, took: wave}
+	waveCPU.servers, waveCPU.etcd, waveCPU.compactions = hubBefore.since(env)
 	waveAgentsCPU := processCPU(os.Getpid()) - selfBefore
 	readsAfter, err := testenv.APIReads(ctx, env.Config)
 	if err != nil {
@@ -892,6 +981,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		wave:             wave,
 		waveCreated:      waveCreated,
 		waveReads:        testenv.DiffWrites(readsBefore, readsAfter),
+		readyReads:       testenv.DiffWrites(registrationReadsBefore, readsAtReady),
 		rawWave:          rawWave,
 		rawWaveCPU:       rawWaveCPU,
 		waveCPU:          waveCPU,

@@ -18,10 +18,11 @@ import (
 // manager's allocations, taken at the start of each measured phase (--profiles).
 var profileDir string
 
-// profileSeconds is how much of each phase a profile covers. A phase shorter than that (small
-// fleets) waits for its profiles to end before the next phase starts, since a process takes
-// one CPU profile at a time; its profile then also covers the quiet time after it.
-const profileSeconds = 12
+// profileSeconds is how much of each phase a profile covers (--profile-seconds). A phase
+// shorter than that waits for its profiles to end before the next phase starts, since a
+// process takes one CPU profile at a time; its profile then also covers what follows it (the
+// raw writes' deletion, the probes after Ready).
+var profileSeconds = 12
 
 // profiler takes the CPU profiles of one fleet size in the background.
 type profiler struct {

@@ -96,26 +96,26 @@ func main() {
 		if err != nil {
 			fail(fmt.Errorf("fleet of %d clusters: %w", n, err))
 		}
-		fmt.Printf("%-8d %-14s %-12s %-8.2f %-12s %-10.2f %-18.3f %-16s %-14s\n", n, r.ready.Round(10*time.Millisecond), r.raw.Round(10*time.Millisecond),
-			r.ready.Seconds()/r.raw.Seconds(), r.rawZeros.Round(10*time.Millisecond), r.ready.Seconds()/r.rawZeros.Seconds(), r.writesPerCluster,
+		fmt.Printf("%-8d %-14s %-12s %-8.2f %-12s %-10.2f %-18.3f %-16s %-14s\n", n, r.ready.Round(10*time.Millisecond), r.rawCPU.took.Round(10*time.Millisecond),
+			r.ready.Seconds()/r.rawCPU.took.Seconds(), r.rawZerosCPU.took.Round(10*time.Millisecond), r.ready.Seconds()/r.rawZerosCPU.took.Seconds(), r.writesPerCluster,
 			fmt.Sprintf("%d in %s", r.idleWrites, *idle), fmt.Sprintf("%.1f MiB", float64(r.peakKiB)/1024))
 		fmt.Printf("         memory: peak RSS %.1f MiB; largest anonymous part %.1f MiB (the rest is the binary's file-backed pages)\n",
 			float64(r.peakKiB)/1024, float64(r.peakAnonKiB)/1024)
 		fmt.Printf("         after Ready: writes stopped %s later, %d writes in between %v (idle writes are counted after that)\n",
 			r.settle.Round(10*time.Millisecond), testenv.TotalWrites(r.settleWrites), r.settleWrites)
 		fmt.Printf("         raw writes: %d Secrets of the manager's cluster secrets' shape (labels, annotation, finalizer, certificate, key and CA) in %s (API server and etcd CPU %s); %d Secrets of 2 KiB of zeros, the raw writes of the earlier rows, in %s (%s)\n",
-			n, r.raw.Round(10*time.Millisecond), r.rawCPU.servers.Round(10*time.Millisecond), n, r.rawZeros.Round(10*time.Millisecond), r.rawZerosCPU.servers.Round(10*time.Millisecond))
+			n, r.rawCPU.took.Round(10*time.Millisecond), r.rawCPU.servers.Round(10*time.Millisecond), n, r.rawZerosCPU.took.Round(10*time.Millisecond), r.rawZerosCPU.servers.Round(10*time.Millisecond))
 		fmt.Printf("         the same raw writes after the fleet's deletion: %s (API server and etcd CPU %s, etcd %s, %s): time to Ready is %.2f of them, %.2f of the mean of both raw runs\n",
-			r.rawAfter.Round(10*time.Millisecond), r.rawAfterCPU.servers.Round(10*time.Millisecond), r.rawAfterCPU.etcd.Round(10*time.Millisecond), r.rawAfterCPU.compactionsSaid(),
-			r.ready.Seconds()/r.rawAfter.Seconds(), 2*r.ready.Seconds()/(r.raw+r.rawAfter).Seconds())
+			r.rawAfterCPU.took.Round(10*time.Millisecond), r.rawAfterCPU.servers.Round(10*time.Millisecond), r.rawAfterCPU.etcd.Round(10*time.Millisecond), r.rawAfterCPU.compactionsSaid(),
+			r.ready.Seconds()/r.rawAfterCPU.took.Seconds(), 2*r.ready.Seconds()/(r.rawCPU.took+r.rawAfterCPU.took).Seconds())
 		fmt.Printf("         manager ready (its controllers' informers synced) %s after its start; the clock started then\n", r.synced.Round(10*time.Millisecond))
 		fmt.Printf("         manager CPU until Ready: %s in %s (%.0f%% of one core; the API server and etcd share the same cores)\n",
 			r.readyCPU.Round(10*time.Millisecond), r.ready.Round(10*time.Millisecond), 100*r.readyCPU.Seconds()/r.ready.Seconds())
 		cores := runtime.NumCPU()
 		fmt.Printf("         CPU (%d cores): raw writes: API server and etcd %s, the writers %s in %s (%.2f cores busy; all busy would take %s); registration: API server and etcd %s, the manager and this benchmark's polling %s in %s (%.2f cores busy; all busy would take %s, %.2f of the raw time)\n",
-			cores, r.rawCPU.servers.Round(10*time.Millisecond), r.rawCPU.client.Round(10*time.Millisecond), r.raw.Round(10*time.Millisecond), r.rawCPU.busy(), r.rawCPU.floor(cores).Round(10*time.Millisecond),
+			cores, r.rawCPU.servers.Round(10*time.Millisecond), r.rawCPU.client.Round(10*time.Millisecond), r.rawCPU.took.Round(10*time.Millisecond), r.rawCPU.busy(), r.rawCPU.floor(cores).Round(10*time.Millisecond),
 			r.registrationCPU.servers.Round(10*time.Millisecond), r.registrationCPU.client.Round(10*time.Millisecond), r.ready.Round(10*time.Millisecond), r.registrationCPU.busy(),
-			r.registrationCPU.floor(cores).Round(10*time.Millisecond), r.registrationCPU.floor(cores).Seconds()/r.raw.Seconds())
+			r.registrationCPU.floor(cores).Round(10*time.Millisecond), r.registrationCPU.floor(cores).Seconds()/r.rawCPU.took.Seconds())
 		fmt.Printf("         of which etcd: raw writes %s (%s), registration %s (%s); raw CSR pace %s (%s), wave %s (%s)\n",
 			r.rawCPU.etcd.Round(10*time.Millisecond), r.rawCPU.compactionsSaid(), r.registrationCPU.etcd.Round(10*time.Millisecond), r.registrationCPU.compactionsSaid(),
 			r.rawWaveCPU.etcd.Round(10*time.Millisecond), r.rawWaveCPU.compactionsSaid(), r.waveCPU.etcd.Round(10*time.Millisecond), r.waveCPU.compactionsSaid())
@@ -124,7 +124,7 @@ func main() {
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
 		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes %v\n", r.join.Round(time.Millisecond), testenv.TotalWrites(r.joinCalls), r.joinCalls)
 		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end; the last created after %s, %d agents at a time); the API server's raw pace for the same CSRs: %.0f/s\n",
-			n, r.wave.Round(10*time.Millisecond), float64(n)/r.wave.Seconds(), r.waveCreated.Round(10*time.Millisecond), agentsInFlight, float64(n)/r.rawWave.Seconds())
+			n, r.wave.Round(10*time.Millisecond), float64(n)/r.wave.Seconds(), r.waveCreated.Round(10*time.Millisecond), agentsInFlight, float64(n)/r.rawWaveCPU.took.Seconds())
 		fmt.Printf("         reads during the wave: %.2f per CSR %v\n", float64(testenv.TotalWrites(r.waveReads))/float64(n), r.waveReads)
 		perCSR := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", d.Seconds()*1000/float64(n)) }
 		fmt.Printf("         CPU per CSR: raw pace: API server and etcd %s, the approving and signing client with the agents %s (%.2f cores busy); wave: API server and etcd %s, the manager %s, the agents %s (%.2f cores busy)\n",
@@ -197,19 +197,15 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 type result struct {
 	ready            time.Duration
-	raw              time.Duration // Secrets of the manager's cluster secrets' shape
-	rawZeros         time.Duration // Secrets of 2 KiB of zeros, the raw writes of the earlier rows
-	rawAfter         time.Duration // the raw writes again, after the fleet's deletion
-	rawAfterCPU      cpuShare
-	rawZerosCPU      cpuShare
+	rawZerosCPU      cpuShare // Secrets of 2 KiB of zeros, the raw writes of the earlier rows
+	rawAfterCPU      cpuShare // the raw writes again, after the fleet's deletion
 	join             time.Duration
 	joinCalls        map[string]int
 	wave             time.Duration
 	waveCreated      time.Duration  // until the agents' last CSR was created
 	waveReads        map[string]int // GET and LIST requests during the wave, the benchmark's own included
 	readyReads       map[string]int // the same from the GitOpsCluster's creation to Ready (the benchmark's polling included)
-	rawWave          time.Duration
-	synced           time.Duration // from the manager's start until it reported ready
+	synced           time.Duration  // from the manager's start until it reported ready
 	writesPerCluster float64
 	idleWrites       int
 	peakKiB          int
@@ -219,7 +215,8 @@ type result struct {
 	// API server did not get.
 	readyCPU time.Duration
 	// rawCPU and registrationCPU are the CPU time of the API server, etcd and each side's client
-	// while the raw writers wrote, and from the GitOpsCluster's creation to Ready.
+	// while the raw writers wrote Secrets of the manager's cluster secrets' shape, and from the
+	// GitOpsCluster's creation to Ready.
 	rawCPU, registrationCPU cpuShare
 	// rawWaveCPU and waveCPU are the same for the raw CSR pace and the renewal wave; the
 	// wave's client is the manager, and waveAgentsCPU is this process (the agents' requests).
@@ -304,6 +301,21 @@ func etcdCompactions(env *testenv.Env) int {
 		}
 	}
 	return -1
+}
+
+// measure runs a phase of this process's own clients (the raw writers, the raw pace's agents
+// and signer) once the profiles of the phase before have ended, so that the wait is not
+// counted, and returns how long it took and what it cost the API server, etcd and this process.
+func measure(prof *profiler, env *testenv.Env, name string, phase func() (time.Duration, error)) (cpuShare, error) {
+	prof.phase(name)
+	hubBefore, selfBefore := hubUsageNow(env), processCPU(os.Getpid())
+	took, err := phase()
+	if err != nil {
+		return cpuShare{}, err
+	}
+	share := cpuShare{client: processCPU(os.Getpid()) - selfBefore, took: took}
+	share.servers, share.etcd, share.compactions = hubBefore.since(env)
+	return share, nil
 }
 
 // compactionsSaid says how many compactions etcd finished in the phase.
@@ -762,41 +774,27 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		return nil, err
 	}
 	defer prof.wait()
-	// A phase starts once the profiles of the one before have ended, so that the wait is not
-	// counted in its CPU.
-	prof.phase("raw-zeros")
-	hubBefore, selfBefore := hubUsageNow(env), processCPU(os.Getpid())
-	rawZeros, err := rawWrites(ctx, env, "raw", n, zeroSecret)
+	rawZerosCPU, err := measure(prof, env, "raw-zeros", func() (time.Duration, error) { return rawWrites(ctx, env, "raw", n, zeroSecret) })
 	if err != nil {
 		return nil, err
 	}
-	rawZerosCPU := cpuShare{client: processCPU(os.Getpid()) - selfBefore, took: rawZeros}
-	rawZerosCPU.servers, rawZerosCPU.etcd, rawZerosCPU.compactions = hubBefore.since(env)
 	shape, err := clusterSecretShape(clusters)
 	if err != nil {
 		return nil, err
 	}
-	prof.phase("raw-writes")
-	hubBefore, selfBefore = hubUsageNow(env), processCPU(os.Getpid())
-	raw, err := rawWrites(ctx, env, "raw-cluster-secrets", n, shape)
+	rawCPU, err := measure(prof, env, "raw-writes", func() (time.Duration, error) { return rawWrites(ctx, env, "raw-cluster-secrets", n, shape) })
 	if err != nil {
 		return nil, err
 	}
-	rawCPU := cpuShare{client: processCPU(os.Getpid()) - selfBefore, took: raw}
-	rawCPU.servers, rawCPU.etcd, rawCPU.compactions = hubBefore.since(env)
 	// Out of the API server's cache before the next phases, so that the manager's phases do not
 	// pay for the raw writes' 20,000 objects (in the earlier rows the 2 KiB Secrets stayed).
 	if err := deleteRawSecrets(ctx, env, "raw", "raw-cluster-secrets"); err != nil {
 		return nil, err
 	}
-	prof.phase("raw-csrs")
-	hubBefore, selfBefore = hubUsageNow(env), processCPU(os.Getpid())
-	rawWave, err := rawCSRs(ctx, env, clusters)
+	rawWaveCPU, err := measure(prof, env, "raw-csrs", func() (time.Duration, error) { return rawCSRs(ctx, env, clusters) })
 	if err != nil {
 		return nil, fmt.Errorf("raw CSR pace: %w", err)
 	}
-	rawWaveCPU := cpuShare{client: processCPU(os.Getpid()) - selfBefore, took: rawWave}
-	rawWaveCPU.servers, rawWaveCPU.etcd, rawWaveCPU.compactions = hubBefore.since(env)
 	if err := deleteRawCSRs(ctx, env); err != nil {
 		return nil, err
 	}
@@ -880,7 +878,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		return nil, err
 	}
 	cpuBefore := processCPU(mgr.Process.Pid)
-	hubBefore, selfBefore = hubUsageNow(env), processCPU(os.Getpid())
+	hubBefore, selfBefore := hubUsageNow(env), processCPU(os.Getpid())
 	start := time.Now()
 	goc := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: gitOpsClusterName},
 		Spec: v1alpha1.GitOpsClusterSpec{
@@ -969,14 +967,12 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	// The raw writes once more, the fleet gone: the machine's pace drifts between runs by more
 	// than the ratio's margin, and the two raw figures say how far it moved within this one.
 	fmt.Fprintf(os.Stderr, "N=%d: the raw writes again...\n", n)
-	prof.phase("raw-writes-after")
-	hubBefore, selfBefore = hubUsageNow(env), processCPU(os.Getpid())
-	rawAfter, err := rawWrites(ctx, env, "raw-cluster-secrets-after", n, shape)
+	rawAfterCPU, err := measure(prof, env, "raw-writes-after", func() (time.Duration, error) {
+		return rawWrites(ctx, env, "raw-cluster-secrets-after", n, shape)
+	})
 	if err != nil {
 		return nil, err
 	}
-	rawAfterCPU := cpuShare{client: processCPU(os.Getpid()) - selfBefore, took: rawAfter}
-	rawAfterCPU.servers, rawAfterCPU.etcd, rawAfterCPU.compactions = hubBefore.since(env)
 	if err := deleteRawSecrets(ctx, env, "raw-cluster-secrets-after"); err != nil {
 		return nil, err
 	}
@@ -993,9 +989,6 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	}
 	return &result{
 		ready:            ready,
-		raw:              raw,
-		rawZeros:         rawZeros,
-		rawAfter:         rawAfter,
 		rawAfterCPU:      rawAfterCPU,
 		rawZerosCPU:      rawZerosCPU,
 		join:             join,
@@ -1004,7 +997,6 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		waveCreated:      waveCreated,
 		waveReads:        testenv.DiffWrites(readsBefore, readsAfter),
 		readyReads:       testenv.DiffWrites(registrationReadsBefore, readsAtReady),
-		rawWave:          rawWave,
 		rawWaveCPU:       rawWaveCPU,
 		waveCPU:          waveCPU,
 		waveAgentsCPU:    waveAgentsCPU,

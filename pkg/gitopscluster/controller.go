@@ -20,6 +20,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownwrites"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
 // Reconciler turns one GitOpsCluster into its fleet objects and status.
@@ -37,6 +38,9 @@ type Reconciler struct {
 	departures   revocation.Departures
 	signerCheck  principalpki.SignerCheck
 	statusWrites ownwrites.Tracker
+	// jwtKeys makes the first principal's JWT signing key once this manager leads, before a
+	// GitOpsCluster asks for it.
+	jwtKeys pki.SpareKey
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -89,7 +93,7 @@ func (r *Reconciler) hub() config.Hub {
 
 // pki is the principal PKI's keeper, over this reconciler's clients and config.
 func (r *Reconciler) pki() *principalpki.Keeper {
-	return &principalpki.Keeper{Hub: r.hub()}
+	return &principalpki.Keeper{Hub: r.hub(), JWTKeys: &r.jwtKeys}
 }
 
 // revoker is the agents' revocation over this reconciler's clients, config and memory of

@@ -62,6 +62,9 @@ type Config struct {
 	ManagedNamespaces []string
 	// Now is the clock; tests replace it.
 	Now func() time.Time
+	// NewJWTKey makes a principal's JWT signing key; nil is pki.NewJWTSigningKey. Tests
+	// replace it.
+	NewJWTKey func() ([]byte, error)
 }
 
 // SecretsCacheLabelled reports whether the manager's cache holds only the project's own

@@ -7,9 +7,13 @@ package principalpki
 
 import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
 // Keeper keeps the PKI of principal namespaces.
 type Keeper struct {
 	config.Hub
+	// JWTKeys hands out the JWT signing keys it writes, the first one made ahead of need;
+	// nil makes each when it is needed.
+	JWTKeys *pki.SpareKey
 }

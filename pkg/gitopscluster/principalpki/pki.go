@@ -355,7 +355,10 @@ func (k *Keeper) ensureJWTKey(ctx context.Context, ns string, out *PKI) error {
 	if existing != nil && token == "" && (!names.ManagedByUs(existing) || pki.ValidateJWTSigningKey(existing.Data[names.JWTSecretKey]) == nil) {
 		return nil
 	}
-	key, err := pki.NewJWTSigningKey()
+	if ro, ok := k.Client.(readOnlyClient); ok {
+		return ro.pending // the elder writes it: no key is made in vain
+	}
+	key, err := k.JWTKeys.Take(ctx)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
 // TestReadOnlyKeeperReadsAndRefusesWrites: the keeper of a GitOpsCluster that is not its
@@ -61,5 +62,28 @@ func TestReadOnlyKeeperReadsAndRefusesWrites(t *testing.T) {
 	var list corev1.SecretList
 	if err := c.List(ctx, &list); err != nil || len(list.Items) != 1 {
 		t.Errorf("secrets after the refused writes: %d (%v), want the one there was", len(list.Items), err)
+	}
+}
+
+// TestReadOnlyKeeperMakesNoJWTKey: where the elder has yet to write the JWT signing key, the
+// read-only keeper stops with PrincipalPKIPending before making a key it could not write, and
+// leaves the manager's spare key to the elder.
+func TestReadOnlyKeeperMakesNoJWTKey(t *testing.T) {
+	made := 0
+	keys := &pki.SpareKey{New: func() ([]byte, error) { made++; return pki.NewJWTSigningKey() }}
+	c := fake.NewClientBuilder().Build()
+	elder := &Keeper{Hub: config.Hub{Client: c, Reader: c}, JWTKeys: keys}
+	k := elder.ReadOnly("argocd", "platform/fleet")
+	if k.JWTKeys != nil {
+		t.Error("the read-only keeper holds the spare JWT key")
+	}
+	k.JWTKeys = keys // as if it held the spare: it still makes no key
+	err := k.ensureJWTKey(context.Background(), "argocd", &PKI{})
+	var p *Problem
+	if !errors.As(err, &p) || p.Reason != v1alpha1.ReasonPrincipalPKIPending {
+		t.Errorf("ensureJWTKey: want PrincipalPKIPending, got %v", err)
+	}
+	if made != 0 {
+		t.Errorf("%d keys made, want none", made)
 	}
 }

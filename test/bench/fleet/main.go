@@ -80,6 +80,8 @@ func main() {
 	flag.BoolVar(&consistencyChecks, "consistency-checks", false, "leave the API server's periodic watch cache consistency check on (DetectCacheInconsistency, on by default in Kubernetes since 1.34), whose full reads from etcd land in some phases and not in others")
 	flag.StringVar(&profileDir, "profiles", "", "write CPU profiles of the API server and the manager, and the manager's allocations, taken during the first seconds of each phase, to this directory")
 	flag.IntVar(&profileSeconds, "profile-seconds", profileSeconds, "how many seconds of each phase the --profiles cover")
+	flag.StringVar(&managerLog, "manager-log", "", "keep the manager's log of the last fleet size in this file (by default it is read for errors and removed)")
+	flag.StringVar(&managerLogLevel, "manager-log-level", managerLogLevel, "the manager's --zap-log-level; debug logs how long each step of every GitOpsCluster pass took")
 	flag.StringVar(&memoryLimit, "memory-limit", "", "run the manager as in a container with this memory limit (e.g. 160Mi): GOMEMLIMIT as the binary sets it from its cgroup")
 	flag.Parse()
 	if profileSeconds <= 0 {
@@ -154,6 +156,12 @@ var asAdmin bool
 // memoryLimit is the container memory limit the manager runs as if under ("" for none).
 var memoryLimit string
 
+// managerLog keeps the manager's log there ("" removes it); managerLogLevel is its level.
+var (
+	managerLog      string
+	managerLogLevel = "error"
+)
+
 // reportManagerErrors prints how many errors the manager logged (it runs at error level) and
 // the first of them, so a slow phase can be told from a failing one.
 func reportManagerErrors(path string) {
@@ -161,20 +169,27 @@ func reportManagerErrors(path string) {
 	if err != nil {
 		return
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) == 0 || lines[0] == "" {
-		fmt.Println("         manager errors: 0")
-		return
+	if managerLog != "" {
+		if err := os.WriteFile(managerLog, b, 0o644); err != nil {
+			fmt.Fprintf(os.Stderr, "keep the manager's log: %v\n", err)
+		}
 	}
 	// Distinct errors, by controller and message: a conflict retried is not a failure, but it
 	// shows as one here, and a reader must see which it was.
 	seen := map[string]int{}
 	var order []string
-	for _, l := range lines {
-		var e struct{ Controller, Msg, Error string }
+	var lines []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e struct{ Level, Controller, Msg, Error string }
+		if l == "" {
+			continue
+		}
 		if json.Unmarshal([]byte(l), &e) != nil {
 			e.Msg = l
+		} else if e.Level == "info" || e.Level == "debug" || e.Level == "warn" || strings.HasPrefix(e.Level, "Level(") {
+			continue // a lower --manager-log-level's lines
 		}
+		lines = append(lines, l)
 		k := strings.TrimSpace(e.Controller + " " + e.Msg + ": " + e.Error)
 		if len(k) > 240 {
 			k = k[:240]
@@ -1025,7 +1040,7 @@ const releaseNamespace = "argocd-agent-addon"
 // election (a standby's lease renewals are not the manager's writes). With --admin, as
 // system:masters with the binary's defaults.
 func managerCommand(ctx context.Context, env *testenv.Env, dir, healthAddr string) ([]string, error) {
-	common := []string{"--metrics-bind-address=0", "--health-probe-bind-address=" + healthAddr, "--zap-log-level=error", "--leader-elect=false"}
+	common := []string{"--metrics-bind-address=0", "--health-probe-bind-address=" + healthAddr, "--zap-log-level=" + managerLogLevel, "--leader-elect=false"}
 	if asAdmin {
 		kubeconfig, err := env.KubeconfigFile(dir)
 		if err != nil {

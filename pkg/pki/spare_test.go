@@ -1,0 +1,138 @@
+/*
+Copyright The argocd-agent-addon Authors.
+SPDX-License-Identifier: Apache-2.0
+*/
+
+package pki
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// keyMaker counts the keys it makes and names each by its number; while gate is open (not
+// nil) a key is made only when the test sends on it.
+type keyMaker struct {
+	mu   sync.Mutex
+	made int
+	gate chan struct{}
+	fail bool
+}
+
+func (m *keyMaker) make() ([]byte, error) {
+	if m.gate != nil {
+		<-m.gate
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.made++
+	if m.fail {
+		m.fail = false
+		return nil, errors.New("no entropy")
+	}
+	return fmt.Appendf(nil, "key-%d", m.made), nil
+}
+
+func (m *keyMaker) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.made
+}
+
+func TestSpareKey(t *testing.T) {
+	ctx := context.Background()
+	take := func(t *testing.T, s *SpareKey) string {
+		t.Helper()
+		k, err := s.Take(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(k)
+	}
+
+	t.Run("without Prepare each key is made when asked for", func(t *testing.T) {
+		m := &keyMaker{}
+		s := &SpareKey{New: m.make}
+		if got := take(t, s) + " " + take(t, s); got != "key-1 key-2" {
+			t.Errorf("keys %q, want key-1 key-2", got)
+		}
+	})
+
+	t.Run("the spare is made before it is asked for, and handed out once", func(t *testing.T) {
+		m := &keyMaker{}
+		s := &SpareKey{New: m.make}
+		s.Prepare()
+		s.Prepare()
+		deadline := time.Now().Add(10 * time.Second)
+		for m.count() == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if m.count() != 1 {
+			t.Fatalf("%d keys made after Prepare twice, want 1 before any Take", m.count())
+		}
+		if got := take(t, s); got != "key-1" {
+			t.Errorf("first key %q, want the spare key-1", got)
+		}
+		if got := take(t, s); got != "key-2" {
+			t.Errorf("second key %q, want key-2 made when asked for", got)
+		}
+		if m.count() != 2 {
+			t.Errorf("%d keys made, want 2", m.count())
+		}
+	})
+
+	t.Run("a spare still being made is waited for, not made again", func(t *testing.T) {
+		m := &keyMaker{gate: make(chan struct{})}
+		s := &SpareKey{New: m.make}
+		s.Prepare()
+		got := make(chan string)
+		go func() { k, _ := s.Take(ctx); got <- string(k) }()
+		m.gate <- struct{}{}
+		if k := <-got; k != "key-1" {
+			t.Errorf("key %q, want the spare key-1", k)
+		}
+		if m.count() != 1 {
+			t.Errorf("%d keys made, want 1", m.count())
+		}
+	})
+
+	t.Run("a caller that stops waiting leaves the spare to the next", func(t *testing.T) {
+		m := &keyMaker{gate: make(chan struct{})}
+		s := &SpareKey{New: m.make}
+		s.Prepare()
+		gone, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := s.Take(gone); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Take with a cancelled context: %v, want context.Canceled", err)
+		}
+		m.gate <- struct{}{}
+		if k := take(t, s); k != "key-1" {
+			t.Errorf("key %q, want the spare key-1", k)
+		}
+	})
+
+	t.Run("a spare that failed is made again when asked for", func(t *testing.T) {
+		m := &keyMaker{fail: true}
+		s := &SpareKey{New: m.make}
+		s.Prepare()
+		if k := take(t, s); k != "key-2" {
+			t.Errorf("key %q, want key-2 made after the spare failed", k)
+		}
+	})
+
+	t.Run("a nil SpareKey makes JWT signing keys", func(t *testing.T) {
+		var s *SpareKey
+		s.Prepare()
+		k, err := s.Take(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ValidateJWTSigningKey(k); err != nil {
+			t.Error(err)
+		}
+	})
+}

@@ -38,7 +38,7 @@ type Reconciler struct {
 	departures   revocation.Departures
 	signerCheck  principalpki.SignerCheck
 	statusWrites ownwrites.Tracker
-	// jwtKeys makes the first principal's JWT signing key once this manager leads, before a
+	// jwtKeys makes the first principal's JWT signing key as the manager starts, before a
 	// GitOpsCluster asks for it.
 	jwtKeys pki.SpareKey
 }

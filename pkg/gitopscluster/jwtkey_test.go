@@ -11,10 +11,9 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
-// TestJWTKeyMadeBeforeItIsAsked: the leader makes the first principal's JWT signing key as it
-// starts, so a new principal's first pass writes that key rather than spending from a few
-// tenths of a second to seconds of one core on an RSA key's primes before it writes any
-// agent's cluster secret.
+// TestJWTKeyMadeBeforeItIsAsked: the manager makes the first principal's JWT signing key as it
+// starts, so a new principal's first pass writes that key rather than spending tenths of a
+// second of one core on an RSA key's primes before it writes any agent's cluster secret.
 func TestJWTKeyMadeBeforeItIsAsked(t *testing.T) {
 	const ns = "jwt-spare"
 	var (

@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -40,14 +39,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = recorder.For(mgr, names.EventReporter)
 	}
-	// Run by the leader only: it is the one that writes a principal's key.
+	// Made while the caches fill, by every replica: a standby that takes over has it too.
 	r.jwtKeys.New = r.Config.NewJWTKey
-	if err := mgr.Add(manager.RunnableFunc(func(context.Context) error {
-		r.jwtKeys.Prepare()
-		return nil
-	})); err != nil {
-		return err
-	}
+	r.jwtKeys.Prepare()
 	b, err := r.watchComponents(mgr, ctrl.NewControllerManagedBy(mgr))
 	if err != nil {
 		return err

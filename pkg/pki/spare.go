@@ -11,9 +11,9 @@ import (
 )
 
 // SpareKey makes one key ahead of need and hands it to the first caller that asks for one.
-// Finding the primes of the principal's RSA-3072 JWT key takes from a few tenths of a second
-// to a few seconds of one core; made on a new principal's first pass, it held the pass before
-// any agent's cluster secret was written, with the API server idle. A spare lives only in
+// Finding the primes of the principal's RSA-3072 JWT key takes tenths of a second of one core,
+// and more on a busy one; made on a new principal's first pass, it held the pass before any
+// agent's cluster secret was written, with the API server idle. A spare lives only in
 // this process's memory until it is taken, and is never made again: later keys (another
 // principal, a requested rotation) are made when asked for.
 type SpareKey struct {

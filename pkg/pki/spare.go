@@ -30,7 +30,7 @@ type madeKey struct {
 	err error
 }
 
-func (s *SpareKey) make() ([]byte, error) {
+func (s *SpareKey) newKey() ([]byte, error) {
 	if s == nil || s.New == nil {
 		return NewJWTSigningKey()
 	}
@@ -52,7 +52,7 @@ func (s *SpareKey) Prepare() {
 	spare := make(chan madeKey, 1)
 	s.spare = spare
 	go func() {
-		key, err := s.make()
+		key, err := s.newKey()
 		spare <- madeKey{pem: key, err: err}
 	}()
 }
@@ -62,19 +62,19 @@ func (s *SpareKey) Prepare() {
 // makes one each time.
 func (s *SpareKey) Take(ctx context.Context) ([]byte, error) {
 	if s == nil {
-		return s.make()
+		return s.newKey()
 	}
 	s.mu.Lock()
 	spare := s.spare
 	s.spare = nil
 	s.mu.Unlock()
 	if spare == nil {
-		return s.make()
+		return s.newKey()
 	}
 	select {
 	case made := <-spare:
 		if made.err != nil {
-			return s.make()
+			return s.newKey()
 		}
 		return made.pem, nil
 	case <-ctx.Done():

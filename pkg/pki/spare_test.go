@@ -14,33 +14,69 @@ import (
 	"time"
 )
 
-// keyMaker counts the keys it makes and names each by its number; while gate is open (not
-// nil) a key is made only when the test sends on it.
+// keyMaker counts the keys it starts to make and names each by its number; with a gate, a
+// key is finished only when the test sends on it.
 type keyMaker struct {
-	mu   sync.Mutex
-	made int
-	gate chan struct{}
-	fail bool
+	mu      sync.Mutex
+	started int
+	gate    chan struct{}
+	fail    bool
 }
 
 func (m *keyMaker) make() ([]byte, error) {
+	m.mu.Lock()
+	m.started++
+	n, fail := m.started, m.fail
+	m.fail = false
+	m.mu.Unlock()
 	if m.gate != nil {
 		<-m.gate
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.made++
-	if m.fail {
-		m.fail = false
+	if fail {
 		return nil, errors.New("no entropy")
 	}
-	return fmt.Appendf(nil, "key-%d", m.made), nil
+	return fmt.Appendf(nil, "key-%d", n), nil
 }
 
 func (m *keyMaker) count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.made
+	return m.started
+}
+
+// within returns what done yields, failing the test after ten seconds without it.
+func within[T any](t *testing.T, what string, done <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-done:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: not within 10s", what)
+	}
+	var zero T
+	return zero
+}
+
+// waitStarted waits until m has started n keys.
+func (m *keyMaker) waitStarted(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for m.count() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d keys started, want %d", m.count(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// open lets one key of m be finished, failing the test if no one is making one.
+func (m *keyMaker) open(t *testing.T) {
+	t.Helper()
+	select {
+	case m.gate <- struct{}{}:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no key was being made")
+	}
 }
 
 func TestSpareKey(t *testing.T) {
@@ -67,10 +103,7 @@ func TestSpareKey(t *testing.T) {
 		s := &SpareKey{New: m.make}
 		s.Prepare()
 		s.Prepare()
-		deadline := time.Now().Add(10 * time.Second)
-		for m.count() == 0 && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
-		}
+		m.waitStarted(t, 1)
 		if m.count() != 1 {
 			t.Fatalf("%d keys made after Prepare twice, want 1 before any Take", m.count())
 		}
@@ -89,14 +122,15 @@ func TestSpareKey(t *testing.T) {
 		m := &keyMaker{gate: make(chan struct{})}
 		s := &SpareKey{New: m.make}
 		s.Prepare()
+		m.waitStarted(t, 1)
 		got := make(chan string)
 		go func() { k, _ := s.Take(ctx); got <- string(k) }()
-		m.gate <- struct{}{}
-		if k := <-got; k != "key-1" {
+		m.open(t)
+		if k := within(t, "Take", got); k != "key-1" {
 			t.Errorf("key %q, want the spare key-1", k)
 		}
 		if m.count() != 1 {
-			t.Errorf("%d keys made, want 1", m.count())
+			t.Errorf("%d keys started, want the spare only", m.count())
 		}
 	})
 
@@ -104,14 +138,20 @@ func TestSpareKey(t *testing.T) {
 		m := &keyMaker{gate: make(chan struct{})}
 		s := &SpareKey{New: m.make}
 		s.Prepare()
+		m.waitStarted(t, 1)
 		gone, cancel := context.WithCancel(ctx)
 		cancel()
 		if _, err := s.Take(gone); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Take with a cancelled context: %v, want context.Canceled", err)
 		}
-		m.gate <- struct{}{}
-		if k := take(t, s); k != "key-1" {
+		got := make(chan string)
+		go func() { k, _ := s.Take(ctx); got <- string(k) }()
+		m.open(t)
+		if k := within(t, "Take", got); k != "key-1" {
 			t.Errorf("key %q, want the spare key-1", k)
+		}
+		if m.count() != 1 {
+			t.Errorf("%d keys started, want the spare only", m.count())
 		}
 	})
 

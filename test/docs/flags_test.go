@@ -78,6 +78,8 @@ var otherPrograms = map[string][]owner{
 	"profiles":           {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"profile-seconds":    {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"admin":              {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"manager-log":        {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"manager-log-level":  {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 }
 
 // flagToken is a --flag as written in code: two dashes, then a lower-case name.

@@ -62,8 +62,8 @@ type Config struct {
 	ManagedNamespaces []string
 	// Now is the clock; tests replace it.
 	Now func() time.Time
-	// NewJWTKey makes a principal's JWT signing key; nil is pki.NewJWTSigningKey. Tests
-	// replace it.
+	// NewJWTKey makes the principals' JWT signing keys for the reconciler's spare key
+	// (pki.SpareKey); nil is pki.NewJWTSigningKey. Tests replace it.
 	NewJWTKey func() ([]byte, error)
 }
 

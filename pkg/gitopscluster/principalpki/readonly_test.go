@@ -13,6 +13,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -85,5 +86,19 @@ func TestReadOnlyKeeperMakesNoJWTKey(t *testing.T) {
 	}
 	if made != 0 {
 		t.Errorf("%d keys made, want none", made)
+	}
+
+	// With the elder's key in place, there is nothing to write and nothing is refused.
+	key, err := pki.NewJWTSigningKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = fake.NewClientBuilder().WithObjects(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: names.JWTSecretName, Labels: names.ManagedLabels()},
+		Data:       map[string][]byte{names.JWTSecretKey: key},
+	}).Build()
+	k = (&Keeper{Hub: config.Hub{Client: c, Reader: c}}).ReadOnly("argocd", "platform/fleet")
+	if err := k.ensureJWTKey(context.Background(), "argocd", &PKI{}); err != nil {
+		t.Errorf("ensureJWTKey with the elder's key in place: %v, want nil", err)
 	}
 }

@@ -162,8 +162,9 @@ var (
 	managerLogLevel = "error"
 )
 
-// reportManagerErrors prints how many errors the manager logged (it runs at error level) and
-// the first of them, so a slow phase can be told from a failing one.
+// reportManagerErrors prints how many errors the manager logged (lines below error level, from
+// a lower --manager-log-level, are skipped) and the first of them, so a slow phase can be told
+// from a failing one.
 func reportManagerErrors(path string) {
 	b, err := os.ReadFile(path)
 	if err != nil {

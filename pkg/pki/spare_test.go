@@ -79,6 +79,31 @@ func (m *keyMaker) open(t *testing.T) {
 	}
 }
 
+// spareBeingMade is a prepared SpareKey whose spare has started and waits for m.open.
+func spareBeingMade(t *testing.T) (*keyMaker, *SpareKey) {
+	t.Helper()
+	m := &keyMaker{gate: make(chan struct{})}
+	s := &SpareKey{New: m.make}
+	s.Prepare()
+	m.waitStarted(t, 1)
+	return m, s
+}
+
+// takesTheSpare asserts that a Take started now returns the spare once it is finished, and
+// that it makes no key of its own.
+func takesTheSpare(t *testing.T, m *keyMaker, s *SpareKey) {
+	t.Helper()
+	got := make(chan string)
+	go func() { k, _ := s.Take(context.Background()); got <- string(k) }()
+	m.open(t)
+	if k := within(t, "Take", got); k != "key-1" {
+		t.Errorf("key %q, want the spare key-1", k)
+	}
+	if m.count() != 1 {
+		t.Errorf("%d keys started, want the spare only", m.count())
+	}
+}
+
 func TestSpareKey(t *testing.T) {
 	ctx := context.Background()
 	take := func(t *testing.T, s *SpareKey) string {
@@ -119,40 +144,18 @@ func TestSpareKey(t *testing.T) {
 	})
 
 	t.Run("a spare still being made is waited for, not made again", func(t *testing.T) {
-		m := &keyMaker{gate: make(chan struct{})}
-		s := &SpareKey{New: m.make}
-		s.Prepare()
-		m.waitStarted(t, 1)
-		got := make(chan string)
-		go func() { k, _ := s.Take(ctx); got <- string(k) }()
-		m.open(t)
-		if k := within(t, "Take", got); k != "key-1" {
-			t.Errorf("key %q, want the spare key-1", k)
-		}
-		if m.count() != 1 {
-			t.Errorf("%d keys started, want the spare only", m.count())
-		}
+		m, s := spareBeingMade(t)
+		takesTheSpare(t, m, s)
 	})
 
 	t.Run("a caller that stops waiting leaves the spare to the next", func(t *testing.T) {
-		m := &keyMaker{gate: make(chan struct{})}
-		s := &SpareKey{New: m.make}
-		s.Prepare()
-		m.waitStarted(t, 1)
+		m, s := spareBeingMade(t)
 		gone, cancel := context.WithCancel(ctx)
 		cancel()
 		if _, err := s.Take(gone); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Take with a cancelled context: %v, want context.Canceled", err)
 		}
-		got := make(chan string)
-		go func() { k, _ := s.Take(ctx); got <- string(k) }()
-		m.open(t)
-		if k := within(t, "Take", got); k != "key-1" {
-			t.Errorf("key %q, want the spare key-1", k)
-		}
-		if m.count() != 1 {
-			t.Errorf("%d keys started, want the spare only", m.count())
-		}
+		takesTheSpare(t, m, s)
 	})
 
 	t.Run("a spare that failed is made again when asked for", func(t *testing.T) {

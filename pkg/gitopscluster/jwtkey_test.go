@@ -20,9 +20,9 @@ func TestJWTKeyMadeBeforeItIsAsked(t *testing.T) {
 		mu sync.Mutex
 		// made holds each key the manager made, and whether the test's GitOpsCluster
 		// existed then.
-		made    [][]byte
-		afterGC []bool
-		created bool
+		made        [][]byte
+		afterCreate []bool
+		created     bool
 	)
 	stopManager()
 	startManagerWith(func(o *manager.Options) {
@@ -30,7 +30,7 @@ func TestJWTKeyMadeBeforeItIsAsked(t *testing.T) {
 			key, err := pki.NewJWTSigningKey()
 			mu.Lock()
 			defer mu.Unlock()
-			made, afterGC = append(made, key), append(afterGC, created)
+			made, afterCreate = append(made, key), append(afterCreate, created)
 			return key, err
 		}
 	})
@@ -53,7 +53,7 @@ func TestJWTKeyMadeBeforeItIsAsked(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	if !bytes.Equal(key, made[0]) {
-		t.Errorf("the principal's JWT key is not the one made before its GitOpsCluster existed (%d keys made, made after it: %v)", len(made), afterGC)
+		t.Errorf("the principal's JWT key is not the one made before its GitOpsCluster existed (%d keys made, made after it: %v)", len(made), afterCreate)
 	}
 	if len(made) != 1 {
 		t.Errorf("%d keys made, want the one spare", len(made))

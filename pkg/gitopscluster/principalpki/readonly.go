@@ -16,7 +16,6 @@ import (
 // so written by one GitOpsCluster only, and the others use exactly what it keeps.
 func (k *Keeper) ReadOnly(ns, elder string) *Keeper {
 	out := *k
-	out.JWTKeys = nil // a key it made could not be written: the spare is the elder's
 	out.Client = readOnlyClient{Client: k.Client, pending: &Problem{Reason: v1alpha1.ReasonPrincipalPKIPending, Message: fmt.Sprintf(
 		"the PKI of principal namespace %s is kept by its oldest GitOpsCluster %s, which has not yet written what it needs now", ns, elder)}}
 	return &out

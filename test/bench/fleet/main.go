@@ -124,11 +124,16 @@ func main() {
 		fmt.Printf("         until Ready: watch events the API server sent %v\n", r.watchEvents)
 		fmt.Printf("         until Ready: reads (GET and LIST) %v\n", r.readyReads)
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
-		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes %v\n", r.join.Round(time.Millisecond), testenv.TotalWrites(r.joinCalls), r.joinCalls)
-		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end; the last created after %s, %d agents at a time); the API server's raw pace for the same CSRs: %.0f/s\n",
-			n, r.wave.Round(10*time.Millisecond), float64(n)/r.wave.Seconds(), r.waveCreated.Round(10*time.Millisecond), agentsInFlight, float64(n)/r.rawWaveCPU.took.Seconds())
-		fmt.Printf("         reads during the wave: %.2f per CSR %v\n", float64(testenv.TotalWrites(r.waveReads))/float64(n), r.waveReads)
 		perCSR := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", d.Seconds()*1000/float64(n)) }
+		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes %v\n", r.join.Round(time.Millisecond), testenv.TotalWrites(r.joinCalls), r.joinCalls)
+		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end; the last created after %s, %d agents at a time); the API server's raw pace for the same CSRs: %.0f/s (wave %.2f of it)\n",
+			n, r.wave.Round(10*time.Millisecond), float64(n)/r.wave.Seconds(), r.waveCreated.Round(10*time.Millisecond), agentsInFlight, float64(n)/r.rawWaveCPU.took.Seconds(),
+			r.rawWaveCPU.took.Seconds()/r.wave.Seconds())
+		fmt.Printf("         the raw pace with a ledger record before each certificate, as the signer writes (4 writes per CSR, not 3): %.0f/s (wave %.2f of it); API server and etcd %s per CSR, the client with the agents %s (%.2f cores busy)\n",
+			float64(n)/r.rawRecordedCPU.took.Seconds(), r.rawRecordedCPU.took.Seconds()/r.wave.Seconds(),
+			perCSR(r.rawRecordedCPU.servers), perCSR(r.rawRecordedCPU.client), r.rawRecordedCPU.busy())
+		fmt.Printf("         reads during the wave: %.2f per CSR %v\n", float64(testenv.TotalWrites(r.waveReads))/float64(n), r.waveReads)
+		fmt.Printf("         writes during the wave: %.2f per CSR %v\n", float64(testenv.TotalWrites(r.waveWrites))/float64(n), r.waveWrites)
 		fmt.Printf("         CPU per CSR: raw pace: API server and etcd %s, the approving and signing client with the agents %s (%.2f cores busy); wave: API server and etcd %s, the manager %s, the agents %s (%.2f cores busy)\n",
 			perCSR(r.rawWaveCPU.servers), perCSR(r.rawWaveCPU.client), r.rawWaveCPU.busy(),
 			perCSR(r.waveCPU.servers), perCSR(r.waveCPU.client), perCSR(r.waveAgentsCPU), (r.waveCPU.servers+r.waveCPU.client+r.waveAgentsCPU).Seconds()/r.wave.Seconds())
@@ -220,6 +225,7 @@ type result struct {
 	wave             time.Duration
 	waveCreated      time.Duration  // until the agents' last CSR was created
 	waveReads        map[string]int // GET and LIST requests during the wave, the benchmark's own included
+	waveWrites       map[string]int // write requests during the wave, the agents' CSRs included
 	readyReads       map[string]int // the same from the GitOpsCluster's creation to Ready (the benchmark's polling included)
 	synced           time.Duration  // from the manager's start until it reported ready
 	writesPerCluster float64
@@ -238,6 +244,9 @@ type result struct {
 	// wave's client is the manager, and waveAgentsCPU is this process (the agents' requests).
 	rawWaveCPU, waveCPU cpuShare
 	waveAgentsCPU       time.Duration
+	// rawRecordedCPU is the raw CSR pace with a ledger record before each certificate: the
+	// least a signer that records what it issues can write, and so the wave's own ceiling.
+	rawRecordedCPU cpuShare
 	// watchEvents are the watch events the API server sent (to every watcher) from the
 	// GitOpsCluster's creation to Ready, per resource.
 	watchEvents map[string]int
@@ -578,9 +587,12 @@ const rawSigner = "bench.argocd-agent-addon.io/raw"
 
 // rawCSRs is the API server's own pace for the wave's work: each cluster's agent creates a CSR,
 // and a plain client with no rate limit and no checks approves it and publishes a certificate
-// (3 writes, the least any signer can do), 16 CSRs at a time. The CSRs name a signer the
+// (3 writes, the least any signer can do), 16 CSRs at a time. With ledgers (rawLedgers), the
+// client also records each certificate in its cluster's ledger-shaped ConfigMap before it
+// publishes it, as the manager's signer must so that every certificate that exists can be
+// revoked (4 writes: the least a signer that records can do). The CSRs name a signer the
 // manager does not serve; deleteRawCSRs deletes them.
-func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string) (time.Duration, error) {
+func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string, ledgers map[string]*corev1.ConfigMap) (time.Duration, error) {
 	newAgent, err := agentClients(ctx, env)
 	if err != nil {
 		return 0, err
@@ -616,14 +628,69 @@ func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string) (time.Dur
 		if err != nil {
 			return err
 		}
-		csr.Status.Certificate, _, err = ca.SignClientCertificate(req.PublicKey, req.Subject, req.DNSNames, time.Hour, time.Now())
+		certPEM, cert, err := ca.SignClientCertificate(req.PublicKey, req.Subject, req.DNSNames, time.Hour, time.Now())
 		if err != nil {
 			return err
 		}
+		if cm := ledgers[cluster]; cm != nil {
+			cm.Data[pki.Fingerprint(cert)] = cert.NotAfter.UTC().Format(time.RFC3339)
+			if _, err := admin.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+		csr.Status.Certificate = certPEM
 		_, err = admin.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{})
 		return err
 	})
 	return time.Since(start), err
+}
+
+// rawLedgersNamespace holds rawLedgers' ConfigMaps.
+const rawLedgersNamespace = "raw-ledgers"
+
+// rawLedgers creates, for each cluster, a ConfigMap of the shape of the signer's ledger after a
+// registration (its labels and one certificate's entry), which a renewal updates. Their
+// labels name no manager, and deleteRawLedgers deletes them before the manager starts.
+func rawLedgers(ctx context.Context, env *testenv.Env, clusters []string) (map[string]*corev1.ConfigMap, error) {
+	admin, err := kubernetes.NewForConfig(unthrottled(env))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rawLedgersNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	notAfter := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	var mu sync.Mutex
+	out := make(map[string]*corev1.ConfigMap, len(clusters))
+	err = fakehub.Parallel(clusters, func(cluster string) error {
+		cm, err := admin.CoreV1().ConfigMaps(rawLedgersNamespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: ledger.LedgerName(cluster), Labels: map[string]string{
+				v1alpha1.LabelManagedBy:      "bench-raw-ledger",
+				ledger.LabelRecord:           ledger.RecordLedger,
+				ledger.LabelCluster:          cluster,
+				v1alpha1.LabelOwnerNamespace: namespace,
+				v1alpha1.LabelOwnerName:      gitOpsClusterName,
+			}},
+			Data: map[string]string{strings.Repeat("0", 64): notAfter},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out[cluster] = cm
+		mu.Unlock()
+		return nil
+	})
+	return out, err
+}
+
+// deleteRawLedgers deletes rawLedgers' ConfigMaps.
+func deleteRawLedgers(ctx context.Context, env *testenv.Env) error {
+	admin, err := kubernetes.NewForConfig(unthrottled(env))
+	if err != nil {
+		return err
+	}
+	return admin.CoreV1().ConfigMaps(rawLedgersNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 }
 
 // deleteRawSecrets deletes the raw writes' Secrets (and their finalizers).
@@ -807,11 +874,25 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err := deleteRawSecrets(ctx, env, "raw", "raw-cluster-secrets"); err != nil {
 		return nil, err
 	}
-	rawWaveCPU, err := measure(prof, env, "raw-csrs", func() (time.Duration, error) { return rawCSRs(ctx, env, clusters) })
+	rawWaveCPU, err := measure(prof, env, "raw-csrs", func() (time.Duration, error) { return rawCSRs(ctx, env, clusters, nil) })
 	if err != nil {
 		return nil, fmt.Errorf("raw CSR pace: %w", err)
 	}
 	if err := deleteRawCSRs(ctx, env); err != nil {
+		return nil, err
+	}
+	ledgers, err := rawLedgers(ctx, env, clusters)
+	if err != nil {
+		return nil, err
+	}
+	rawRecordedCPU, err := measure(prof, env, "raw-recorded-csrs", func() (time.Duration, error) { return rawCSRs(ctx, env, clusters, ledgers) })
+	if err != nil {
+		return nil, fmt.Errorf("raw CSR pace with ledger records: %w", err)
+	}
+	if err := deleteRawCSRs(ctx, env); err != nil {
+		return nil, err
+	}
+	if err := deleteRawLedgers(ctx, env); err != nil {
 		return nil, err
 	}
 	if err := c.Create(ctx, &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "all"}}); err != nil {
@@ -962,6 +1043,10 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
+	writesBefore, err := testenv.APIWrites(ctx, env.Config)
+	if err != nil {
+		return nil, err
+	}
 	prof.phase("wave")
 	cpuBefore, hubBefore, selfBefore = processCPU(mgr.Process.Pid), hubUsageNow(env), processCPU(os.Getpid())
 	wave, waveCreated, err := renewalWave(ctx, env, clusters)
@@ -972,6 +1057,10 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	waveCPU.servers, waveCPU.etcd, waveCPU.compactions = hubBefore.since(env)
 	waveAgentsCPU := processCPU(os.Getpid()) - selfBefore
 	readsAfter, err := testenv.APIReads(ctx, env.Config)
+	if err != nil {
+		return nil, err
+	}
+	writesAfter, err := testenv.APIWrites(ctx, env.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -1012,8 +1101,10 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		wave:             wave,
 		waveCreated:      waveCreated,
 		waveReads:        testenv.DiffWrites(readsBefore, readsAfter),
+		waveWrites:       testenv.DiffWrites(writesBefore, writesAfter),
 		readyReads:       testenv.DiffWrites(registrationReadsBefore, readsAtReady),
 		rawWaveCPU:       rawWaveCPU,
+		rawRecordedCPU:   rawRecordedCPU,
 		waveCPU:          waveCPU,
 		waveAgentsCPU:    waveAgentsCPU,
 		writesPerCluster: float64(testenv.TotalWrites(byResource)) / float64(n),

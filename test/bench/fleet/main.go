@@ -118,9 +118,10 @@ func main() {
 			cores, r.rawCPU.servers.Round(10*time.Millisecond), r.rawCPU.client.Round(10*time.Millisecond), r.rawCPU.took.Round(10*time.Millisecond), r.rawCPU.busy(), r.rawCPU.floor(cores).Round(10*time.Millisecond),
 			r.registrationCPU.servers.Round(10*time.Millisecond), r.registrationCPU.client.Round(10*time.Millisecond), r.ready.Round(10*time.Millisecond), r.registrationCPU.busy(),
 			r.registrationCPU.floor(cores).Round(10*time.Millisecond), r.registrationCPU.floor(cores).Seconds()/r.rawCPU.took.Seconds())
-		fmt.Printf("         of which etcd: raw writes %s (%s), registration %s (%s); raw CSR pace %s (%s), wave %s (%s)\n",
+		fmt.Printf("         of which etcd: raw writes %s (%s), registration %s (%s); raw CSR pace %s (%s), with ledger records %s (%s), wave %s (%s)\n",
 			r.rawCPU.etcd.Round(10*time.Millisecond), r.rawCPU.compactionsSaid(), r.registrationCPU.etcd.Round(10*time.Millisecond), r.registrationCPU.compactionsSaid(),
-			r.rawWaveCPU.etcd.Round(10*time.Millisecond), r.rawWaveCPU.compactionsSaid(), r.waveCPU.etcd.Round(10*time.Millisecond), r.waveCPU.compactionsSaid())
+			r.rawWaveCPU.etcd.Round(10*time.Millisecond), r.rawWaveCPU.compactionsSaid(), r.rawRecordedCPU.etcd.Round(10*time.Millisecond), r.rawRecordedCPU.compactionsSaid(),
+			r.waveCPU.etcd.Round(10*time.Millisecond), r.waveCPU.compactionsSaid())
 		fmt.Printf("         until Ready: watch events the API server sent %v\n", r.watchEvents)
 		fmt.Printf("         until Ready: reads (GET and LIST) %v\n", r.readyReads)
 		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
@@ -225,7 +226,7 @@ type result struct {
 	wave             time.Duration
 	waveCreated      time.Duration  // until the agents' last CSR was created
 	waveReads        map[string]int // GET and LIST requests during the wave, the benchmark's own included
-	waveWrites       map[string]int // write requests during the wave, the agents' CSRs included
+	waveWrites       map[string]int // write requests during the wave, the agents' CSRs and the benchmark's own included
 	readyReads       map[string]int // the same from the GitOpsCluster's creation to Ready (the benchmark's polling included)
 	synced           time.Duration  // from the manager's start until it reported ready
 	writesPerCluster float64
@@ -245,7 +246,8 @@ type result struct {
 	rawWaveCPU, waveCPU cpuShare
 	waveAgentsCPU       time.Duration
 	// rawRecordedCPU is the raw CSR pace with a ledger record before each certificate: the
-	// least a signer that records what it issues can write, and so the wave's own ceiling.
+	// least a signer that records what it issues can write, so the best pace the wave can
+	// reach (the machine's drift between the phases aside).
 	rawRecordedCPU cpuShare
 	// watchEvents are the watch events the API server sent (to every watcher) from the
 	// GitOpsCluster's creation to Ready, per resource.
@@ -650,7 +652,8 @@ const rawLedgersNamespace = "raw-ledgers"
 
 // rawLedgers creates, for each cluster, a ConfigMap of the shape of the signer's ledger after a
 // registration (its labels and one certificate's entry), which a renewal updates. Their
-// labels name no manager, and deleteRawLedgers deletes them before the manager starts.
+// managed-by label is not the manager's, so its cache (ledger.Selector) never holds them, and
+// deleteRawLedgers deletes them before the manager starts.
 func rawLedgers(ctx context.Context, env *testenv.Env, clusters []string) (map[string]*corev1.ConfigMap, error) {
 	admin, err := kubernetes.NewForConfig(unthrottled(env))
 	if err != nil {

@@ -147,7 +147,7 @@ func (s Store) RecordFingerprint(ctx context.Context, cluster string, owner Owne
 				return err
 			}
 			cm = &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: key.Name, Labels: ledgerLabels(cluster, owner)},
+				ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: key.Name, Labels: Labels(cluster, owner)},
 				Data:       map[string]string{fp: notAfter},
 			}
 			return s.Client.Create(ctx, cm)
@@ -163,7 +163,7 @@ func (s Store) RecordFingerprint(ctx context.Context, cluster string, owner Owne
 			cm.Data[fp] = notAfter
 			changed = true
 		}
-		for k, v := range ledgerLabels(cluster, owner) {
+		for k, v := range Labels(cluster, owner) {
 			if cm.Labels[k] != v {
 				if cm.Labels == nil {
 					cm.Labels = map[string]string{}
@@ -195,7 +195,7 @@ var errReadAgain = errors.New("the blocklist is read again")
 
 // Merge adds entries (already recorded elsewhere, e.g. by an older layout) to cluster's ledger.
 func (s Store) Merge(ctx context.Context, cluster string, owner Owner, entries Entries, now time.Time) error {
-	return s.upsert(ctx, LedgerName(cluster), ledgerLabels(cluster, owner), func(data map[string]string) bool {
+	return s.upsert(ctx, LedgerName(cluster), Labels(cluster, owner), func(data map[string]string) bool {
 		changed := pruneEntries(data, now)
 		for fp, t := range entries {
 			if !fingerprintPattern.MatchString(fp) || !t.After(now) {
@@ -721,7 +721,8 @@ func resetManagedFields(cm *corev1.ConfigMap) {
 	cm.ManagedFields = []metav1.ManagedFieldsEntry{{}}
 }
 
-func ledgerLabels(cluster string, owner Owner) map[string]string {
+// Labels are the labels of cluster's ledger, recorded for owner.
+func Labels(cluster string, owner Owner) map[string]string {
 	l := recordLabels(RecordLedger)
 	l[LabelCluster] = cluster
 	if owner.Name != "" {

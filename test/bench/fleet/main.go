@@ -124,7 +124,8 @@ func main() {
 			r.waveCPU.etcd.Round(10*time.Millisecond), r.waveCPU.compactionsSaid())
 		fmt.Printf("         until Ready: watch events the API server sent %v\n", r.watchEvents)
 		fmt.Printf("         until Ready: reads (GET and LIST) %v\n", r.readyReads)
-		fmt.Printf("         writes by resource while converging: %v\n", r.byResource)
+		fmt.Printf("         writes by resource while converging: %v (writes/cluster counts all but the %s)\n", r.byResource, probeResource)
+		fmt.Printf("         the components' probes: %.3f per cluster, from the GitOpsCluster's creation until the writes stopped\n", r.probesPerCluster)
 		perCSR := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", d.Seconds()*1000/float64(n)) }
 		fmt.Printf("         one cluster joining: its cluster secret after %s, %d API writes %v\n", r.join.Round(time.Millisecond), testenv.TotalWrites(r.joinCalls), r.joinCalls)
 		fmt.Printf("         renewal wave: %d agent CSRs signed in %s (%.0f/s end to end; the last created after %s, %d agents at a time); the API server's raw pace for the same CSRs: %.0f/s (wave %.2f of it)\n",
@@ -218,21 +219,25 @@ func (l *stringList) String() string     { return strings.Join(*l, " ") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 type result struct {
-	ready            time.Duration
-	rawZerosCPU      cpuShare // Secrets of 2 KiB of zeros, the raw writes of the earlier rows
-	rawAfterCPU      cpuShare // the raw writes again, after the fleet's deletion
-	join             time.Duration
-	joinCalls        map[string]int
-	wave             time.Duration
-	waveCreated      time.Duration  // until the agents' last CSR was created
-	waveReads        map[string]int // GET and LIST requests during the wave, the benchmark's own included
-	waveWrites       map[string]int // write requests during the wave, the agents' CSRs and the benchmark's own included
-	readyReads       map[string]int // the same from the GitOpsCluster's creation to Ready (the benchmark's polling included)
-	synced           time.Duration  // from the manager's start until it reported ready
-	writesPerCluster float64
-	idleWrites       int
-	peakKiB          int
-	peakAnonKiB      int
+	ready       time.Duration
+	rawZerosCPU cpuShare // Secrets of 2 KiB of zeros, the raw writes of the earlier rows
+	rawAfterCPU cpuShare // the raw writes again, after the fleet's deletion
+	join        time.Duration
+	joinCalls   map[string]int
+	wave        time.Duration
+	waveCreated time.Duration  // until the agents' last CSR was created
+	waveReads   map[string]int // GET and LIST requests during the wave, the benchmark's own included
+	waveWrites  map[string]int // write requests during the wave, the agents' CSRs and the benchmark's own included
+	readyReads  map[string]int // the same from the GitOpsCluster's creation to Ready (the benchmark's polling included)
+	synced      time.Duration  // from the manager's start until it reported ready
+	// writesPerCluster counts the registration's writes until 2 s after Ready, but for the
+	// components' probes: one ManifestWork per cluster that the pass creates after the status
+	// write, a few hundred per second, so how many fall before the count is a matter of when
+	// it is taken. probesPerCluster counts them all, from the creation until the writes stop.
+	writesPerCluster, probesPerCluster float64
+	idleWrites                         int
+	peakKiB                            int
+	peakAnonKiB                        int
 	// readyCPU is the CPU time the manager used from the GitOpsCluster's creation to Ready:
 	// on a machine where the API server, etcd and the manager share the cores, it is what the
 	// API server did not get.
@@ -1118,7 +1123,8 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		rawRecordedCPU:   rawRecordedCPU,
 		waveCPU:          waveCPU,
 		waveAgentsCPU:    waveAgentsCPU,
-		writesPerCluster: float64(testenv.TotalWrites(byResource)) / float64(n),
+		writesPerCluster: float64(testenv.TotalWrites(byResource)-byResource[probeResource]) / float64(n),
+		probesPerCluster: float64(byResource[probeResource]+testenv.DiffWrites(converged, settled)[probeResource]) / float64(n),
 		idleWrites:       testenv.TotalWrites(testenv.DiffWrites(settled, after)),
 		settle:           settledAt.Sub(start) - ready,
 		settleWrites:     testenv.DiffWrites(converged, settled),
@@ -1133,6 +1139,10 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		deletion:         del,
 	}, nil
 }
+
+// probeResource is the resource of the components' probes; nothing else in the benchmark's
+// registration writes one.
+const probeResource = "manifestworks"
 
 // releaseNamespace is where the benchmark installs the chart.
 const releaseNamespace = "argocd-agent-addon"

@@ -29,7 +29,7 @@ import (
 // addOns is the writer of the OCM addon objects, over this reconciler's clients, config, Events
 // and components addon cache.
 func (r *Reconciler) addOns() *addonobjects.Writer {
-	return &addonobjects.Writer{Hub: r.hub(), ComponentsAddOns: r.ComponentsAddOns}
+	return &addonobjects.Writer{Hub: r.hub(), ComponentsAddOns: r.ComponentsAddOns, ProbesInFlight: &r.probesInFlight}
 }
 
 // newComponentsAddOnCache caches the ManagedClusterAddOns of the components addon only; the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/addonobjects"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/clustersecrets"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
@@ -41,6 +42,8 @@ type Reconciler struct {
 	// jwtKeys makes the first principal's JWT signing key as the manager starts, before a
 	// GitOpsCluster asks for it.
 	jwtKeys pki.SpareKey
+	// probesInFlight are the probes created that the cache may not show yet.
+	probesInFlight addonobjects.ProbesInFlight
 }
 
 // Reconcile implements reconcile.Reconciler.

@@ -25,3 +25,11 @@ func WriteStatus(ctx context.Context, c client.Client, goc *v1alpha1.GitOpsClust
 
 // LedgerSettle is how long ledger writes gather before they wake a pass.
 const LedgerSettle = ledgerSettle
+
+// PassesShareProbesInFlight reports whether two passes of one reconciler write probes with the
+// same record of those in flight.
+func PassesShareProbesInFlight() bool {
+	r := &Reconciler{}
+	first, second := r.addOns(), r.addOns()
+	return first.ProbesInFlight != nil && first.ProbesInFlight == second.ProbesInFlight
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -240,14 +241,18 @@ func decideClearance(in clearanceInput) clearance {
 // several times a Secret, and thousands of probe creations would otherwise hold a new fleet's
 // Ready by seconds; their answers come later anyway, each waking the GitOpsCluster.
 //
-// It creates at most ProbesPerPass probes and reports whether more are missing: the caller
-// runs the next pass at once.
+// It creates at most ProbesPerPass probes, none that it created and the cache does not show
+// yet, and reports whether more are missing: the caller runs the next pass a second later.
 func (w *Writer) SyncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster, rep ForeignReport) (more bool, err error) {
 	batch := w.Config.ProbesPerPass
 	if batch <= 0 {
 		batch = config.DefaultProbesPerPass
 	}
-	missing := rep.missingProbes
+	missing, name := rep.missingProbes, names.ProbeWorkName(goc)
+	if w.ProbesInFlight != nil {
+		// A probe held back is looked for again at the next pass, which more asks for.
+		missing, more = w.ProbesInFlight.holdBack(name, missing, time.Now())
+	}
 	if len(missing) > batch {
 		missing, more = missing[:batch], true
 	}
@@ -255,6 +260,10 @@ func (w *Writer) SyncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster, re
 	parallel.Each(w.Config.WriteConcurrency, missing, func(c string) {
 		if err := w.createProbe(ctx, goc, c); err != nil {
 			log.FromContext(ctx).Error(err, "probing a cluster for an Argo CD", "cluster", c)
+			return
+		}
+		if w.ProbesInFlight != nil {
+			w.ProbesInFlight.add(name, c, time.Now())
 		}
 	})
 	// An outdated probe is deleted, and the pass its deletion wakes creates it anew: probes are
@@ -360,6 +369,9 @@ func (w *Writer) DropClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster)
 
 // DeleteProbes deletes every probe of the GitOpsCluster (it is going).
 func (w *Writer) DeleteProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+	if w.ProbesInFlight != nil {
+		w.ProbesInFlight.forget(names.ProbeWorkName(goc))
+	}
 	var list workv1.ManifestWorkList
 	if err := w.Client.List(ctx, &list, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
 		return err

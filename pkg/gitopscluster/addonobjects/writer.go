@@ -17,4 +17,7 @@ type Writer struct {
 	// ComponentsAddOns caches the components addon's ManagedClusterAddOns; nil when there is
 	// no such cache, and then they are not read.
 	ComponentsAddOns cache.Cache
+	// ProbesInFlight outlives the Writer: the reconciler keeps one for all its passes. Nil
+	// holds nothing back.
+	ProbesInFlight *ProbesInFlight
 }

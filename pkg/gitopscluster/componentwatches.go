@@ -134,5 +134,6 @@ func (r *Reconciler) watchProbes(b *builder.Builder) *builder.Builder {
 }
 
 func (r *Reconciler) forProbe(ctx context.Context, o client.Object) []ctrl.Request {
+	r.probesInFlight.Seen(o.GetName(), o.GetNamespace())
 	return r.forManagedCluster(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: o.GetNamespace()}})
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -20,6 +21,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownwrites"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
@@ -50,6 +52,11 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	goc := &v1alpha1.GitOpsCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, goc); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Gone without its finalizer (removed by hand): nothing of it is in flight.
+			goc.Namespace, goc.Name = req.Namespace, req.Name
+			r.probesInFlight.Forget(names.ProbeWorkName(goc))
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	// A pass woken by this manager's own status write works from the written status.

@@ -113,8 +113,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, goc *v1alpha1.GitOpsCl
 		return ctrl.Result{}, err
 	}
 	if moreProbes {
-		// The next batch once the cache has seen this one's probes (a probe it does not show
-		// yet would be created again, in vain).
+		// The next batch, and the probes held back until the cache shows them, a second later.
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	return p.requeue(ctx), nil

@@ -24,11 +24,6 @@ func APIWrites(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
 	return apiRequests(ctx, cfg, writeVerbs)
 }
 
-// APICreates is APIWrites for creates only (POST requests, refused ones included) per resource.
-func APICreates(ctx context.Context, cfg *rest.Config) (map[string]int, error) {
-	return apiRequests(ctx, cfg, map[string]bool{"POST": true})
-}
-
 // readVerbs are the request verbs of apiserver_request_total that read stored state once
 // (watches are long-lived and counted when opened, so they are left out).
 var readVerbs = map[string]bool{"GET": true, "LIST": true}

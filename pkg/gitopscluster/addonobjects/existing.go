@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -241,8 +242,9 @@ func decideClearance(in clearanceInput) clearance {
 // several times a Secret, and thousands of probe creations would otherwise hold a new fleet's
 // Ready by seconds; their answers come later anyway, each waking the GitOpsCluster.
 //
-// It creates at most ProbesPerPass probes, none that it created and the cache does not show
-// yet, and reports whether more are missing: the caller runs the next pass a second later.
+// It creates at most ProbesPerPass probes, none that an earlier pass created and the cache
+// does not show yet (for at most 30 s), and reports whether more are missing or held back:
+// the caller runs the next pass a second later.
 func (w *Writer) SyncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster, rep ForeignReport) (more bool, err error) {
 	batch := w.Config.ProbesPerPass
 	if batch <= 0 {
@@ -258,11 +260,14 @@ func (w *Writer) SyncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster, re
 	}
 	// One cluster's probe failing (its namespace gone, say) holds only that cluster.
 	parallel.Each(w.Config.WriteConcurrency, missing, func(c string) {
-		if err := w.createProbe(ctx, goc, c); err != nil {
+		created, err := w.createProbe(ctx, goc, c)
+		if err != nil {
 			log.FromContext(ctx).Error(err, "probing a cluster for an Argo CD", "cluster", c)
 			return
 		}
-		if w.ProbesInFlight != nil {
+		// One that existed already is not on its way to the cache: if the cache does not
+		// show it, waiting would not change that.
+		if created && w.ProbesInFlight != nil {
 			w.ProbesInFlight.add(name, c, time.Now())
 		}
 	})
@@ -299,15 +304,19 @@ func truncateFound(s string) string {
 	return strings.ToValidUTF8(s[:1021], "") + "..."
 }
 
-func (w *Writer) createProbe(ctx context.Context, goc *v1alpha1.GitOpsCluster, cluster string) error {
+// createProbe creates cluster's probe, and reports whether it did (false: it existed).
+func (w *Writer) createProbe(ctx context.Context, goc *v1alpha1.GitOpsCluster, cluster string) (created bool, err error) {
 	probe, err := spoke.BuildProbe(names.ProbeWorkName(goc), cluster, w.installNamespace(goc), names.ComponentsKey(goc), names.OwnerLabels(goc))
 	if err != nil {
-		return err
+		return false, err
 	}
-	if err := w.Client.Create(ctx, probe); client.IgnoreAlreadyExists(err) != nil {
-		return fmt.Errorf("creating the Argo CD probe in namespace %s: %w", cluster, err)
+	switch err := w.Client.Create(ctx, probe); {
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("creating the Argo CD probe in namespace %s: %w", cluster, err)
 	}
-	return nil
+	return true, nil
 }
 
 // componentsInstalled returns the clusters where the components addon is installed already
@@ -369,14 +378,24 @@ func (w *Writer) DropClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster)
 
 // DeleteProbes deletes every probe of the GitOpsCluster (it is going).
 func (w *Writer) DeleteProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
-	if w.ProbesInFlight != nil {
-		w.ProbesInFlight.forget(names.ProbeWorkName(goc))
-	}
 	var list workv1.ManifestWorkList
 	if err := w.Client.List(ctx, &list, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
 		return err
 	}
-	return writeAll(w.Config.WriteConcurrency, list.Items, func(probe workv1.ManifestWork) error {
+	probes := list.Items
+	// A probe created just before and not in the cache yet is deleted by name.
+	if w.ProbesInFlight != nil {
+		listed := sets.New[string]()
+		for _, probe := range list.Items {
+			listed.Insert(probe.Namespace)
+		}
+		for _, c := range w.ProbesInFlight.Forget(names.ProbeWorkName(goc)) {
+			if !listed.Has(c) {
+				probes = append(probes, workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: c, Name: names.ProbeWorkName(goc)}})
+			}
+		}
+	}
+	return writeAll(w.Config.WriteConcurrency, probes, func(probe workv1.ManifestWork) error {
 		return client.IgnoreNotFound(w.Client.Delete(ctx, &probe))
 	})
 }

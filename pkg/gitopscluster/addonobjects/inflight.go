@@ -10,8 +10,9 @@ import (
 const probeInFlightFor = 30 * time.Second
 
 // ProbesInFlight remembers the probes this manager created that its cache may not show yet. A
-// pass woken before the cache has caught up (by another probe's answer, say) would otherwise
-// find them missing and create them again, in vain. Its zero value is ready to use.
+// pass woken before the cache has caught up (by a side effect of the pass before it, or by
+// another probe's answer) would otherwise find them missing and create them again, in vain.
+// Its zero value is ready to use.
 type ProbesInFlight struct {
 	mu sync.Mutex
 	// created holds, per probe name (one per GitOpsCluster), the clusters whose probe was
@@ -21,17 +22,18 @@ type ProbesInFlight struct {
 
 // holdBack returns the clusters of missing whose probe named name is not in flight, and
 // whether any was held back. A probe of name whose cluster is not in missing is shown by the
-// cache (or its cluster is no longer selected), and is forgotten.
+// cache (or its cluster is no longer selected, or the selection is not known), and is
+// forgotten, as is one in flight for longer than probeInFlightFor.
 func (p *ProbesInFlight) holdBack(name string, missing []string, now time.Time) (toCreate []string, heldBack bool) {
+	stillMissing := make(map[string]bool, len(missing))
+	for _, c := range missing {
+		stillMissing[c] = true
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	inFlight := p.created[name]
 	if len(inFlight) == 0 {
 		return missing, false
-	}
-	stillMissing := make(map[string]bool, len(missing))
-	for _, c := range missing {
-		stillMissing[c] = true
 	}
 	for c, at := range inFlight {
 		if !stillMissing[c] || now.Sub(at) > probeInFlightFor {
@@ -66,9 +68,25 @@ func (p *ProbesInFlight) add(name, cluster string, now time.Time) {
 	p.created[name][cluster] = now
 }
 
-// forget drops the probes named name (their GitOpsCluster is going away).
-func (p *ProbesInFlight) forget(name string) {
+// Seen drops the probe named name of cluster: the cache has shown it, or shown it go (a
+// probe deleted is then created again at once).
+func (p *ProbesInFlight) Seen(name, cluster string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.created[name], cluster)
+	if len(p.created[name]) == 0 {
+		delete(p.created, name)
+	}
+}
+
+// Forget drops the probes named name, their GitOpsCluster gone, and returns their clusters.
+func (p *ProbesInFlight) Forget(name string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clusters := make([]string, 0, len(p.created[name]))
+	for c := range p.created[name] {
+		clusters = append(clusters, c)
+	}
 	delete(p.created, name)
+	return clusters
 }

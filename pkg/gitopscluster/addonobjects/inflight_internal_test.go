@@ -30,3 +30,22 @@ func TestProbeInFlightLapses(t *testing.T) {
 		t.Fatalf("another GitOpsCluster's probe: create %v, want [c1]", got)
 	}
 }
+
+// TestProbeInFlightSeenAndForgotten: a probe the cache showed, or showed go, is created again
+// at once when missing; a GitOpsCluster's record is handed back when it goes.
+func TestProbeInFlightSeenAndForgotten(t *testing.T) {
+	var p ProbesInFlight
+	t0 := time.Now()
+	p.add("probe", "c1", t0)
+	p.add("probe", "c2", t0)
+	p.Seen("probe", "c1")
+	if got, held := p.holdBack("probe", []string{"c1", "c2"}, t0); !slices.Equal(got, []string{"c1"}) || !held {
+		t.Fatalf("c1 seen: create %v (held back %v), want [c1] and true", got, held)
+	}
+	if got := p.Forget("probe"); !slices.Equal(got, []string{"c2"}) {
+		t.Fatalf("forgotten: %v, want [c2]", got)
+	}
+	if got, held := p.holdBack("probe", []string{"c2"}, t0); !slices.Equal(got, []string{"c2"}) || held {
+		t.Fatalf("after Forget: create %v (held back %v), want [c2] and false", got, held)
+	}
+}

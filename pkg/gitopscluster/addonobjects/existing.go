@@ -385,13 +385,14 @@ func (w *Writer) DeleteProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 	probes := list.Items
 	// A probe created just before and not in the cache yet is deleted by name.
 	if w.ProbesInFlight != nil {
+		name := names.ProbeWorkName(goc)
 		listed := sets.New[string]()
 		for _, probe := range list.Items {
 			listed.Insert(probe.Namespace)
 		}
-		for _, c := range w.ProbesInFlight.Forget(names.ProbeWorkName(goc)) {
+		for _, c := range w.ProbesInFlight.Forget(name) {
 			if !listed.Has(c) {
-				probes = append(probes, workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: c, Name: names.ProbeWorkName(goc)}})
+				probes = append(probes, workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: c, Name: name}})
 			}
 		}
 	}

@@ -25,15 +25,16 @@ type ProbesInFlight struct {
 // cache (or its cluster is no longer selected, or the selection is not known), and is
 // forgotten, as is one in flight for longer than probeInFlightFor.
 func (p *ProbesInFlight) holdBack(name string, missing []string, now time.Time) (toCreate []string, heldBack bool) {
-	stillMissing := make(map[string]bool, len(missing))
-	for _, c := range missing {
-		stillMissing[c] = true
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	inFlight := p.created[name]
 	if len(inFlight) == 0 {
+		// The common case, a fleet whose probes the cache shows: no set of the missing built.
 		return missing, false
+	}
+	stillMissing := make(map[string]bool, len(missing))
+	for _, c := range missing {
+		stillMissing[c] = true
 	}
 	for c, at := range inFlight {
 		if !stillMissing[c] || now.Sub(at) > probeInFlightFor {

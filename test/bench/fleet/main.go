@@ -2,7 +2,8 @@
 // size it creates N ManagedClusters with PlacementDecisions (and ManagedClusterAddOns reporting
 // Available, standing in for OCM's addon-manager), starts the manager binary as a process,
 // applies a GitOpsCluster and prints time to Ready, API writes per cluster as counted by the
-// API server's own metrics (the components' probes counted apart), writes during an idle period, and the manager's peak memory.
+// API server's own metrics (the components' probes counted apart), writes during an idle
+// period, and the manager's peak memory.
 //
 // The hub is made realistic: every cluster namespace also holds other addons'
 // ManagedClusterAddOns and a few unrelated Secrets and ConfigMaps, so the cache's memory is

@@ -135,10 +135,12 @@ func main() {
 		fmt.Printf("         the raw pace with a ledger record before each certificate, as the signer writes (4 writes per CSR, not 3): %.0f/s (wave %.2f of it); API server and etcd %s per CSR, the client with the agents %s (%.2f cores busy)\n",
 			float64(n)/r.rawRecordedCPU.took.Seconds(), r.rawRecordedCPU.took.Seconds()/r.wave.Seconds(),
 			perCSR(r.rawRecordedCPU.servers), perCSR(r.rawRecordedCPU.client), r.rawRecordedCPU.busy())
-		fmt.Printf("         the same raw paces right after the wave, the fleet in place and the manager idle: 3 writes %.0f/s (wave %.2f of it, %.2f of the mean of both 3-write runs), 4 writes %.0f/s (wave %.2f of it, %.2f of the mean of both 4-write runs); API server and etcd %s and %s per CSR\n",
+		fmt.Printf("         the same raw paces once the wave's writes stopped, the fleet in place (the manager's CPU meanwhile %s): 3 writes %.0f/s (wave %.2f of it, %.2f of the mean of both 3-write runs), 4 writes %.0f/s (wave %.2f of it, %.2f of the mean of both 4-write runs); API server and etcd %s and %s per CSR; etcd %s (%s) and %s (%s)\n",
+			r.rawAfterManagerCPU.Round(10*time.Millisecond),
 			float64(n)/r.rawWaveAfterCPU.took.Seconds(), r.rawWaveAfterCPU.took.Seconds()/r.wave.Seconds(), (r.rawWaveCPU.took+r.rawWaveAfterCPU.took).Seconds()/2/r.wave.Seconds(),
-			float64(n)/r.rawRecordedAfter.took.Seconds(), r.rawRecordedAfter.took.Seconds()/r.wave.Seconds(), (r.rawRecordedCPU.took+r.rawRecordedAfter.took).Seconds()/2/r.wave.Seconds(),
-			perCSR(r.rawWaveAfterCPU.servers), perCSR(r.rawRecordedAfter.servers))
+			float64(n)/r.rawRecordedAfterCPU.took.Seconds(), r.rawRecordedAfterCPU.took.Seconds()/r.wave.Seconds(), (r.rawRecordedCPU.took+r.rawRecordedAfterCPU.took).Seconds()/2/r.wave.Seconds(),
+			perCSR(r.rawWaveAfterCPU.servers), perCSR(r.rawRecordedAfterCPU.servers),
+			r.rawWaveAfterCPU.etcd.Round(10*time.Millisecond), r.rawWaveAfterCPU.compactionsSaid(), r.rawRecordedAfterCPU.etcd.Round(10*time.Millisecond), r.rawRecordedAfterCPU.compactionsSaid())
 		fmt.Printf("         reads during the wave: %.2f per CSR %v\n", float64(testenv.TotalWrites(r.waveReads))/float64(n), r.waveReads)
 		fmt.Printf("         writes during the wave: %.2f per CSR %v\n", float64(testenv.TotalWrites(r.waveWrites))/float64(n), r.waveWrites)
 		fmt.Printf("         CPU per CSR: raw pace: API server and etcd %s, the approving and signing client with the agents %s (%.2f cores busy); wave: API server and etcd %s, the manager %s, the agents %s (%.2f cores busy)\n",
@@ -260,9 +262,13 @@ type result struct {
 	// least a signer that records what it issues can write, so the best pace the wave can
 	// reach (the machine's drift between the phases aside).
 	rawRecordedCPU cpuShare
-	// rawWaveAfterCPU and rawRecordedAfter are the two raw CSR paces again, right after the
-	// wave, with the fleet in place and the manager idle.
-	rawWaveAfterCPU, rawRecordedAfter cpuShare
+	// rawWaveAfterCPU and rawRecordedAfterCPU are the two raw CSR paces again once the wave's
+	// writes stopped, on the API server the wave ran on (the fleet's objects, the manager's
+	// watches), so that the wave is also judged against a raw pace on the same server; how far
+	// the two runs of a pace differ is the machine's drift within the run.
+	// rawAfterManagerCPU is what the manager used meanwhile.
+	rawWaveAfterCPU, rawRecordedAfterCPU cpuShare
+	rawAfterManagerCPU                   time.Duration
 	// watchEvents are the watch events the API server sent (to every watcher) from the
 	// GitOpsCluster's creation to Ready, per resource.
 	watchEvents map[string]int
@@ -662,8 +668,8 @@ func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string, ledgers m
 }
 
 // rawCSRPace measures rawCSRs, with a ledger record before each certificate when recorded,
-// and deletes what the phase made, so that the manager's phases do not pay for it. The phase
-// is named after suffix in the profiles ("" before the manager starts).
+// and deletes what the phase made, so that the phases after it do not pay for it. suffix ends
+// the phase's name in the profiles ("" before the manager starts).
 func rawCSRPace(ctx context.Context, prof *profiler, env *testenv.Env, clusters []string, recorded bool, suffix string) (cpuShare, error) {
 	name, ledgers := "raw-csrs", map[string]*corev1.ConfigMap(nil)
 	if recorded {
@@ -691,10 +697,10 @@ func rawCSRPace(ctx context.Context, prof *profiler, env *testenv.Env, clusters 
 // record before each certificate).
 func rawCSRPaces(ctx context.Context, prof *profiler, env *testenv.Env, clusters []string, suffix string) (three, four cpuShare, err error) {
 	if three, err = rawCSRPace(ctx, prof, env, clusters, false, suffix); err != nil {
-		return three, four, fmt.Errorf("raw CSR pace: %w", err)
+		return cpuShare{}, cpuShare{}, fmt.Errorf("raw CSR pace: %w", err)
 	}
 	if four, err = rawCSRPace(ctx, prof, env, clusters, true, suffix); err != nil {
-		return three, four, fmt.Errorf("raw CSR pace with ledger records: %w", err)
+		return cpuShare{}, cpuShare{}, fmt.Errorf("raw CSR pace with ledger records: %w", err)
 	}
 	return three, four, nil
 }
@@ -704,9 +710,9 @@ const rawLedgersNamespace = "raw-ledgers"
 
 // rawLedgers creates, for each cluster, a ConfigMap of the shape of the signer's ledger after a
 // registration (the ledger's own labels and one certificate's entry), which a renewal
-// updates. Their managed-by label is then changed from the manager's, so its cache
-// (ledger.Selector) never holds them, and deleteRawLedgers deletes them before the manager
-// starts.
+// updates. Their managed-by label is not the manager's, so its cache (ledger.Selector) never
+// holds them; deleteRawLedgers deletes them after each measurement and leaves the namespace
+// for the next.
 func rawLedgers(ctx context.Context, env *testenv.Env, clusters []string) (map[string]*corev1.ConfigMap, error) {
 	admin, err := kubernetes.NewForConfig(unthrottled(env))
 	if err != nil {
@@ -1059,7 +1065,7 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	// A new fleet's one-time work after Ready (the components' probes, one ManifestWork per
 	// cluster) is not idle churn: the idle window, the join and the renewal wave are measured
 	// once the writes have stopped.
-	settled, settledAt, err := waitForQuiet(ctx, env, converged)
+	settled, settledAt, err := waitForQuiet(ctx, env, converged, "Ready")
 	if err != nil {
 		return nil, err
 	}
@@ -1099,15 +1105,22 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The raw CSR paces once more, right after the wave, in the state the wave ran in: the
-	// fleet's objects in the API server's cache and the manager's watches open (its CSR cache
-	// selects its own signer on the server, so the raw requests never reach it). The paces
-	// before the manager started ran on an API server that held none of that.
+	// The raw CSR paces once more, once the wave's writes have stopped, in the state the wave
+	// ran in: the fleet's objects in the API server's cache and the manager's watches open. The
+	// manager never sees the raw requests (its CSR cache selects its own signer on the server)
+	// nor the raw ledgers (another managed-by label, in a namespace it does not watch); its CPU
+	// meanwhile is printed. The paces before the manager started ran on an API server that held
+	// none of that.
+	if _, _, err := waitForQuiet(ctx, env, writesAfter, "the wave"); err != nil {
+		return nil, err
+	}
 	fmt.Fprintf(os.Stderr, "N=%d: the raw CSR paces again, the fleet in place...\n", n)
+	cpuBefore = processCPU(mgr.Process.Pid)
 	rawWaveAfterCPU, rawRecordedAfterCPU, err := rawCSRPaces(ctx, prof, env, clusters, "-after")
 	if err != nil {
 		return nil, fmt.Errorf("after the wave: %w", err)
 	}
+	rawAfterManagerCPU := processCPU(mgr.Process.Pid) - cpuBefore
 	fmt.Fprintf(os.Stderr, "N=%d: deleting the GitOpsCluster...\n", n)
 	del, err := deleteFleet(ctx, env)
 	if err != nil {
@@ -1137,36 +1150,37 @@ func run(n int, idle time.Duration, binary string) (*result, error) {
 		delete(byResource, "gitopsclusters")
 	}
 	return &result{
-		ready:            ready,
-		rawAfterCPU:      rawAfterCPU,
-		rawZerosCPU:      rawZerosCPU,
-		join:             join,
-		joinCalls:        joinCalls,
-		wave:             wave,
-		waveCreated:      waveCreated,
-		waveReads:        testenv.DiffWrites(readsBefore, readsAfter),
-		waveWrites:       testenv.DiffWrites(writesBefore, writesAfter),
-		readyReads:       testenv.DiffWrites(registrationReadsBefore, readsAtReady),
-		rawWaveCPU:       rawWaveCPU,
-		rawRecordedCPU:   rawRecordedCPU,
-		rawWaveAfterCPU:  rawWaveAfterCPU,
-		rawRecordedAfter: rawRecordedAfterCPU,
-		waveCPU:          waveCPU,
-		waveAgentsCPU:    waveAgentsCPU,
-		writesPerCluster: float64(testenv.TotalWrites(byResource)-byResource[probeResource]) / float64(n),
-		probesPerCluster: float64(testenv.DiffWrites(before, settled)[probeResource]) / float64(n),
-		idleWrites:       testenv.TotalWrites(testenv.DiffWrites(settled, after)),
-		settle:           settledAt.Sub(start) - ready,
-		settleWrites:     testenv.DiffWrites(converged, settled),
-		peakKiB:          peak,
-		peakAnonKiB:      peakAnon,
-		readyCPU:         readyCPU,
-		rawCPU:           rawCPU,
-		watchEvents:      testenv.DiffWrites(eventsBefore, eventsAtReady),
-		registrationCPU:  registrationCPU,
-		synced:           synced,
-		byResource:       byResource,
-		deletion:         del,
+		ready:               ready,
+		rawAfterCPU:         rawAfterCPU,
+		rawZerosCPU:         rawZerosCPU,
+		join:                join,
+		joinCalls:           joinCalls,
+		wave:                wave,
+		waveCreated:         waveCreated,
+		waveReads:           testenv.DiffWrites(readsBefore, readsAfter),
+		waveWrites:          testenv.DiffWrites(writesBefore, writesAfter),
+		readyReads:          testenv.DiffWrites(registrationReadsBefore, readsAtReady),
+		rawWaveCPU:          rawWaveCPU,
+		rawRecordedCPU:      rawRecordedCPU,
+		rawWaveAfterCPU:     rawWaveAfterCPU,
+		rawRecordedAfterCPU: rawRecordedAfterCPU,
+		rawAfterManagerCPU:  rawAfterManagerCPU,
+		waveCPU:             waveCPU,
+		waveAgentsCPU:       waveAgentsCPU,
+		writesPerCluster:    float64(testenv.TotalWrites(byResource)-byResource[probeResource]) / float64(n),
+		probesPerCluster:    float64(testenv.DiffWrites(before, settled)[probeResource]) / float64(n),
+		idleWrites:          testenv.TotalWrites(testenv.DiffWrites(settled, after)),
+		settle:              settledAt.Sub(start) - ready,
+		settleWrites:        testenv.DiffWrites(converged, settled),
+		peakKiB:             peak,
+		peakAnonKiB:         peakAnon,
+		readyCPU:            readyCPU,
+		rawCPU:              rawCPU,
+		watchEvents:         testenv.DiffWrites(eventsBefore, eventsAtReady),
+		registrationCPU:     registrationCPU,
+		synced:              synced,
+		byResource:          byResource,
+		deletion:            del,
 	}, nil
 }
 
@@ -1291,13 +1305,13 @@ func watchPeakRSS(pid int, peak, peakAnon *int) func() {
 
 // waitForQuiet waits until the API server has taken no write for quietFor (at most 10 minutes
 // after from), and returns its write counts then and when the last write was seen.
-func waitForQuiet(ctx context.Context, env *testenv.Env, from map[string]int) (map[string]int, time.Time, error) {
+func waitForQuiet(ctx context.Context, env *testenv.Env, from map[string]int, after string) (map[string]int, time.Time, error) {
 	const quietFor = 5 * time.Second
 	last, lastChange := from, time.Now()
 	deadline := time.Now().Add(10 * time.Minute)
 	for time.Since(lastChange) < quietFor {
 		if time.Now().After(deadline) {
-			return nil, time.Time{}, fmt.Errorf("the manager kept writing for 10 minutes after Ready: %v", testenv.DiffWrites(from, last))
+			return nil, time.Time{}, fmt.Errorf("the manager kept writing for 10 minutes after %s: %v", after, testenv.DiffWrites(from, last))
 		}
 		time.Sleep(time.Second)
 		now, err := testenv.APIWrites(ctx, env.Config)

@@ -515,3 +515,125 @@ func TestProjectIsDeliveredWithTheApplication(t *testing.T) {
 		t.Errorf("default project delivered: %d manifests, delete option %+v", len(w.Spec.Workload.Manifests), w.Spec.DeleteOption)
 	}
 }
+
+// TestRefusedPathSealsOnlyWhatTheManagerDecided: a work agent edits a delivered ManifestWork
+// (another place on the cluster in its spec, which the manager then refuses to move, and
+// another namespace's ApplicationSet in its annotations). The refusal leaves the ManifestWork
+// as the work agent left it, unsealed: it never becomes a row of that ApplicationSet's report.
+func TestRefusedPathSealsOnlyWhatTheManagerDecided(t *testing.T) {
+	ctx := context.Background()
+	tenantSetup(t)
+	createCluster(t, "oracle1", true)
+	victim := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
+		"template": map[string]any{
+			"metadata": map[string]any{"name": "{{name}}"},
+			"spec":     map[string]any{"project": tenantNS, "destination": map[string]any{"server": pullmodel.InClusterServer}},
+		},
+	}}}
+	victim.SetGroupVersionKind(pullmodel.ApplicationSetGVK)
+	victim.SetNamespace(tenantNS)
+	victim.SetName("victim-set")
+	create(t, victim)
+
+	app := newApp("oracle", "oracle1")
+	create(t, app)
+	app = getApp(t, "oracle")
+	w := waitWork(t, app, "oracle1")
+
+	// The work agent's edit: the payload at another place, and the other namespace's set.
+	moved, err := propagation.Build(propagation.Input{App: app, Spoke: types.NamespacedName{Namespace: "elsewhere", Name: "oracle"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := &workv1.ManifestWork{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+		t.Fatal(err)
+	}
+	forgedSeal := cur.Annotations[seal.Annotation]
+	cur.Spec = moved.Spec
+	cur.Annotations[pullmodel.AnnotationApplicationSet] = tenantNS + "/" + victim.GetName()
+	if err := k8s.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	waitRefusedIn(t, argoNS, "oracle", propagation.ReasonSpokePlaceChanged)
+
+	// A real member of the set, made after the edit: once the report lists it, the report has
+	// been rebuilt with the edited ManifestWork in view.
+	member := tenantApp("victim-member", "tenant-a-c1")
+	member.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: victim.GetName(), UID: victim.GetUID()}})
+	create(t, member)
+	rep := &reportv1alpha1.MulticlusterApplicationSetReport{}
+	eventually(t, "the victim set's report with its real member", 15*time.Second, func(ctx context.Context) (bool, string) {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: victim.GetName()}, rep); err != nil {
+			return false, err.Error()
+		}
+		for _, c := range rep.Statuses.ClusterConditions {
+			if c.App == tenantNS+"/victim-member" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", rep.Statuses.ClusterConditions)
+	})
+	touch(t, "oracle") // one more refused pass after the report was built
+	waitRefusedIn(t, argoNS, "oracle", propagation.ReasonSpokePlaceChanged)
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: victim.GetName()}, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Statuses.ClusterConditions {
+		if c.App == argoNS+"/oracle" || c.Cluster == "oracle1" {
+			t.Errorf("the work agent's edit made a row in another namespace's report: %+v", c)
+		}
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+		t.Fatal(err)
+	}
+	if got := cur.Annotations[seal.Annotation]; got != forgedSeal {
+		t.Errorf("the refused path sealed the edited ManifestWork again: seal %q, was %q", got, forgedSeal)
+	}
+}
+
+// TestOperationIsAuthorized: a sync operation naming a repository the AppProject does not
+// permit, or carrying inline manifests, is refused with its reason and an Event, and nothing of
+// it reaches the ManifestWork; the same Application without the operation is delivered again.
+func TestOperationIsAuthorized(t *testing.T) {
+	ctx := context.Background()
+	tenantSetup(t)
+	app := tenantApp("tenant-op", "tenant-a-c1")
+	create(t, app)
+	app = getAppIn(t, tenantNS, app.GetName())
+	w := waitWork(t, app, "tenant-a-c1")
+
+	for _, tc := range []struct {
+		name, op, reason, forbidden string
+	}{
+		{"a forbidden repository", `{"operation":{"sync":{"source":{"repoURL":"https://evil.example/x","path":"."}}}}`, propagation.ReasonProjectForbids, "evil.example"},
+		{"a forbidden repository among sources", `{"operation":{"sync":{"sources":[{"repoURL":"https://git.example/a"},{"repoURL":"https://evil.example/y"}]}}}`, propagation.ReasonProjectForbids, "evil.example"},
+		{"inline manifests", `{"operation":{"sync":{"source":{"repoURL":"https://git.example/guestbook"},"manifests":["{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{\"name\":\"inline\"}}"]}}}`, propagation.ReasonOperationNotAllowed, "inline"},
+	} {
+		a := getAppIn(t, tenantNS, app.GetName())
+		if err := k8s.Patch(ctx, a, client.RawPatch(types.MergePatchType, []byte(tc.op))); err != nil {
+			t.Fatal(err)
+		}
+		waitRefusedIn(t, tenantNS, app.GetName(), tc.reason)
+		cur := &workv1.ManifestWork{}
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+			t.Fatal(err)
+		}
+		if raw := string(cur.Spec.Workload.Manifests[0].Raw); strings.Contains(raw, tc.forbidden) || strings.Contains(raw, `"operation"`) {
+			t.Errorf("%s: the operation reached the ManifestWork: %s", tc.name, raw)
+		}
+		a = getAppIn(t, tenantNS, app.GetName())
+		if err := k8s.Patch(ctx, a, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/operation"}]`))); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, tc.name+": delivered again without the operation", 15*time.Second, func(ctx context.Context) (bool, string) {
+			a := pullmodel.NewApplication()
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: app.GetName()}, a); err != nil {
+				return false, err.Error()
+			}
+			msg, refused := pullmodel.DeliveryCondition(a)
+			return !refused, msg
+		})
+	}
+}

@@ -355,25 +355,48 @@ func (r *Reconciler) checkSpokePlace(ctx context.Context, app *unstructured.Unst
 	return nil, nil
 }
 
-// sealLegacy seals, without changing anything else, the ManifestWork of an Application that
-// was delivered before seals existed (or whose seal no longer verifies).
+// sealLegacy seals the ManifestWork of an Application that was delivered before seals
+// existed. The seal covers what this manager derives from the Application (appSealFields),
+// never what it reads back from the ManifestWork, whose annotations a work agent may edit: a
+// seal over them would vouch for that edit, for example an ApplicationSet of another namespace
+// whose report would then list the ManifestWork. A ManifestWork that carries a seal which does
+// not verify (edited, or sealed with a key since lost) is left as it is: only a delivery, which
+// rewrites every sealed field from the Application, seals it again.
 func (r *Reconciler) sealLegacy(ctx context.Context, app *unstructured.Unstructured, cluster, name string) error {
 	w := &workv1.ManifestWork{}
 	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if Owned(r.Sealer, w) || !ownedFor(r.Sealer, w, app) {
+	if _, sealed := w.Annotations[seal.Annotation]; sealed || !ownedFor(r.Sealer, w, app) {
+		return nil
+	}
+	f := appSealFields(app)
+	if f.Namespace != w.Namespace || f.Name != w.Name || SealFields(w) != f {
+		// Its annotations say something the Application does not: not a legacy delivery as
+		// this manager wrote it.
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
 		"resourceVersion": w.ResourceVersion,
-		"annotations":     map[string]any{seal.Annotation: r.Sealer.Sign(SealFields(w))},
+		"annotations":     map[string]any{seal.Annotation: r.Sealer.Sign(f)},
 	}})
 	if err != nil {
 		return err
 	}
 	log.FromContext(ctx).Info("sealing a ManifestWork delivered before seals existed", "namespace", w.Namespace, "name", w.Name)
 	return client.IgnoreNotFound(r.Client.Patch(ctx, w, client.RawPatch(types.MergePatchType, patch)))
+}
+
+// appSealFields are the seal's fields of the ManifestWork of app, as Build writes them.
+func appSealFields(app *unstructured.Unstructured) seal.Fields {
+	f := seal.Fields{
+		Namespace: pullmodel.TargetCluster(app), Name: pullmodel.WorkName(app.GetName(), string(app.GetUID())),
+		AppNamespace: app.GetNamespace(), AppName: app.GetName(),
+	}
+	if set := pullmodel.OwningApplicationSet(app); set != "" {
+		f.ApplicationSet = app.GetNamespace() + "/" + set
+	}
+	return f
 }
 
 // check runs the admission policies in order and returns the first refusal. Everything it

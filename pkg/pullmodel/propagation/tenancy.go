@@ -27,6 +27,7 @@ const (
 	ReasonWorkNameTaken            = "WorkNameTaken"
 	ReasonSpokeNameTaken           = "SpokeNameTaken"
 	ReasonSpokePlaceChanged        = "SpokePlaceChanged"
+	ReasonOperationNotAllowed      = "OperationNotAllowed"
 )
 
 // AnnotationAgentSourceUID is the annotation argocd-agent puts on every Application it copies
@@ -113,6 +114,9 @@ func Authorize(p Policy, app *unstructured.Unstructured, f Facts) *Refusal {
 	if ref := checkHubItself(p, app, f.Cluster); ref != nil {
 		return ref
 	}
+	if ref := checkOperation(app); ref != nil {
+		return ref
+	}
 	return checkProject(p, app, f.Project)
 }
 
@@ -157,10 +161,29 @@ func checkSpokeNamespace(p Policy, app *unstructured.Unstructured) *Refusal {
 		pullmodel.AnnotationAppNamespace, asked, p.SpokeNamespace)}
 }
 
+// checkOperation refuses a sync request that Argo CD's API would accept only from someone
+// with the override right: one with inline manifests. The spoke's application-controller runs
+// whatever operation it finds and never asks for that right, and the pull model does not go
+// through Argo CD's API, so the hub refuses it here. The repositories an operation names are
+// checked with the spec's (repoURLs).
+func checkOperation(app *unstructured.Unstructured) *Refusal {
+	manifests, _, _ := unstructured.NestedSlice(app.Object, "operation", "sync", "manifests")
+	if len(manifests) == 0 {
+		return nil
+	}
+	return &Refusal{ReasonOperationNotAllowed, "the Application's sync operation carries inline manifests (operation.sync.manifests), which Argo CD accepts only through its API from someone with the override right; the pull model never delivers them. Remove .operation from the Application (kubectl patch --type json -p '[{\"op\":\"remove\",\"path\":\"/operation\"}]') and sync from Git"}
+}
+
 // checkProject refuses an Application whose hub AppProject is missing or does not admit its
-// namespace, its repositories or its destination on the spoke, read as Argo CD reads them.
+// namespace, its repositories (those of its spec and of its sync operation) or its destination
+// on the spoke, read as Argo CD reads them. The default project is for Applications of the hub
+// Argo CD namespace only: it is never delivered (every Argo CD has its own), so for another
+// namespace the hub would check its own default while the cluster enforces a different one.
 func checkProject(p Policy, app *unstructured.Unstructured, project *unstructured.Unstructured) *Refusal {
 	name := pullmodel.ProjectOf(app)
+	if name == pullmodel.DefaultProject && app.GetNamespace() != p.ArgoCDNamespace {
+		return &Refusal{ReasonProjectForbids, fmt.Sprintf("the default AppProject serves only Applications of the hub Argo CD namespace %q: each cluster enforces its own default project, not the hub's, so an Application of namespace %q must name an AppProject the hub admin made for it", p.ArgoCDNamespace, app.GetNamespace())}
+	}
 	if project == nil {
 		return &Refusal{ReasonProjectNotFound, fmt.Sprintf("AppProject %q does not exist in the hub Argo CD namespace %q; create it there (it decides what the Application may deploy)", name, p.ArgoCDNamespace)}
 	}
@@ -173,8 +196,8 @@ func checkProject(p Policy, app *unstructured.Unstructured, project *unstructure
 		return &Refusal{ReasonProjectForbids, "the Application names no source repository"}
 	}
 	for _, repo := range repos {
-		if !repoPermitted(stringList(spec["sourceRepos"]), repo) {
-			return &Refusal{ReasonProjectForbids, fmt.Sprintf("AppProject %q does not permit repository %q (spec.sourceRepos)", name, repo)}
+		if !repoPermitted(stringList(spec["sourceRepos"]), repo.url) {
+			return &Refusal{ReasonProjectForbids, fmt.Sprintf("AppProject %q does not permit repository %q of %s (spec.sourceRepos)", name, repo.url, repo.field)}
 		}
 	}
 	if only, _ := spec["permitOnlyProjectScopedClusters"].(bool); only {
@@ -210,34 +233,47 @@ func spokeDestination(app *unstructured.Unstructured) destination {
 	return d
 }
 
-// repoURLs are the repositories an Application reads: its source, its sources and its source
-// hydrator's.
-func repoURLs(app *unstructured.Unstructured) []string {
-	var out []string
-	for _, path := range [][]string{{"spec", "source", "repoURL"}, {"spec", "sourceHydrator", "drySource", "repoURL"}} {
-		if u, _, _ := unstructured.NestedString(app.Object, path...); u != "" {
-			out = append(out, u)
+// repoRef is a repository an Application names, and the field that names it.
+type repoRef struct{ field, url string }
+
+// repoURLs are the repositories an Application reads: its source, its sources, its source
+// hydrator's dry and sync sources, and those its sync operation names (the spoke syncs an
+// operation's own source instead of the spec's).
+func repoURLs(app *unstructured.Unstructured) []repoRef {
+	var out []repoRef
+	single := func(path ...string) {
+		if u, _, _ := unstructured.NestedString(app.Object, append(path, "repoURL")...); u != "" {
+			out = append(out, repoRef{strings.Join(path, ".") + ".repoURL", u})
 		}
 	}
-	sources, _, _ := unstructured.NestedSlice(app.Object, "spec", "sources")
-	for _, s := range sources {
-		if m, ok := s.(map[string]any); ok {
-			if u, _ := m["repoURL"].(string); u != "" {
-				out = append(out, u)
+	list := func(path ...string) {
+		sources, _, _ := unstructured.NestedSlice(app.Object, path...)
+		for i, s := range sources {
+			if m, ok := s.(map[string]any); ok {
+				if u, _ := m["repoURL"].(string); u != "" {
+					out = append(out, repoRef{fmt.Sprintf("%s[%d].repoURL", strings.Join(path, "."), i), u})
+				}
 			}
 		}
 	}
+	single("spec", "source")
+	list("spec", "sources")
+	single("spec", "sourceHydrator", "drySource")
+	single("spec", "sourceHydrator", "syncSource")
+	single("operation", "sync", "source")
+	list("operation", "sync", "sources")
 	return out
 }
 
 // repoPermitted: some pattern admits the repository and no "!" pattern denies it, compared as
 // Argo CD compares them: both normalized, and "*" in an allowing pattern not crossing a "/".
 // A denying pattern is matched with "*" crossing "/", and against the URL as written too,
-// which denies at least what Argo CD denies. A URL with "." or ".." path segments is refused
-// outright: a Git client resolves them, a pattern does not.
+// which denies at least what Argo CD denies. A URL with "." or ".." path segments, written out
+// or percent-encoded, or with an encoded "/" or any backslash, is refused outright: a Git
+// client resolves them, a pattern does not.
 func repoPermitted(patterns []string, repo string) bool {
 	norm := normalizeRepo(repo)
-	if norm == "" || hasDotSegment(norm) {
+	if norm == "" || hasDotSegment(norm) || hasEncodedSeparator(norm) {
 		return false
 	}
 	allowed := false
@@ -279,13 +315,22 @@ func normalizeRepo(u string) string {
 	return strings.TrimSuffix(parsed.String(), "/")
 }
 
+// hasDotSegment reports a "." or ".." path segment, each segment decoded first: "%2e%2e" is
+// ".." to a Git client.
 func hasDotSegment(u string) bool {
 	for _, seg := range strings.Split(u, "/") {
-		if seg == "." || seg == ".." {
+		if dec, err := url.PathUnescape(seg); err != nil || dec == "." || dec == ".." || seg == "." || seg == ".." {
 			return true
 		}
 	}
 	return false
+}
+
+// hasEncodedSeparator reports an encoded "/", "." or backslash, or a backslash, anywhere in
+// the URL (u is lower case). No repository needs them, and each can hide a path step from a
+// pattern.
+func hasEncodedSeparator(u string) bool {
+	return strings.Contains(u, "%2f") || strings.Contains(u, "%5c") || strings.Contains(u, "%2e") || strings.Contains(u, `\`)
 }
 
 // matchSegments is match with "/" as a separator: "*" stays within one path segment.

@@ -42,7 +42,10 @@ func TestAuthorize(t *testing.T) {
 	base := func() (*unstructured.Unstructured, Facts) {
 		app := hubApp() // team-a/guestbook for c1
 		_ = unstructured.SetNestedField(app.Object, "https://git.example/guestbook", "spec", "source", "repoURL")
-		return app, Facts{Cluster: cluster.DeepCopy(), Bindings: []Binding{binding("team-a", "blue")}, Project: project(runtime.DeepCopyJSON(open))}
+		_ = unstructured.SetNestedField(app.Object, "team-a", "spec", "project")
+		p := project(runtime.DeepCopyJSON(open))
+		p.SetName("team-a")
+		return app, Facts{Cluster: cluster.DeepCopy(), Bindings: []Binding{binding("team-a", "blue")}, Project: p}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -125,6 +128,51 @@ func TestAuthorize(t *testing.T) {
 			unstructured.RemoveNestedField(a.Object, "spec", "source")
 			_ = unstructured.SetNestedField(a.Object, "https://evil.example/x", "spec", "sourceHydrator", "drySource", "repoURL")
 		}, ReasonProjectForbids},
+		{"a source hydrator's sync repository is checked", func(a *unstructured.Unstructured, _ *Facts) {
+			unstructured.RemoveNestedField(a.Object, "spec", "source")
+			_ = unstructured.SetNestedField(a.Object, "https://git.example/dry", "spec", "sourceHydrator", "drySource", "repoURL")
+			_ = unstructured.SetNestedField(a.Object, "https://evil.example/hydrated", "spec", "sourceHydrator", "syncSource", "repoURL")
+		}, ReasonProjectForbids},
+		{"an operation's source is checked like the spec's", func(a *unstructured.Unstructured, _ *Facts) {
+			_ = unstructured.SetNestedField(a.Object, "https://evil.example/x", "operation", "sync", "source", "repoURL")
+		}, ReasonProjectForbids},
+		{"an operation's sources are checked like the spec's", func(a *unstructured.Unstructured, _ *Facts) {
+			_ = unstructured.SetNestedSlice(a.Object, []any{map[string]any{"repoURL": "https://git.example/a"}, map[string]any{"repoURL": "https://evil.example/b"}}, "operation", "sync", "sources")
+		}, ReasonProjectForbids},
+		{"an operation as Argo CD's API makes it", func(a *unstructured.Unstructured, _ *Facts) {
+			_ = unstructured.SetNestedField(a.Object, map[string]any{"repoURL": "https://git.example/guestbook", "targetRevision": "v2"}, "operation", "sync", "source")
+			_ = unstructured.SetNestedField(a.Object, "v2", "operation", "sync", "revision")
+		}, ""},
+		{"an operation with inline manifests", func(a *unstructured.Unstructured, _ *Facts) {
+			_ = unstructured.SetNestedField(a.Object, map[string]any{"repoURL": "https://git.example/guestbook"}, "operation", "sync", "source")
+			_ = unstructured.SetNestedStringSlice(a.Object, []string{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`}, "operation", "sync", "manifests")
+		}, ReasonOperationNotAllowed},
+		{"encoded dot segments out of the permitted folder", func(a *unstructured.Unstructured, f *Facts) {
+			f.Project.Object["spec"].(map[string]any)["sourceRepos"] = []any{"https://git.example/team-a/**"}
+			_ = unstructured.SetNestedField(a.Object, "https://git.example/team-a/%2e%2e/team-b/x", "spec", "source", "repoURL")
+		}, ReasonProjectForbids},
+		{"upper-case encoded dot segments", func(a *unstructured.Unstructured, f *Facts) {
+			f.Project.Object["spec"].(map[string]any)["sourceRepos"] = []any{"https://git.example/team-a/**"}
+			_ = unstructured.SetNestedField(a.Object, "https://git.example/team-a/.%2E/team-b/x", "spec", "source", "repoURL")
+		}, ReasonProjectForbids},
+		{"an encoded slash", func(a *unstructured.Unstructured, f *Facts) {
+			f.Project.Object["spec"].(map[string]any)["sourceRepos"] = []any{"https://git.example/team-a/*"}
+			_ = unstructured.SetNestedField(a.Object, "https://git.example/team-a/x%2F..%2Fteam-b", "spec", "source", "repoURL")
+		}, ReasonProjectForbids},
+		{"a deeper path in the permitted folder", func(a *unstructured.Unstructured, f *Facts) {
+			f.Project.Object["spec"].(map[string]any)["sourceRepos"] = []any{"https://git.example/team-a/**"}
+			_ = unstructured.SetNestedField(a.Object, "https://git.example/team-a/apps/web", "spec", "source", "repoURL")
+		}, ""},
+		{"the default project from a tenant namespace", func(a *unstructured.Unstructured, f *Facts) {
+			_ = unstructured.SetNestedField(a.Object, "default", "spec", "project")
+			f.Project.SetName("default")
+		}, ReasonProjectForbids},
+		{"the default project from the Argo CD namespace", func(a *unstructured.Unstructured, f *Facts) {
+			a.SetNamespace("argocd")
+			_ = unstructured.SetNestedField(a.Object, "default", "spec", "project")
+			f.Project.SetName("default")
+			f.Bindings = []Binding{binding("argocd", "blue")}
+		}, ""},
 		{"no repository at all", func(a *unstructured.Unstructured, _ *Facts) {
 			unstructured.RemoveNestedField(a.Object, "spec", "source")
 		}, ReasonProjectForbids},
@@ -187,5 +235,25 @@ func TestSpokePlace(t *testing.T) {
 	}
 	if strings.Contains(string(w.Spec.Workload.Manifests[0].Raw), "kube-system") {
 		t.Error("the namespace the author asked for is in the payload")
+	}
+}
+
+// TestAppSealFieldsAreWhatBuildSeals: the fields a legacy ManifestWork is sealed with, derived
+// from the Application alone, are those a delivery seals, with and without an ApplicationSet.
+func TestAppSealFieldsAreWhatBuildSeals(t *testing.T) {
+	plain := hubApp()
+	owned := hubApp()
+	owned.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "set", UID: "u"}})
+	for _, app := range []*unstructured.Unstructured{plain, owned} {
+		w, err := Build(Input{App: app})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := appSealFields(app), SealFields(w); got != want {
+			t.Errorf("appSealFields %+v, Build seals %+v", got, want)
+		}
+	}
+	if appSealFields(owned).ApplicationSet == "" {
+		t.Error("an ApplicationSet's Application is sealed without its set")
 	}
 }

@@ -84,7 +84,16 @@ func TestPullModelAdmissionPolicy(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "must name its managed cluster") {
 		t.Errorf("an Application naming no cluster: %v", err)
 	}
+	inline := app("inline", marked, map[string]string{pullmodel.AnnotationCluster: "c1", pullmodel.AnnotationSkipReconcile: "true"})
+	inline.Object["operation"] = map[string]any{"sync": map[string]any{"manifests": []any{`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x"}}`}}}
+	err = c.Create(ctx, inline)
+	if err == nil || !strings.Contains(err.Error(), "inline manifests") {
+		t.Errorf("an Application whose sync operation carries inline manifests: %v", err)
+	}
+	synced := app("synced", marked, map[string]string{pullmodel.AnnotationCluster: "c1", pullmodel.AnnotationSkipReconcile: "true"})
+	synced.Object["operation"] = map[string]any{"sync": map[string]any{"revision": "main"}}
 	for name, a := range map[string]*unstructured.Unstructured{
+		"synced":   synced,
 		"good":     app("good", marked, map[string]string{pullmodel.AnnotationCluster: "c1", pullmodel.AnnotationSkipReconcile: "true"}),
 		"unmarked": app("unmarked", nil, nil),
 	} {

@@ -28,6 +28,9 @@ type GitServer struct {
 	url  string
 	srv  *http.Server
 	done chan error
+
+	mu       sync.Mutex
+	requests map[string]int // HTTP requests per served repository, "<name>.git"
 }
 
 // StartGitServer serves the bare repositories in dir/repos; their working copies go to
@@ -58,7 +61,8 @@ func StartGitServer(dir string) (*GitServer, error) {
 			"GIT_HTTP_EXPORT_ALL=1",
 		),
 	}
-	g.srv = &http.Server{Handler: readOnly(backend), ReadHeaderTimeout: 10 * time.Second}
+	g.requests = map[string]int{}
+	g.srv = &http.Server{Handler: g.counted(readOnly(backend)), ReadHeaderTimeout: 10 * time.Second}
 	go func() { g.done <- g.srv.Serve(ln) }()
 	return g, nil
 }
@@ -71,6 +75,18 @@ func readOnly(h http.Handler) http.Handler {
 			http.Error(w, "read-only", http.StatusForbidden)
 			return
 		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// counted records which repository each request asks for, so that a test can tell that a
+// repository was never fetched.
+func (g *GitServer) counted(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		repo, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		g.mu.Lock()
+		g.requests[repo]++
+		g.mu.Unlock()
 		h.ServeHTTP(w, r)
 	})
 }
@@ -98,9 +114,11 @@ func (g *GitServer) CreateRepo(name string) (*GitRepo, error) {
 		return nil, fmt.Errorf("repository name %q: want lowercase letters, digits and dashes", name)
 	}
 	r := &GitRepo{
-		URL:  g.url + "/" + name + ".git",
-		bare: filepath.Join(g.root, name+".git"),
-		work: filepath.Join(g.work, name),
+		URL:    g.url + "/" + name + ".git",
+		server: g,
+		name:   name + ".git",
+		bare:   filepath.Join(g.root, name+".git"),
+		work:   filepath.Join(g.work, name),
 	}
 	if _, err := os.Stat(r.bare); err == nil {
 		return nil, fmt.Errorf("repository %s exists", r.bare)
@@ -120,10 +138,20 @@ func (g *GitServer) CreateRepo(name string) (*GitRepo, error) {
 // GitRepo is one repository of a GitServer.
 type GitRepo struct {
 	// URL is what an Argo CD Application's spec.source.repoURL names.
-	URL  string
-	bare string
-	work string
-	mu   sync.Mutex
+	URL    string
+	server *GitServer
+	name   string
+	bare   string
+	work   string
+	mu     sync.Mutex
+}
+
+// Requests is how many HTTP requests the server has had for this repository: 0 means nobody
+// ever fetched it.
+func (r *GitRepo) Requests() int {
+	r.server.mu.Lock()
+	defer r.server.mu.Unlock()
+	return r.server.requests[r.name]
 }
 
 // Commit makes the files (path relative to the repository root -> content) the repository's

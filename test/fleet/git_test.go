@@ -42,9 +42,19 @@ func TestGitServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	other, err := g.CreateRepo("never-fetched")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := repo.Requests(); n != 0 {
+		t.Errorf("%d requests counted before any fetch", n)
+	}
 	clone := filepath.Join(dir, "clone")
 	if _, err := runGit("", "clone", "--quiet", "--branch=main", repo.URL, clone); err != nil {
 		t.Fatal(err)
+	}
+	if repo.Requests() == 0 || other.Requests() != 0 {
+		t.Errorf("requests after one clone: %d for the cloned repository, %d for the other; want some and none", repo.Requests(), other.Requests())
 	}
 	assertHead(t, clone, first)
 	deploy := filepath.Join(clone, "guestbook", "guestbook-ui-deployment.yaml")

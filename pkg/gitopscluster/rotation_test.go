@@ -19,6 +19,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
@@ -232,7 +233,7 @@ func TestReplacedResourceProxyCertificateIsRecorded(t *testing.T) {
 	waitClusterSecrets(t, ns, "cluster-rp-1")
 	old, _ := clusterSecretCert(t, ns, "rp-1")
 
-	clock.Advance(21 * 24 * time.Hour) // past two thirds of its 30 days
+	clock.Advance(config.DefaultClusterSecretValidity * 5 / 6) // past two thirds of its life, not expired
 	poke(t, ns, "fleet")
 	eventually(t, "renewed, the old one recorded", func() error {
 		if c, _ := clusterSecretCert(t, ns, "rp-1"); c.Equal(old) {

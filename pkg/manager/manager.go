@@ -139,6 +139,9 @@ func (o Options) Validate() error {
 		errs = append(errs, fmt.Errorf("leader election needs lease duration > renew deadline > retry period > 0, got %s, %s, %s",
 			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
 	}
+	if err := o.Fleet.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.Fleet.CertManagerRecheck < 0 {
 		errs = append(errs, fmt.Errorf("--cert-manager-recheck must not be negative, got %s", o.Fleet.CertManagerRecheck))
 	}

@@ -55,6 +55,13 @@ func (w *Writer) Sync(ctx context.Context, goc *v1alpha1.GitOpsCluster, principa
 	// fleet misses every cluster, and one cache read per cluster costs more than one list.
 	var inNamespace map[string]*corev1.Secret
 	caFingerprint := pki.Fingerprint(hub.CA.Cert)
+	var refused refusedCertificates
+	if obs.Owned.Len() > 0 {
+		var err error
+		if refused, err = w.refusedCertificates(ctx, principalNS); err != nil {
+			return time.Time{}, err
+		}
+	}
 	for _, cluster := range sets.List(obs.Owned) {
 		if revoked.Has(cluster) {
 			continue
@@ -76,7 +83,25 @@ func (w *Writer) Sync(ctx context.Context, goc *v1alpha1.GitOpsCluster, principa
 			// its deletion wakes this GitOpsCluster and a new one is written.
 			continue
 		}
-		if renewAt, ok := w.clusterSecretCurrent(s, goc, principalNS, cluster, hub, caFingerprint, now); ok {
+		renewAt, fingerprint, current := w.clusterSecretCurrent(s, goc, principalNS, cluster, hub, caFingerprint, now)
+		if current && refused.has(fingerprint) {
+			// A certificate that was revoked (or blocked by hand) is never kept, however the
+			// secret came to hold it again: a backup restored, a GitOps tool re-applying an old
+			// copy, a revocation whose deletion failed. argocd-agent's resource proxy would still
+			// take it. The cache may lag a revocation that is deleting the secret right now,
+			// so the secret is read live first; its deletion wakes this GitOpsCluster.
+			live, err := w.liveSecret(ctx, principalNS, cluster)
+			if err != nil {
+				return time.Time{}, err
+			}
+			if live == nil || !live.DeletionTimestamp.IsZero() {
+				continue
+			}
+			s = live
+			renewAt, fingerprint, current = w.clusterSecretCurrent(s, goc, principalNS, cluster, hub, caFingerprint, now)
+			current = current && !refused.has(fingerprint)
+		}
+		if current {
 			if next.IsZero() || renewAt.Before(next) {
 				next = renewAt
 			}
@@ -95,7 +120,7 @@ func (w *Writer) Sync(ctx context.Context, goc *v1alpha1.GitOpsCluster, principa
 	var errs []error
 	created := 0
 	parallel.Each(w.Config.WriteConcurrency, writes, func(one write) {
-		renewAt, isNew, err := w.writeClusterSecret(ctx, goc, principalNS, one.cluster, one.live, hub, store, owner, now)
+		renewAt, isNew, err := w.writeClusterSecret(ctx, goc, principalNS, one.cluster, one.live, hub, store, owner, refused, now)
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -135,6 +160,18 @@ func (w *Writer) secretsByName(ctx context.Context, ns string) (map[string]*core
 	return out, nil
 }
 
+// liveSecret reads cluster's secret past the cache; nil when there is none.
+func (w *Writer) liveSecret(ctx context.Context, ns, cluster string) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	if err := w.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentsecret.Name(cluster)}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
 // ensureRecordFinalizer adds the certificate-record finalizer to a current cluster secret a
 // release without it wrote, alone, without a new certificate. s may be the cache's own object:
 // a copy is changed.
@@ -154,7 +191,7 @@ func (w *Writer) ensureRecordFinalizer(ctx context.Context, s *corev1.Secret, cl
 // writeClusterSecret issues a new resource-proxy certificate for cluster and creates or
 // updates its cluster secret. It returns the renewal time and whether the secret is new.
 func (w *Writer) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, live *corev1.Secret,
-	hub *principalpki.PKI, store ledger.Store, owner ledger.Owner, now time.Time) (time.Time, bool, error) {
+	hub *principalpki.PKI, store ledger.Store, owner ledger.Owner, refused refusedCertificates, now time.Time) (time.Time, bool, error) {
 	desired, cert, err := w.buildClusterSecret(goc, principalNS, cluster, hub, now)
 	if err != nil {
 		return time.Time{}, false, err
@@ -164,8 +201,9 @@ func (w *Writer) writeClusterSecret(ctx context.Context, goc *v1alpha1.GitOpsClu
 	}
 	// The current certificate is revoked from the secret itself; the one it replaces is
 	// recorded first, since it stays valid until it expires. A new cluster thus costs one
-	// write, a renewal two.
-	if old, _ := agentsecret.Contents(live); old.Fingerprint != "" && old.NotAfter.After(now) {
+	// write, a renewal two. One already revoked is not recorded again, as CertificateRecorder
+	// does: it is blocked until it expires, and a ledger entry would count against the cluster.
+	if old, _ := agentsecret.Contents(live); old.Fingerprint != "" && old.NotAfter.After(now) && !refused.has(old.Fingerprint) {
 		if err := store.RecordFingerprint(ctx, cluster, owner, old.Fingerprint, old.NotAfter, 0, now); err != nil {
 			return time.Time{}, false, fmt.Errorf("recording the replaced resource-proxy certificate of %s: %w", cluster, err)
 		}
@@ -201,20 +239,60 @@ func (w *Writer) replaceClusterSecret(ctx context.Context, live, desired *corev1
 }
 
 // clusterSecretCurrent reports whether s is already what we would write, and when it must be
-// renewed. s may be the cache's compact form (agentsecret.Compact): the certificate was read
-// when the secret entered the cache (checked then, or known from its issuance here), not on
-// every pass.
-func (w *Writer) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *principalpki.PKI, caFingerprint string, now time.Time) (time.Time, bool) {
+// renewed, with its certificate's fingerprint. s may be the cache's compact form
+// (agentsecret.Compact): the certificate was read when the secret entered the cache (checked
+// then, or known from its issuance here), not on every pass.
+func (w *Writer) clusterSecretCurrent(s *corev1.Secret, goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *principalpki.PKI, caFingerprint string, now time.Time) (time.Time, string, bool) {
 	if s == nil || !names.HasLabels(s.Labels, clusterSecretLabels(goc, cluster)) || s.Annotations[v1alpha1.AnnotationSkipReconcile] != "true" ||
 		string(s.Data["name"]) != cluster || string(s.Data["server"]) != resourceProxyServer(w.Config, principalNS, cluster) {
-		return time.Time{}, false
+		return time.Time{}, "", false
 	}
 	cert, bundle := agentsecret.Contents(s)
 	if !bytes.Equal(bundle, hub.Bundle) || cert.CommonName != cluster || !cert.Usable(caFingerprint, now) {
-		return time.Time{}, false
+		return time.Time{}, "", false
 	}
 	renewAt := cert.RenewalTime()
-	return renewAt, now.Before(renewAt)
+	return renewAt, cert.Fingerprint, now.Before(renewAt)
+}
+
+// refusedCertificates are the fingerprints the principal's revocation record and blocklist
+// hold, as the cache has them (read only).
+type refusedCertificates struct {
+	record    map[string]map[string]string
+	blocklist map[string]string
+}
+
+func (r refusedCertificates) has(fingerprint string) bool {
+	if !ledger.ValidFingerprint(fingerprint) {
+		return false
+	}
+	if _, ok := r.blocklist[fingerprint]; ok {
+		return true
+	}
+	_, ok := r.record[ledger.ShardName(fingerprint)][fingerprint]
+	return ok
+}
+
+// refusedCertificates reads, from the cache and without copies, the principal's revocation
+// record (16 shards) and blocklist: one list and one read per pass, whatever the fleet's size,
+// and a map lookup per secret. Both are the manager's own ConfigMaps (labelled, so cached); a
+// record change wakes every GitOpsCluster of the principal, a key added by hand to the
+// blocklist is seen at the next pass.
+func (w *Writer) refusedCertificates(ctx context.Context, ns string) (refusedCertificates, error) {
+	var shards corev1.ConfigMapList
+	if err := w.Client.List(ctx, &shards, client.InNamespace(ns), client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}, client.UnsafeDisableDeepCopy); err != nil {
+		return refusedCertificates{}, fmt.Errorf("reading the revocation record in %s: %w", ns, err)
+	}
+	out := refusedCertificates{record: make(map[string]map[string]string, len(shards.Items))}
+	for i := range shards.Items {
+		out.record[shards.Items[i].Name] = shards.Items[i].Data
+	}
+	blocklist := &corev1.ConfigMap{}
+	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: ledger.BlocklistName}, blocklist, client.UnsafeDisableDeepCopy); client.IgnoreNotFound(err) != nil {
+		return refusedCertificates{}, fmt.Errorf("reading the blocklist in %s: %w", ns, err)
+	}
+	out.blocklist = blocklist.Data
+	return out, nil
 }
 
 func clusterSecretLabels(goc *v1alpha1.GitOpsCluster, cluster string) map[string]string {
@@ -225,8 +303,15 @@ func clusterSecretLabels(goc *v1alpha1.GitOpsCluster, cluster string) map[string
 }
 
 func (w *Writer) buildClusterSecret(goc *v1alpha1.GitOpsCluster, principalNS, cluster string, hub *principalpki.PKI, now time.Time) (*corev1.Secret, *x509.Certificate, error) {
+	// The flag is checked at start-up; a Config built elsewhere (a test, the benchmark) gets the
+	// same bounds here.
 	validity := w.Config.ClusterSecretValidity
-	if validity <= 0 || validity > config.MaxClusterSecretValidity {
+	switch {
+	case validity <= 0:
+		validity = config.DefaultClusterSecretValidity
+	case validity < config.MinClusterSecretValidity:
+		validity = config.MinClusterSecretValidity
+	case validity > config.MaxClusterSecretValidity:
 		validity = config.MaxClusterSecretValidity
 	}
 	kp, err := hub.CA.IssueClientCert(pkix.Name{CommonName: cluster}, validity, now)

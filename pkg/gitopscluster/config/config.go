@@ -3,6 +3,7 @@
 package config
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
@@ -85,7 +86,7 @@ func Default() Config {
 		DefaultAgentNamespace:    addon.DefaultAgentInstallNamespace,
 		CAValidity:               5 * 365 * 24 * time.Hour,
 		ServerCertValidity:       365 * 24 * time.Hour,
-		ClusterSecretValidity:    MaxClusterSecretValidity,
+		ClusterSecretValidity:    DefaultClusterSecretValidity,
 		DepartureSettle:          30 * time.Second,
 		CertManagerRecheck:       5 * time.Minute,
 		WriteConcurrency:         16,
@@ -100,10 +101,26 @@ func Default() Config {
 // batch holds it about a second.
 const DefaultProbesPerPass = 200
 
-// MaxClusterSecretValidity bounds the resource-proxy client certificate of a cluster secret:
-// argocd-agent v0.9.0's resource proxy accepts it by CA and CN alone, so a copy that outlives
-// its cluster secret stays usable until it expires.
-const MaxClusterSecretValidity = 30 * 24 * time.Hour
+// The lifetime of the resource-proxy client certificate in a cluster secret. argocd-agent's
+// resource proxy (v0.9.0 and v0.10.0) accepts any certificate of the principal's CA whose CN
+// names a connected agent: it consults neither the cluster secret nor the blocklist. A copy of
+// the certificate that leaks thus stays usable until it expires whenever its agent is
+// connected, so its lifetime is what a leak is worth. It is renewed at two thirds of it.
+const (
+	DefaultClusterSecretValidity = 7 * 24 * time.Hour
+	// MinClusterSecretValidity: shorter, the renewals (two writes per cluster each) would
+	// come every few minutes over a whole fleet.
+	MinClusterSecretValidity = time.Hour
+	MaxClusterSecretValidity = 30 * 24 * time.Hour
+)
+
+// Validate rejects settings the reconciler must not start with.
+func (c Config) Validate() error {
+	if v := c.ClusterSecretValidity; v < MinClusterSecretValidity || v > MaxClusterSecretValidity {
+		return fmt.Errorf("--cluster-secret-cert-validity must be between %s and %s, got %s", MinClusterSecretValidity, MaxClusterSecretValidity, v)
+	}
+	return nil
+}
 
 // ComponentsAddonName is the ClusterManagementAddOn that installs the Argo CD components beside
 // the agents of addon addonName.

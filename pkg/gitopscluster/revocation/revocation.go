@@ -29,34 +29,159 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
 )
 
-// Departures remembers, per principal namespace and cluster, when a cluster was first seen
-// missing from its GitOpsCluster's selection. A departure is acted on only after the settle
-// period and a live read that still lacks the cluster. Losing this memory (a restart) only
-// restarts the wait.
+// Departures remembers, per GitOpsCluster, the departures it waits on and the wave they belong
+// to. A departure is acted on only after the settle period and a live read that still lacks
+// the cluster, and the circuit breaker judges the whole wave, not what one pass happens to
+// confirm. Losing this memory (a restart) only restarts the wait.
 type Departures struct {
 	mu    sync.Mutex
-	first map[string]time.Time
+	waves map[string]*wave
 }
 
-func (d *Departures) seen(key string, now time.Time) time.Time {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.first == nil {
-		d.first = map[string]time.Time{}
-	}
-	if t, ok := d.first[key]; ok {
-		return t
-	}
-	d.first[key] = now
-	return now
+// wave is what the circuit breaker of one GitOpsCluster judges together: the departures
+// pending (each with when it was first seen missing) and those revoked since the wave began or
+// since the last approval. OCM rewrites its pages one write at a time, so the departures of one
+// change ripen a page at a time, each page under the limit. A departure first seen less than a
+// settle period after the wave's last revocation joins the wave; the wave ends when an
+// approval is used, or when a settle period passes after its last revocation with nothing
+// pending.
+type wave struct {
+	pending     map[string]time.Time
+	revoked     sets.Set[string]
+	lastRevoked time.Time
 }
 
-func (d *Departures) forget(keys ...string) {
+func waveKey(principalNS string, goc *v1alpha1.GitOpsCluster) string {
+	return principalNS + "/" + goc.Namespace + "/" + goc.Name
+}
+
+// wave returns key's wave, made when missing; d.mu must be held.
+func (d *Departures) wave(key string) *wave {
+	if d.waves == nil {
+		d.waves = map[string]*wave{}
+	}
+	w := d.waves[key]
+	if w == nil {
+		w = &wave{pending: map[string]time.Time{}, revoked: sets.New[string]()}
+		d.waves[key] = w
+	}
+	return w
+}
+
+// observe keeps the pending departures that are still candidates and, when start is set,
+// starts the clock of the new ones. It ends the wave's revocations once they no longer count,
+// and returns the departures that have waited out the settle period and how long until the
+// next one has.
+func (d *Departures) observe(key string, candidates sets.Set[string], now time.Time, settle time.Duration, start bool) (ripe []string, wait time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, k := range keys {
-		delete(d.first, k)
+	if d.waves[key] == nil && (!start || candidates.Len() == 0) {
+		return nil, 0
 	}
+	w := d.wave(key)
+	for c := range w.pending {
+		if !candidates.Has(c) {
+			delete(w.pending, c)
+		}
+	}
+	if start {
+		for c := range candidates {
+			if _, ok := w.pending[c]; !ok {
+				w.pending[c] = now
+			}
+		}
+	}
+	earliest := now
+	for _, first := range w.pending {
+		if first.Before(earliest) {
+			earliest = first
+		}
+	}
+	if w.revoked.Len() > 0 && earliest.Sub(w.lastRevoked) >= settle {
+		w.revoked = sets.New[string]()
+	}
+	if len(w.pending) == 0 && w.revoked.Len() == 0 {
+		delete(d.waves, key)
+		return nil, 0
+	}
+	for _, c := range sets.List(candidates) {
+		first, ok := w.pending[c]
+		if !ok {
+			continue
+		}
+		if left := settle - now.Sub(first); left > 0 {
+			if wait == 0 || left < wait {
+				wait = left
+			}
+			continue
+		}
+		ripe = append(ripe, c)
+	}
+	return ripe, wait
+}
+
+// restart forgets when the pending departures of key were first seen: the selection could not
+// be read, so none of them is known to have lasted.
+func (d *Departures) restart(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if w := d.waves[key]; w != nil {
+		clear(w.pending)
+	}
+}
+
+// forget drops departures that turned out not to be departures.
+func (d *Departures) forget(key string, clusters ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if w := d.waves[key]; w != nil {
+		for _, c := range clusters {
+			delete(w.pending, c)
+		}
+	}
+}
+
+// size returns how many agents the wave of key takes (the departing clusters and those it
+// revoked already) and how many there were before it (records, plus those it revoked).
+func (d *Departures) size(key string, departing, records sets.Set[string]) (leaving, fleetBefore int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	revoked := sets.New[string]()
+	if w := d.waves[key]; w != nil {
+		revoked = w.revoked
+	}
+	return departing.Union(revoked).Len(), records.Union(revoked).Len()
+}
+
+// revoked moves clusters from pending to the wave's revocations.
+func (d *Departures) revoked(key string, clusters []string, now time.Time) {
+	if len(clusters) == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w := d.wave(key)
+	for _, c := range clusters {
+		delete(w.pending, c)
+		w.revoked.Insert(c)
+	}
+	w.lastRevoked = now
+}
+
+// approved ends the wave of key: a person approved it, and what follows is judged anew.
+func (d *Departures) approved(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if w := d.waves[key]; w != nil {
+		w.revoked = sets.New[string]()
+	}
+}
+
+// drop forgets key's wave (its GitOpsCluster is gone).
+func (d *Departures) drop(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.waves, key)
 }
 
 // Result is what the revocation phase tells the rest of the reconcile.
@@ -239,53 +364,65 @@ func (v *Revoker) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsCluste
 
 // revokeDepartures revokes the agents of clusters that left the selection: never while the
 // selection is unknown, only once each departure is confirmed, and past the circuit breaker
-// only with a person's approval, which one pass uses up.
+// only with a person's approval, which the wave it approves uses up.
 func (v *Revoker) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *selection.Observation, rec Records, now time.Time, res *Result) []error {
 	candidates := rec.clusters().Difference(obs.Owned).Difference(rec.Revoked)
-	keyOf := func(c string) string { return principalNS + "/" + c }
-	for c := range obs.Owned {
-		v.Departures.forget(keyOf(c))
-	}
-	if candidates.Len() == 0 {
-		return nil
+	key := waveKey(principalNS, goc)
+	settle := v.Config.DepartureSettle
+	wall := time.Now()
+	if obs.Unseen {
+		v.Departures.restart(key)
 	}
 	res.Pending = candidates.Len()
 	if obs.TeardownBlocked != "" {
-		log.FromContext(ctx).Info("not revoking agents that left the selection while it is unknown", "clusters", candidates.Len(), "why", obs.TeardownBlocked)
+		// Clusters on a page keep being seen; none starts a departure.
+		v.Departures.observe(key, candidates, wall, settle, false)
+		if candidates.Len() > 0 {
+			log.FromContext(ctx).Info("not revoking agents that left the selection while it is unknown", "clusters", candidates.Len(), "why", obs.TeardownBlocked)
+		}
+		return nil
+	}
+	ripe, wait := v.Departures.observe(key, candidates, wall, settle, true)
+	res.Requeue = wait
+	if len(ripe) == 0 {
 		return nil
 	}
 	var errs []error
-	confirmed, wait, err := v.confirmDepartures(ctx, goc, principalNS, candidates, now)
+	confirmed, adopted, err := v.confirmDepartures(ctx, goc, principalNS, key, ripe)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	res.Requeue = wait
+	if len(confirmed) < len(ripe) && (res.Requeue == 0 || settle < res.Requeue) {
+		res.Requeue = settle
+	}
+	departing := candidates.Difference(sets.New(adopted...))
+	res.Pending = departing.Len()
 	if len(confirmed) == 0 {
 		return errs
 	}
-	agents := rec.clusters().Len()
-	if msg := v.circuitBreaker(goc, len(confirmed), agents); msg != "" {
+	leaving, agents := v.Departures.size(key, departing, rec.clusters())
+	if msg := v.circuitBreaker(goc, leaving, agents); msg != "" {
 		res.Paused = msg
 		return errs
 	}
-	// An approval covers the pass it approves: once used, it is taken back, so a later mass
-	// departure of the same count waits for a person again.
-	approved, failed := v.circuitBreakerTripped(len(confirmed), agents), len(errs)
+	approved, failed := v.circuitBreakerTripped(leaving, agents), len(errs)
 	unregistered, blocked, err := v.revokeClusters(ctx, store, rec, confirmed, ledger.CauseDeparted, now, nil)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	for _, c := range unregistered {
-		res.Pending--
-		v.Departures.forget(keyOf(c))
-	}
+	v.Departures.revoked(key, unregistered, time.Now())
+	res.Pending -= len(unregistered)
 	if len(unregistered) > 0 {
 		v.Event(goc, corev1.EventTypeNormal, "AgentRevoked", "RevokeAgent",
 			"%s left the selection: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
 	}
-	if approved && len(errs) == failed {
+	// An approval covers the wave it approves: once all of it is revoked, it is taken back, so a
+	// later mass departure of the same count waits for a person again.
+	if approved && len(errs) == failed && res.Pending == 0 {
 		if err := v.consumeApproval(ctx, goc); err != nil {
 			errs = append(errs, err)
+		} else {
+			v.Departures.approved(key)
 		}
 	}
 	return errs
@@ -343,7 +480,7 @@ func (v *Revoker) consumeApproval(ctx context.Context, goc *v1alpha1.GitOpsClust
 	return client.IgnoreNotFound(v.Client.Patch(ctx, goc, client.RawPatch(types.MergePatchType, patch)))
 }
 
-// circuitBreaker returns why a pass revoking n of agents must wait for a person, or "".
+// circuitBreaker returns why revoking a wave of n of agents must wait for a person, or "".
 func (v *Revoker) circuitBreaker(goc *v1alpha1.GitOpsCluster, n, agents int) string {
 	pct := v.Config.MaxRevocationPercent
 	if !v.circuitBreakerTripped(n, agents) {
@@ -352,41 +489,27 @@ func (v *Revoker) circuitBreaker(goc *v1alpha1.GitOpsCluster, n, agents int) str
 	if goc.Annotations[v1alpha1.AnnotationApproveRevocation] == strconv.Itoa(n) {
 		return ""
 	}
-	return fmt.Sprintf("revoking %d of %d agent(s) at once exceeds the limit of %d%% (manager flag --max-revocation-percent); nothing was revoked. "+
+	return fmt.Sprintf("%d of %d agent(s) are leaving at once (departures less than %s apart count together, revoked or not), which exceeds the limit of %d%% (manager flag --max-revocation-percent); nothing more is revoked. "+
 		"If these clusters really left, approve with: kubectl annotate gitopscluster -n %s %s %s=%d --overwrite",
-		n, agents, pct, goc.Namespace, goc.Name, v1alpha1.AnnotationApproveRevocation, n)
+		n, agents, v.Config.DepartureSettle, pct, goc.Namespace, goc.Name, v1alpha1.AnnotationApproveRevocation, n)
 }
 
-// confirmDepartures returns the candidates whose departure is confirmed: missing for the
-// settle period, and still not owned on this principal in a live read of every decision. It
-// also returns how long to wait for the others.
-func (v *Revoker) confirmDepartures(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, candidates sets.Set[string], now time.Time) ([]string, time.Duration, error) {
-	settle := v.Config.DepartureSettle
-	var ripe []string
-	var wait time.Duration
-	wall := time.Now()
-	for _, c := range sets.List(candidates) {
-		first := v.Departures.seen(principalNS+"/"+c, wall)
-		if left := settle - wall.Sub(first); left > 0 {
-			if wait == 0 || left < wait {
-				wait = left
-			}
-			continue
-		}
-		ripe = append(ripe, c)
-	}
-	if len(ripe) == 0 {
-		return nil, wait, nil
-	}
-	owners, why, err := v.liveOwners(ctx, goc)
+// confirmDepartures returns the ripe departures a live read of every decision confirms: still
+// not owned on this principal. Those another GitOpsCluster of the principal owns now are
+// adopted (returned apart): their agents stay. A live read that cannot see the selection
+// confirms nothing, and one that sees no decision at all restarts every departure's wait.
+func (v *Revoker) confirmDepartures(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS, key string, ripe []string) (confirmed, adopted []string, _ error) {
+	owners, why, unseen, err := v.liveOwners(ctx, goc)
 	if err != nil {
-		return nil, settle, err
+		return nil, nil, err
+	}
+	if unseen {
+		v.Departures.restart(key)
 	}
 	if why != "" {
 		log.FromContext(ctx).Info("departures not confirmed: the live selection is unknown", "why", why)
-		return nil, settle, nil
+		return nil, nil, nil
 	}
-	var confirmed []string
 	for _, c := range ripe {
 		owner := owners[c]
 		if owner == nil || names.PrincipalNamespace(owner) != principalNS {
@@ -395,37 +518,36 @@ func (v *Revoker) confirmDepartures(ctx context.Context, goc *v1alpha1.GitOpsClu
 		}
 		// Another GitOpsCluster of the same principal owns it now: its agent stays, and so do
 		// its records, which pass to the new owner.
-		v.Departures.forget(principalNS + "/" + c)
+		v.Departures.forget(key, c)
+		adopted = append(adopted, c)
 		if err := v.adoptLedger(ctx, principalNS, c, owner); err != nil {
-			return confirmed, settle, err
+			return confirmed, adopted, err
 		}
 	}
-	if len(confirmed) < len(ripe) && wait == 0 {
-		wait = settle
-	}
-	return confirmed, wait, nil
+	return confirmed, adopted, nil
 }
 
 // liveOwners reads every PlacementDecision and GitOpsCluster from the API server (not the
 // cache) and returns, for every cluster some live GitOpsCluster selects, its owner (the oldest
-// such GitOpsCluster). It returns a reason instead when goc's own Placement reads as unknown.
-func (v *Revoker) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (map[string]*v1alpha1.GitOpsCluster, string, error) {
+// such GitOpsCluster). It returns a reason instead when goc's own Placement reads as unknown,
+// and unseen when none of its decisions can be read at all.
+func (v *Revoker) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (_ map[string]*v1alpha1.GitOpsCluster, why string, unseen bool, _ error) {
 	reader := v.Reader
 	pl := &clusterv1beta1.Placement{}
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, pl); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, "the Placement does not exist", nil
+			return nil, "the Placement does not exist", true, nil
 		}
-		return nil, "", err
+		return nil, "", false, err
 	}
 	if !pl.DeletionTimestamp.IsZero() {
-		return nil, "the Placement is being deleted", nil
+		return nil, "the Placement is being deleted", true, nil
 	}
 	// Live too: a GitOpsCluster created a moment ago that took the cluster over on the same
 	// principal must keep its agent connected. They are few; one list.
 	var gocs v1alpha1.GitOpsClusterList
 	if err := reader.List(ctx, &gocs); err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
 	byPlacement := map[string][]*v1alpha1.GitOpsCluster{}
 	for i := range gocs.Items {
@@ -436,17 +558,23 @@ func (v *Revoker) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (
 		}
 	}
 	owners := map[string]*v1alpha1.GitOpsCluster{}
-	ownPages := 0
+	own := fleet.PlacementKey(goc.Namespace, goc.Spec.PlacementRef.Name)
+	ownPages, ownSelected := 0, sets.New[string]()
 	var list clusterv1beta1.PlacementDecisionList
 	for {
 		if err := reader.List(ctx, &list, client.HasLabels{fleet.PlacementLabel}, client.Limit(500), client.Continue(list.Continue)); err != nil {
-			return nil, "", fmt.Errorf("listing PlacementDecisions: %w", err)
+			return nil, "", false, fmt.Errorf("listing PlacementDecisions: %w", err)
 		}
 		for i := range list.Items {
 			pd := &list.Items[i]
 			key := fleet.PlacementKey(pd.Namespace, pd.Labels[fleet.PlacementLabel])
-			if key == fleet.PlacementKey(goc.Namespace, goc.Spec.PlacementRef.Name) {
+			if key == own {
 				ownPages++
+				for _, d := range pd.Status.Decisions {
+					if d.ClusterName != "" {
+						ownSelected.Insert(d.ClusterName)
+					}
+				}
 			}
 			for _, g := range byPlacement[key] {
 				for _, d := range pd.Status.Decisions {
@@ -460,10 +588,12 @@ func (v *Revoker) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (
 			break
 		}
 	}
-	if ownPages == 0 {
-		return nil, "the Placement has no PlacementDecision", nil
+	// The same rule as the cached read: pages that disagree with the Placement's own count are
+	// mid-rewrite.
+	if why := fleet.SelectionUnknown(pl, ownSelected, ownPages); why != "" {
+		return nil, why, ownPages == 0, nil
 	}
-	return owners, "", nil
+	return owners, "", false, nil
 }
 
 // revocationBatchSize is how many clusters revokeClusters unregisters and blocks together: a
@@ -611,6 +741,9 @@ func (v *Revoker) RevokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsClu
 	principalNS := names.PrincipalNamespace(goc)
 	if !v.Config.NamespaceManaged(principalNS) {
 		return nil
+	}
+	if v.Departures != nil {
+		v.Departures.drop(waveKey(principalNS, goc))
 	}
 	rec, err := v.ReadRecords(ctx, goc, principalNS)
 	if err != nil {

@@ -29,6 +29,11 @@ type Observation struct {
 	// TeardownBlocked says why the selection cannot be trusted to remove anything ("" when it
 	// can): the Placement is missing or being deleted, has no decisions, or they are mid-update.
 	TeardownBlocked string
+	// Unseen: no decision can be read at all (the Placement is missing, being deleted, or has
+	// no PlacementDecision yet), so nothing shows which clusters are still selected. A cluster
+	// seen missing before then may be back on a page not yet rewritten: its departure starts
+	// over once decisions can be read again.
+	Unseen bool
 	// Invalid maps selected clusters whose names cannot be agent names to the reason.
 	Invalid  map[string]string
 	Conflict []string
@@ -50,6 +55,7 @@ func Observe(ctx context.Context, reader client.Reader, goc *v1alpha1.GitOpsClus
 	pl := &clusterv1beta1.Placement{}
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, pl); err != nil {
 		if apierrors.IsNotFound(err) {
+			obs.Unseen = true
 			return obs, nil
 		}
 		return nil, fmt.Errorf("reading Placement %s/%s: %w", goc.Namespace, goc.Spec.PlacementRef.Name, err)
@@ -61,6 +67,7 @@ func Observe(ctx context.Context, reader client.Reader, goc *v1alpha1.GitOpsClus
 	}
 	obs.Selected = selected
 	obs.TeardownBlocked = fleet.SelectionUnknown(pl, selected, pages)
+	obs.Unseen = pages == 0 || !pl.DeletionTimestamp.IsZero()
 	// Ownership in one pass: every other live GitOpsCluster's selection is read once (from the
 	// cache), not looked up again for each selected cluster.
 	others, err := otherSelections(ctx, reader, goc)

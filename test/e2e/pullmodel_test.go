@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -371,12 +372,14 @@ func (s *suite) reportSummary(ctx context.Context) (map[string]string, error) {
 // namespace under a name of its namespace; its Application for the hub Argo CD namespace's
 // cluster (other) is refused with ClusterNotBound and nothing is written to that cluster's
 // namespace. An Application in a managed cluster's own hub namespace (where a principal keeps an
-// autonomous agent's Applications) is never delivered either.
+// autonomous agent's Applications) is never delivered either. A sync request on the tenant's
+// Application that names a repository its AppProject does not permit is refused on the hub,
+// and the cluster's Argo CD never fetches that repository.
 func (s *suite) pullModelTenancy(ctx context.Context, t *testing.T, other, own string) {
 	t.Helper()
 	project := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
 		"sourceNamespaces": []any{tenantNS},
-		"sourceRepos":      []any{"*"},
+		"sourceRepos":      []any{"https://git.example/*"},
 		"destinations":     []any{map[string]any{"server": pullmodel.InClusterServer, "namespace": tenantNS + "-*"}},
 	}}}
 	project.SetGroupVersionKind(pullmodel.AppProjectGVK)
@@ -449,6 +452,50 @@ func (s *suite) pullModelTenancy(ctx context.Context, t *testing.T, other, own s
 		if w, err := s.pullWork(ctx, other, c.app.GetName()); err == nil {
 			t.Errorf("hub: %s/%s was refused but ManifestWork %s exists in %s's namespace", c.app.GetNamespace(), c.app.GetName(), w.Name, other)
 		}
+	}
+	s.forbiddenOperationNeverFetched(ctx, t, mine, own, spokeName)
+}
+
+// forbiddenOperationNeverFetched: the tenant asks its delivered Application for a sync from a
+// repository its AppProject does not permit (operation.sync.source, which the cluster's Argo
+// CD would sync in place of the spec's). The hub refuses it with ProjectForbids, the
+// ManifestWork and the spoke Application never carry it, and the repository, served on
+// loopback, gets no request in two reconciliation periods of the cluster's Argo CD.
+func (s *suite) forbiddenOperationNeverFetched(ctx context.Context, t *testing.T, app *unstructured.Unstructured, cluster, spokeName string) {
+	t.Helper()
+	forbidden, _ := s.gitRepo(t, "git-forbidden", "forbidden", fleet.GuestbookFiles(1, guestbookImg1))
+	op := fmt.Sprintf(`{"operation":{"sync":{"source":{"repoURL":%q,"path":"guestbook","targetRevision":"main"}}}}`, forbidden.URL)
+	if err := s.hub.Patch(ctx, app.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(op))); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually(t, fmt.Sprintf("hub: %s/%s's operation refused with ProjectForbids", app.GetNamespace(), app.GetName()), time.Minute, func(ctx context.Context) (bool, string) {
+		cur := pullmodel.NewApplication()
+		if err := s.hub.Get(ctx, client.ObjectKeyFromObject(app), cur); err != nil {
+			return false, err.Error()
+		}
+		msg, _ := pullmodel.DeliveryCondition(cur)
+		return strings.HasPrefix(msg, "ProjectForbids: ") && strings.Contains(msg, forbidden.URL), "condition: " + msg
+	})
+	time.Sleep(2 * reconciliation)
+	w, err := s.pullWork(ctx, cluster, app.GetName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(w.Spec.Workload.Manifests[0].Raw), forbidden.URL) {
+		t.Errorf("hub: the ManifestWork carries the forbidden operation")
+	}
+	spokeApp := pullmodel.NewApplication()
+	if err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: spokeName}, spokeApp); err != nil {
+		t.Fatal(err)
+	}
+	if raw, _ := json.Marshal(spokeApp.Object); strings.Contains(string(raw), forbidden.URL) {
+		t.Errorf("%s: the spoke Application names the forbidden repository: %s", cluster, raw)
+	}
+	if n := forbidden.Requests(); n != 0 {
+		t.Errorf("%s: the forbidden repository got %d requests", cluster, n)
+	}
+	if err := s.hub.Patch(ctx, app.DeepCopy(), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/operation"}]`))); err != nil {
+		t.Fatal(err)
 	}
 }
 

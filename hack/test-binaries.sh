@@ -15,6 +15,8 @@ log() { echo "test-binaries: $*" >&2; }
 
 # shellcheck source=lib/binary-cache.sh
 source "${ROOT}/hack/lib/binary-cache.sh"
+# shellcheck source=lib/k8s-module.sh
+source "${ROOT}/hack/lib/k8s-module.sh"
 binary_cache_at "k8s/${K8S_VERSION}-${GOOS_GOARCH}"
 binary_cache_enter "${KUBEBUILDER_ASSETS:-}"
 
@@ -25,43 +27,12 @@ export CGO_ENABLED=0
 
 if [[ ! -x "${OUT}/kube-apiserver" || ! -x "${OUT}/kube-controller-manager" ]]; then
   log "building kube-apiserver and kube-controller-manager v${K8S_VERSION} from the Go module proxy (first time only, several minutes)"
-  STAGING_VERSION="v0.${K8S_VERSION#1.}"
-  {
-    echo "module local/k8s-binaries"
-    echo
-    echo "go 1.26"
-    echo
-    echo "require k8s.io/kubernetes v${K8S_VERSION}"
-    echo
-    echo "replace ("
-    # Every staging module k8s.io/kubernetes replaces with a local path is taken from the proxy
-    # at its published version instead.
-    go mod download -json "k8s.io/kubernetes@v${K8S_VERSION}" >"${WORK}/download.json"
-    GOMOD="$(sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p' "${WORK}/download.json")"
-    grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "${GOMOD}" | awk '{print $1}' | while read -r mod; do
-      [[ "${mod}" == "k8s.io/sample-cli-plugin" ]] && continue
-      echo "	${mod} => ${mod} ${STAGING_VERSION}"
-    done
-    echo ")"
-  } >"${WORK}/go.mod.new"
-  mv "${WORK}/go.mod.new" "${WORK}/go.mod"
-  printf 'package main\n' >"${WORK}/doc.go"
-  rm -f "${WORK}/go.sum"
-  MAJOR="${K8S_VERSION%%.*}"
-  MINOR="${K8S_VERSION#*.}"; MINOR="${MINOR%%.*}"
-  LDFLAGS="-s -w"
-  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    LDFLAGS+=" -X ${pkg}.gitVersion=v${K8S_VERSION}"
-    LDFLAGS+=" -X ${pkg}.gitMajor=${MAJOR}"
-    LDFLAGS+=" -X ${pkg}.gitMinor=${MINOR}"
-    LDFLAGS+=" -X ${pkg}.gitTreeState=clean"
-    LDFLAGS+=" -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
-  done
+  k8s_module_setup "${WORK}" "${K8S_VERSION}"
   (
     cd "${WORK}"
     for b in kube-apiserver kube-controller-manager; do
       log "go build k8s.io/kubernetes/cmd/${b}"
-      go build -trimpath -ldflags "${LDFLAGS}" -o "${OUT}/${b}.tmp" "k8s.io/kubernetes/cmd/${b}"
+      go build -trimpath -ldflags "${K8S_LDFLAGS}" -o "${OUT}/${b}.tmp" "k8s.io/kubernetes/cmd/${b}"
       mv "${OUT}/${b}.tmp" "${OUT}/${b}"
     done
   )

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Installs, as root, the Debian packages a real node of the local fleet needs (test/node) when
+# any is missing: containerd, runc, CNI plugins, iptables, nftables, conntrack. Their services
+# must not start (the fleet runs its own containerd per node, and nothing may touch the host's
+# networking), so a policy-rc.d that refuses every start is in place during the install; an
+# existing one is kept as it was.
+set -euo pipefail
+
+PACKAGES=(containerd runc containernetworking-plugins iptables nftables conntrack)
+POLICY=/usr/sbin/policy-rc.d
+
+log() { echo "node-packages: $*" >&2; }
+
+if [[ "$(id -u)" != 0 ]]; then
+  log "must run as root (it installs Debian packages); run: sudo $0"
+  exit 1
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  log "all installed: ${PACKAGES[*]}"
+  exit 0
+fi
+
+saved=""
+if [[ -e "${POLICY}" ]]; then
+  saved="$(mktemp)"
+  cp -a "${POLICY}" "${saved}"
+fi
+restore() {
+  if [[ -n "${saved}" ]]; then
+    cp -a "${saved}" "${POLICY}"
+    rm -f "${saved}"
+  else
+    rm -f "${POLICY}"
+  fi
+}
+trap restore EXIT
+# 101: action forbidden, so invoke-rc.d starts nothing.
+printf '#!/bin/sh\nexit 101\n' >"${POLICY}"
+chmod 755 "${POLICY}"
+
+log "installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+log "installed ${missing[*]}"

@@ -5,10 +5,12 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -145,6 +147,9 @@ type Options struct {
 	WithoutProjectCRDs bool
 	// APIServerArgs are extra kube-apiserver flags, name to value.
 	APIServerArgs map[string]string
+	// APIServerAddress is the IP the API server binds to, advertises and names in its serving
+	// certificate, instead of 127.0.0.1: a real node (test/node) reaches it over its veth.
+	APIServerAddress string
 }
 
 // Start launches the API server. Callers must call Stop.
@@ -195,6 +200,16 @@ func Start(opts Options) (*Env, error) {
 		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: time.Minute},
 	}
 	api := env.ControlPlane.GetAPIServer()
+	if opts.APIServerAddress != "" {
+		port, err := freePort(opts.APIServerAddress)
+		if err != nil {
+			return nil, err
+		}
+		// envtest puts both in the serving certificate and the client configs only when the
+		// port is chosen too.
+		api.SecureServing.Address, api.SecureServing.Port = opts.APIServerAddress, strconv.Itoa(port)
+		api.Configure().Set("advertise-address", opts.APIServerAddress)
+	}
 	for k, v := range opts.APIServerArgs {
 		api.Configure().Set(k, v)
 	}
@@ -218,6 +233,16 @@ func (e *Env) Stop() error {
 	}
 	e.keptCertDirs = nil
 	return err
+}
+
+// freePort returns a TCP port free on ip now.
+func freePort(ip string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // StartForTest starts an Env and stops it when the test ends.

@@ -75,9 +75,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// change of one, or a new principal address in its status, wakes the others.
 		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(r.forSamePrincipal),
 			builder.WithPredicates(samePrincipalWakes())).
-		// A revocation made or lifted on a principal changes which clusters its GitOpsClusters
-		// register.
-		Watches(&v1alpha1.AgentRevocation{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace)).
+		// A revocation made or lifted changes which clusters the GitOpsClusters of every
+		// principal register.
+		Watches(&v1alpha1.AgentRevocation{}, handler.EnqueueRequestsFromMapFunc(r.forRevocation)).
 		Watches(&addonv1alpha1.AddOnTemplate{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
 		Watches(&addonv1alpha1.AddOnDeploymentConfig{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
 		Complete(r)

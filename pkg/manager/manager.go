@@ -251,6 +251,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	sc := opts.Signer
 	sc.SignerName, sc.AddonName = opts.Fleet.SignerName, opts.Fleet.AddonName
+	sc.NamespaceServed = opts.Fleet.NamespaceManaged
 	if err := (&signer.Reconciler{Config: sc}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the CSR signer: %w", err)
 	}

@@ -53,7 +53,8 @@ const (
 	ReasonCAUnavailable = "CAUnavailable"
 	// ReasonClusterNotAccepted: the hub does not accept the cluster (spec.hubAcceptsClient false).
 	ReasonClusterNotAccepted = "ClusterNotAccepted"
-	// ReasonRevoked: the owning GitOpsCluster lists the cluster in spec.revokedClusters.
+	// ReasonRevoked: an AgentRevocation names the cluster, on any principal, or the owning
+	// GitOpsCluster lists it in spec.revokedClusters.
 	ReasonRevoked = names.ReasonCSRRevoked
 	// ReasonTooManyCertificates: the cluster already holds the maximum number of unexpired
 	// certificates from this signer.
@@ -123,6 +124,10 @@ type Config struct {
 	RequestInterval time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// NamespaceServed reports whether the manager serves the principal namespace ns. An
+	// AgentRevocation holds on every principal, but only from a namespace the manager serves:
+	// elsewhere it is not enforced, and refuses nothing. Nil: every namespace is served.
+	NamespaceServed func(ns string) bool
 }
 
 // DefaultConfig returns the defaults, with the addon and signer names the GitOpsCluster
@@ -441,7 +446,7 @@ func (r *Reconciler) clusterAdmits(ctx context.Context, cluster string) (*Reject
 // (stillEntitled), where it also closes the race with a revocation that listed the ledger
 // before this record.
 func (r *Reconciler) ownerAdmits(ctx context.Context, owner *v1alpha1.GitOpsCluster, principalNS, cluster string, now time.Time) (*Rejection, error) {
-	if rej, err := revoked(ctx, r.Client, owner, principalNS, cluster); err != nil || rej != nil {
+	if rej, err := r.revoked(ctx, owner, principalNS, cluster); err != nil || rej != nil {
 		return rej, err
 	}
 	if why, err := fleet.PrincipalAllowed(ctx, r.Client, owner); err != nil {
@@ -467,9 +472,8 @@ func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v
 	// Every read must have started after the record; concurrent requests share them. The
 	// cluster's AgentRevocation is read while the owner is, so it adds no round trip.
 	fresh := r.freshAPIReader()
-	principalNS := names.PrincipalNamespace(owner)
 	revocation := make(chan revocationRead, 1)
-	go func() { revocation <- r.liveRevocation(ctx, fresh, principalNS, cluster) }()
+	go func() { revocation <- r.liveRevocation(ctx, fresh, cluster) }()
 	live := &v1alpha1.GitOpsCluster{}
 	if err := fresh.Get(ctx, types.NamespacedName{Namespace: owner.Namespace, Name: owner.Name}, live); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -480,13 +484,9 @@ func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v
 	if !live.DeletionTimestamp.IsZero() {
 		return reject(ReasonNotSelected, "GitOpsCluster %s/%s is being deleted", owner.Namespace, owner.Name), nil
 	}
-	read := <-revocation
-	if ns := names.PrincipalNamespace(live); ns != principalNS {
-		// The owner moved to another principal since the cache was read: ask about that one.
-		principalNS = ns
-		read = r.liveRevocation(ctx, fresh, principalNS, cluster)
-	}
-	if rej, err := judgeRevocation(read, live, principalNS, cluster); err != nil || rej != nil {
+	// The revocations of every principal were read, so an owner that moved to another
+	// principal since the cache was read needs no second read.
+	if rej, err := judgeRevocation(<-revocation, live, names.PrincipalNamespace(live), cluster); err != nil || rej != nil {
 		return rej, err
 	}
 	selected, err := fleet.SelectsLive(ctx, r.Client, fresh, live.Namespace, live.Spec.PlacementRef.Name, cluster)
@@ -501,40 +501,55 @@ func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v
 	return nil, nil
 }
 
-// sharedRevocationsMax is the most AgentRevocations a principal namespace may hold for the
-// live revocation check to read them all in one list that concurrent requests share.
+// sharedRevocationsMax is the most AgentRevocations the hub may hold for the live revocation
+// check to read them all in one list that concurrent requests share.
 const sharedRevocationsMax = 32
 
-// liveRevocation reads cluster's AgentRevocation in principalNS with a read that starts after
-// the call. A renewal wave asks about thousands of clusters of one principal, nearly none of them
-// revoked: while the cache shows few revocations there, one list of the namespace (a page of
+// liveRevocation reads the AgentRevocations of cluster, on every principal, with a read that
+// starts after the call. A renewal wave asks about thousands of clusters, nearly none of them
+// revoked: while the cache shows few revocations on the hub, one list of them all (a page of
 // sharedRevocationsMax, metadata only) answers every request recorded before it started,
 // instead of one read per cluster. With more revocations, or a list that does not fit in a
-// page, the cluster's own is read.
-func (r *Reconciler) liveRevocation(ctx context.Context, fresh *freshReader, principalNS, cluster string) revocationRead {
-	if r.fewRevocations(ctx, principalNS) {
+// page, those named after the cluster are listed.
+func (r *Reconciler) liveRevocation(ctx context.Context, fresh *freshReader, cluster string) revocationRead {
+	newList := func() *metav1.PartialObjectMetadataList {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("AgentRevocationList"))
-		if err := fresh.ListPage(ctx, list, principalNS, sharedRevocationsMax); err == nil && list.Continue == "" {
-			for i := range list.Items {
-				if list.Items[i].Name == cluster {
-					return revocationRead{rev: &v1alpha1.AgentRevocation{ObjectMeta: list.Items[i].ObjectMeta}}
-				}
-			}
-			return revocationRead{rev: &v1alpha1.AgentRevocation{},
-				err: apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("agentrevocations").GroupResource(), cluster)}
+		return list
+	}
+	if r.fewRevocations(ctx) {
+		list := newList()
+		if err := fresh.ListPage(ctx, list, "", sharedRevocationsMax); err == nil && list.Continue == "" {
+			return r.holding(list.Items, cluster)
 		}
 	}
-	rev := &v1alpha1.AgentRevocation{}
-	err := fresh.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: cluster}, rev)
-	return revocationRead{rev, err}
+	list := newList()
+	if err := fresh.List(ctx, list, client.MatchingFields{"metadata.name": cluster}); err != nil {
+		return revocationRead{err: err}
+	}
+	return r.holding(list.Items, cluster)
 }
 
-// fewRevocations: the cache holds at most sharedRevocationsMax AgentRevocations in namespace.
+// holding returns the first of revs that revokes cluster: named after it, in a served
+// namespace, not being lifted.
+func (r *Reconciler) holding(revs []metav1.PartialObjectMetadata, cluster string) revocationRead {
+	for i := range revs {
+		if m := &revs[i]; m.Name == cluster && m.DeletionTimestamp.IsZero() && r.served(m.Namespace) {
+			return revocationRead{rev: &v1alpha1.AgentRevocation{ObjectMeta: m.ObjectMeta}}
+		}
+	}
+	return revocationRead{}
+}
+
+func (r *Reconciler) served(ns string) bool {
+	return r.Config.NamespaceServed == nil || r.Config.NamespaceServed(ns)
+}
+
+// fewRevocations: the cache holds at most sharedRevocationsMax AgentRevocations on the hub.
 // The cache only chooses which live read is made; the verdict always comes from that read.
-func (r *Reconciler) fewRevocations(ctx context.Context, namespace string) bool {
+func (r *Reconciler) fewRevocations(ctx context.Context) bool {
 	var cached v1alpha1.AgentRevocationList
-	if err := r.Client.List(ctx, &cached, client.InNamespace(namespace), client.Limit(sharedRevocationsMax+1), client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, &cached, client.Limit(sharedRevocationsMax+1), client.UnsafeDisableDeepCopy); err != nil {
 		return false
 	}
 	return len(cached.Items) <= sharedRevocationsMax
@@ -714,33 +729,41 @@ func (r *Reconciler) event(csr *certificatesv1.CertificateSigningRequest, relate
 	r.Recorder.Eventf(csr, related, eventType, reason, "Sign", "%s", note)
 }
 
-// revoked refuses cluster when the principal in principalNS holds an AgentRevocation for it, or
-// when owner lists it in spec.revokedClusters (before the manager has made the revocation).
-func revoked(ctx context.Context, reader client.Reader, owner *v1alpha1.GitOpsCluster, principalNS, cluster string) (*Rejection, error) {
-	rev := &v1alpha1.AgentRevocation{}
-	err := reader.Get(ctx, types.NamespacedName{Namespace: principalNS, Name: cluster}, rev)
-	return judgeRevocation(revocationRead{rev, err}, owner, principalNS, cluster)
+// revoked refuses cluster when an AgentRevocation names it on any principal the manager
+// serves (a revocation follows the cluster to every principal), or when owner lists it in
+// spec.revokedClusters (before the manager has made the revocation). The cache decides here.
+func (r *Reconciler) revoked(ctx context.Context, owner *v1alpha1.GitOpsCluster, principalNS, cluster string) (*Rejection, error) {
+	var revs v1alpha1.AgentRevocationList
+	if err := r.Client.List(ctx, &revs, client.UnsafeDisableDeepCopy); err != nil {
+		return judgeRevocation(revocationRead{err: err}, owner, principalNS, cluster)
+	}
+	metas := make([]metav1.PartialObjectMetadata, 0, len(revs.Items))
+	for i := range revs.Items {
+		if revs.Items[i].Name == cluster {
+			metas = append(metas, metav1.PartialObjectMetadata{ObjectMeta: revs.Items[i].ObjectMeta})
+		}
+	}
+	return judgeRevocation(r.holding(metas, cluster), owner, principalNS, cluster)
 }
 
-// revocationRead is the outcome of reading a cluster's AgentRevocation.
+// revocationRead is the outcome of reading a cluster's AgentRevocations: the one that holds
+// (nil when none does), or the read's error.
 type revocationRead struct {
 	rev *v1alpha1.AgentRevocation
 	err error
 }
 
-// judgeRevocation refuses cluster when read found its AgentRevocation (not being lifted) or
-// owner lists it in spec.revokedClusters.
+// judgeRevocation refuses cluster when read found an AgentRevocation that holds, or owner
+// lists it in spec.revokedClusters. One being deleted is being lifted: the lift deletes the
+// refused requests, and the one OCM's agent makes next must not be refused again, unless
+// another revocation still holds.
 func judgeRevocation(read revocationRead, owner *v1alpha1.GitOpsCluster, principalNS, cluster string) (*Rejection, error) {
-	rev, err := read.rev, read.err
-	switch {
-	case err == nil && !rev.DeletionTimestamp.IsZero():
-		// Being lifted: the lift deletes the refused requests, and the one OCM's agent makes
-		// next must not be refused again.
-	case err == nil:
-		return reject(ReasonRevoked, "cluster %q is revoked on the principal in namespace %s (AgentRevocation %s/%s); "+
-			"whoever may delete AgentRevocations there lifts it, and the agent then gets a certificate for a new key", cluster, principalNS, principalNS, cluster), nil
-	case !apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("reading AgentRevocation %s/%s: %w", principalNS, cluster, err)
+	if read.err != nil {
+		return nil, fmt.Errorf("reading the AgentRevocations of cluster %s: %w", cluster, read.err)
+	}
+	if rev := read.rev; rev != nil {
+		return reject(ReasonRevoked, "cluster %q is revoked by AgentRevocation %s/%s, which holds on every principal of the hub; "+
+			"whoever may delete AgentRevocations there lifts it, and the agent then gets a certificate for a new key", cluster, rev.Namespace, rev.Name), nil
 	}
 	if slices.Contains(owner.Spec.RevokedClusters, cluster) {
 		return reject(ReasonRevoked, "GitOpsCluster %s/%s lists cluster %q in spec.revokedClusters; the revocation lasts until AgentRevocation %s/%s is deleted",

@@ -713,8 +713,8 @@ func TestSignedCSRSeenStaleIsLeftAlone(t *testing.T) {
 
 // TestOneCSRCostsSixAPICalls counts what signing one agent CSR asks of the API server: the
 // approval, the ledger record and the certificate (3 writes), and the live re-check of the
-// owner, of the principal's AgentRevocations (one list of their metadata, which concurrent
-// requests share, while the principal holds few) and of the cluster's decision page after
+// owner, of the hub's AgentRevocations (one list of their metadata, which concurrent
+// requests share, while the hub holds few) and of the cluster's decision page after
 // recording (3 reads). Everything else comes from the cache; a renewal wave of N clusters
 // costs 6N calls, not O(N) each. The hub CA is the manager's own here (labelled, so cached); a
 // CA a user put in place outside the managed namespaces costs a seventh call, a live read.
@@ -750,14 +750,15 @@ func TestOneCSRCostsSixAPICalls(t *testing.T) {
 	h.waitSigned(t, csr.Name)
 	time.Sleep(time.Second)
 	calls := h.calls.take()
-	// Steps in order; the calls of one step run at the same time (the owner and the cluster's
-	// AgentRevocation are read together), so within a step they may come in any order.
+	// Steps in order; the calls of one step run at the same time (the owner and the hub's
+	// AgentRevocations, which hold on every principal, are read together), so within a step
+	// they may come in any order.
 	want := [][]string{
 		{"PUT /apis/certificates.k8s.io/v1/certificatesigningrequests/" + csr.Name + "/approval"},
 		{"/api/v1/namespaces/" + principalNS + "/configmaps"}, // the ledger: created or updated
 		{
 			"GET /apis/" + v1alpha1.GroupVersion.Group + "/v1alpha1/namespaces/gitops/gitopsclusters/fleet",
-			"GET /apis/" + v1alpha1.GroupVersion.Group + "/v1alpha1/namespaces/" + principalNS + "/agentrevocations",
+			"GET /apis/" + v1alpha1.GroupVersion.Group + "/v1alpha1/agentrevocations",
 		},
 		{"GET /apis/cluster.open-cluster-management.io/v1beta1/namespaces/gitops/placementdecisions/"},
 		{"PUT /apis/certificates.k8s.io/v1/certificatesigningrequests/" + csr.Name + "/status"},
@@ -770,7 +771,7 @@ func TestOneCSRCostsSixAPICalls(t *testing.T) {
 		t.Fatalf("signing one CSR made %d API calls, want %d: %q", len(calls), total, calls)
 	}
 	if slices.ContainsFunc(calls, func(c string) bool { return strings.Contains(c, "/agentrevocations/") }) {
-		t.Errorf("the cluster's AgentRevocation was read alone: %q; a principal with few revocations is read in one list", calls)
+		t.Errorf("the cluster's AgentRevocation was read alone: %q; a hub with few revocations is read in one list", calls)
 	}
 	next := 0
 	for i, step := range want {

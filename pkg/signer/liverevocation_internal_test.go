@@ -8,40 +8,49 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 )
 
-// revocationAPI stands for the API server's AgentRevocations of one namespace: a Get of one,
-// and a list of their metadata that takes delay and pages at the limit asked for.
+// revocationAPI stands for the API server's AgentRevocations: a list of their metadata, all
+// of them or those of one name, that takes delay and pages at the limit asked for.
 type revocationAPI struct {
 	client.Reader
 	delay   time.Duration
 	mu      sync.Mutex
-	revoked map[string]*metav1.Time // name -> deletion timestamp (nil: not being deleted)
-	gets    atomic.Int64
+	revoked map[types.NamespacedName]*metav1.Time // deletion timestamp (nil: not being deleted)
 	lists   atomic.Int64
+	named   atomic.Int64
 }
 
-func (a *revocationAPI) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
-	a.gets.Add(1)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	deleted, ok := a.revoked[key.Name]
-	if !ok {
-		return apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource("agentrevocations").GroupResource(), key.Name)
+// in makes the revocations of names in namespace ns, none being deleted.
+func in(ns string, names ...string) map[types.NamespacedName]*metav1.Time {
+	out := map[types.NamespacedName]*metav1.Time{}
+	for _, n := range names {
+		out[types.NamespacedName{Namespace: ns, Name: n}] = nil
 	}
-	rev := obj.(*v1alpha1.AgentRevocation)
-	rev.Namespace, rev.Name, rev.DeletionTimestamp = key.Namespace, key.Name, deleted
-	return nil
+	return out
 }
 
 func (a *revocationAPI) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	a.lists.Add(1)
 	o := (&client.ListOptions{}).ApplyOptions(opts)
+	name := ""
+	if o.FieldSelector != nil {
+		v, ok := o.FieldSelector.RequiresExactMatch("metadata.name")
+		if !ok {
+			return fmt.Errorf("field selector %s", o.FieldSelector)
+		}
+		name = v
+		a.named.Add(1)
+	} else {
+		a.lists.Add(1)
+	}
+	if o.Namespace != "" {
+		return fmt.Errorf("listed namespace %s only; a revocation holds on every principal", o.Namespace)
+	}
 	time.Sleep(a.delay)
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -49,12 +58,15 @@ func (a *revocationAPI) List(_ context.Context, list client.ObjectList, opts ...
 	if l.GroupVersionKind() != v1alpha1.GroupVersion.WithKind("AgentRevocationList") {
 		return fmt.Errorf("listed %s, want AgentRevocations' metadata", l.GroupVersionKind())
 	}
-	for name, deleted := range a.revoked {
+	for key, deleted := range a.revoked {
+		if name != "" && key.Name != name {
+			continue
+		}
 		if o.Limit > 0 && int64(len(l.Items)) == o.Limit {
 			l.Continue = "more"
 			break
 		}
-		l.Items = append(l.Items, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: name, DeletionTimestamp: deleted}})
+		l.Items = append(l.Items, metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, DeletionTimestamp: deleted}})
 	}
 	return nil
 }
@@ -92,12 +104,16 @@ func TestLiveRevocation(t *testing.T) {
 
 	t.Run("few revocations: one shared list answers concurrent requests, and it is live", func(t *testing.T) {
 		lifting := metav1.Now()
-		// The cache has not seen either revocation yet: the live read must.
-		api := &revocationAPI{delay: 20 * time.Millisecond, revoked: map[string]*metav1.Time{"revoked": nil, "lifting": &lifting}}
+		// The cache has not seen any of them yet: the live read must. One is on another
+		// principal, and holds here too.
+		revoked := in("argocd", "revoked")
+		revoked[types.NamespacedName{Namespace: "argocd", Name: "lifting"}] = &lifting
+		revoked[types.NamespacedName{Namespace: "other-principal", Name: "elsewhere"}] = nil
+		api := &revocationAPI{delay: 20 * time.Millisecond, revoked: revoked}
 		r := &Reconciler{Client: &revocationCache{}}
 		fresh := newFreshReader(api)
-		for cluster, want := range map[string]string{"revoked": ReasonRevoked, "lifting": "admitted", "other": "admitted"} {
-			if got := judge(r.liveRevocation(ctx, fresh, "argocd", cluster), cluster); got != want {
+		for cluster, want := range map[string]string{"revoked": ReasonRevoked, "elsewhere": ReasonRevoked, "lifting": "admitted", "other": "admitted"} {
+			if got := judge(r.liveRevocation(ctx, fresh, cluster), cluster); got != want {
 				t.Errorf("cluster %s: %s, want %s", cluster, got, want)
 			}
 		}
@@ -110,54 +126,62 @@ func TestLiveRevocation(t *testing.T) {
 				defer wg.Done()
 				time.Sleep(time.Duration(i%8) * 7 * time.Millisecond)
 				cluster := fmt.Sprintf("cluster-%d", i)
-				if got := judge(r.liveRevocation(ctx, fresh, "argocd", cluster), cluster); got != "admitted" {
+				if got := judge(r.liveRevocation(ctx, fresh, cluster), cluster); got != "admitted" {
 					t.Errorf("cluster %s: %s", cluster, got)
 				}
 			}()
 		}
 		wg.Wait()
-		if n := api.lists.Load(); n >= callers/4 || api.gets.Load() != 0 {
-			t.Errorf("%d requests for distinct clusters made %d lists and %d reads of one revocation; want a few shared lists and none alone",
-				callers, n, api.gets.Load())
+		if n := api.lists.Load(); n >= callers/4 || api.named.Load() != 0 {
+			t.Errorf("%d requests for distinct clusters made %d lists and %d reads of one cluster's revocations; want a few shared lists and none alone",
+				callers, n, api.named.Load())
 		} else {
 			t.Logf("%d requests, %d lists", callers, n)
 		}
 	})
 
-	t.Run("many revocations in the cache: each cluster's own is read", func(t *testing.T) {
-		api := &revocationAPI{revoked: map[string]*metav1.Time{"revoked": nil}}
-		r := &Reconciler{Client: &revocationCache{cached: sharedRevocationsMax + 1}}
-		fresh := newFreshReader(api)
-		for cluster, want := range map[string]string{"revoked": ReasonRevoked, "other": "admitted"} {
-			if got := judge(r.liveRevocation(ctx, fresh, "argocd", cluster), cluster); got != want {
-				t.Errorf("cluster %s: %s, want %s", cluster, got, want)
-			}
-		}
-		if api.lists.Load() != 0 || api.gets.Load() != 2 {
-			t.Errorf("%d lists and %d reads of one revocation, want 0 and 2", api.lists.Load(), api.gets.Load())
+	t.Run("a revocation in a namespace the manager does not serve refuses nothing", func(t *testing.T) {
+		api := &revocationAPI{revoked: in("tenant", "victim")}
+		r := &Reconciler{Client: &revocationCache{}, Config: Config{NamespaceServed: func(ns string) bool { return ns != "tenant" }}}
+		if got := judge(r.liveRevocation(ctx, newFreshReader(api), "victim"), "victim"); got != "admitted" {
+			t.Errorf("cluster victim: %s, want admitted", got)
 		}
 	})
 
-	t.Run("more live revocations than a page: the cluster's own is read", func(t *testing.T) {
+	t.Run("many revocations in the cache: each cluster's own are read", func(t *testing.T) {
+		api := &revocationAPI{revoked: in("other-principal", "revoked")}
+		r := &Reconciler{Client: &revocationCache{cached: sharedRevocationsMax + 1}}
+		fresh := newFreshReader(api)
+		for cluster, want := range map[string]string{"revoked": ReasonRevoked, "other": "admitted"} {
+			if got := judge(r.liveRevocation(ctx, fresh, cluster), cluster); got != want {
+				t.Errorf("cluster %s: %s, want %s", cluster, got, want)
+			}
+		}
+		if api.lists.Load() != 0 || api.named.Load() != 2 {
+			t.Errorf("%d lists of all and %d of one cluster's revocations, want 0 and 2", api.lists.Load(), api.named.Load())
+		}
+	})
+
+	t.Run("more live revocations than a page: the cluster's own are read", func(t *testing.T) {
 		// The cache lags behind: it shows none, the API server holds more than a page.
-		api := &revocationAPI{revoked: map[string]*metav1.Time{}}
+		api := &revocationAPI{revoked: map[types.NamespacedName]*metav1.Time{}}
 		for i := range sharedRevocationsMax + 5 {
-			api.revoked[fmt.Sprintf("revoked-%d", i)] = nil
+			api.revoked[types.NamespacedName{Namespace: fmt.Sprintf("principal-%d", i%3), Name: fmt.Sprintf("revoked-%d", i)}] = nil
 		}
 		r := &Reconciler{Client: &revocationCache{}}
 		fresh := newFreshReader(api)
 		// Whichever names the page left out, each is still refused.
 		for i := range sharedRevocationsMax + 5 {
 			cluster := fmt.Sprintf("revoked-%d", i)
-			if got := judge(r.liveRevocation(ctx, fresh, "argocd", cluster), cluster); got != ReasonRevoked {
+			if got := judge(r.liveRevocation(ctx, fresh, cluster), cluster); got != ReasonRevoked {
 				t.Errorf("cluster %s: %s, want %s", cluster, got, ReasonRevoked)
 			}
 		}
-		if got := judge(r.liveRevocation(ctx, fresh, "argocd", "other"), "other"); got != "admitted" {
+		if got := judge(r.liveRevocation(ctx, fresh, "other"), "other"); got != "admitted" {
 			t.Errorf("cluster other: %s", got)
 		}
-		if api.gets.Load() != sharedRevocationsMax+6 {
-			t.Errorf("%d reads of one revocation, want one per request (%d)", api.gets.Load(), sharedRevocationsMax+6)
+		if api.named.Load() != sharedRevocationsMax+6 {
+			t.Errorf("%d reads of one cluster's revocations, want one per request (%d)", api.named.Load(), sharedRevocationsMax+6)
 		}
 	})
 }

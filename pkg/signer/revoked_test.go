@@ -9,6 +9,7 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -59,6 +60,26 @@ func TestRevokedAndUnacceptedClustersAreRefused(t *testing.T) {
 	done = h.waitFinal(t, csr.Name)
 	if c := condition(done, certificatesv1.CertificateFailed); c == nil || c.Reason != signer.ReasonRevoked || len(done.Status.Certificate) > 0 {
 		t.Fatalf("CSR of a cluster with an AgentRevocation: %+v, certificate %d bytes", done.Status.Conditions, len(done.Status.Certificate))
+	}
+	if err := h.admin.Delete(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	csr = h.createCSR(t, agentOf("cluster3"), csrObject("cluster3", signerName, requestPEM(t, p256, agentRequest("cluster3"))))
+	h.waitSigned(t, csr.Name)
+
+	// A revocation follows the cluster to every principal: one made on another principal
+	// refuses it here too.
+	if err := h.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other-principal"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	rev = &v1alpha1.AgentRevocation{ObjectMeta: metav1.ObjectMeta{Namespace: "other-principal", Name: "cluster3"}}
+	if err := h.admin.Create(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	csr = h.createCSR(t, agentOf("cluster3"), csrObject("cluster3", signerName, requestPEM(t, p256, agentRequest("cluster3"))))
+	done = h.waitFinal(t, csr.Name)
+	if c := condition(done, certificatesv1.CertificateFailed); c == nil || c.Reason != signer.ReasonRevoked || len(done.Status.Certificate) > 0 {
+		t.Fatalf("CSR of a cluster revoked on another principal: %+v, certificate %d bytes", done.Status.Conditions, len(done.Status.Certificate))
 	}
 	if err := h.admin.Delete(ctx, rev); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,25 +29,39 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/recorder"
 )
 
-// Enforcer enforces AgentRevocations: per principal, whichever GitOpsCluster owns
-// the cluster, for as long as the object exists. It is the only place a revocation is lifted.
+// Enforcer enforces AgentRevocations: on every principal namespace the manager serves,
+// whichever GitOpsCluster owns the cluster there, for as long as the object exists. A
+// compromised cluster's credentials are as dangerous to one principal as to another, and a
+// cluster may label itself into another principal's Placement: so a revocation follows the
+// cluster, and the cluster is re-admitted only once every AgentRevocation naming it is gone.
+// It is the only place a revocation is lifted.
 type Enforcer struct {
 	Revoker
 }
 
 // SetupWithManager registers the AgentRevocation controller. A cluster secret or a ledger
-// that appears for a revoked cluster (a GitOpsCluster that had not seen the revocation yet, a
-// certificate recorded meanwhile) wakes its revocation, which removes it again.
+// that appears for a revoked cluster on any principal (a GitOpsCluster that had not seen the
+// revocation yet, a certificate recorded meanwhile) wakes every revocation of the cluster,
+// which removes it again.
 func (r *Enforcer) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = recorder.For(mgr, names.EventReporter)
 	}
 	byCluster := func(cluster func(client.Object) string) handler.EventHandler {
-		return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if c := cluster(o); c != "" {
-				return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: c}}}
+		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			c := cluster(o)
+			if c == "" {
+				return nil
 			}
-			return nil
+			revs, err := r.revocationsOf(ctx, c)
+			if err != nil {
+				return nil
+			}
+			out := make([]reconcile.Request, 0, len(revs))
+			for _, rev := range revs {
+				out = append(out, reconcile.Request{NamespacedName: rev})
+			}
+			return out
 		})
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -67,19 +82,35 @@ func (r *Enforcer) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
+// revocationsOf lists, from the cache, every AgentRevocation named cluster in a served
+// namespace, lifted or not. They are few: one per incident and principal.
+func (r *Enforcer) revocationsOf(ctx context.Context, cluster string) ([]types.NamespacedName, error) {
+	var revs v1alpha1.AgentRevocationList
+	if err := r.Client.List(ctx, &revs, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var out []types.NamespacedName
+	for i := range revs.Items {
+		if revs.Items[i].Name == cluster && r.Config.NamespaceManaged(revs.Items[i].Namespace) {
+			out = append(out, types.NamespacedName{Namespace: revs.Items[i].Namespace, Name: cluster})
+		}
+	}
+	return out, nil
+}
+
 // Reconcile enforces one AgentRevocation, or lifts it once it is being deleted.
 func (r *Enforcer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	rev := &v1alpha1.AgentRevocation{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rev); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	cluster, principalNS := rev.Name, rev.Namespace
+	cluster, revNS := rev.Name, rev.Namespace
 	if !rev.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.lift(ctx, rev)
 	}
-	if !r.Config.NamespaceManaged(principalNS) {
+	if !r.Config.NamespaceManaged(revNS) {
 		return ctrl.Result{}, r.setEnforced(ctx, rev, 0, metav1.ConditionFalse, v1alpha1.ReasonNamespaceNotManaged,
-			fmt.Sprintf("namespace %s is not one of the manager's managed namespaces, so no principal here is served and nothing was revoked", principalNS))
+			fmt.Sprintf("namespace %s is not one of the manager's managed namespaces, so no principal here is served and nothing was revoked", revNS))
 	}
 	if !controllerutil.ContainsFinalizer(rev, v1alpha1.FinalizerRevocationLift) {
 		patch := client.MergeFrom(rev.DeepCopy())
@@ -88,95 +119,178 @@ func (r *Enforcer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 			return ctrl.Result{}, err
 		}
 	}
-	before, blocked, err := r.enforce(ctx, principalNS, cluster)
+	principals, before, blocked, err := r.enforce(ctx, revNS, cluster)
 	if err != nil {
 		_ = r.setEnforced(ctx, rev, blocked, metav1.ConditionFalse, v1alpha1.ReasonRevocationFailed, err.Error())
 		return ctrl.Result{}, err
 	}
+	where := strings.Join(principals, ", ")
 	if blocked > before || !meta.IsStatusConditionTrue(rev.Status.Conditions, v1alpha1.ConditionEnforced) {
 		r.Recorder.Eventf(rev, nil, corev1.EventTypeWarning, "AgentRevoked", "RevokeAgent",
-			"cluster %s is revoked on the principal in %s: no cluster secret, %d certificate(s) blocked", cluster, principalNS, blocked)
+			"cluster %s is revoked on every principal (it had records on the principals in %s): no cluster secret, %d certificate(s) blocked", cluster, where, blocked)
 	}
 	return ctrl.Result{}, r.setEnforced(ctx, rev, blocked, metav1.ConditionTrue, v1alpha1.ReasonRevocationEnforced,
-		fmt.Sprintf("cluster %s has no cluster secret on the principal and its %d unexpired certificate(s) are blocked; the signer refuses its requests. "+
-			"Deleting this object re-admits the cluster with a new key; the blocked certificates stay blocked until they expire", cluster, blocked))
+		fmt.Sprintf("cluster %s has no cluster secret on any principal and its %d unexpired certificate(s) recorded on the principals in %s are blocked there; the signer refuses its requests for every principal. "+
+			"Deleting this object re-admits the cluster with a new key once no other AgentRevocation names it; the blocked certificates stay blocked until they expire", cluster, blocked, where))
 }
 
-// enforce blocks every certificate recorded for cluster on the principal and deletes its
-// cluster secrets there, whichever GitOpsCluster wrote them. It returns how many of the
-// cluster's certificates were blocked before and after.
-func (r *Enforcer) enforce(ctx context.Context, principalNS, cluster string) (before, after int, err error) {
-	before, err = r.blockedOf(ctx, principalNS, cluster)
-	if err != nil {
-		return 0, 0, err
+// principalsOf returns the served principal namespaces that know cluster, from the cache:
+// those holding its cluster secrets or ledgers (to enforce on), and those whose revocation
+// record names it (to count). revNS, the revocation's own, is always among the first.
+func (r *Enforcer) principalsOf(ctx context.Context, revNS, cluster string) (records, known sets.Set[string], secrets []*corev1.Secret, _ error) {
+	records = sets.New(revNS)
+	var list corev1.SecretList
+	if err := r.Client.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelAgentName: cluster}); err != nil {
+		return nil, nil, nil, err
 	}
-	var secrets corev1.SecretList
-	if err := r.Client.List(ctx, &secrets, client.InNamespace(principalNS), client.MatchingLabels{
-		v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelAgentName: cluster,
-	}); err != nil {
-		return before, before, err
+	for i := range list.Items {
+		if r.Config.NamespaceManaged(list.Items[i].Namespace) {
+			records.Insert(list.Items[i].Namespace)
+			secrets = append(secrets, &list.Items[i])
+		}
+	}
+	var ledgers corev1.ConfigMapList
+	if err := r.Client.List(ctx, &ledgers, client.UnsafeDisableDeepCopy, client.MatchingLabels{ledger.LabelRecord: ledger.RecordLedger, ledger.LabelCluster: cluster}); err != nil {
+		return nil, nil, nil, err
+	}
+	for i := range ledgers.Items {
+		if r.Config.NamespaceManaged(ledgers.Items[i].Namespace) {
+			records.Insert(ledgers.Items[i].Namespace)
+		}
+	}
+	known = records.Clone()
+	var shards corev1.ConfigMapList
+	if err := r.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
+		return nil, nil, nil, err
+	}
+	for i := range shards.Items {
+		ns := shards.Items[i].Namespace
+		if known.Has(ns) || !r.Config.NamespaceManaged(ns) {
+			continue
+		}
+		for _, v := range shards.Items[i].Data {
+			if _, c := ledger.RevokedCauseAndCluster(v); c == cluster {
+				known.Insert(ns)
+				break
+			}
+		}
+	}
+	return records, known, secrets, nil
+}
+
+// enforce blocks every certificate recorded for cluster on each principal that knows it and
+// deletes its cluster secrets there, whichever GitOpsCluster wrote them. It returns those
+// principals and how many of the cluster's certificates their blocklists held before and
+// after.
+func (r *Enforcer) enforce(ctx context.Context, revNS, cluster string) (principals []string, before, after int, err error) {
+	records, known, secrets, err := r.principalsOf(ctx, revNS, cluster)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	principals = sets.List(known)
+	if before, err = r.blockedOn(ctx, principals, cluster); err != nil {
+		return principals, 0, 0, err
 	}
 	// As in revokeCluster: record, unregister, then block, so that unregistration never waits
 	// for room in the blocklist.
-	store := r.Ledger(principalNS)
 	now := r.Config.Now()
 	var errs []error
-	for i := range secrets.Items {
-		s := &secrets.Items[i]
+	for _, s := range secrets {
+		store := r.Ledger(s.Namespace)
 		if cert, _ := agentsecret.Contents(s); cert.Fingerprint != "" {
 			owner := ledger.Owner{Namespace: s.Labels[v1alpha1.LabelOwnerNamespace], Name: s.Labels[v1alpha1.LabelOwnerName]}
 			if err := store.Merge(ctx, cluster, owner, ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
-				return before, before, fmt.Errorf("recording the cluster secret's certificate of %s: %w", cluster, err)
+				return principals, before, before, fmt.Errorf("recording the cluster secret's certificate of %s in %s: %w", cluster, s.Namespace, err)
 			}
 		}
 		if err := r.Client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
-			errs = append(errs, fmt.Errorf("deleting the cluster secret %s of revoked cluster %s: %w", s.Name, cluster, err))
+			errs = append(errs, fmt.Errorf("deleting the cluster secret %s/%s of revoked cluster %s: %w", s.Namespace, s.Name, cluster, err))
 		}
 	}
-	if _, err := store.Revoke(ctx, cluster, ledger.CauseRevoked, nil, now); err != nil {
-		errs = append(errs, fmt.Errorf("blocking the certificates of cluster %s: %w", cluster, err))
+	for _, ns := range sets.List(records) {
+		if _, err := r.Ledger(ns).Revoke(ctx, cluster, ledger.CauseRevoked, nil, now); err != nil {
+			errs = append(errs, fmt.Errorf("blocking the certificates of cluster %s on the principal in %s: %w", cluster, ns, err))
+		}
 	}
-	after, err = r.blockedOf(ctx, principalNS, cluster)
-	return before, after, errors.Join(append(errs, err)...)
+	after, err = r.blockedOn(ctx, principals, cluster)
+	return principals, before, after, errors.Join(append(errs, err)...)
 }
 
-// blockedOf counts cluster's entries in the principal's revocation record, live.
-func (r *Enforcer) blockedOf(ctx context.Context, principalNS, cluster string) (int, error) {
-	revoked, err := r.Ledger(principalNS).Revoked(ctx, r.Config.Now())
-	if err != nil {
-		return 0, err
-	}
+// blockedOn counts cluster's entries in the revocation records of the principals in
+// namespaces, live.
+func (r *Enforcer) blockedOn(ctx context.Context, namespaces []string, cluster string) (int, error) {
 	n := 0
-	for _, c := range revoked {
-		if c.Cluster == cluster {
-			n++
+	for _, ns := range namespaces {
+		revoked, err := r.Ledger(ns).Revoked(ctx, r.Config.Now())
+		if err != nil {
+			return n, err
+		}
+		for _, c := range revoked {
+			if c.Cluster == cluster {
+				n++
+			}
 		}
 	}
 	return n, nil
 }
 
-// lift re-admits a cluster whose revocation a person deleted. Nothing is unblocked: as with
-// X.509's keyCompromise, a key that was revoked stays revoked until its certificate expires.
-// OCM's registration agent makes a new key for every request, and asks again once the
-// request the signer refused is gone.
+// lift lets go of a revocation a person deleted. Nothing is unblocked: as with X.509's
+// keyCompromise, a key that was revoked stays revoked until its certificate expires. Another
+// AgentRevocation of the same cluster, on any principal, still holds: only when none is left
+// are the requests the signer refused deleted, so that OCM's registration agent, which makes a
+// new key for every request, asks again.
 func (r *Enforcer) lift(ctx context.Context, rev *v1alpha1.AgentRevocation) error {
 	if !controllerutil.ContainsFinalizer(rev, v1alpha1.FinalizerRevocationLift) {
 		return nil
 	}
-	if err := r.deleteRevokedCSRs(ctx, rev.Name); err != nil {
-		return err
-	}
-	log.FromContext(ctx).Info("revocation lifted", "cluster", rev.Name, "principalNamespace", rev.Namespace)
-	blocked, err := r.blockedOf(ctx, rev.Namespace, rev.Name)
+	others, err := r.otherRevocations(ctx, rev)
 	if err != nil {
 		return err
 	}
-	r.Recorder.Eventf(rev, nil, corev1.EventTypeNormal, "RevocationLifted", "LiftRevocation",
-		"the revocation of cluster %s on the principal in %s is lifted: its agent is re-admitted with a new key, and its %d certificate(s) blocked under the revocation stay blocked until they expire",
-		rev.Name, rev.Namespace, blocked)
+	if len(others) == 0 {
+		if err := r.deleteRevokedCSRs(ctx, rev.Name); err != nil {
+			return err
+		}
+	}
+	log.FromContext(ctx).Info("revocation lifted", "cluster", rev.Name, "principalNamespace", rev.Namespace, "stillRevokedBy", others)
+	_, known, _, err := r.principalsOf(ctx, rev.Namespace, rev.Name)
+	if err != nil {
+		return err
+	}
+	blocked, err := r.blockedOn(ctx, sets.List(known), rev.Name)
+	if err != nil {
+		return err
+	}
+	if len(others) > 0 {
+		r.Recorder.Eventf(rev, nil, corev1.EventTypeNormal, "RevocationLifted", "LiftRevocation",
+			"this revocation of cluster %s is lifted, but the cluster stays revoked on every principal by AgentRevocation %s", rev.Name, strings.Join(others, ", "))
+	} else {
+		r.Recorder.Eventf(rev, nil, corev1.EventTypeNormal, "RevocationLifted", "LiftRevocation",
+			"the revocation of cluster %s is lifted: its agent is re-admitted with a new key, and its %d certificate(s) blocked under the revocation stay blocked until they expire",
+			rev.Name, blocked)
+	}
 	patch := client.MergeFrom(rev.DeepCopy())
 	controllerutil.RemoveFinalizer(rev, v1alpha1.FinalizerRevocationLift)
 	return client.IgnoreNotFound(r.Client.Patch(ctx, rev, patch))
+}
+
+// otherRevocations lists, live, the AgentRevocations of rev's cluster in served namespaces
+// that still hold (not rev, none being deleted). A read that fails keeps the lift waiting.
+func (r *Enforcer) otherRevocations(ctx context.Context, rev *v1alpha1.AgentRevocation) ([]string, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind("AgentRevocationList"))
+	if err := r.Reader.List(ctx, list, client.MatchingFields{"metadata.name": rev.Name}); err != nil {
+		return nil, fmt.Errorf("reading the other AgentRevocations of cluster %s: %w", rev.Name, err)
+	}
+	var out []string
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name != rev.Name || o.Namespace == rev.Namespace || !o.DeletionTimestamp.IsZero() || !r.Config.NamespaceManaged(o.Namespace) {
+			continue
+		}
+		out = append(out, o.Namespace+"/"+o.Name)
+	}
+	return out, nil
 }
 
 func (r *Enforcer) setEnforced(ctx context.Context, rev *v1alpha1.AgentRevocation, blocked int, status metav1.ConditionStatus, reason, message string) error {
@@ -202,7 +316,9 @@ func (r *Enforcer) setEnforced(ctx context.Context, rev *v1alpha1.AgentRevocatio
 // own, nor one whose ledger has no live owner.
 func (v *Revoker) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, rec Records) error {
 	var errs []error
-	for _, c := range sets.List(sets.New(goc.Spec.RevokedClusters...).Difference(rec.Revocations)) {
+	// The principal's own: a revocation elsewhere may be lifted while this list still names
+	// the cluster.
+	for _, c := range sets.List(sets.New(goc.Spec.RevokedClusters...).Difference(rec.RevocationsHere)) {
 		// Only a cluster this GitOpsCluster owns, or has registered: an ownerless ledger (a
 		// cluster that left another GitOpsCluster) belongs to nobody's list.
 		_, hasSecret := rec.Secrets[c]

@@ -210,9 +210,10 @@ type Records struct {
 	// owns), by cluster. Only the owner is kept: at 10,000 clusters the ledger objects
 	// themselves would stay in memory through a whole deletion.
 	Ledgers map[string]ledger.Owner
-	// Revoked are the clusters revoked on the principal (AgentRevocations) or listed in the
-	// GitOpsCluster's spec.revokedClusters; Revocations are the first kind only.
-	Revoked, Revocations sets.Set[string]
+	// Revoked are the clusters revoked by an AgentRevocation on any principal the manager
+	// serves, or listed in the GitOpsCluster's spec.revokedClusters; Revocations are the first
+	// kind only, and RevocationsHere those of the GitOpsCluster's own principal.
+	Revoked, Revocations, RevocationsHere sets.Set[string]
 }
 
 func (a Records) clusters() sets.Set[string] {
@@ -238,16 +239,9 @@ func (a Records) forget(clusters []string) {
 // principal that goc owns or that have no live owner, and the revocations on the principal.
 func (v *Revoker) ReadRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (Records, error) {
 	rec := Records{Secrets: map[string]*corev1.Secret{}, Ledgers: map[string]ledger.Owner{}}
-	var revs v1alpha1.AgentRevocationList
-	if err := v.Client.List(ctx, &revs, client.InNamespace(principalNS)); err != nil {
+	var err error
+	if rec.Revocations, rec.RevocationsHere, err = v.revocations(ctx, principalNS); err != nil {
 		return rec, err
-	}
-	rec.Revocations = sets.New[string]()
-	for i := range revs.Items {
-		// One being deleted is being lifted: the agent's next certificate is its new key's.
-		if revs.Items[i].DeletionTimestamp.IsZero() {
-			rec.Revocations.Insert(revs.Items[i].Name)
-		}
 	}
 	rec.Revoked = rec.Revocations.Union(sets.New(goc.Spec.RevokedClusters...))
 	var secrets corev1.SecretList
@@ -296,6 +290,28 @@ func (v *Revoker) ReadRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, 
 		}
 	}
 	return rec, nil
+}
+
+// revocations returns the clusters an AgentRevocation revokes: on any principal namespace the
+// manager serves (a revocation follows its cluster to every principal), and on principalNS.
+// One being deleted is being lifted: it no longer counts, though another may still hold.
+func (v *Revoker) revocations(ctx context.Context, principalNS string) (all, here sets.Set[string], _ error) {
+	var revs v1alpha1.AgentRevocationList
+	if err := v.Client.List(ctx, &revs, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, err
+	}
+	all, here = sets.New[string](), sets.New[string]()
+	for i := range revs.Items {
+		r := &revs.Items[i]
+		if !r.DeletionTimestamp.IsZero() || !v.Config.NamespaceManaged(r.Namespace) {
+			continue
+		}
+		all.Insert(r.Name)
+		if r.Namespace == principalNS {
+			here.Insert(r.Name)
+		}
+	}
+	return all, here, nil
 }
 
 // Revoke cuts off the agents that must go from the principal: clusters a person

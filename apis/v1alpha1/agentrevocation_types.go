@@ -13,33 +13,35 @@ type AgentRevocationSpec struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// AgentRevocationStatus reports how the revocation is enforced on the principal.
+// AgentRevocationStatus reports how the revocation is enforced on the principals.
 type AgentRevocationStatus struct {
 	// ObservedGeneration is the generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// BlockedCertificates is the number of unexpired certificates of the cluster on the
-	// principal's blocklist.
+	// blocklists of the principals that recorded them.
 	// +optional
 	BlockedCertificates int32 `json:"blockedCertificates,omitempty"`
 
-	// Conditions: Enforced, True once the cluster has no cluster secret on the principal and
-	// every certificate recorded for it is blocked.
+	// Conditions: Enforced, True once the cluster has no cluster secret on any principal and
+	// every certificate recorded for it is blocked on the principal that recorded it.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// AgentRevocation cuts one managed cluster's argocd-agent off the principal of its namespace,
-// whichever GitOpsCluster selects the cluster, for as long as the object exists. Its name is
-// the ManagedCluster's name and it lives in the principal namespace. While it exists, the
-// cluster's cluster secret on the principal is deleted, every certificate issued to the
-// cluster is on the principal's TLS blocklist, and the signer refuses the cluster's
-// certificate requests (reason Revoked). Deleting it lifts the revocation for new keys only:
-// the certificates blocked under it stay blocked until they expire, and the agent is
-// re-admitted with the fresh key of its next certificate request.
+// AgentRevocation cuts one managed cluster's argocd-agent off every principal the manager
+// serves, whichever GitOpsCluster selects the cluster, for as long as the object exists. Its
+// name is the ManagedCluster's name and it lives in a principal namespace; it holds on every
+// principal, not only that one, so the right to create it is hub-wide in effect for the
+// clusters it names. While it exists, no principal has a cluster secret for the cluster, every
+// certificate issued to the cluster is on the TLS blocklist of the principal that recorded
+// it, and the signer refuses the cluster's certificate requests for every principal (reason
+// Revoked). Deleting it lifts this revocation for new keys only, and only once no other
+// AgentRevocation names the cluster: the certificates blocked under it stay blocked until they
+// expire, and the agent is re-admitted with the fresh key of its next certificate request.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:metadata:annotations="argocd-agent-addon.open-cluster-management.io/crd-revision=3"
@@ -68,7 +70,7 @@ type AgentRevocationList struct {
 
 // Condition type and reasons of an AgentRevocation.
 const (
-	// ConditionEnforced is True when the revocation holds on the principal.
+	// ConditionEnforced is True when the revocation holds on every principal.
 	ConditionEnforced = "Enforced"
 	// ReasonRevocationEnforced: no cluster secret, every recorded certificate blocked.
 	ReasonRevocationEnforced = "Enforced"

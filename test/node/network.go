@@ -1,0 +1,75 @@
+package node
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+func hostLink(index int) string { return fmt.Sprintf("np-h%d", index) }
+func nodeLink(index int) string { return fmt.Sprintf("np-e%d", index) }
+
+func linkExists(name string) bool {
+	_, err := net.InterfaceByName(name)
+	return err == nil
+}
+
+func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
+
+func run(name string, args ...string) error {
+	if b, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+// makeNetwork creates the network namespace as a file under the node's folder (not in
+// /run/netns, which `ip netns add` turns into a mount of its own) and the veth pair.
+func (n *Node) makeNetwork() error {
+	nsDir := filepath.Join(n.dir, "ns")
+	if err := mkdirAll(nsDir); err != nil {
+		return err
+	}
+	// A namespace file can only be bind-mounted on a mount that is not shared; a private
+	// bind of the folder onto itself makes sure, whatever the machine's propagation.
+	if err := unix.Mount(nsDir, nsDir, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind-mounting %s: %w", nsDir, err)
+	}
+	if err := unix.Mount("", nsDir, "", unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making %s private: %w", nsDir, err)
+	}
+	n.netns = filepath.Join(nsDir, "net")
+	if err := os.WriteFile(n.netns, nil, 0o644); err != nil {
+		return err
+	}
+	if err := run("unshare", "--net="+n.netns, "true"); err != nil {
+		return err
+	}
+	h, e := hostLink(n.opts.Index), nodeLink(n.opts.Index)
+	in := func(args ...string) error {
+		if b, err := n.InNetns(args[0], args[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("in the node's netns, %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(b)))
+		}
+		return nil
+	}
+	for _, step := range []func() error{
+		func() error { return in("ip", "link", "set", "lo", "up") },
+		func() error { return run("ip", "link", "add", h, "type", "veth", "peer", "name", e, "netns", n.netns) },
+		func() error { return run("ip", "addr", "add", n.HostIP()+"/30", "dev", h) },
+		func() error { return run("ip", "link", "set", h, "up") },
+		func() error { return in("ip", "addr", "add", n.NodeIP()+"/30", "dev", e) },
+		func() error { return in("ip", "link", "set", e, "up") },
+		// Forwarding only inside the namespace: the bridge routes pods' traffic out the veth.
+		func() error { return in("sh", "-c", "echo 1 >/proc/sys/net/ipv4/ip_forward") },
+	} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -121,6 +121,13 @@ test-integration: ## Tests against a real API server (envtest), without the loca
 	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $$(go list ./... | grep -v -e /test/e2e -e /test/fleet)
 
+.PHONY: test-node
+test-node: ## The real-node test (root, with hack/node-packages.sh's packages): one node on an envtest API server runs a pod from a local image, then nothing may be left. Not part of make test yet.
+	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)" NODE_BINARIES_DIR="$$(hack/node-binaries.sh)" FLEET_REAL_NODES=1; \
+	before="$$(hack/leftover-processes.sh list)"; \
+	rc=0; go test $(GO_TEST_FLAGS) -v -timeout 15m ./test/node/ || rc=$$?; \
+	hack/leftover-processes.sh check "$$before" || rc=1; exit $$rc
+
 .PHONY: test-e2e
 test-e2e: ## The e2e suite on the local fleet (hub and managed clusters as processes).
 	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \

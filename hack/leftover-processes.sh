@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Finds the test binaries' processes (API server, etcd, OCM, Argo CD, Redis: whatever runs
-# from the directories in KUBEBUILDER_ASSETS, OCM_BINARIES_DIR and ARGOCD_BINARIES_DIR) that a
+# from the directories in KUBEBUILDER_ASSETS, OCM_BINARIES_DIR, ARGOCD_BINARIES_DIR and
+# NODE_BINARIES_DIR: kubelet, kube-proxy, kube-scheduler) that a
 # test run left behind.
 #   hack/leftover-processes.sh list          prints those running now in this session
 #   hack/leftover-processes.sh check BEFORE  fails, and stops them and removes their envtest
@@ -22,7 +23,7 @@ session_of() { # the session id of pid, from /proc/<pid>/stat after the command 
 ours() { # "pid:starttime" of each process of this session running from the binary directories
 	local dirs=() exe pid d stat fields me
 	me=$(session_of $$)
-	for d in "${KUBEBUILDER_ASSETS:-}" "${OCM_BINARIES_DIR:-}" "${ARGOCD_BINARIES_DIR:-}"; do
+	for d in "${KUBEBUILDER_ASSETS:-}" "${OCM_BINARIES_DIR:-}" "${ARGOCD_BINARIES_DIR:-}" "${NODE_BINARIES_DIR:-}"; do
 		[[ -n "$d" && -d "$d" ]] && dirs+=("$(cd "$d" && pwd -P)/")
 	done
 	((${#dirs[@]} > 0)) || return 0

@@ -57,6 +57,8 @@ type Node struct {
 	mu      sync.Mutex
 	procs   []*proc
 	stopped bool
+	// shimSockets are the node's tasks' shim sockets, named while the state folder exists.
+	shimSockets []string
 }
 
 // The fixed paths a kubelet or the CNI plugins write to whatever their configuration says.

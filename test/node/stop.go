@@ -2,6 +2,8 @@ package node
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -42,6 +44,7 @@ func (n *Node) Stop() error {
 			n.removeContainers()
 		}
 	}
+	n.shimSockets = n.shimSocketPaths()
 	// Containers containerd could not remove, and their shims (named by the socket).
 	errs = append(errs, n.killStrays())
 	if containerd != nil {
@@ -51,6 +54,12 @@ func (n *Node) Stop() error {
 	errs = append(errs, n.removeCgroups())
 	errs = append(errs, n.unmountAll())
 	errs = append(errs, n.removeNetwork())
+	// A shim killed rather than told to stop leaves its socket.
+	for _, p := range n.shimSockets {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
 	errs = append(errs, n.removeFixedPaths())
 	if len(mountsUnder(n.dir)) == 0 {
 		errs = append(errs, os.RemoveAll(n.dir))
@@ -87,6 +96,22 @@ func (n *Node) removeContainers() {
 			_ = n.ctr("containers", "delete", id).Run()
 		}
 	}
+}
+
+// shimSocketPaths names the sockets of the shims of the node's tasks, as containerd names
+// them: the SHA-256 of <containerd address>/<namespace>/<task id>, under /run/containerd/s.
+func (n *Node) shimSocketPaths() []string {
+	tasks := filepath.Join(n.dir, "containerd", "state", "io.containerd.runtime.v2.task")
+	var out []string
+	namespaces, _ := os.ReadDir(tasks)
+	for _, ns := range namespaces {
+		ids, _ := os.ReadDir(filepath.Join(tasks, ns.Name()))
+		for _, id := range ids {
+			sum := sha256.Sum256([]byte(filepath.Join(n.ContainerdSocket(), ns.Name(), id.Name())))
+			out = append(out, filepath.Join(shimSocketDir, hex.EncodeToString(sum[:])))
+		}
+	}
+	return out
 }
 
 // nodePids lists the processes that belong to the node: in its cgroups, or naming its folder
@@ -311,6 +336,11 @@ func (n *Node) Leftovers() []string {
 	}
 	for _, p := range n.fixedPathLeftovers() {
 		out = append(out, "file "+p)
+	}
+	for _, p := range append(n.shimSocketPaths(), n.shimSockets...) {
+		if _, err := os.Lstat(p); err == nil {
+			out = append(out, "shim socket "+p)
+		}
 	}
 	for _, d := range fixedDirs {
 		if _, err := os.Lstat(d); err == nil && !n.existed[d] && !otherKubeletRuns() {

@@ -39,10 +39,8 @@ func (n *Node) Stop() error {
 		}
 		errs = append(errs, p.stop(10*time.Second))
 	}
-	if containerd != nil {
-		if containerd.exited() == nil && !containerd.isDone() {
-			n.removeContainers()
-		}
+	if containerd != nil && !containerd.isDone() {
+		n.removeContainers()
 	}
 	n.shimSockets = n.shimSocketPaths()
 	// Containers containerd could not remove, and their shims (named by the socket).
@@ -63,9 +61,6 @@ func (n *Node) Stop() error {
 	errs = append(errs, n.removeFixedPaths())
 	if len(mountsUnder(n.dir)) == 0 {
 		errs = append(errs, os.RemoveAll(n.dir))
-		if n.opts.LogDir == "" {
-			n.logDir = ""
-		}
 	} else {
 		errs = append(errs, fmt.Errorf("%s not removed: mounts remain under it", n.dir))
 	}

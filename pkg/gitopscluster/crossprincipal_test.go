@@ -174,9 +174,9 @@ func TestRevocationHoldsOnEveryPrincipal(t *testing.T) {
 	if err := k8s.Create(ctx, &v1alpha1.AgentRevocation{ObjectMeta: metav1.ObjectMeta{Namespace: one.ns, Name: "xp-x"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "xp-x cut off the first principal", func() error {
-		if one.secretExists("xp-x") {
-			return fmt.Errorf("its cluster secret is still there")
+	eventually(t, "xp-x cut off both principals", func() error {
+		if one.secretExists("xp-x") || two.secretExists("xp-x") {
+			return fmt.Errorf("registered: first %v, second %v", one.secretExists("xp-x"), two.secretExists("xp-x"))
 		}
 		return nil
 	})

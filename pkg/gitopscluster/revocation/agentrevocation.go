@@ -134,14 +134,15 @@ func (r *Enforcer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 			"Deleting this object re-admits the cluster with a new key once no other AgentRevocation names it; the blocked certificates stay blocked until they expire", cluster, blocked, where))
 }
 
-// principalsOf returns the served principal namespaces that know cluster, from the cache:
-// those holding its cluster secrets or ledgers (to enforce on), and those whose revocation
-// record names it (to count). revNS, the revocation's own, is always among the first.
-func (r *Enforcer) principalsOf(ctx context.Context, revNS, cluster string) (records, known sets.Set[string], secrets []*corev1.Secret, _ error) {
+// principalsOf reads, from the cache, what the served principals know of cluster: the
+// namespaces holding its cluster secrets or ledgers (to enforce on; revNS, the revocation's
+// own, always among them), those whose revocation record names it too (to count on), and how
+// many of its unexpired certificates those records hold.
+func (r *Enforcer) principalsOf(ctx context.Context, revNS, cluster string) (records, known sets.Set[string], secrets []*corev1.Secret, blocked int, _ error) {
 	records = sets.New(revNS)
 	var list corev1.SecretList
 	if err := r.Client.List(ctx, &list, client.MatchingLabels{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue, v1alpha1.LabelAgentName: cluster}); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, 0, err
 	}
 	for i := range list.Items {
 		if r.Config.NamespaceManaged(list.Items[i].Namespace) {
@@ -151,7 +152,7 @@ func (r *Enforcer) principalsOf(ctx context.Context, revNS, cluster string) (rec
 	}
 	var ledgers corev1.ConfigMapList
 	if err := r.Client.List(ctx, &ledgers, client.UnsafeDisableDeepCopy, client.MatchingLabels{ledger.LabelRecord: ledger.RecordLedger, ledger.LabelCluster: cluster}); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, 0, err
 	}
 	for i := range ledgers.Items {
 		if r.Config.NamespaceManaged(ledgers.Items[i].Namespace) {
@@ -161,36 +162,34 @@ func (r *Enforcer) principalsOf(ctx context.Context, revNS, cluster string) (rec
 	known = records.Clone()
 	var shards corev1.ConfigMapList
 	if err := r.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, 0, err
 	}
+	now := r.Config.Now()
 	for i := range shards.Items {
 		ns := shards.Items[i].Namespace
-		if known.Has(ns) || !r.Config.NamespaceManaged(ns) {
+		if !r.Config.NamespaceManaged(ns) {
 			continue
 		}
 		for _, v := range shards.Items[i].Data {
-			if _, c := ledger.RevokedCauseAndCluster(v); c == cluster {
+			if _, c := ledger.RevokedCauseAndCluster(v); c == cluster && !ledger.RevokedExpired(v, now) {
 				known.Insert(ns)
-				break
+				blocked++
 			}
 		}
 	}
-	return records, known, secrets, nil
+	return records, known, secrets, blocked, nil
 }
 
 // enforce blocks every certificate recorded for cluster on each principal that knows it and
 // deletes its cluster secrets there, whichever GitOpsCluster wrote them. It returns those
-// principals and how many of the cluster's certificates their blocklists held before and
-// after.
+// principals and how many of the cluster's certificates their revocation records held before
+// (as cached) and after (read live, so that the status counts what this pass blocked).
 func (r *Enforcer) enforce(ctx context.Context, revNS, cluster string) (principals []string, before, after int, err error) {
-	records, known, secrets, err := r.principalsOf(ctx, revNS, cluster)
+	records, known, secrets, before, err := r.principalsOf(ctx, revNS, cluster)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	principals = sets.List(known)
-	if before, err = r.blockedOn(ctx, principals, cluster); err != nil {
-		return principals, 0, 0, err
-	}
 	// As in revokeCluster: record, unregister, then block, so that unregistration never waits
 	// for room in the blocklist.
 	now := r.Config.Now()
@@ -253,11 +252,8 @@ func (r *Enforcer) lift(ctx context.Context, rev *v1alpha1.AgentRevocation) erro
 		}
 	}
 	log.FromContext(ctx).Info("revocation lifted", "cluster", rev.Name, "principalNamespace", rev.Namespace, "stillRevokedBy", others)
-	_, known, _, err := r.principalsOf(ctx, rev.Namespace, rev.Name)
-	if err != nil {
-		return err
-	}
-	blocked, err := r.blockedOn(ctx, sets.List(known), rev.Name)
+	// The count is for the Event only: the cache's is close enough.
+	_, _, _, blocked, err := r.principalsOf(ctx, rev.Namespace, rev.Name)
 	if err != nil {
 		return err
 	}

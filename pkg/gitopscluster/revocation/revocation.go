@@ -620,8 +620,8 @@ const revocationBatchSize = 500
 
 // revokeClusters unregisters the agents of clusters from the principal and blocks their
 // certificates, revocationBatchSize clusters at a time. Each cluster secret's certificate is recorded
-// in the cluster's ledger first, then the secret is deleted (argocd-agent drops an agent whose
-// cluster secret goes), and only then are the batch's ledgers turned into blocklist entries, in
+// in the cluster's ledger first, then the secret is deleted (argocd-agent v0.10 then closes the
+// agent's connection; v0.9.0 only stops mapping the cluster), and only then are the batch's ledgers turned into blocklist entries, in
 // a few writes: unregistration never waits for room in the blocklist, and a block that fails
 // leaves the ledgers in place for the next pass. It returns the clusters it unregistered and
 // how many certificates it blocked.

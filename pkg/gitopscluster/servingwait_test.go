@@ -193,8 +193,11 @@ func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
 	waitMessage("1 of 2 available agent(s)")
 	unchanged("one agent still has the old bundle")
 
-	// A revoked agent cannot connect with either certificate: it holds nothing.
-	if err := k8s.Create(ctx, &v1alpha1.AgentRevocation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sw-2"}}); err != nil {
+	// A revoked agent cannot connect with either certificate: it holds nothing, whichever
+	// principal namespace holds its AgentRevocation (a revocation holds on every principal).
+	other := ns + "-other-principal"
+	createNamespace(t, other)
+	if err := k8s.Create(ctx, &v1alpha1.AgentRevocation{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "sw-2"}}); err != nil {
 		t.Fatal(err)
 	}
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionCertificatesReady, metav1.ConditionTrue, v1alpha1.ReasonCertificatesIssued)

@@ -54,21 +54,24 @@ func (t trustRollout) String() string {
 // unavailable cannot connect with either certificate, gets the current template when it comes
 // back, and must not hold the principal on its old certificate for ever; nor does a revoked
 // one. Everything is read from the cache: the GitOpsClusters, their templates, the
-// principal's AgentRevocations and this addon's ManagedClusterAddOns.
+// AgentRevocations of every served namespace and this addon's ManagedClusterAddOns.
 func (k *Keeper) agentsTrust(ctx context.Context, ns string, anchors []*x509.Certificate) (trustRollout, error) {
 	var out trustRollout
 	var gocs v1alpha1.GitOpsClusterList
 	if err := k.Client.List(ctx, &gocs); err != nil {
 		return out, err
 	}
-	// A revoked cluster cannot connect with either certificate: it holds nothing.
+	// A revoked cluster cannot connect with either certificate: it holds nothing. An
+	// AgentRevocation in any principal namespace the manager serves holds on every principal.
 	revoked := sets.New[string]()
 	var revs v1alpha1.AgentRevocationList
-	if err := k.Client.List(ctx, &revs, client.InNamespace(ns)); err != nil {
+	if err := k.Client.List(ctx, &revs); err != nil {
 		return out, err
 	}
 	for i := range revs.Items {
-		revoked.Insert(revs.Items[i].Name)
+		if k.Config.NamespaceManaged(revs.Items[i].Namespace) {
+			revoked.Insert(revs.Items[i].Name)
+		}
 	}
 	// The spec hash of each of the principal's templates that carries the anchors ("" when it
 	// does not yet).

@@ -1,0 +1,55 @@
+package pullmodel_test
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+)
+
+// TestApplicationSetMembersReachOnlyBoundClusters: admission trusts the ApplicationSet
+// controller, so a tenant's ApplicationSet gets hub Applications for any cluster its generator
+// names. The manager delivers a member to a cluster bound to the set's namespace, and refuses
+// one for another cluster with ClusterNotBound, writing nothing to that cluster.
+func TestApplicationSetMembersReachOnlyBoundClusters(t *testing.T) {
+	tenantSetup(t)
+	createCluster(t, "appset-elsewhere", true) // in the set bound to the hub Argo CD namespace only
+	set := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
+		"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
+		"template": map[string]any{
+			"metadata": map[string]any{"name": "{{name}}"},
+			"spec":     map[string]any{"project": tenantNS, "destination": map[string]any{"server": pullmodel.InClusterServer}},
+		},
+	}}}
+	set.SetGroupVersionKind(pullmodel.ApplicationSetGVK)
+	set.SetNamespace(tenantNS)
+	set.SetName("tenant-generated")
+	create(t, set)
+	owned := []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: set.GetName(), UID: set.GetUID()}}
+
+	bound := tenantApp("generated-bound", "tenant-a-c1")
+	bound.SetOwnerReferences(owned)
+	create(t, bound)
+	unbound := tenantApp("generated-elsewhere", "appset-elsewhere")
+	unbound.SetOwnerReferences(owned)
+	create(t, unbound)
+
+	waitWork(t, getAppIn(t, tenantNS, bound.GetName()), "tenant-a-c1")
+	waitRefusedIn(t, tenantNS, unbound.GetName(), propagation.ReasonClusterNotBound)
+	if got := worksOf(t, tenantNS, unbound.GetName()); len(got) != 0 {
+		t.Errorf("the member for an unbound cluster was delivered: %s/%s", got[0].Namespace, got[0].Name)
+	}
+	list := &workv1.ManifestWorkList{}
+	if err := k8s.List(context.Background(), list, client.InNamespace("appset-elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 0 {
+		t.Errorf("%d ManifestWork(s) written to the unbound cluster", len(list.Items))
+	}
+}

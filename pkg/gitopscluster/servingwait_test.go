@@ -193,6 +193,29 @@ func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
 	waitMessage("1 of 2 available agent(s)")
 	unchanged("one agent still has the old bundle")
 
+	// A GitOpsCluster of the principal that owns none of the clusters lists them all as revoked:
+	// only AgentRevocations, which the manager makes for a cluster's owner, count.
+	setRevoked := func(g string, clusters ...string) {
+		t.Helper()
+		cur := getGOC(t, ns, g)
+		patch := client.MergeFrom(cur.DeepCopy())
+		cur.Spec.RevokedClusters = clusters
+		if err := k8s.Patch(ctx, cur, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setRevoked("younger", clusters...)
+	fleetGOC := getGOC(t, ns, "fleet")
+	touch := client.MergeFrom(fleetGOC.DeepCopy())
+	fleetGOC.Annotations = map[string]string{"test/touch": "after-younger-revoked"}
+	if err := k8s.Patch(ctx, fleetGOC, touch); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	unchanged("a GitOpsCluster owning none of the clusters listed them as revoked")
+	waitMessage("1 of 2 available agent(s)")
+	setRevoked("younger")
+
 	// A revoked agent cannot connect with either certificate: it holds nothing, whichever
 	// principal namespace holds its AgentRevocation (a revocation holds on every principal).
 	other := ns + "-other-principal"

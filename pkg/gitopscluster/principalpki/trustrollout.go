@@ -63,6 +63,9 @@ func (k *Keeper) agentsTrust(ctx context.Context, ns string, anchors []*x509.Cer
 	}
 	// A revoked cluster cannot connect with either certificate: it holds nothing. An
 	// AgentRevocation in any principal namespace the manager serves holds on every principal.
+	// A GitOpsCluster's spec.revokedClusters counts only through the AgentRevocations the
+	// manager makes from it for clusters that GitOpsCluster owns: read from the spec, any
+	// GitOpsCluster naming this principal could end the rollout for agents it does not own.
 	revoked := sets.New[string]()
 	var revs v1alpha1.AgentRevocationList
 	if err := k.Client.List(ctx, &revs); err != nil {
@@ -81,7 +84,6 @@ func (k *Keeper) agentsTrust(ctx context.Context, ns string, anchors []*x509.Cer
 		if !g.DeletionTimestamp.IsZero() || names.PrincipalNamespace(g) != ns {
 			continue
 		}
-		revoked.Insert(g.Spec.RevokedClusters...)
 		name := names.TemplateName(g)
 		hashes[name] = ""
 		tmpl := &addonv1alpha1.AddOnTemplate{}

@@ -3,6 +3,7 @@ package gitopscluster_test
 import (
 	"context"
 	"crypto/x509/pkix"
+	"fmt"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 )
 
@@ -70,5 +72,46 @@ func TestSpecRevocationCannotReachAnotherOwnersCluster(t *testing.T) {
 	}
 	if n := getGOC(t, f.ns, "g").Status.RevokedAgents; n != 0 {
 		t.Errorf("the owner counts %d revoked agents", n)
+	}
+}
+
+// TestSpecRevocationAfterATakeover: a GitOpsCluster that registered a cluster, which an older
+// GitOpsCluster of another principal has since taken over, cannot revoke it through
+// spec.revokedClusters while its own records of the cluster wait out the departure: an
+// AgentRevocation holds on every principal, and the new owner's people could not lift it.
+func TestSpecRevocationAfterATakeover(t *testing.T) {
+	ctx := context.Background()
+	f := newRevocationFixture(t, "takeover-a")
+	const older = "takeover-b"
+	createNamespace(t, older)
+	createManagedClusters(t, "to-x")
+	createPlacement(t, older, "p")
+	setDecisions(t, older, "p", 0)
+	createGitOpsCluster(t, older, "g", "p", withAddress("principal-b.example.com"))
+	time.Sleep(1100 * time.Millisecond) // the fixture's GitOpsCluster must be the younger one
+	createPlacement(t, f.ns, "p")
+	setDecisions(t, f.ns, "p", 0, "to-x")
+	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal-a.example.com"))
+	f.waitSecrets("to-x")
+
+	setDecisions(t, older, "p", 0, "to-x")
+	eventually(t, "the older GitOpsCluster registers to-x on its principal", func() error {
+		return k8s.Get(ctx, types.NamespacedName{Namespace: older, Name: agentsecret.Name("to-x")}, &corev1.Secret{})
+	})
+	g := getGOC(t, f.ns, "g")
+	patch := client.MergeFrom(g.DeepCopy())
+	g.Spec.RevokedClusters = []string{"to-x"}
+	if err := k8s.Patch(ctx, g, patch); err != nil {
+		t.Fatal(err)
+	}
+	consistently(t, "no AgentRevocation for a cluster another GitOpsCluster owns", 2*time.Second, func() error {
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: "to-x"}, &v1alpha1.AgentRevocation{})
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("AgentRevocation %s/to-x: %v", f.ns, err)
+		}
+		return nil
+	})
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: older, Name: agentsecret.Name("to-x")}, &corev1.Secret{}); err != nil {
+		t.Errorf("the owner's registration of to-x is gone: %v", err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
@@ -322,6 +323,19 @@ func (v *Revoker) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCl
 		ownLedger := hasLedger && owner == ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
 		if !obs.Owned.Has(c) && !hasSecret && !ownLedger {
 			continue
+		}
+		// Records left from before another GitOpsCluster took the cluster over do not make it
+		// this one's: an AgentRevocation holds on every principal, and the new owner's people
+		// could not lift one made here.
+		if !obs.Owned.Has(c) {
+			selectors, err := fleet.SelectorsOf(ctx, v.Client, c)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if len(selectors) > 0 && (selectors[0].Namespace != goc.Namespace || selectors[0].Name != goc.Name) {
+				continue
+			}
 		}
 		rev := &v1alpha1.AgentRevocation{
 			ObjectMeta: metav1.ObjectMeta{Namespace: principalNS, Name: c,

@@ -122,7 +122,7 @@ test-integration: ## Tests against a real API server (envtest), without the loca
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $$(go list ./... | grep -v -e /test/e2e -e /test/fleet)
 
 .PHONY: test-node
-test-node: ## The real-node test (root, with hack/node-packages.sh's packages): one node on an envtest API server runs a pod from a local image, then nothing may be left. Not part of make test yet.
+test-node: ## The real-node test (root, with hack/node-packages.sh's packages): one node on an envtest API server runs a pod from a local image, then nothing may be left.
 	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)" NODE_BINARIES_DIR="$$(hack/node-binaries.sh)" FLEET_REAL_NODES=1; \
 	before="$$(hack/leftover-processes.sh list)"; \
 	rc=0; go test $(GO_TEST_FLAGS) -v -timeout 15m ./test/node/ || rc=$$?; \

@@ -341,7 +341,7 @@ func TestForeignManifestWorksAreNeverTheManagers(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(built), &workv1.ManifestWork{}); err != nil {
 		t.Fatalf("a ManifestWork delivered before the upgrade went when its Application was refused: %v", err)
 	}
-	eventually(t, "the legacy ManifestWork sealed as it is", 15*time.Second, func(ctx context.Context) (bool, string) {
+	eventually(t, "the legacy ManifestWork sealed over what its Application says", 15*time.Second, func(ctx context.Context) (bool, string) {
 		cur := &workv1.ManifestWork{}
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(built), cur); err != nil {
 			return false, err.Error()
@@ -590,6 +590,22 @@ func TestRefusedPathSealsOnlyWhatTheManagerDecided(t *testing.T) {
 	}
 	if got := cur.Annotations[seal.Annotation]; got != forgedSeal {
 		t.Errorf("the refused path sealed the edited ManifestWork again: seal %q, was %q", got, forgedSeal)
+	}
+
+	// The work agent strips the seal too, so that the ManifestWork looks like one written
+	// before seals existed: it is still not sealed over the other namespace's set.
+	delete(cur.Annotations, seal.Annotation)
+	if err := k8s.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	touch(t, "oracle")
+	waitRefusedIn(t, argoNS, "oracle", propagation.ReasonSpokePlaceChanged)
+	time.Sleep(2 * time.Second) // the passes after the edit; a seal would come within them
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := cur.Annotations[seal.Annotation]; ok {
+		t.Errorf("the refused path sealed a ManifestWork whose annotations name another namespace's ApplicationSet: seal %q", got)
 	}
 }
 

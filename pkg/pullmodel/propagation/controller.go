@@ -311,8 +311,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 		}
 	}
 	// Bad input or a lost right leaves an earlier ManifestWork as it is: a typo must not tear
-	// a workload down. One written before seals existed is sealed as it is, so that it is
-	// still known as this Application's once the Application is gone.
+	// a workload down. One written before seals existed is sealed over what the Application
+	// says (sealLegacy), so that it is still known as this Application's once it is gone.
 	if refusal != nil {
 		if err := r.sealLegacy(ctx, app, cluster, name); err != nil {
 			return ctrl.Result{}, err
@@ -371,7 +371,7 @@ func (r *Reconciler) sealLegacy(ctx context.Context, app *unstructured.Unstructu
 		return nil
 	}
 	f := appSealFields(app)
-	if f.Namespace != w.Namespace || f.Name != w.Name || SealFields(w) != f {
+	if SealFields(w) != f {
 		// Its annotations say something the Application does not: not a legacy delivery as
 		// this manager wrote it.
 		return nil

@@ -77,7 +77,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(samePrincipalWakes())).
 		// A revocation made or lifted changes which clusters the GitOpsClusters of every
 		// principal register.
-		Watches(&v1alpha1.AgentRevocation{}, handler.EnqueueRequestsFromMapFunc(r.forRevocation)).
+		Watches(&v1alpha1.AgentRevocation{}, handler.EnqueueRequestsFromMapFunc(r.forRevocation), builder.WithPredicates(madeOrLifted())).
 		Watches(&addonv1alpha1.AddOnTemplate{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
 		Watches(&addonv1alpha1.AddOnDeploymentConfig{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
 		Complete(r)
@@ -348,6 +348,19 @@ func principalAddressChanged() predicate.Predicate {
 func goingAway() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetDeletionTimestamp().IsZero() && !e.ObjectNew.GetDeletionTimestamp().IsZero()
+		},
+	}
+}
+
+// madeOrLifted passes a revocation's creation, its deletion and the start of its lift, not the
+// status writes that report its enforcement: each would wake every GitOpsCluster of the cluster.
+func madeOrLifted() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return true },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return true },
 		UpdateFunc: func(e event.UpdateEvent) bool {

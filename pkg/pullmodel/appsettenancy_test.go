@@ -5,11 +5,9 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 )
 
@@ -20,17 +18,7 @@ import (
 func TestApplicationSetMembersReachOnlyBoundClusters(t *testing.T) {
 	tenantSetup(t)
 	createCluster(t, "appset-elsewhere", true) // in the set bound to the hub Argo CD namespace only
-	set := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-		"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
-		"template": map[string]any{
-			"metadata": map[string]any{"name": "{{name}}"},
-			"spec":     map[string]any{"project": tenantNS, "destination": map[string]any{"server": pullmodel.InClusterServer}},
-		},
-	}}}
-	set.SetGroupVersionKind(pullmodel.ApplicationSetGVK)
-	set.SetNamespace(tenantNS)
-	set.SetName("tenant-generated")
-	create(t, set)
+	set := newAppSetIn(t, tenantNS, "tenant-generated", tenantNS)
 	owned := []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: set.GetName(), UID: set.GetUID()}}
 
 	bound := tenantApp("generated-bound", "tenant-a-c1")

@@ -223,17 +223,23 @@ func mergeMap(a, b map[string]string) map[string]string {
 // newAppSet creates a minimal ApplicationSet (nothing runs it here).
 func newAppSet(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
+	return newAppSetIn(t, argoNS, name, "default")
+}
+
+// newAppSetIn creates an ApplicationSet in namespace ns whose template names project.
+func newAppSetIn(t *testing.T, ns, name, project string) *unstructured.Unstructured {
+	t.Helper()
 	set := &unstructured.Unstructured{Object: map[string]any{
 		"spec": map[string]any{
 			"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
 			"template": map[string]any{
 				"metadata": map[string]any{"name": "{{name}}"},
-				"spec":     map[string]any{"project": "default", "destination": map[string]any{"server": pullmodel.InClusterServer}},
+				"spec":     map[string]any{"project": project, "destination": map[string]any{"server": pullmodel.InClusterServer}},
 			},
 		},
 	}}
 	set.SetGroupVersionKind(pullmodel.ApplicationSetGVK)
-	set.SetNamespace(argoNS)
+	set.SetNamespace(ns)
 	set.SetName(name)
 	create(t, set)
 	return set

@@ -524,17 +524,7 @@ func TestRefusedPathSealsOnlyWhatTheManagerDecided(t *testing.T) {
 	ctx := context.Background()
 	tenantSetup(t)
 	createCluster(t, "oracle1", true)
-	victim := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-		"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
-		"template": map[string]any{
-			"metadata": map[string]any{"name": "{{name}}"},
-			"spec":     map[string]any{"project": tenantNS, "destination": map[string]any{"server": pullmodel.InClusterServer}},
-		},
-	}}}
-	victim.SetGroupVersionKind(pullmodel.ApplicationSetGVK)
-	victim.SetNamespace(tenantNS)
-	victim.SetName("victim-set")
-	create(t, victim)
+	victim := newAppSetIn(t, tenantNS, "victim-set", tenantNS)
 
 	app := newApp("oracle", "oracle1")
 	create(t, app)

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
 )
 
 // Argo CD in the fleet
@@ -336,7 +338,7 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 		a.Processes = append(a.Processes, proc)
 		if err := f.poll(ctx, cluster+" "+s.name, opts.StartTimeout, func(ctx context.Context) (bool, error) {
 			if done, err := proc.Exited(); done {
-				return false, fmt.Errorf("%s exited: %v; last log lines:\n%s", proc.Name, err, tail(proc.LogPath, 25))
+				return false, fmt.Errorf("%s exited: %v; last log lines:\n%s", proc.Name, err, node.Tail(proc.LogPath, 25))
 			}
 			_, err := httpGet(ctx, s.health, false)
 			return err == nil, err
@@ -379,7 +381,7 @@ func (f *Fleet) startPlugins(ctx context.Context, a *ArgoCD, cluster, dir string
 		want := i + 1
 		if err := f.poll(ctx, cluster+" argocd-cmp-server", opts.StartTimeout, func(context.Context) (bool, error) {
 			if done, err := proc.Exited(); done {
-				return false, fmt.Errorf("%s exited: %v; last log lines:\n%s", proc.Name, err, tail(proc.LogPath, 25))
+				return false, fmt.Errorf("%s exited: %v; last log lines:\n%s", proc.Name, err, node.Tail(proc.LogPath, 25))
 			}
 			found, err := filepath.Glob(filepath.Join(socks, "*.sock"))
 			return len(found) >= want, err

@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
 )
 
 // Stop tiers: higher tiers stop first, so controllers go before the API servers they talk to
@@ -83,7 +84,7 @@ func (p *Process) unexpectedExit() error {
 		return nil
 	}
 	if done, err := p.Exited(); done {
-		return fmt.Errorf("process %s (pid %d) exited: %v; last log lines:\n%s", p.Name, p.Pid(), err, tail(p.LogPath, 25))
+		return fmt.Errorf("process %s (pid %d) exited: %v; last log lines:\n%s", p.Name, p.Pid(), err, node.Tail(p.LogPath, 25))
 	}
 	return nil
 }
@@ -311,17 +312,4 @@ func (p *ports) next() (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no free port found")
-}
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }

@@ -57,7 +57,7 @@ func (p *proc) exited() error {
 		if p.stopping {
 			return nil
 		}
-		return fmt.Errorf("%s (pid %d) exited: %v; last log lines:\n%s", p.name, p.cmd.Process.Pid, p.err, tail(p.logPath, 30))
+		return fmt.Errorf("%s (pid %d) exited: %v; last log lines:\n%s", p.name, p.cmd.Process.Pid, p.err, Tail(p.logPath, 30))
 	default:
 		return nil
 	}
@@ -82,7 +82,9 @@ func (p *proc) stop(grace time.Duration) error {
 	return nil
 }
 
-func tail(path string, n int) string {
+// Tail is the last n lines of the log file at path, or why it cannot be read: what a failed
+// process said last.
+func Tail(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()

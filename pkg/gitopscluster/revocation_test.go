@@ -625,22 +625,13 @@ func TestUnregistrationNeverWaitsForBlocklistRoom(t *testing.T) {
 		}
 		return nil
 	})
-	// The pass that finds no room says so (condition and Warning Event); the passes between two
-	// retries of the block report the blocklist as near full, so the Event is what lasts.
-	eventually(t, "BlocklistFull reported on g", func() error {
-		if c := meta.FindStatusCondition(getGOC(t, f.ns, "g").Status.Conditions, v1alpha1.ConditionBlocklistHasRoom); c != nil && c.Reason == v1alpha1.ReasonBlocklistFull {
-			return nil
+	conditionIs(t, f.ns, "g", v1alpha1.ConditionBlocklistHasRoom, metav1.ConditionFalse, v1alpha1.ReasonBlocklistFull)
+	// The passes between two retries of the block retry nothing: the report stays Full.
+	consistently(t, "BlocklistHasRoom stays Full while fb-a's block waits", 2*departureSettle+time.Second, func() error {
+		if c := meta.FindStatusCondition(getGOC(t, f.ns, "g").Status.Conditions, v1alpha1.ConditionBlocklistHasRoom); c == nil || c.Reason != v1alpha1.ReasonBlocklistFull {
+			return fmt.Errorf("condition %+v", c)
 		}
-		var list eventsv1.EventList
-		if err := k8s.List(ctx, &list, client.InNamespace(f.ns)); err != nil {
-			return err
-		}
-		for _, e := range list.Items {
-			if e.Reason == v1alpha1.ReasonBlocklistFull && e.Regarding.Name == "g" {
-				return nil
-			}
-		}
-		return fmt.Errorf("neither the condition nor an Event says %s", v1alpha1.ReasonBlocklistFull)
+		return nil
 	})
 	if f.blocked("fb-a") || !f.ledgerExists("fb-a") {
 		t.Fatalf("fb-a blocked=%v ledger=%v; want its ledger kept for a later pass", f.blocked("fb-a"), f.ledgerExists("fb-a"))

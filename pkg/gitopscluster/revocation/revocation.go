@@ -198,6 +198,11 @@ type Result struct {
 	// BlocklistFull is set when certificates could not be blocked for want of room.
 	BlocklistKeys, BlocklistBytes int
 	BlocklistFull                 bool
+	// AwaitingBlock counts clusters unregistered here whose certificates are still to be
+	// blocked: a ledger without a cluster secret, for a cluster this GitOpsCluster does not
+	// own. A pass that does not retry their block (each departure waits its settle period
+	// again) still reports a full blocklist while they wait.
+	AwaitingBlock int
 }
 
 // Records are the clusters a GitOpsCluster has an agent record for on its principal.
@@ -342,6 +347,11 @@ func (v *Revoker) Revoke(ctx context.Context, goc *v1alpha1.GitOpsCluster, princ
 	for _, err := range errs {
 		res.BlocklistFull = res.BlocklistFull || errors.Is(err, ledger.ErrBlocklistFull)
 	}
+	for c := range rec.Ledgers {
+		if _, registered := rec.Secrets[c]; !registered && !obs.Owned.Has(c) {
+			res.AwaitingBlock++
+		}
+	}
 	return res, errors.Join(errs...)
 }
 
@@ -465,14 +475,18 @@ func (v *Revoker) ReportBlocklistRoom(goc *v1alpha1.GitOpsCluster, principalNS s
 	usage := fmt.Sprintf("the blocklist %s/%s holds %d key(s), %d%% of the %d bytes it may use", principalNS, ledger.BlocklistName, res.BlocklistKeys, pct, ledger.BlocklistBudget)
 	const advice = "; keys leave as their certificates expire: a shorter clientCertificateValidity keeps fewer of them (see docs/pki.md, Revocation)"
 	reason, msg := v1alpha1.ReasonBlocklistWithinCapacity, usage
+	// Full lasts from the pass that found no room until a retry blocks what waits, or room is
+	// made: the passes in between retry nothing and must not report it as merely near full.
+	prev := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionBlocklistHasRoom)
+	stillFull := prev != nil && prev.Reason == v1alpha1.ReasonBlocklistFull && res.AwaitingBlock > 0 && pct >= blocklistNearFullPercent
 	switch {
-	case res.BlocklistFull:
+	case res.BlocklistFull || stillFull:
 		reason, msg = v1alpha1.ReasonBlocklistFull, "certificates of departed or revoked clusters could not be blocked for want of room (their cluster secrets are deleted, so argocd-agent no longer registers them); "+usage+advice
 	case pct >= blocklistNearFullPercent:
 		reason, msg = v1alpha1.ReasonBlocklistNearFull, usage+advice
 	}
 	ok := reason == v1alpha1.ReasonBlocklistWithinCapacity
-	if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionBlocklistHasRoom); !ok && (c == nil || c.Reason != reason) {
+	if !ok && (prev == nil || prev.Reason != reason) {
 		v.Event(goc, corev1.EventTypeWarning, reason, "RevokeAgents", msg)
 	}
 	setCond(v1alpha1.ConditionBlocklistHasRoom, ok, reason, msg)

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
 )
 
 // TestFleetSmoke starts a hub and two managed clusters, checks registration, placement and the
@@ -192,7 +193,7 @@ func TestFleetSmoke(t *testing.T) {
 			t.Errorf("process %s (pid %d) still running after Stop", p.Name, p.Pid())
 		}
 		// Nothing may be left in its process group either.
-		if fleet.GroupHasLiveMembers(p.Pid()) {
+		if node.GroupHasLiveMembers(p.Pid()) {
 			t.Errorf("process group of %s (pgid %d) still has running members", p.Name, p.Pid())
 		}
 	}
@@ -252,7 +253,7 @@ func TestFleetStartFailureCleansUp(t *testing.T) {
 		if done, _ := p.Exited(); !done {
 			t.Errorf("process %s (pid %d) still running after a failed Start", p.Name, p.Pid())
 		}
-		if fleet.GroupHasLiveMembers(p.Pid()) {
+		if node.GroupHasLiveMembers(p.Pid()) {
 			t.Errorf("process group of %s (pgid %d) still has running members", p.Name, p.Pid())
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -98,64 +97,13 @@ func (p *Process) Stop(grace time.Duration) error {
 	if stopped {
 		return nil
 	}
-	pgid := p.Pid()
-	if done, _ := p.Exited(); !done {
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		// A paused group handles the signal only once it runs again.
-		_ = syscall.Kill(-pgid, syscall.SIGCONT)
-	}
-	select {
-	case <-p.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			return fmt.Errorf("process %s (pid %d) did not die after SIGKILL", p.Name, pgid)
-		}
-	}
-	// Children that left the group leader behind die with the group.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	deadline := time.Now().Add(10 * time.Second)
-	for GroupHasLiveMembers(pgid) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("process group %d of %s still has live members after SIGKILL", pgid, p.Name)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := node.StopGroup("process "+p.Name, p.Pid(), p.done, grace); err != nil {
+		return err
 	}
 	p.mu.Lock()
 	p.stopped = true
 	p.mu.Unlock()
 	return nil
-}
-
-// GroupHasLiveMembers reports whether any process of group pgid is still running. Killed
-// children that are not reaped yet (zombies, whose parent is gone) do not count: they hold no
-// resources and their new parent reaps them in its own time.
-func GroupHasLiveMembers(pgid int) bool {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return syscall.Kill(-pgid, 0) == nil
-	}
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// Fields after the parenthesised command: state ppid pgrp ...
-		rest := string(data)
-		if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-			rest = rest[i+1:]
-		}
-		f := strings.Fields(rest)
-		if len(f) >= 3 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
-			return true
-		}
-	}
-	return false
 }
 
 // StartProcess starts a process that belongs to the fleet: it gets its own process group, its

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -63,23 +64,71 @@ func (p *proc) exited() error {
 	}
 }
 
-// stop sends SIGTERM to the process group, then SIGKILL after grace.
+// stop stops the process's group (StopGroup).
 func (p *proc) stop(grace time.Duration) error {
 	p.stopping = true
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	return StopGroup(p.name, p.cmd.Process.Pid, p.done, grace)
+}
+
+// StopGroup stops process group pgid, whose leader closes done when it has exited: SIGTERM
+// (and SIGCONT, since a paused group handles it only once it runs again), SIGKILL after grace,
+// then SIGKILL to the group again for children that left the leader behind, and it waits until
+// no live member is left, so that nothing a test started outlives its Stop.
+func StopGroup(name string, pgid int, done <-chan struct{}, grace time.Duration) error {
 	select {
-	case <-p.done:
+	case <-done:
+	default:
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		_ = syscall.Kill(-pgid, syscall.SIGCONT)
+	}
+	select {
+	case <-done:
 	case <-time.After(grace):
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		select {
-		case <-p.done:
+		case <-done:
 		case <-time.After(10 * time.Second):
-			return fmt.Errorf("%s (pid %d) did not die after SIGKILL", p.name, pgid)
+			return fmt.Errorf("%s (pid %d) did not die after SIGKILL", name, pgid)
 		}
 	}
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	deadline := time.Now().Add(10 * time.Second)
+	for GroupHasLiveMembers(pgid) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process group %d of %s still has live members after SIGKILL", pgid, name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	return nil
+}
+
+// GroupHasLiveMembers reports whether any process of group pgid is still running. Killed
+// children that are not reaped yet (zombies, whose parent is gone) do not count: they hold no
+// resources and their new parent reaps them in its own time.
+func GroupHasLiveMembers(pgid int) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return syscall.Kill(-pgid, 0) == nil
+	}
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the parenthesised command: state ppid pgrp ...
+		rest := string(data)
+		if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+			rest = rest[i+1:]
+		}
+		f := strings.Fields(rest)
+		if len(f) >= 3 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
+			return true
+		}
+	}
+	return false
 }
 
 // Tail is the last n lines of the log file at path, or why it cannot be read: what a failed

@@ -347,9 +347,13 @@ func (v *Revoker) Revoke(ctx context.Context, goc *v1alpha1.GitOpsCluster, princ
 	for _, err := range errs {
 		res.BlocklistFull = res.BlocklistFull || errors.Is(err, ledger.ErrBlocklistFull)
 	}
-	for c := range rec.Ledgers {
-		if _, registered := rec.Secrets[c]; !registered && !obs.Owned.Has(c) {
-			res.AwaitingBlock++
+	// Counted only while a full blocklist is being reported, the only time it is read: not a
+	// walk over every ledger on every pass of a healthy fleet.
+	if room := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionBlocklistHasRoom); room != nil && room.Reason == v1alpha1.ReasonBlocklistFull {
+		for c := range rec.Ledgers {
+			if _, registered := rec.Secrets[c]; !registered && !obs.Owned.Has(c) {
+				res.AwaitingBlock++
+			}
 		}
 	}
 	return res, errors.Join(errs...)

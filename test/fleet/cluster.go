@@ -14,11 +14,14 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
 )
 
-// kcmControllers are the kube-controller-manager controllers every cluster runs. No workload
-// controllers (deployment, replicaset, ...): without a kubelet no pod ever runs, and the
-// deployment controller would overwrite what MarkDeploymentAvailable writes.
+// kcmControllers are the kube-controller-manager controllers every cluster without a node runs.
+// No workload controllers (deployment, replicaset, ...): without a kubelet no pod ever runs, and
+// the deployment controller would overwrite what MarkDeploymentAvailable writes. A cluster with
+// a real node runs them all (nodeKCMControllers).
 var kcmControllers = []string{
 	"certificatesigningrequest-signing-controller", // kubernetes.io/kube-apiserver-client CSRs
 	"certificatesigningrequest-cleaner-controller",
@@ -39,6 +42,9 @@ type controlPlane struct {
 	adminConfig     *rest.Config
 	adminKubeconfig string
 	kcmHealthz      string
+	// node is the cluster's real node (Options.RealNodes), nil without; the API server listens
+	// on its host end.
+	node *node.Node
 }
 
 // startControlPlane starts etcd, kube-apiserver and kube-controller-manager for one cluster
@@ -54,6 +60,13 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 	var err error
 	if cp.ca, err = newCA(filepath.Join(dir, "pki"), name); err != nil {
 		return nil, err
+	}
+	bindAddress := "127.0.0.1"
+	if f.opts.RealNodes {
+		if cp.node, err = f.prepareNode(cp); err != nil {
+			return nil, err
+		}
+		bindAddress = cp.node.HostIP()
 	}
 
 	// etcd
@@ -97,10 +110,11 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 	if err != nil {
 		return nil, err
 	}
-	cp.url = "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	cp.url = "https://" + bindAddress + ":" + strconv.Itoa(apiPort)
 	pki := filepath.Join(dir, "pki")
+	// 10.0.0.1 is the kubernetes Service's address in --service-cluster-ip-range: what pods use.
 	servingCert, servingKey, err := cp.ca.issue("kube-apiserver", nil, []string{
-		"127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default",
+		bindAddress, "127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default",
 		"kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
 	})
 	if err != nil {
@@ -125,13 +139,17 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 	if err != nil {
 		return nil, err
 	}
+	nodeArgs, err := cp.apiServerNodeArgs()
+	if err != nil {
+		return nil, err
+	}
 	if _, err := f.start(ProcessSpec{
 		Name: name + "-kube-apiserver",
 		Path: filepath.Join(f.k8sBin, "kube-apiserver"),
-		Args: append([]string{
+		Args: append(append([]string{
 			"--etcd-servers=" + etcdURL,
-			"--bind-address=127.0.0.1",
-			"--advertise-address=127.0.0.1",
+			"--bind-address=" + bindAddress,
+			"--advertise-address=" + bindAddress,
 			"--secure-port=" + strconv.Itoa(apiPort),
 			"--cert-dir=" + filepath.Join(dir, "apiserver"),
 			"--tls-cert-file=" + filepath.Join(pki, "apiserver.crt"),
@@ -140,7 +158,7 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 			"--service-account-issuer=" + cp.url,
 			"--service-account-key-file=" + saPub,
 			"--service-account-signing-key-file=" + saKey,
-			"--service-cluster-ip-range=10.0.0.0/24",
+			"--service-cluster-ip-range=" + node.ServiceCIDR,
 			"--requestheader-client-ca-file=" + cp.ca.certPath,
 			"--requestheader-allowed-names=front-proxy-client",
 			"--requestheader-username-headers=X-Remote-User",
@@ -148,13 +166,9 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
 			"--proxy-client-cert-file=" + filepath.Join(pki, "front-proxy.crt"),
 			"--proxy-client-key-file=" + filepath.Join(pki, "front-proxy.key"),
-			"--authorization-mode=RBAC",
 			"--allow-privileged=true",
-			// No pods run here, and the ServiceAccount admission plugin would make pod creation
-			// wait for the "default" service account.
-			"--disable-admission-plugins=ServiceAccount",
 			"--profiling=false",
-		}, f.opts.APIServerArgs...),
+		}, nodeArgs...), f.opts.APIServerArgs...),
 	}, tierAPIServer); err != nil {
 		return nil, err
 	}
@@ -200,7 +214,7 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 			"--cert-dir=" + filepath.Join(dir, "kcm"),
 			"--leader-elect=false",
 			"--use-service-account-credentials=true",
-			"--controllers=" + strings.Join(kcmControllers, ","),
+			"--controllers=" + strings.Join(cp.kcmControllers(), ","),
 			"--cluster-signing-cert-file=" + cp.ca.certPath,
 			"--cluster-signing-key-file=" + cp.ca.keyPath,
 			"--root-ca-file=" + cp.ca.certPath,
@@ -214,6 +228,11 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 	// Nothing needs kube-controller-manager before an agent's CSR, so its health is checked at
 	// the end of Start (waitKCM) rather than here.
 	cp.kcmHealthz = fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort)
+	if cp.node != nil {
+		if err := f.startNode(ctx, cp); err != nil {
+			return nil, err
+		}
+	}
 	f.logf("%s: API server up at %s", name, cp.url)
 	return cp, nil
 }

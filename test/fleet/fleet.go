@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -52,6 +53,13 @@ type Options struct {
 	// OnProcess, if set, is called for every process the fleet starts, possibly from several
 	// goroutines at once.
 	OnProcess func(*Process)
+	// RealNodes gives every cluster, hub included, a real node (package test/node): a kubelet,
+	// kube-proxy and containerd in a network namespace of their own, a kube-scheduler, the
+	// controller manager's workload controllers and a cluster DNS, so that Deployments run as
+	// pods. It needs root and hack/node-packages.sh's packages (see nodes.go).
+	RealNodes bool
+	// NodeBinDir holds kubelet, kube-proxy and kube-scheduler. Default: hack/node-binaries.sh.
+	NodeBinDir string
 }
 
 // Fleet is a running hub and its managed clusters, all local processes.
@@ -74,6 +82,9 @@ type Fleet struct {
 
 	// UpTime is how long Start took once the binaries were there.
 	UpTime time.Duration
+
+	// With RealNodes: the images every node has, and the registry that serves them.
+	images imageStore
 }
 
 var (
@@ -229,6 +240,16 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 		}
 	}
 	f.k8sBin, f.ocmBin = opts.K8sBinDir, opts.OCMBinDir
+	if opts.RealNodes {
+		if err := node.Available(); err != nil {
+			return nil, fmt.Errorf("real nodes: %w", err)
+		}
+		if opts.NodeBinDir == "" {
+			if opts.NodeBinDir, err = NodeBinaries(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	f.opts = opts
 	f.logf("fleet: run directory %s (logs in %s)", f.dir, f.LogDir())
 
@@ -286,6 +307,9 @@ func (f *Fleet) up(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := f.waitNodes(ctx); err != nil {
+		return err
+	}
 	return f.acceptAndBind(ctx)
 }
 
@@ -305,7 +329,9 @@ func (f *Fleet) startHub(ctx context.Context) error {
 // controllers and agents first, then API servers, then etcd. Safe to call more than once.
 func (f *Fleet) Stop() error {
 	f.stopOnce.Do(func() {
-		f.stopErr = f.stopAll()
+		// The nodes first, while their API servers answer (the kubelet's pods are deleted with
+		// their containers, not through the API).
+		f.stopErr = errors.Join(f.stopNodes(), f.stopAll())
 		// In-process servers (Redis, Git) go after the processes that use them.
 		f.mu.Lock()
 		hooks := f.onStop

@@ -11,8 +11,43 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ServiceCIDR is the Services' range of the API servers that nodes join
+// (--service-cluster-ip-range): the kubernetes Service is its first address, the cluster DNS
+// ClusterDNSIP.
+const ServiceCIDR = "10.0.0.0/24"
+
+// nodeNetworks holds every node's veth pair (10.251.<index>.0/30).
+const nodeNetworks = "10.251.0.0/16"
+
 func hostLink(index int) string { return fmt.Sprintf("np-h%d", index) }
 func nodeLink(index int) string { return fmt.Sprintf("np-e%d", index) }
+
+// indexLock is the machine-wide lock file under which a node's index is chosen and its host
+// link made.
+const indexLock = "/run/fleet-node-index.lock"
+
+func lockIndexes() (unlock func(), err error) {
+	f, err := os.OpenFile(indexLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", indexLock, err)
+	}
+	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
+}
+
+// freeIndex is the lowest index whose host link does not exist, 0 if none is free. The tests
+// that choose fixed indexes use 200 and above.
+func freeIndex() int {
+	for i := 1; i < 200; i++ {
+		if !linkExists(hostLink(i)) {
+			return i
+		}
+	}
+	return 0
+}
 
 func linkExists(name string) bool {
 	_, err := net.InterfaceByName(name)
@@ -64,6 +99,13 @@ func (n *Node) makeNetwork() error {
 		func() error { return run("ip", "link", "set", h, "up") },
 		func() error { return in("ip", "addr", "add", n.NodeIP()+"/30", "dev", e) },
 		func() error { return in("ip", "link", "set", e, "up") },
+		// The other nodes' host ends (another cluster's API server, the fleet's Git server and
+		// registry) are reached through the host; no default route, so nothing else is.
+		func() error { return in("ip", "route", "add", nodeNetworks, "via", n.HostIP()) },
+		// A route for the Services' range, as a node's default route gives it: a connection from
+		// the node itself (not a pod) is routed before kube-proxy's rules rewrite its address.
+		// The host does not forward, so an address no rule rewrites goes no further.
+		func() error { return in("ip", "route", "add", ServiceCIDR, "via", n.HostIP()) },
 		// Forwarding only inside the namespace: the bridge routes pods' traffic out the veth.
 		func() error { return in("sh", "-c", "echo 1 >/proc/sys/net/ipv4/ip_forward") },
 	} {

@@ -20,7 +20,8 @@ type Options struct {
 	// Index, 1 to 250, chooses the node's addresses and link names: 10.251.<Index>.1 (host end
 	// of the veth, where the API server listens), 10.251.<Index>.2 (the node), pods in
 	// 10.244.<Index>.0/24, links np-h<Index>, np-e<Index> and the bridge np-br<Index>. Nodes
-	// that run at once need different indexes.
+	// that run at once need different indexes. 0 takes the lowest one no node on this machine
+	// uses (chosen under a machine-wide lock, so fleets of parallel test packages never clash).
 	Index int
 	// Dir is a folder the node owns; Stop removes it.
 	Dir string
@@ -42,6 +43,9 @@ type Control struct {
 	// Issue returns a PEM client certificate and key for user in groups that the API server
 	// accepts (its --client-ca-file): the kubelet's and kube-proxy's identities.
 	Issue func(user string, groups ...string) (cert, key []byte, err error)
+	// Registries are image registries (host:port) that containerd reaches over plain HTTP,
+	// such as the fleet's own on a host address.
+	Registries []string
 }
 
 // Node is one running node.
@@ -113,8 +117,8 @@ func Prepare(opts Options) (*Node, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
-	if opts.Index < 1 || opts.Index > 250 {
-		return nil, fmt.Errorf("node index %d: want 1 to 250", opts.Index)
+	if opts.Index < 0 || opts.Index > 250 {
+		return nil, fmt.Errorf("node index %d: want 1 to 250, or 0 for any free one", opts.Index)
 	}
 	if opts.Name == "" || opts.Dir == "" || opts.BinDir == "" {
 		return nil, errors.New("node: Name, Dir and BinDir are required")
@@ -123,7 +127,17 @@ func Prepare(opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if linkExists(hostLink(opts.Index)) {
+	// The index is taken once the host link exists; the lock covers the choice and the link.
+	unlock, err := lockIndexes()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if opts.Index == 0 {
+		if opts.Index = freeIndex(); opts.Index == 0 {
+			return nil, errors.New("no free node index in 1..250")
+		}
+	} else if linkExists(hostLink(opts.Index)) {
 		return nil, fmt.Errorf("link %s exists: index %d is in use by another node", hostLink(opts.Index), opts.Index)
 	}
 	n := &Node{opts: opts, dir: dir, logDir: opts.LogDir, existed: map[string]bool{}}

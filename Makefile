@@ -95,9 +95,9 @@ E2E_PACKAGES := ./test/e2e/ ./test/fleet/
 .PHONY: test
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
 	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
-	before="$$(hack/leftover-processes.sh list)"; \
+	before="$$(hack/leftovers.sh list)"; \
 	rc=0; go test $(GO_TEST_FLAGS) -p $(TEST_PACKAGES_AT_ONCE) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh) || rc=$$?; \
-	hack/leftover-processes.sh check "$$before" || rc=1; exit $$rc
+	hack/leftovers.sh check "$$before" || rc=1; exit $$rc
 
 # The test binaries: built once per machine into the shared cache, then only looked up. The
 # three scripts run at once (each builds alone under its own lock).
@@ -124,9 +124,9 @@ test-integration: ## Tests against a real API server (envtest), without the loca
 .PHONY: test-node
 test-node: ## The real-node test (root, with hack/node-packages.sh's packages): one node on an envtest API server runs a pod from a local image, then nothing may be left.
 	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)" NODE_BINARIES_DIR="$$(hack/node-binaries.sh)" FLEET_REAL_NODES=1; \
-	before="$$(hack/leftover-processes.sh list)"; \
+	before="$$(hack/leftovers.sh list)"; \
 	rc=0; go test $(GO_TEST_FLAGS) -v -timeout 15m ./test/node/ || rc=$$?; \
-	hack/leftover-processes.sh check "$$before" || rc=1; exit $$rc
+	hack/leftovers.sh check "$$before" || rc=1; exit $$rc
 
 .PHONY: test-e2e
 test-e2e: ## The e2e suite on the local fleet (hub and managed clusters as processes).

@@ -3,10 +3,14 @@
 package chartrender
 
 import (
+	"time"
+
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/release"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 )
 
 // Render returns the chart's manifests (CRDs included) for the given values, as
@@ -29,4 +33,28 @@ func Render(chartDir, namespace, release string, values map[string]any) (string,
 		return "", nil, err
 	}
 	return rel.Manifest, ch, nil
+}
+
+// Install installs the chart as `helm install --namespace namespace --create-namespace --wait`
+// does, with Helm's SDK against the cluster of kubeconfig: the release is stored in the
+// namespace as Helm stores it, and the call returns once the release's workloads are ready.
+func Install(kubeconfig, chartDir, namespace, release string, values map[string]any, timeout time.Duration, logf func(string, ...any)) (*release.Release, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, err
+	}
+	getter := genericclioptions.NewConfigFlags(false)
+	getter.KubeConfig = &kubeconfig
+	getter.Namespace = &namespace
+	cfg := &action.Configuration{}
+	if err := cfg.Init(getter, namespace, "secret", logf); err != nil {
+		return nil, err
+	}
+	install := action.NewInstall(cfg)
+	install.ReleaseName = release
+	install.Namespace = namespace
+	install.CreateNamespace = true
+	install.Wait = true
+	install.Timeout = timeout
+	return install.Run(ch, values)
 }

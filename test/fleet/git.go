@@ -33,9 +33,13 @@ type GitServer struct {
 	requests map[string]int // HTTP requests per served repository, "<name>.git"
 }
 
-// StartGitServer serves the bare repositories in dir/repos; their working copies go to
-// dir/work. Close stops it.
-func StartGitServer(dir string) (*GitServer, error) {
+// StartGitServer serves the bare repositories in dir/repos on loopback; their working copies go
+// to dir/work. Close stops it.
+func StartGitServer(dir string) (*GitServer, error) { return StartGitServerOn(dir, "127.0.0.1") }
+
+// StartGitServerOn is StartGitServer listening on host, for example Fleet.HostAddress, which
+// pods of a fleet with real nodes reach.
+func StartGitServerOn(dir, host string) (*GitServer, error) {
 	git, err := exec.LookPath("git")
 	if err != nil {
 		return nil, fmt.Errorf("the local Git server needs git: %w", err)
@@ -46,7 +50,7 @@ func StartGitServer(dir string) (*GitServer, error) {
 			return nil, err
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return nil, err
 	}

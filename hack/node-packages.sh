@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Installs, as root, the Debian packages a real node of the local fleet needs (test/node) when
-# any is missing: containerd, runc, CNI plugins, iptables, nftables, conntrack. Their services
-# must not start (the fleet runs its own containerd per node, and nothing may touch the host's
-# networking), so a policy-rc.d that refuses every start is in place during the install; an
-# existing one is kept as it was.
+# any is missing: containerd, runc, CNI plugins, iptables, nftables, conntrack; and the ones the
+# node's Argo CD and Redis images are assembled from (test/node/rootfs.go copies their installed
+# files): git, openssh-client, gpg, tini, redis-server and the rest Argo CD's own image holds.
+# Their services must not start (the fleet runs its own containerd per node, nothing may touch
+# the host's networking, and redis-server only provides files for an image), so a policy-rc.d
+# that refuses every start is in place during the install; an existing one is kept as it was.
 set -euo pipefail
 
 PACKAGES=(containerd runc containernetworking-plugins iptables nftables conntrack)
+# For the images (test/node BuildArgoCDImage, BuildRedisImage); redis-tools comes with
+# redis-server and gives the tests redis-cli.
+PACKAGES+=(git git-lfs openssh-client gnupg gpg gpg-agent tini ca-certificates tzdata connect-proxy redis-server)
 POLICY=/usr/sbin/policy-rc.d
 
 log() { echo "node-packages: $*" >&2; }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
@@ -79,7 +80,57 @@ func WriteImage(tarPath string, spec ImageSpec) error {
 	if err != nil {
 		return err
 	}
-	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.DockerManifestSchema2), layer)
+	return writeImage(tarPath, spec.Ref, []v1.Layer{layer}, v1.Config{
+		Entrypoint: []string{entry},
+		Cmd:        spec.Args,
+		User:       fmt.Sprintf("%d:%d", spec.UID, spec.UID),
+		WorkingDir: "/",
+		Env:        []string{"PATH=/"},
+	})
+}
+
+// LayeredImage describes an image of several layers, as WriteLayeredImage writes it.
+type LayeredImage struct {
+	// Ref is the name recorded in the tarball (see ImageSpec.Ref).
+	Ref string
+	// Layers are uncompressed layer tarballs, bottom first (WritePackageLayer,
+	// WriteFilesLayer).
+	Layers     []string
+	Entrypoint []string
+	Cmd        []string
+	Env        []string
+	// User is "uid" or "uid:gid".
+	User       string
+	WorkingDir string
+	// Volumes are paths the runtime mounts a fresh writable folder on, as VOLUME does.
+	Volumes []string
+}
+
+// WriteLayeredImage writes spec as a docker-archive tarball that `ctr images import` loads.
+// The layers stay uncompressed: containerd takes them as they are, and compressing a few
+// hundred megabytes only to unpack them again would cost most of the build.
+func WriteLayeredImage(tarPath string, spec LayeredImage) error {
+	var layers []v1.Layer
+	for _, p := range spec.Layers {
+		l, err := newFileLayer(p)
+		if err != nil {
+			return err
+		}
+		layers = append(layers, l)
+	}
+	c := v1.Config{Entrypoint: spec.Entrypoint, Cmd: spec.Cmd, Env: spec.Env, User: spec.User, WorkingDir: spec.WorkingDir}
+	if len(spec.Volumes) > 0 {
+		c.Volumes = map[string]struct{}{}
+		for _, v := range spec.Volumes {
+			c.Volumes[v] = struct{}{}
+		}
+	}
+	return writeImage(tarPath, spec.Ref, layers, c)
+}
+
+// writeImage writes layers with config c, for linux/amd64, as a docker-archive tarball.
+func writeImage(tarPath, ref string, layers []v1.Layer, c v1.Config) error {
+	img, err := mutate.AppendLayers(mutate.MediaType(empty.Image, types.DockerManifestSchema2), layers...)
 	if err != nil {
 		return err
 	}
@@ -89,20 +140,45 @@ func WriteImage(tarPath string, spec ImageSpec) error {
 	}
 	cfg = cfg.DeepCopy()
 	cfg.Architecture, cfg.OS = "amd64", "linux"
-	cfg.Config.Entrypoint = []string{entry}
-	cfg.Config.Cmd = spec.Args
-	cfg.Config.User = fmt.Sprintf("%d:%d", spec.UID, spec.UID)
-	cfg.Config.WorkingDir = "/"
-	cfg.Config.Env = []string{"PATH=/"}
+	cfg.Config = c
 	img, err = mutate.ConfigFile(img, cfg)
 	if err != nil {
 		return err
 	}
-	ref, err := name.ParseReference(spec.Ref)
+	r, err := name.ParseReference(ref)
 	if err != nil {
 		return err
 	}
-	return tarball.WriteToFile(tarPath, ref, img)
+	return tarball.WriteToFile(tarPath, r, img)
+}
+
+// fileLayer is an uncompressed layer tarball on disk: its digest is its diff ID.
+type fileLayer struct {
+	path   string
+	digest v1.Hash
+	size   int64
+}
+
+func newFileLayer(path string) (*fileLayer, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h, size, err := v1.SHA256(f)
+	if err != nil {
+		return nil, err
+	}
+	return &fileLayer{path: path, digest: h, size: size}, nil
+}
+
+func (l *fileLayer) Digest() (v1.Hash, error)             { return l.digest, nil }
+func (l *fileLayer) DiffID() (v1.Hash, error)             { return l.digest, nil }
+func (l *fileLayer) Compressed() (io.ReadCloser, error)   { return os.Open(l.path) }
+func (l *fileLayer) Uncompressed() (io.ReadCloser, error) { return os.Open(l.path) }
+func (l *fileLayer) Size() (int64, error)                 { return l.size, nil }
+func (l *fileLayer) MediaType() (types.MediaType, error) {
+	return types.DockerUncompressedLayer, nil
 }
 
 // BuildStatic builds a main package of this module (for example ./test/node/images/pause,

@@ -75,6 +75,7 @@ authentication:
   x509: {clientCAFile: %[6]s}
 authorization: {mode: Webhook}
 clusterDomain: cluster.local
+clusterDNS: [`+ClusterDNSIP+`]
 resolvConf: ""
 failSwapOn: false
 makeIPTablesUtilChains: false

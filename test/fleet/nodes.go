@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -72,6 +73,10 @@ type imageStore struct {
 	pauseErr  error
 	// added are the tarballs AddImage imported, for nodes that start later.
 	added []string
+	// dnsTar and dnsRef are the cluster DNS image every node imports.
+	dnsOnce        sync.Once
+	dnsTar, dnsRef string
+	dnsErr         error
 }
 
 func (f *Fleet) nodePlanes() []*controlPlane {
@@ -330,6 +335,55 @@ func (f *Fleet) waitNodes(ctx context.Context) error {
 			return false, nil
 		}); err != nil {
 			return fmt.Errorf("%w (last: %s)", err, last)
+		}
+	}
+	for _, cp := range f.nodePlanes() {
+		if err := f.startClusterDNS(ctx, cp); err != nil {
+			return fmt.Errorf("%s: cluster DNS: %w", cp.name, err)
+		}
+	}
+	for _, cp := range f.nodePlanes() {
+		c, err := client.New(cp.adminConfig, client.Options{Scheme: f.scheme})
+		if err != nil {
+			return err
+		}
+		if err := f.poll(ctx, cp.name+" cluster DNS ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
+			d := &appsv1.Deployment{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "coredns"}, d); err != nil {
+				return false, nil
+			}
+			return d.Status.ReadyReplicas > 0, nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startClusterDNS imports the CoreDNS image into the cluster's node and creates a kubeadm
+// cluster's DNS add-on, which answers the cluster's names and nothing else.
+func (f *Fleet) startClusterDNS(ctx context.Context, cp *controlPlane) error {
+	f.images.dnsOnce.Do(func() {
+		dir := filepath.Join(f.dir, "images")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			f.images.dnsErr = err
+			return
+		}
+		f.images.dnsTar, f.images.dnsRef, f.images.dnsErr = node.BuildCoreDNSImage(f.opts.NodeBinDir, dir)
+	})
+	if f.images.dnsErr != nil {
+		return f.images.dnsErr
+	}
+	if err := cp.node.ImportImage(f.images.dnsTar); err != nil {
+		return err
+	}
+	c, err := client.New(cp.adminConfig, client.Options{Scheme: f.scheme})
+	if err != nil {
+		return err
+	}
+	for _, o := range node.ClusterDNSObjects(f.images.dnsRef) {
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 		}
 	}
 	return nil

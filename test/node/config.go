@@ -55,6 +55,14 @@ state = %[2]q
 }
 `, n.cniNetwork(), n.opts.Index, n.PodCIDR(), filepath.Join(d, "cni", "ipam"))
 
+	// Plain-HTTP registries on this machine: each host is its own only endpoint, so a pull never
+	// falls back to anywhere else.
+	for _, r := range c.Registries {
+		containerdConfig += fmt.Sprintf(`  [plugins."io.containerd.grpc.v1.cri".registry.mirrors.%[1]q]
+    endpoint = ["http://%[1]s"]
+`, r)
+	}
+
 	kubelet := filepath.Join(d, "kubelet")
 	kubeletConfig := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration

@@ -4,15 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,10 +21,10 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/chartrender"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/nodeapps"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -62,32 +58,33 @@ func TestOnRealNodes(t *testing.T) {
 
 	// The images build while the fleet starts. The hub has Argo CD's CRDs, as a hub whose
 	// Argo CD's Applications the pull model delivers.
-	images := buildImages(t, tmp)
+	images := nodeapps.StartBuild(ctx, tmp, imageTag, func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "e2enodes: "+format+"\n", args...)
+	})
 	argoDir, _, err := fleet.ArgoCDBinaries()
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := fleet.StartForTest(t, fleet.Options{BindingNamespace: ns, RealNodes: true, HubCRDPaths: []string{filepath.Join(argoDir, "crds")}})
 	reg := f.RegistryHost()
-	imgs := images.wait(t)
-	for _, img := range imgs.tags(reg) {
-		if err := retag(img.tar, img.ref, filepath.Join(tmp, filepath.Base(img.tar)+".fleet")); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.AddImage(ctx, filepath.Join(tmp, filepath.Base(img.tar)+".fleet")); err != nil {
-			t.Fatal(err)
-		}
+	imgs, errs := images.Wait()
+	for _, err := range errs {
+		t.Error(err)
 	}
-	t.Logf("images in the fleet's registry %s: %v", reg, imgs.refs(reg))
+	if t.Failed() {
+		t.FailNow()
+	}
+	if err := nodeapps.AddToFleet(ctx, f, imgs, tmp); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("images in the fleet's registry %s: %v", reg, imgs.Refs(reg))
 
 	hub := hubClient(t, f)
 	start := time.Now()
-	rel, err := chartrender.Install(f.HubKubeconfigPath(), filepath.Join(testenv.RepoRoot(), "charts", "argocd-agent-addon"), ns, testenv.ChartRelease, map[string]any{
-		"image": map[string]any{"repository": reg + "/argocd-agent-addon", "tag": imageTag},
-		"spoke": map[string]any{"imageRegistry": reg},
-	}, 5*time.Minute, t.Logf)
+	rel, err := chartrender.Install(f.HubKubeconfigPath(), filepath.Join(testenv.RepoRoot(), "charts", "argocd-agent-addon"), ns, testenv.ChartRelease,
+		nodeapps.ChartValues(reg, imageTag), 5*time.Minute, t.Logf)
 	if err != nil {
-		t.Fatalf("helm install: %v\n%s", err, podReport(ctx, f, "hub", ns))
+		t.Fatalf("helm install: %v\n%s", err, nodeapps.PodReport(ctx, f, "hub", ns))
 	}
 	t.Logf("helm install %s (revision %d): the manager's pod is Ready %s after the install began", rel.Name, rel.Version, time.Since(start).Round(time.Second))
 
@@ -131,9 +128,9 @@ func TestOnRealNodes(t *testing.T) {
 			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "argocd-application-controller"}},
 		} {
 			eventually(ctx, t, f, fmt.Sprintf("%s: %T %s ready", c, w, w.GetName()), 6*time.Minute, func(ctx context.Context) (bool, string) {
-				ok, state := workloadReady(ctx, sc, w)
+				ok, state := nodeapps.WorkloadReady(ctx, sc, w)
 				if !ok {
-					state += "\n" + podReport(ctx, f, c, agentNS)
+					state += "\n" + nodeapps.PodReport(ctx, f, c, agentNS)
 				}
 				return ok, state
 			})
@@ -151,7 +148,7 @@ func TestOnRealNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := repo.Commit(guestbookFiles(imgs.helloRef(reg)), "guestbook"); err != nil {
+	if _, err := repo.Commit(nodeapps.GuestbookFiles(imgs.HelloRef(reg)), "guestbook"); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range f.Clusters() {
@@ -159,7 +156,7 @@ func TestOnRealNodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		app := guestbookApp(git.URL() + "/" + guestbook + ".git")
+		app := nodeapps.GuestbookApp(agentNS, git.URL()+"/"+guestbook+".git")
 		if err := sc.Create(ctx, app); err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +167,7 @@ func TestOnRealNodes(t *testing.T) {
 			sync, _, _ := unstructured.NestedString(app.Object, "status", "sync", "status")
 			health, _, _ := unstructured.NestedString(app.Object, "status", "health", "status")
 			conds, _, _ := unstructured.NestedSlice(app.Object, "status", "conditions")
-			return sync == "Synced" && health == "Healthy", fmt.Sprintf("sync %q health %q conditions %v\n%s", sync, health, conds, podReport(ctx, f, c, guestbook))
+			return sync == "Synced" && health == "Healthy", fmt.Sprintf("sync %q health %q conditions %v\n%s", sync, health, conds, nodeapps.PodReport(ctx, f, c, guestbook))
 		})
 		t.Logf("%s: guestbook Synced and Healthy (its pod runs), %s after the install began", c, time.Since(start).Round(time.Second))
 	}
@@ -228,7 +225,7 @@ func pullModel(ctx context.Context, t *testing.T, f *fleet.Fleet, hub client.Cli
 		if err != nil {
 			return false, err.Error()
 		}
-		return st.Sync == "Synced" && st.Health == "Healthy", st.String() + "\n" + podReport(ctx, f, cluster, dest)
+		return st.Sync == "Synced" && st.Health == "Healthy", st.String() + "\n" + nodeapps.PodReport(ctx, f, cluster, dest)
 	})
 	t.Logf("pull model: hub Application %s Synced and Healthy, synced by %s's Argo CD pods, %s after the install began", app, cluster, time.Since(start).Round(time.Second))
 }
@@ -254,7 +251,7 @@ func brokenProbeIsCaught(ctx context.Context, t *testing.T, f *fleet.Fleet) {
 	}
 	deadline := time.Now().Add(45 * time.Second)
 	for time.Now().Before(deadline) {
-		if ok, _ := workloadReady(ctx, hub, &appsv1.Deployment{ObjectMeta: d.ObjectMeta}); ok {
+		if ok, _ := nodeapps.WorkloadReady(ctx, hub, &appsv1.Deployment{ObjectMeta: d.ObjectMeta}); ok {
 			t.Fatalf("a manager whose readiness probe targets port 1 reads as ready")
 		}
 		time.Sleep(2 * time.Second)
@@ -270,69 +267,7 @@ func brokenProbeIsCaught(ctx context.Context, t *testing.T, f *fleet.Fleet) {
 	if !seen {
 		t.Errorf("no Unhealthy event names the failed readiness probe")
 	}
-	t.Logf("a readiness probe broken on purpose keeps the manager's new pod unready (%s)", podReport(ctx, f, "hub", ns))
-}
-
-// workloadReady reports whether a Deployment or StatefulSet has rolled out, as `kubectl rollout
-// status` decides: the controller saw the current spec, and every replica runs it and is
-// available (a pod of the previous spec that is still ready does not count).
-func workloadReady(ctx context.Context, c client.Client, w client.Object) (bool, string) {
-	if err := c.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
-		return false, err.Error()
-	}
-	switch w := w.(type) {
-	case *appsv1.Deployment:
-		want := int32(1)
-		if w.Spec.Replicas != nil {
-			want = *w.Spec.Replicas
-		}
-		st := w.Status
-		return st.ObservedGeneration == w.Generation && st.UpdatedReplicas == want && st.Replicas == want && st.AvailableReplicas == want,
-			fmt.Sprintf("replicas %d, updated %d, available %d of %d", st.Replicas, st.UpdatedReplicas, st.AvailableReplicas, want)
-	case *appsv1.StatefulSet:
-		want := int32(1)
-		if w.Spec.Replicas != nil {
-			want = *w.Spec.Replicas
-		}
-		st := w.Status
-		return st.ObservedGeneration == w.Generation && st.UpdateRevision == st.CurrentRevision && st.UpdatedReplicas == want && st.ReadyReplicas == want,
-			fmt.Sprintf("revision %s of %s, updated %d, ready %d of %d", st.CurrentRevision, st.UpdateRevision, st.UpdatedReplicas, st.ReadyReplicas, want)
-	}
-	return false, fmt.Sprintf("unknown workload %T", w)
-}
-
-// podReport describes the pods of a namespace: phase, container states and their reasons, for
-// a failure message.
-func podReport(ctx context.Context, f *fleet.Fleet, cluster, namespace string) string {
-	var c client.Client
-	if cluster == "hub" {
-		c = f.HubClient()
-	} else {
-		var err error
-		if c, err = f.SpokeClient(cluster); err != nil {
-			return err.Error()
-		}
-	}
-	pods := &corev1.PodList{}
-	if err := c.List(ctx, pods, client.InNamespace(namespace)); err != nil {
-		return err.Error()
-	}
-	var b strings.Builder
-	for _, p := range pods.Items {
-		fmt.Fprintf(&b, "  pod %s/%s %s:", cluster, p.Name, p.Status.Phase)
-		for _, s := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-			switch {
-			case s.State.Waiting != nil:
-				fmt.Fprintf(&b, " %s waiting %s %s;", s.Name, s.State.Waiting.Reason, s.State.Waiting.Message)
-			case s.State.Terminated != nil:
-				fmt.Fprintf(&b, " %s terminated %s exit %d %s;", s.Name, s.State.Terminated.Reason, s.State.Terminated.ExitCode, s.State.Terminated.Message)
-			default:
-				fmt.Fprintf(&b, " %s running ready=%t restarts=%d;", s.Name, s.Ready, s.RestartCount)
-			}
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
+	t.Logf("a readiness probe broken on purpose keeps the manager's new pod unready (%s)", nodeapps.PodReport(ctx, f, "hub", ns))
 }
 
 func eventually(ctx context.Context, t *testing.T, f *fleet.Fleet, what string, timeout time.Duration, cond func(ctx context.Context) (bool, string)) {
@@ -367,195 +302,4 @@ func hubClient(t *testing.T, f *fleet.Fleet) client.Client {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// guestbookApp is an Application of the components addon's Argo CD (in its namespace) that
-// deploys the guestbook folder into namespace guestbook.
-func guestbookApp(repoURL string) *unstructured.Unstructured {
-	app := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "argoproj.io/v1alpha1",
-		"kind":       "Application",
-		"metadata":   map[string]any{"name": guestbook, "namespace": agentNS},
-		"spec": map[string]any{
-			"project":     "default",
-			"source":      map[string]any{"repoURL": repoURL, "targetRevision": "main", "path": guestbook},
-			"destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": guestbook},
-			"syncPolicy": map[string]any{
-				"automated":   map[string]any{},
-				"syncOptions": []any{"CreateNamespace=true"},
-			},
-		},
-	}}
-	return app
-}
-
-// guestbookFiles is a small app whose pod runs the hello test image: ready only once its
-// ConfigMap volume is mounted, behind a Service.
-func guestbookFiles(image string) map[string]string {
-	return map[string]string{
-		guestbook + "/configmap.yaml": `apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: guestbook
-data:
-  greeting: hello from the guestbook
-`,
-		guestbook + "/deployment.yaml": fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: guestbook
-spec:
-  selector:
-    matchLabels: {app: guestbook}
-  template:
-    metadata:
-      labels: {app: guestbook}
-    spec:
-      securityContext: {runAsNonRoot: true}
-      containers:
-      - name: guestbook
-        image: %s
-        env:
-        - {name: GREETING, value: guestbook}
-        - {name: SECRET_FILE, value: /config/greeting}
-        ports:
-        - containerPort: 8080
-        readinessProbe:
-          httpGet: {path: /readyz, port: 8080}
-          periodSeconds: 2
-        volumeMounts:
-        - {name: config, mountPath: /config, readOnly: true}
-      volumes:
-      - name: config
-        configMap: {name: guestbook}
-`, image),
-		guestbook + "/service.yaml": `apiVersion: v1
-kind: Service
-metadata:
-  name: guestbook
-spec:
-  selector: {app: guestbook}
-  ports:
-  - port: 80
-    targetPort: 8080
-`,
-	}
-}
-
-// builtImage is an image tarball and the repository:tag it goes under in the fleet's registry.
-type builtImage struct{ tar, ref string }
-
-type imageSet struct {
-	manager, argocd, redis, hello string
-}
-
-// tags names each image as the manifests that run it do once spoke.imageRegistry is the
-// fleet's registry: the upstream repositories and tags of the components addon's Argo CD.
-func (s imageSet) tags(reg string) []builtImage {
-	up, _ := spoke.UpstreamImages()
-	return []builtImage{
-		{s.manager, reg + "/argocd-agent-addon:" + imageTag},
-		{s.argocd, spoke.RewriteRegistry(up.ArgoCD, reg)},
-		{s.redis, spoke.RewriteRegistry(up.Redis, reg)},
-		{s.hello, s.helloRef(reg)},
-	}
-}
-
-func (s imageSet) helloRef(reg string) string { return reg + "/e2e/hello:1" }
-
-func (s imageSet) refs(reg string) []string {
-	var out []string
-	for _, i := range s.tags(reg) {
-		out = append(out, i.ref)
-	}
-	return out
-}
-
-type imageBuild struct {
-	wg  sync.WaitGroup
-	set imageSet
-	err []error
-	mu  sync.Mutex
-}
-
-func (b *imageBuild) wait(t *testing.T) imageSet {
-	b.wg.Wait()
-	for _, err := range b.err {
-		t.Error(err)
-	}
-	if t.Failed() {
-		t.FailNow()
-	}
-	return b.set
-}
-
-func (b *imageBuild) run(what string, fn func() error) {
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		start := time.Now()
-		err := fn()
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		if err != nil {
-			b.err = append(b.err, fmt.Errorf("building the %s image: %w", what, err))
-		} else {
-			fmt.Fprintf(os.Stderr, "e2enodes: %s image built in %s\n", what, time.Since(start).Round(100*time.Millisecond))
-		}
-	}()
-}
-
-// buildImages builds the project's image (as `make image` does), Argo CD's from the pinned
-// binary, redis's and the test image, each under a placeholder name retagged for the registry.
-func buildImages(t *testing.T, dir string) *imageBuild {
-	root := testenv.RepoRoot()
-	b := &imageBuild{}
-	b.run("project", func() error {
-		bin := filepath.Join(dir, "argocd-agent-addon")
-		if err := node.BuildStatic(root, "./cmd/argocd-agent-addon", bin); err != nil {
-			return err
-		}
-		b.set.manager = filepath.Join(dir, "manager.tar")
-		cmd := exec.Command("go", "run", "./hack/image", "--binary", bin, "--out", filepath.Join(dir, "oci"), "--tar", b.set.manager, "--tag", "localhost/argocd-agent-addon:"+imageTag)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		return nil
-	})
-	b.run("Argo CD", func() error {
-		argo, _, err := fleet.ArgoCDBinaries()
-		if err != nil {
-			return err
-		}
-		b.set.argocd, err = node.BuildArgoCDImage(argo, dir, "localhost/argocd:fleet")
-		return err
-	})
-	b.run("redis", func() error {
-		var err error
-		b.set.redis, err = node.BuildRedisImage(dir, "localhost/redis:fleet")
-		return err
-	})
-	b.run("hello", func() error {
-		bin := filepath.Join(dir, "hello")
-		if err := node.BuildStatic(root, "./test/node/images/hello", bin); err != nil {
-			return err
-		}
-		b.set.hello = filepath.Join(dir, "hello.tar")
-		return node.WriteImage(b.set.hello, node.ImageSpec{Ref: "localhost/hello:fleet", Binary: bin, UID: 65532})
-	})
-	return b
-}
-
-// retag writes the single image of a tarball to out under ref.
-func retag(tarPath, ref, out string) error {
-	img, err := tarball.ImageFromPath(tarPath, nil)
-	if err != nil {
-		return err
-	}
-	tag, err := name.NewTag(ref, name.Insecure)
-	if err != nil {
-		return err
-	}
-	return tarball.WriteToFile(out, tag, img)
 }

@@ -1,0 +1,177 @@
+// Package nodeapps holds what the end-to-end test on real nodes (test/e2enodes) and the demo
+// (test/demo) both run on a fleet with real nodes (test/fleet's Options.RealNodes): the images
+// built on this machine and their names in the fleet's registry, the chart's values for them,
+// the guestbook that the Argo CD pods sync, and reports of the pods as `kubectl get pods` shows
+// them.
+package nodeapps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+// Image is an image tarball and the repository:tag it goes under in the fleet's registry.
+type Image struct{ Tar, Ref string }
+
+// Images are the tarballs Build wrote: the project's (the manager, and each agent's
+// cert-reloader), Argo CD's, Redis's and the hello test image the guestbook runs.
+type Images struct {
+	Manager, ArgoCD, Redis, Hello string
+	// ManagerTag is the project image's tag in the fleet's registry.
+	ManagerTag string
+}
+
+// Tags names each image as the manifests that run it do once spoke.imageRegistry is the
+// fleet's registry: the upstream repositories and tags of the components addon's Argo CD.
+func (s Images) Tags(reg string) []Image {
+	up, _ := spoke.UpstreamImages()
+	return []Image{
+		{s.Manager, ManagerRepository(reg) + ":" + s.ManagerTag},
+		{s.ArgoCD, spoke.RewriteRegistry(up.ArgoCD, reg)},
+		{s.Redis, spoke.RewriteRegistry(up.Redis, reg)},
+		{s.Hello, s.HelloRef(reg)},
+	}
+}
+
+// HelloRef is the hello test image's name in the registry reg.
+func (s Images) HelloRef(reg string) string { return reg + "/e2e/hello:1" }
+
+// Refs are the names of Tags.
+func (s Images) Refs(reg string) []string {
+	var out []string
+	for _, i := range s.Tags(reg) {
+		out = append(out, i.Ref)
+	}
+	return out
+}
+
+// ManagerRepository is the project image's repository in the registry reg.
+func ManagerRepository(reg string) string { return reg + "/argocd-agent-addon" }
+
+// ChartValues are the chart's values that run the manager from the fleet's registry reg and
+// point every image the addon runs on the managed clusters there (the mirror a user of an
+// air-gapped network sets with spoke.imageRegistry).
+func ChartValues(reg, tag string) map[string]any {
+	return map[string]any{
+		"image": map[string]any{"repository": ManagerRepository(reg), "tag": tag},
+		"spoke": map[string]any{"imageRegistry": reg},
+	}
+}
+
+// Build builds the images at once, in the background.
+type Build struct {
+	wg  sync.WaitGroup
+	set Images
+	err []error
+	mu  sync.Mutex
+}
+
+// Wait returns the images once every build has ended, with the builds' errors.
+func (b *Build) Wait() (Images, []error) {
+	b.wg.Wait()
+	return b.set, b.err
+}
+
+func (b *Build) run(what string, logf func(string, ...any), fn func() error) {
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		start := time.Now()
+		err := fn()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if err != nil {
+			b.err = append(b.err, fmt.Errorf("building the %s image: %w", what, err))
+		} else {
+			logf("%s image built in %s", what, time.Since(start).Round(100*time.Millisecond))
+		}
+	}()
+}
+
+// StartBuild builds, in dir, the project's image (as `make image` does, tagged managerTag),
+// Argo CD's from the pinned binary, Redis's and the hello test image, each under a placeholder
+// name that AddToFleet retags for the fleet's registry. Argo CD's and Redis's are cached by
+// content, so later runs find them.
+func StartBuild(ctx context.Context, dir, managerTag string, logf func(string, ...any)) *Build {
+	root := testenv.RepoRoot()
+	b := &Build{set: Images{ManagerTag: managerTag}}
+	b.run("project", logf, func() error {
+		bin := filepath.Join(dir, "argocd-agent-addon")
+		if err := node.BuildStatic(root, "./cmd/argocd-agent-addon", bin); err != nil {
+			return err
+		}
+		b.set.Manager = filepath.Join(dir, "manager.tar")
+		cmd := exec.CommandContext(ctx, "go", "run", "./hack/image", "--binary", bin, "--out", filepath.Join(dir, "oci"), "--tar", b.set.Manager, "--tag", "localhost/argocd-agent-addon:"+managerTag)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	b.run("Argo CD", logf, func() error {
+		argo, _, err := fleet.ArgoCDBinaries()
+		if err != nil {
+			return err
+		}
+		b.set.ArgoCD, err = node.BuildArgoCDImage(argo, dir, "localhost/argocd:fleet")
+		return err
+	})
+	b.run("redis", logf, func() error {
+		var err error
+		b.set.Redis, err = node.BuildRedisImage(dir, "localhost/redis:fleet")
+		return err
+	})
+	b.run("hello", logf, func() error {
+		bin := filepath.Join(dir, "hello")
+		if err := node.BuildStatic(root, "./test/node/images/hello", bin); err != nil {
+			return err
+		}
+		b.set.Hello = filepath.Join(dir, "hello.tar")
+		return node.WriteImage(b.set.Hello, node.ImageSpec{Ref: "localhost/hello:fleet", Binary: bin, UID: 65532})
+	})
+	return b
+}
+
+// AddToFleet retags every image for the fleet's registry (the tarballs go to dir) and adds it
+// to the fleet: pushed to the registry and imported into each node's containerd.
+func AddToFleet(ctx context.Context, f *fleet.Fleet, imgs Images, dir string) error {
+	for _, img := range imgs.Tags(f.RegistryHost()) {
+		out := filepath.Join(dir, filepath.Base(img.Tar)+".fleet")
+		if err := Retag(img.Tar, img.Ref, out); err != nil {
+			return err
+		}
+		if err := f.AddImage(ctx, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Retag writes the single image of a tarball to out under ref.
+func Retag(tarPath, ref, out string) error {
+	if tarPath == "" {
+		return errors.New("retag " + ref + ": no image was built")
+	}
+	img, err := tarball.ImageFromPath(tarPath, nil)
+	if err != nil {
+		return err
+	}
+	tag, err := name.NewTag(ref, name.Insecure)
+	if err != nil {
+		return err
+	}
+	return tarball.WriteToFile(out, tag, img)
+}

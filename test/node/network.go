@@ -38,6 +38,49 @@ func lockIndexes() (unlock func(), err error) {
 	return func() { _ = unix.Flock(int(f.Fd()), unix.LOCK_UN); f.Close() }, nil
 }
 
+// fixedPathsRecord lists the fixed paths (fixedDirs) that were missing when a node of this
+// machine started: the nodes made them, whichever stops last removes them. Read and written
+// under the index lock.
+const fixedPathsRecord = "/run/fleet-node-fixed-paths"
+
+// recordFixedPaths adds the fixed paths missing now to the record and returns the record.
+func recordFixedPaths() (map[string]bool, error) {
+	made := readFixedPathsRecord()
+	for _, p := range fixedDirs {
+		if _, err := os.Lstat(p); os.IsNotExist(err) {
+			made[p] = true
+		}
+	}
+	return made, writeFixedPathsRecord(made)
+}
+
+func readFixedPathsRecord() map[string]bool {
+	made := map[string]bool{}
+	b, _ := os.ReadFile(fixedPathsRecord)
+	for _, l := range strings.Split(string(b), "\n") {
+		if l != "" {
+			made[l] = true
+		}
+	}
+	return made
+}
+
+func writeFixedPathsRecord(made map[string]bool) error {
+	if len(made) == 0 {
+		if err := os.Remove(fixedPathsRecord); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		return nil
+	}
+	var b strings.Builder
+	for _, p := range fixedDirs {
+		if made[p] {
+			b.WriteString(p + "\n")
+		}
+	}
+	return os.WriteFile(fixedPathsRecord, []byte(b.String()), 0o644)
+}
+
 // freeIndex is the lowest index whose host link does not exist, 0 if none is free. The tests
 // that choose fixed indexes use 200 and above.
 func freeIndex() int {

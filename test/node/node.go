@@ -54,8 +54,8 @@ type Node struct {
 	// dir is Options.Dir made absolute: the kubelet needs an absolute root.
 	dir, logDir string
 	netns       string
-	// existed records which fixed paths were there before the node started, so that Stop
-	// removes only the ones it caused.
+	// existed records which fixed paths were the host's before any node of this machine
+	// started (fixedPathsRecord), so that Stop removes only the ones nodes caused.
 	existed map[string]bool
 
 	mu      sync.Mutex
@@ -141,12 +141,17 @@ func Prepare(opts Options) (*Node, error) {
 		return nil, fmt.Errorf("link %s exists: index %d is in use by another node", hostLink(opts.Index), opts.Index)
 	}
 	n := &Node{opts: opts, dir: dir, logDir: opts.LogDir, existed: map[string]bool{}}
-	if n.logDir == "" {
-		n.logDir = filepath.Join(dir, "logs")
+	made, err := recordFixedPaths()
+	if err != nil {
+		return nil, err
 	}
 	for _, p := range fixedDirs {
 		_, err := os.Lstat(p)
-		n.existed[p] = err == nil
+		// A path an earlier node of this machine made is the fleet's, not the host's.
+		n.existed[p] = err == nil && !made[p]
+	}
+	if n.logDir == "" {
+		n.logDir = filepath.Join(dir, "logs")
 	}
 	for _, d := range []string{dir, n.logDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {

@@ -248,7 +248,8 @@ func (n *Node) removeNetwork() error {
 
 // removeFixedPaths removes what the kubelet and the CNI plugins write outside the node's
 // folder whatever they are told: the pods' log symlinks, the device-plugin socket, the CNI
-// result cache; and the folders holding them when the node made them and they are empty.
+// result cache; and, once no kubelet runs, the folders holding them that nodes made (whichever
+// node made them: the last to stop removes them).
 func (n *Node) removeFixedPaths() error {
 	var errs []error
 	for _, l := range n.fixedPathLeftovers() {
@@ -256,13 +257,34 @@ func (n *Node) removeFixedPaths() error {
 			errs = append(errs, err)
 		}
 	}
+	unlock, err := lockIndexes()
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	defer unlock()
+	if otherKubeletRuns() {
+		return errors.Join(errs...)
+	}
+	made := readFixedPathsRecord()
 	for _, d := range fixedDirs {
-		if !n.existed[d] {
-			_ = os.Remove(d) // only when empty
+		if !made[d] {
+			continue
+		}
+		if d == devicePluginsDir {
+			for _, f := range deviceCheckpoints {
+				_ = os.Remove(filepath.Join(d, f))
+			}
+		}
+		// Only when empty: a file no node explains stays, and so does its folder.
+		if err := os.Remove(d); err == nil || os.IsNotExist(err) {
+			delete(made, d)
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, writeFixedPathsRecord(made))...)
 }
+
+// deviceCheckpoints are the files every kubelet writes in the device-plugin folder.
+var deviceCheckpoints = []string{"kubelet.sock", "kubelet_internal_checkpoint", "DEPRECATION"}
 
 // fixedPathLeftovers lists the node's files in the fixed paths. The device-plugin socket is
 // shared by every kubelet here, so it counts only while no other kubelet runs.
@@ -287,7 +309,7 @@ func (n *Node) fixedPathLeftovers() []string {
 		}
 	}
 	if !n.existed[devicePluginsDir] && !otherKubeletRuns() {
-		for _, f := range []string{"kubelet.sock", "kubelet_internal_checkpoint", "DEPRECATION"} {
+		for _, f := range deviceCheckpoints {
 			if _, err := os.Lstat(filepath.Join(devicePluginsDir, f)); err == nil {
 				out = append(out, filepath.Join(devicePluginsDir, f))
 			}

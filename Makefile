@@ -89,8 +89,9 @@ ocm-binaries: ## Build or locate the OCM hub controllers and klusterlet agent fo
 argocd-binaries: ## Build or locate Argo CD (one binary for every component) and its CRDs for the local fleet.
 	hack/argocd-binaries.sh
 
-# The packages that start the local fleet (OCM, Argo CD and kube-controller-manager as processes).
-E2E_PACKAGES := ./test/e2e/ ./test/fleet/
+# The packages that start the local fleet (OCM, Argo CD and kube-controller-manager as processes,
+# and test/e2enodes on real nodes).
+E2E_PACKAGES := ./test/e2e/ ./test/e2enodes/ ./test/fleet/
 
 .PHONY: test
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
@@ -100,13 +101,18 @@ test: verify lint ## The whole suite: generated-files check, lint, unit, integra
 	hack/leftovers.sh check "$$before" || rc=1; exit $$rc
 
 # The test binaries: built once per machine into the shared cache, then only looked up. The
-# three scripts run at once (each builds alone under its own lock).
+# four scripts run at once (each builds alone under its own lock). The real nodes' Debian
+# packages are installed first (root); FLEET_REAL_NODES=0 leaves the real-node tests out.
+FLEET_REAL_NODES ?= 1
 TEST_ENV = mkdir -p $(BIN); \
+	if [[ "$(FLEET_REAL_NODES)" == 1 ]]; then hack/node-packages.sh; fi; \
 	hack/test-binaries.sh >$(BIN)/.k8s-dir & k8s=$$!; \
 	hack/ocm-binaries.sh >$(BIN)/.ocm-dir & ocm=$$!; \
 	hack/argocd-binaries.sh >$(BIN)/.argocd-dir & argocd=$$!; \
-	wait $$k8s; wait $$ocm; wait $$argocd; \
-	export KUBEBUILDER_ASSETS="$$(cat $(BIN)/.k8s-dir)" OCM_BINARIES_DIR="$$(cat $(BIN)/.ocm-dir)" ARGOCD_BINARIES_DIR="$$(cat $(BIN)/.argocd-dir)";
+	hack/node-binaries.sh >$(BIN)/.node-dir & nodes=$$!; \
+	wait $$k8s; wait $$ocm; wait $$argocd; wait $$nodes; \
+	export KUBEBUILDER_ASSETS="$$(cat $(BIN)/.k8s-dir)" OCM_BINARIES_DIR="$$(cat $(BIN)/.ocm-dir)" ARGOCD_BINARIES_DIR="$$(cat $(BIN)/.argocd-dir)" \
+		NODE_BINARIES_DIR="$$(cat $(BIN)/.node-dir)" FLEET_REAL_NODES="$(FLEET_REAL_NODES)";
 
 # The tests, and the project's own processes they start, run with client-go's cache mutation
 # detector (test/testenv/mutation.go); the demo does not.
@@ -122,10 +128,11 @@ test-integration: ## Tests against a real API server (envtest), without the loca
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $$(go list ./... | grep -v -e /test/e2e -e /test/fleet)
 
 .PHONY: test-node
-test-node: ## The real-node test (root, with hack/node-packages.sh's packages): one node on an envtest API server runs a pod from a local image, then nothing may be left.
-	export KUBEBUILDER_ASSETS="$$(hack/test-binaries.sh)" NODE_BINARIES_DIR="$$(hack/node-binaries.sh)" FLEET_REAL_NODES=1; \
+test-node: ## The real-node tests alone (root): test/node's nodes, the fleet on real nodes, and the e2e on real nodes (test/e2enodes); then nothing may be left.
+	$(TEST_ENV) \
 	before="$$(hack/leftovers.sh list)"; \
-	rc=0; go test $(GO_TEST_FLAGS) -v -timeout 15m ./test/node/ || rc=$$?; \
+	rc=0; go test $(GO_TEST_FLAGS) -v -timeout 20m ./test/node/ ./test/e2enodes/ || rc=$$?; \
+	go test $(GO_TEST_FLAGS) -v -timeout 10m -run TestFleetRealNodes ./test/fleet/ || rc=$$?; \
 	hack/leftovers.sh check "$$before" || rc=1; exit $$rc
 
 .PHONY: test-e2e
@@ -146,9 +153,12 @@ fuzz: ## Fuzz the signer's CSR checks for two minutes.
 
 ##@ Run
 .PHONY: demo
-demo: build ## Start a local OCM hub and two managed clusters, run the manager, apply the example, deploy a guestbook with Argo CD and show the result.
+demo: ## As root: a local OCM hub and two managed clusters with real nodes; helm install the chart, apply the example, Argo CD's pods deploy a guestbook; show the result.
+	go build -o $(BIN)/demo ./test/demo
+	$(BIN)/demo --preflight
 	$(TEST_ENV) \
-	go run ./test/demo $(if $(DEMO_EXIT),--exit)
+	export NODE_BINARIES_DIR="$$(hack/node-binaries.sh)"; \
+	exec $(BIN)/demo $(if $(DEMO_EXIT),--exit)
 
 .PHONY: clean
 clean: ## Remove build outputs (keeps the cached test binaries).

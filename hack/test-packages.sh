@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 slow=(
 	test/e2e            # ~500 s
+	test/e2enodes       # ~240 s, real nodes
 	pkg/gitopscluster   # ~280 s
 	pkg/ledger          # ~180 s
 	test/fault          # ~140 s
@@ -16,6 +17,7 @@ slow=(
 	pkg/pullmodel/clusters
 	test/certmanager
 	test/fleet
+	test/node           # ~120 s, real nodes
 )
 module=$(go list -m)
 exclude=()

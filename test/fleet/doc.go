@@ -32,7 +32,11 @@
 // hack/argocd-binaries.sh (Argo CD, only when StartArgoCD is called; honours
 // ARGOCD_BINARIES_DIR), all built from the Go module proxy once and cached under bin/.
 //
-// Two things are simulated. The kubelet: Deployments never get pods, so tests that need an
+// With Options.RealNodes nothing is simulated: every cluster, hub included, gets a real node
+// (package test/node), a kube-scheduler, the controller manager's workload controllers and a
+// cluster DNS, and pods run from images in the fleet's own registry (AddImage); see nodes.go.
+// test/e2enodes runs the chart's manager and the components addon's Argo CD that way. Without
+// it, two things are simulated. The kubelet: Deployments never get pods, so tests that need an
 // available Deployment on a managed cluster call Fleet.MarkDeploymentAvailable (the work agent
 // feeds that status back to the hub, where the addon manager's WorkloadAvailability probe
 // reads it). The Services' network (kube-proxy, a load balancer): processes reach each other on

@@ -126,6 +126,18 @@ func TestFleetRealNodes(t *testing.T) {
 		out, err := f.NodeOf("cluster1").InNetns(bin, "-get", "http://"+svc.Spec.ClusterIP+"/").CombinedOutput()
 		return err == nil && strings.Contains(string(out), "greeting=from-a-deployment secret=t0k uid=65532"), fmt.Errorf("%v: %s", err, out)
 	})
+	// A Service address without a Service goes nowhere: the node's guard refuses it instead of
+	// handing it to the host.
+	before, err := f.NodeOf("cluster1").GuardRejected()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := f.NodeOf("cluster1").InNetns(bin, "-get", "http://10.0.0.250/").CombinedOutput(); err == nil || !strings.Contains(string(out), "refused") {
+		t.Errorf("GET an unused Service address from the node: want connection refused, got %v: %s", err, out)
+	}
+	if after, err := f.NodeOf("cluster1").GuardRejected(); err != nil || after <= before {
+		t.Errorf("the node's guard counted %d rejected packets, %d before (%v)", after, before, err)
+	}
 	// The API server reaches the kubelet for logs by the node's InternalIP.
 	cs := kubernetes.NewForConfigOrDie(f.SpokeConfig("cluster1"))
 	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=hello"})

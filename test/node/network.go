@@ -16,8 +16,34 @@ import (
 // ClusterDNSIP.
 const ServiceCIDR = "10.0.0.0/24"
 
+// guardComment marks the node namespace's rules that keep Service traffic in the namespace.
+const guardComment = "fleet: service range stays on the node"
+
 // nodeNetworks holds every node's veth pair (10.251.<index>.0/30).
 const nodeNetworks = "10.251.0.0/16"
+
+func guardRule(chain string) []string {
+	return []string{"iptables", "-A", chain, "-d", ServiceCIDR, "-m", "comment", "--comment", guardComment, "-j", "REJECT"}
+}
+
+// GuardRejected is how many packets the node's guard rules stopped: traffic to a Service
+// address that no kube-proxy rule rewrote.
+func (n *Node) GuardRejected() (int, error) {
+	out, err := n.InNetns("iptables", "-L", "-v", "-n", "-x").CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("iptables -L: %v: %s", err, out)
+	}
+	total := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); strings.Contains(l, guardComment) && len(f) > 0 {
+			var p int
+			if _, err := fmt.Sscan(f[0], &p); err == nil {
+				total += p
+			}
+		}
+	}
+	return total, nil
+}
 
 func hostLink(index int) string { return fmt.Sprintf("np-h%d", index) }
 func nodeLink(index int) string { return fmt.Sprintf("np-e%d", index) }
@@ -149,6 +175,10 @@ func (n *Node) makeNetwork() error {
 		// the node itself (not a pod) is routed before kube-proxy's rules rewrite its address.
 		// The host does not forward, so an address no rule rewrites goes no further.
 		func() error { return in("ip", "route", "add", ServiceCIDR, "via", n.HostIP()) },
+		// What kube-proxy did not rewrite to a pod stops here, whatever the host's forwarding
+		// setting: a Service address is never sent to the host to be routed further.
+		func() error { return in(guardRule("OUTPUT")...) },
+		func() error { return in(guardRule("FORWARD")...) },
 		// Forwarding only inside the namespace: the bridge routes pods' traffic out the veth.
 		func() error { return in("sh", "-c", "echo 1 >/proc/sys/net/ipv4/ip_forward") },
 	} {

@@ -157,7 +157,6 @@ demo: ## As root: a local OCM hub and two managed clusters with real nodes; helm
 	go build -o $(BIN)/demo ./test/demo
 	$(BIN)/demo --preflight
 	$(TEST_ENV) \
-	export NODE_BINARIES_DIR="$$(hack/node-binaries.sh)"; \
 	exec $(BIN)/demo $(if $(DEMO_EXIT),--exit)
 
 .PHONY: clean

@@ -5,79 +5,70 @@ import (
 	"fmt"
 	"os"
 	"text/tabwriter"
-	"time"
 
-	"github.com/go-logr/logr"
-	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/nodeapps"
 )
 
 // pullNS is the workload namespace of the pull-model guestbook on each cluster.
 const pullNS = "guestbook-pull"
 
-// deployPullModel shows the basic pull model: Argo CD's CRDs (and its applicationset-controller)
-// on the hub, one hub Application per cluster marked for it; the manager delivers each as a
-// ManifestWork, OCM's work agent applies it, the cluster's Argo CD syncs it, and the status comes
-// back to the hub Application.
+// deployPullModel shows the basic pull model: one hub Application per cluster marked for it;
+// the manager's pod delivers each as a ManifestWork, OCM's work agent applies it, the
+// cluster's Argo CD pods sync it, and the status comes back to the hub Application.
 func (d *demo) deployPullModel(ctx context.Context) error {
-	// The API server warns that Argo CD's finalizer name has no path; the demo's own client
-	// would print that through controller-runtime's unset logger as a stack trace.
-	ctrllog.SetLogger(logr.Discard())
-	if _, err := d.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ApplicationSetOnly: true}); err != nil {
+	if err := fleet.EnsureNamespaces(ctx, d.hub, fleet.ArgoCDNamespace); err != nil {
 		return err
 	}
-	progress("hub: Argo CD's CRDs and applicationset-controller up; the manager starts its pull model within a minute")
-	// The hub admin's step: the pull model delivers an Application only to clusters of a set
-	// bound to its namespace.
+	// The hub admin's steps: the cluster set bound to Argo CD's namespace (the pull model
+	// delivers an Application only to clusters of a set bound to its namespace), and the
+	// default AppProject there, which decides what the delivered Applications may deploy.
 	binding := &clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: d.f.ClusterSet()},
 		Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: d.f.ClusterSet()}}
 	if err := d.hub.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("binding ManagedClusterSet %s to namespace %s: %w", d.f.ClusterSet(), fleet.ArgoCDNamespace, err)
 	}
-	progress("hub: ManagedClusterSet %s bound to namespace %s, whose Applications may now reach its clusters", d.f.ClusterSet(), fleet.ArgoCDNamespace)
-	// Each cluster admin's step (README, basic pull model): OCM's work agent may not write
-	// Applications until this ClusterRole aggregates into its role.
-	for _, c := range d.f.Clusters() {
-		if err := d.spokes[c].Create(ctx, spoke.PullModelWorkAgentRole()); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("%s: granting OCM's work agent the pull model's rights: %w", c, err)
-		}
-		progress("%s: ClusterRole %s applied (the cluster admin's step), so OCM's work agent may write Applications", c, spoke.PullModelWorkAgentRoleName)
+	project := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+		"metadata": map[string]any{"name": "default", "namespace": fleet.ArgoCDNamespace},
+		"spec": map[string]any{
+			"sourceRepos":  []any{"*"},
+			"destinations": []any{map[string]any{"server": "*", "namespace": "*"}},
+		},
+	}}
+	if err := d.hub.Create(ctx, project); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the hub's AppProject default: %w", err)
 	}
+	progress("hub: ManagedClusterSet %s bound to namespace %s and AppProject %s/default created (the hub admin's steps)", d.f.ClusterSet(), fleet.ArgoCDNamespace, fleet.ArgoCDNamespace)
 	for _, c := range d.f.Clusters() {
-		app := fleet.NewApplication(pullAppName(c), fleet.ArgoCDNamespace, d.repo.URL, "guestbook", pullNS)
+		app := fleet.NewApplication(pullAppName(c), fleet.ArgoCDNamespace, d.repo.URL, guestbook, pullNS)
 		app.SetLabels(map[string]string{pullmodel.LabelPull: "true"})
 		app.SetAnnotations(map[string]string{pullmodel.AnnotationCluster: c, pullmodel.AnnotationSkipReconcile: "true"})
-		app.SetFinalizers([]string{pullmodel.ResourcesFinalizer})
 		if err := d.hub.Create(ctx, app); err != nil {
 			return fmt.Errorf("creating hub Application %s: %w", app.GetName(), err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Minute)
 	for _, c := range d.f.Clusters() {
-		for {
+		if err := d.poll(ctx, "hub Application "+pullAppName(c)+" Synced and Healthy", podWait, func(ctx context.Context) error {
 			st, err := fleet.GetApplicationState(ctx, d.hub, fleet.ArgoCDNamespace, pullAppName(c))
-			if err == nil && st.Sync == "Synced" && st.Health == "Healthy" {
-				progress("%s: hub Application %s is Synced and Healthy, fed back from the cluster", c, pullAppName(c))
-				break
+			if err != nil {
+				return err
 			}
-			// The kubelet's part (simulated): the guestbook Deployment becomes available.
-			dep := &appsv1.Deployment{}
-			if d.spokes[c].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, dep) == nil && dep.Status.AvailableReplicas == 0 {
-				_ = d.f.MarkDeploymentAvailable(ctx, c, pullNS, guestbookName)
+			if st.Sync != "Synced" || st.Health != "Healthy" {
+				return fmt.Errorf("%s\n%s", st, nodeapps.PodReport(ctx, d.f, c, pullNS))
 			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("%s: hub Application %s not Synced Healthy within 5 minutes: %v %v", c, pullAppName(c), st, err)
-			}
-			time.Sleep(2 * time.Second)
+			return nil
+		}); err != nil {
+			return err
 		}
+		progress("%s: hub Application %s is Synced and Healthy, fed back from the cluster's Argo CD pods", c, pullAppName(c))
 	}
 	return nil
 }

@@ -201,4 +201,3 @@ func oneLine(s string, max int) string {
 	}
 	return s
 }
-

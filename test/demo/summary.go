@@ -19,6 +19,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/nodeapps"
 )
 
@@ -43,7 +44,7 @@ func (d *demo) printSummary(ctx context.Context) {
 	for _, c := range d.f.Clusters() {
 		fmt.Printf("  %-10s kubectl --kubeconfig %s -n %s get pods,applications -o wide\n", c+":", d.f.SpokeKubeconfigPath(c), agentNS)
 	}
-	fmt.Printf("  logs:      %s (the nodes' in <cluster>-node, the pods' in <cluster>-node/pods)\n", d.f.LogDir())
+	fmt.Printf("  logs:      %s (containerd's, the kubelet's and kube-proxy's in <cluster>-node)\n", d.f.LogDir())
 }
 
 func (d *demo) kubeconfig(cluster string) string {
@@ -135,7 +136,7 @@ func (d *demo) printAddons(ctx context.Context) {
 	_ = w.Flush()
 	fmt.Println("\nAgent client certificates (issued by this project's signer, on each cluster):")
 	w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "  CLUSTER\tSECRET\tSUBJECT\tISSUER\tEXPIRES")
+	fmt.Fprintln(w, "  CLUSTER\tSUBJECT\tISSUER\tEXPIRES")
 	for _, c := range d.f.Clusters() {
 		s, err := clientCert(ctx, d.spokes[c])
 		if err != nil {
@@ -146,7 +147,7 @@ func (d *demo) printAddons(ctx context.Context) {
 		if certs, err := pki.ParseCertificates(s.Data[corev1.TLSCertKey]); err == nil && len(certs) > 0 {
 			subject, issuer, expires = "CN="+certs[0].Subject.CommonName, certs[0].Issuer.CommonName, certs[0].NotAfter.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "  %s\t%s/%s\t%s\t%s\t%s\n", c, agentNS, s.Name, subject, issuer, expires)
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", c, subject, issuer, expires)
 	}
 	_ = w.Flush()
 }
@@ -169,10 +170,12 @@ func (d *demo) printAgentImage(ctx context.Context) {
 		return
 	}
 	reg := d.f.RegistryHost()
-	upstream := strings.TrimPrefix(image, reg+"/")
+	// The GitOpsCluster names no image and no principal runs: the agents get the manager's
+	// default, moved to the fleet's registry by spoke.imageRegistry.
+	upstream := version.DefaultAgentImage
 	fmt.Printf("\nargocd-agent is not running: its image cannot be built here (its Go module is not served), so\n")
-	fmt.Printf("each agent pod waits for %s (ImagePullBackOff): the README's\n", image)
-	fmt.Printf("image, %s, behind spoke.imageRegistry=%s. To run the agents, save the real image\n", upstream, reg)
+	fmt.Printf("each agent pod waits for %s (ImagePullBackOff):\n", image)
+	fmt.Printf("the manager's default agent image, %s, behind spoke.imageRegistry=%s.\nTo run the agents, save the real image\n", upstream, reg)
 	fmt.Printf("(for example `crane pull %s argocd-agent.tar` on a machine with internet access) and either\n", upstream)
 	fmt.Printf("  push it to the fleet's registry (plain HTTP):\n")
 	fmt.Printf("    crane push --insecure argocd-agent.tar %s\n", image)

@@ -21,6 +21,16 @@ if [[ "$(id -u)" != 0 ]]; then
   exit 1
 fi
 
+# Every kubelet (its cAdvisor), containerd and many of the fleet's other processes take inotify
+# instances, 128 a user by Debian's default: with several nodes beside the rest of the suite a
+# kubelet fails to start ("inotify_init: too many open files"). Raised for this boot only, as
+# kind's documentation advises for its nodes, never lowered.
+min_instances=1024
+if (($(sysctl -n fs.inotify.max_user_instances) < min_instances)); then
+  sysctl -q -w fs.inotify.max_user_instances="${min_instances}"
+  log "fs.inotify.max_user_instances raised to ${min_instances} (until reboot)"
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$' || missing+=("$p")

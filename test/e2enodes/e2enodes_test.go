@@ -1,9 +1,13 @@
 package e2enodes
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,13 +18,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/cmp"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/chartrender"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
@@ -81,8 +89,23 @@ func TestOnRealNodes(t *testing.T) {
 
 	hub := hubClient(t, f)
 	start := time.Now()
+	// The hub admin's Argo CD, from the pinned install.yaml with images from the mirror and the
+	// ManifestWork health check (docs/cmp.md); the chart then adds the ocm-manifestwork plugin
+	// sidecar to its repo-server with its Helm hooks.
+	if err := fleet.EnsureNamespaces(ctx, hub, fleet.ArgoCDNamespace); err != nil {
+		t.Fatal(err)
+	}
+	hubImages, err := installHubArgoCD(ctx, hub, argoDir, fleet.ArgoCDNamespace, reg, map[string]string{cmp.HealthCheckKey: cmp.HealthCheck()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := addHubArgoCDImages(ctx, f, imgs, hubImages, tmp); err != nil {
+		t.Fatal(err)
+	}
+	values := nodeapps.ChartValues(reg, imageTag)
+	values["cmp"] = map[string]any{"enabled": true, "sidecar": map[string]any{"install": true}}
 	rel, err := chartrender.Install(f.HubKubeconfigPath(), filepath.Join(testenv.RepoRoot(), "charts", "argocd-agent-addon"), ns, testenv.ChartRelease,
-		nodeapps.ChartValues(reg, imageTag), 5*time.Minute, t.Logf)
+		values, 5*time.Minute, t.Logf)
 	if err != nil {
 		t.Fatalf("helm install: %v\n%s", err, nodeapps.PodReport(ctx, f, "hub", ns))
 	}
@@ -136,6 +159,7 @@ func TestOnRealNodes(t *testing.T) {
 			})
 		}
 		t.Logf("%s: Argo CD's redis, repo-server and application-controller run as pods, %s after the install began", c, time.Since(start).Round(time.Second))
+		agentPodWaitsForItsImage(ctx, t, f, c, sc)
 	}
 
 	// The guestbook, synced by each cluster's Argo CD pods from the fleet's Git server.
@@ -176,7 +200,156 @@ func TestOnRealNodes(t *testing.T) {
 	}
 
 	pullModel(ctx, t, f, hub, git.URL()+"/"+guestbook+".git", start)
+	resourceReporter(ctx, t, f, "cluster1", filepath.Join(tmp, "argocd-agent-addon"), nodeapps.ManagerRepository(reg)+":"+imageTag)
+	cmpPluginOnTheHub(ctx, t, f, hub, git, imgs.HelloRef(reg), start)
 	brokenProbeIsCaught(ctx, t, f)
+}
+
+// agentPodWaitsForItsImage: argocd-agent's image cannot be built here, so its container waits
+// for the image; the pod is scheduled, its volumes (the client certificate the project's signer
+// issued, mounted by OCM) are mounted, and the cert-reloader sidecar, from the project's image,
+// runs beside it.
+func agentPodWaitsForItsImage(ctx context.Context, t *testing.T, f *fleet.Fleet, cluster string, c client.Client) {
+	eventually(ctx, t, f, cluster+": the agent pod scheduled, its reloader running, the agent waiting for its image", 4*time.Minute, func(ctx context.Context) (bool, string) {
+		pods := &corev1.PodList{}
+		if err := c.List(ctx, pods, client.InNamespace(agentNS), client.MatchingLabels{addon.LabelComponent: "agent"}); err != nil {
+			return false, err.Error()
+		}
+		if len(pods.Items) != 1 {
+			return false, fmt.Sprintf("%d agent pods", len(pods.Items))
+		}
+		var reloaderRuns, agentWaits bool
+		for _, st := range pods.Items[0].Status.ContainerStatuses {
+			switch st.Name {
+			case addon.ReloaderContainerName:
+				reloaderRuns = st.State.Running != nil
+			case addon.AgentContainerName:
+				agentWaits = st.State.Waiting != nil && (st.State.Waiting.Reason == "ErrImagePull" || st.State.Waiting.Reason == "ImagePullBackOff")
+			}
+		}
+		return reloaderRuns && agentWaits, nodeapps.PodReport(ctx, f, cluster, agentNS)
+	})
+	t.Logf("%s: the agent pod's cert-reloader runs; argocd-agent waits for its image", cluster)
+}
+
+// resourceReporter runs the documented step of a cluster admin (docs/pull-model.md): the
+// manifests `argocd-agent-addon resource-reporter manifests` prints, applied to the cluster;
+// the reporter's pod becomes ready.
+func resourceReporter(ctx context.Context, t *testing.T, f *fleet.Fleet, cluster, bin, image string) {
+	out, err := exec.CommandContext(ctx, bin, "resource-reporter", "manifests", "--image", image, "--namespace", agentNS).Output()
+	if err != nil {
+		t.Fatalf("resource-reporter manifests: %v", err)
+	}
+	sc, err := f.SpokeClient(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatal(err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := sc.Create(ctx, u); err != nil {
+			t.Fatalf("%s: creating %s %s: %v", cluster, u.GetKind(), u.GetName(), err)
+		}
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: resourcelist.Name}}
+	eventually(ctx, t, f, cluster+": the resource reporter's pod ready", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		ok, state := nodeapps.WorkloadReady(ctx, sc, d)
+		return ok, state + "\n" + nodeapps.PodReport(ctx, f, cluster, agentNS)
+	})
+	t.Logf("%s: the resource reporter runs as a pod", cluster)
+}
+
+// cmpPluginOnTheHub: the hub's Argo CD repo-server, with the plugin sidecar the chart's hooks
+// added, renders a guestbook through the ocm-manifestwork plugin into a ManifestWork for
+// cluster2, whose work agent applies it; the guestbook's pod runs there and the hub
+// Application reads Healthy through the ManifestWork health check.
+func cmpPluginOnTheHub(ctx context.Context, t *testing.T, f *fleet.Fleet, hub client.Client, git *fleet.GitServer, image string, start time.Time) {
+	const cluster, app, dest = "cluster2", "guestbook-cmp", "guestbook-cmp"
+	repoServer := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: "argocd-repo-server"}}
+	eventually(ctx, t, f, "hub: Argo CD's repo-server rolled out with the plugin sidecar", 4*time.Minute, func(ctx context.Context) (bool, string) {
+		ok, state := nodeapps.WorkloadReady(ctx, hub, repoServer)
+		sidecar := false
+		for _, c := range repoServer.Spec.Template.Spec.Containers {
+			sidecar = sidecar || strings.Contains(c.Image, "argocd-agent-addon")
+		}
+		return ok && sidecar, fmt.Sprintf("%s, sidecar %t\n%s", state, sidecar, nodeapps.PodReport(ctx, f, "hub", fleet.ArgoCDNamespace))
+	})
+	repo, err := git.CreateRepo(app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for k, v := range nodeapps.GuestbookFiles(image) {
+		files[strings.Replace(k, guestbook+"/", app+"/", 1)] = v
+	}
+	files[app+"/namespace.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + dest + "}\n"
+	if _, err := repo.Commit(files, "guestbook through the plugin"); err != nil {
+		t.Fatal(err)
+	}
+	a := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"name": app, "namespace": fleet.ArgoCDNamespace},
+		"spec": map[string]any{
+			"project": "default",
+			"source": map[string]any{
+				"repoURL": git.URL() + "/" + app + ".git", "path": app, "targetRevision": "main",
+				"plugin": map[string]any{"name": cmp.PluginName + "-" + cmp.PluginVersion, "env": []any{
+					map[string]any{"name": "CLUSTERS", "value": cluster},
+					map[string]any{"name": "NAMESPACE", "value": dest},
+				}},
+			},
+			"destination": map[string]any{"server": "https://kubernetes.default.svc"},
+			"syncPolicy":  map[string]any{"automated": map[string]any{}},
+		},
+	}}
+	if err := hub.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := f.SpokeClient(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(ctx, t, f, cluster+": the guestbook the plugin rendered runs", 5*time.Minute, func(ctx context.Context) (bool, string) {
+		hubState, _ := fleet.GetApplicationState(ctx, hub, fleet.ArgoCDNamespace, app)
+		ok, state := nodeapps.WorkloadReady(ctx, sc, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: dest, Name: guestbook}})
+		return ok, state + "; hub: " + hubState.String() + "\n" + nodeapps.PodReport(ctx, f, "hub", fleet.ArgoCDNamespace)
+	})
+	eventually(ctx, t, f, "hub: "+app+" Healthy through the ManifestWork health check", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		st, err := fleet.GetApplicationState(ctx, hub, fleet.ArgoCDNamespace, app)
+		if err != nil {
+			return false, err.Error()
+		}
+		return st.Sync == "Synced" && st.Health == "Healthy", st.String()
+	})
+	t.Logf("hub: Argo CD's repo-server pod with the plugin sidecar delivered %s to %s, %s after the install began", app, cluster, time.Since(start).Round(time.Second))
+}
+
+// addHubArgoCDImages adds the Argo CD and Redis images under the names the hub's install.yaml
+// gives them behind the mirror.
+func addHubArgoCDImages(ctx context.Context, f *fleet.Fleet, imgs nodeapps.Images, refs []string, dir string) error {
+	for i, ref := range refs {
+		src := imgs.ArgoCD
+		if strings.Contains(ref, "/redis:") {
+			src = imgs.Redis
+		}
+		out := filepath.Join(dir, fmt.Sprintf("hub-argocd-%d.tar", i))
+		if err := nodeapps.Retag(src, ref, out); err != nil {
+			return err
+		}
+		if err := f.AddImage(ctx, out); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pullModel delivers a hub Application to cluster1 through the basic pull model: the manager's

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -318,7 +319,7 @@ func (f *Fleet) waitNodes(ctx context.Context) error {
 			return err
 		}
 		var last string
-		if err := f.poll(ctx, cp.name+" node Ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		if err := f.poll(ctx, cp.name+" node Ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
 			if err := cp.node.Err(); err != nil {
 				return false, err
 			}
@@ -347,14 +348,14 @@ func (f *Fleet) waitNodes(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := f.poll(ctx, cp.name+" cluster DNS ready", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		if err := f.poll(ctx, cp.name+" cluster DNS ready", 3*time.Minute, func(ctx context.Context) (bool, error) {
 			d := &appsv1.Deployment{}
 			if err := c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceSystem, Name: "coredns"}, d); err != nil {
 				return false, nil
 			}
 			return d.Status.ReadyReplicas > 0, nil
 		}); err != nil {
-			return err
+			return fmt.Errorf("%w; pods in kube-system: %s", err, podStates(ctx, c, metav1.NamespaceSystem))
 		}
 	}
 	return nil
@@ -387,6 +388,33 @@ func (f *Fleet) startClusterDNS(ctx context.Context, cp *controlPlane) error {
 		}
 	}
 	return nil
+}
+
+// podStates describes the pods of a namespace for an error message.
+func podStates(ctx context.Context, c client.Client, namespace string) string {
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(namespace)); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, p := range pods.Items {
+		st := string(p.Status.Phase)
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.State.Waiting != nil {
+				st += " " + cs.Name + ": " + cs.State.Waiting.Reason + " " + cs.State.Waiting.Message
+			}
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Status != corev1.ConditionTrue && cond.Message != "" {
+				st += " " + string(cond.Type) + ": " + cond.Message
+			}
+		}
+		out = append(out, p.Name+" "+st)
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
 }
 
 // stopNodes stops every node at once: its pods' containers, kubelet, kube-proxy, containerd,

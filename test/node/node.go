@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,7 +16,7 @@ import (
 
 // Options name a node and where it keeps its files.
 type Options struct {
-	// Name is the node's name (a DNS label), also its cgroup root /fleet-<Name>.
+	// Name is the node's name (a DNS label), also in its cgroup root /fleet-<Index>-<Name>.
 	Name string
 	// Index, 1 to 250, chooses the node's addresses and link names: 10.251.<Index>.1 (host end
 	// of the veth, where the API server listens), 10.251.<Index>.2 (the node), pods in
@@ -104,8 +105,17 @@ func Available() error {
 	if len(cgroupMounts()) == 0 {
 		return errors.New("no cgroup hierarchy mounted under /sys/fs/cgroup")
 	}
+	// A kubelet's cAdvisor needs inotify instances, and a fleet's processes take many.
+	if b, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances"); err == nil {
+		if n, _ := strconv.Atoi(strings.TrimSpace(string(b))); n < minInotifyInstances {
+			return fmt.Errorf("fs.inotify.max_user_instances is %d, below %d: run hack/node-packages.sh as root", n, minInotifyInstances)
+		}
+	}
 	return nil
 }
+
+// minInotifyInstances is what hack/node-packages.sh raises fs.inotify.max_user_instances to.
+const minInotifyInstances = 1024
 
 // cniBinDir is where Debian's containernetworking-plugins are.
 const cniBinDir = "/usr/lib/cni"
@@ -179,8 +189,10 @@ func (n *Node) Name() string { return n.opts.Name }
 // Netns is the file that holds the node's network namespace (for nsenter --net=).
 func (n *Node) Netns() string { return n.netns }
 
-// CgroupRoot is the kubelet's cgroup root, the same in every hierarchy.
-func (n *Node) CgroupRoot() string { return "/fleet-" + n.opts.Name }
+// CgroupRoot is the kubelet's cgroup root, the same in every hierarchy. It carries the index,
+// which no other running node has: two fleets' nodes of the same name (every fleet has a "hub")
+// must not share one, or each kubelet removes the other's pods as strays.
+func (n *Node) CgroupRoot() string { return fmt.Sprintf("/fleet-%d-%s", n.opts.Index, n.opts.Name) }
 
 // ContainerdSocket is the node's containerd endpoint.
 func (n *Node) ContainerdSocket() string {

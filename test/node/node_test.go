@@ -170,34 +170,47 @@ func startProcess(t *testing.T, scratch, name, bin string, args ...string) func(
 	}
 }
 
-// runningFrom lists the live processes of this session whose executable is in dir (other
-// sessions' tests may run the same binaries).
+// runningFrom lists the live processes started by this test binary, directly or below, whose
+// executable is in dir. Other test packages of the same make test run the same binaries at the
+// same time, so the session alone does not tell whose a process is; a process that outlived its
+// parent is the leftovers check's (hack/leftovers.sh), after the suite.
 func runningFrom(dir string) []string {
 	dir, _ = filepath.EvalSymlinks(dir)
-	me := session(os.Getpid())
+	me := os.Getpid()
 	var out []string
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if err == nil && strings.HasPrefix(exe, dir+"/") && session(atoi(e.Name())) == me {
+		if err == nil && strings.HasPrefix(exe, dir+"/") && descendsFrom(atoi(e.Name()), me) {
 			out = append(out, e.Name()+" "+exe)
 		}
 	}
 	return out
 }
 
-// session is a process's session id, from /proc/<pid>/stat after the command name.
-func session(pid int) string {
+// descendsFrom reports whether pid's chain of parents reaches ancestor.
+func descendsFrom(pid, ancestor int) bool {
+	for i := 0; pid > 1 && i < 64; i++ {
+		if pid == ancestor {
+			return true
+		}
+		pid = parentOf(pid)
+	}
+	return false
+}
+
+// parentOf is a process's parent pid, from /proc/<pid>/stat after the command name.
+func parentOf(pid int) int {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return ""
+		return 0
 	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 4 {
-		return ""
+	if len(f) < 2 {
+		return 0
 	}
-	return f[3]
+	return atoi(f[1])
 }
 
 func atoi(s string) int { i, _ := strconv.Atoi(s); return i }

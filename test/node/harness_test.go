@@ -246,8 +246,12 @@ func (c *realCluster) stop() {
 	if left := n.Leftovers(); len(left) > 0 {
 		t.Errorf("the node left behind:\n%s", strings.Join(left, "\n"))
 	}
+	// This cluster's processes: their command lines name its folders (another cluster of the
+	// same test may still run).
+	cp := c.env.Environment.ControlPlane
+	marks := []string{c.scratch, filepath.Dir(filepath.Dir(n.ContainerdSocket())), cp.APIServer.CertDir, cp.Etcd.DataDir}
 	for _, dir := range []string{c.binDir, c.k8sDir} {
-		if pids := runningFrom(dir); len(pids) > 0 {
+		if pids := runningFrom(dir, marks...); len(pids) > 0 {
 			t.Errorf("processes still running from %s: %v", dir, pids)
 		}
 	}

@@ -69,15 +69,15 @@ func lockIndexes() (unlock func(), err error) {
 // under the index lock.
 const fixedPathsRecord = "/run/fleet-node-fixed-paths"
 
-// recordFixedPaths adds the fixed paths missing now to the record and returns the record.
-func recordFixedPaths() (map[string]bool, error) {
+// recordFixedPaths adds the fixed paths missing now to the record.
+func recordFixedPaths() error {
 	made := readFixedPathsRecord()
 	for _, p := range fixedDirs {
 		if _, err := os.Lstat(p); os.IsNotExist(err) {
 			made[p] = true
 		}
 	}
-	return made, writeFixedPathsRecord(made)
+	return writeFixedPathsRecord(made)
 }
 
 func readFixedPathsRecord() map[string]bool {

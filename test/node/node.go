@@ -55,9 +55,6 @@ type Node struct {
 	// dir is Options.Dir made absolute: the kubelet needs an absolute root.
 	dir, logDir string
 	netns       string
-	// existed records which fixed paths were the host's before any node of this machine
-	// started (fixedPathsRecord), so that Stop removes only the ones nodes caused.
-	existed map[string]bool
 
 	mu      sync.Mutex
 	procs   []*proc
@@ -150,15 +147,10 @@ func Prepare(opts Options) (*Node, error) {
 	} else if linkExists(hostLink(opts.Index)) {
 		return nil, fmt.Errorf("link %s exists: index %d is in use by another node", hostLink(opts.Index), opts.Index)
 	}
-	n := &Node{opts: opts, dir: dir, logDir: opts.LogDir, existed: map[string]bool{}}
-	made, err := recordFixedPaths()
-	if err != nil {
+	n := &Node{opts: opts, dir: dir, logDir: opts.LogDir}
+	// The fixed folders missing now are the nodes' to remove once the last of them stops.
+	if err := recordFixedPaths(); err != nil {
 		return nil, err
-	}
-	for _, p := range fixedDirs {
-		_, err := os.Lstat(p)
-		// A path an earlier node of this machine made is the fleet's, not the host's.
-		n.existed[p] = err == nil && !made[p]
 	}
 	if n.logDir == "" {
 		n.logDir = filepath.Join(dir, "logs")

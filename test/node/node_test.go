@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -174,14 +175,19 @@ func startProcess(t *testing.T, scratch, name, bin string, args ...string) func(
 // executable is in dir. Other test packages of the same make test run the same binaries at the
 // same time, so the session alone does not tell whose a process is; a process that outlived its
 // parent is the leftovers check's (hack/leftovers.sh), after the suite.
-func runningFrom(dir string) []string {
+// With marks, only a process whose command line contains one of them counts.
+func runningFrom(dir string, marks ...string) []string {
 	dir, _ = filepath.EvalSymlinks(dir)
 	me := os.Getpid()
 	var out []string
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe"))
-		if err == nil && strings.HasPrefix(exe, dir+"/") && descendsFrom(atoi(e.Name()), me) {
+		if err != nil || !strings.HasPrefix(exe, dir+"/") || !descendsFrom(atoi(e.Name()), me) {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if len(marks) == 0 || slices.ContainsFunc(marks, func(m string) bool { return m != "" && strings.Contains(string(cmdline), m) }) {
 			out = append(out, e.Name()+" "+exe)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -110,6 +111,7 @@ func TestOnRealNodes(t *testing.T) {
 		t.Fatalf("helm install: %v\n%s", err, nodeapps.PodReport(ctx, f, "hub", ns))
 	}
 	t.Logf("helm install %s (revision %d): the manager's pod is Ready %s after the install began", rel.Name, rel.Version, time.Since(start).Round(time.Second))
+	servicesReachPods(ctx, t, f, "hub", ns)
 
 	// The manager registers the clusters: the GitOpsCluster's Placement selects both, and
 	// each gets the addon, whose components install Argo CD as pods.
@@ -160,6 +162,7 @@ func TestOnRealNodes(t *testing.T) {
 		}
 		t.Logf("%s: Argo CD's redis, repo-server and application-controller run as pods, %s after the install began", c, time.Since(start).Round(time.Second))
 		agentPodWaitsForItsImage(ctx, t, f, c, sc)
+		servicesReachPods(ctx, t, f, c, agentNS)
 	}
 
 	// The guestbook, synced by each cluster's Argo CD pods from the fleet's Git server.
@@ -230,6 +233,47 @@ func agentPodWaitsForItsImage(ctx context.Context, t *testing.T, f *fleet.Fleet,
 		return reloaderRuns && agentWaits, nodeapps.PodReport(ctx, f, cluster, agentNS)
 	})
 	t.Logf("%s: the agent pod's cert-reloader runs; argocd-agent waits for its image", cluster)
+}
+
+// servicesReachPods checks that every Service of a namespace selects running pods: each has a
+// ready endpoint, but those whose only pods are argocd-agent's, which waits for its image.
+func servicesReachPods(ctx context.Context, t *testing.T, f *fleet.Fleet, cluster, namespace string) {
+	c, err := nodeapps.ClusterClient(f, cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	eventually(ctx, t, f, cluster+": every Service in "+namespace+" has a ready endpoint", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		services := &corev1.ServiceList{}
+		if err := c.List(ctx, services, client.InNamespace(namespace)); err != nil {
+			return false, err.Error()
+		}
+		names = nil
+		var empty []string
+		for _, svc := range services.Items {
+			if svc.Spec.Selector == nil || svc.Spec.Selector[addon.LabelName] == addon.AgentName {
+				continue
+			}
+			names = append(names, svc.Name)
+			slices := &discoveryv1.EndpointSliceList{}
+			if err := c.List(ctx, slices, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+				return false, err.Error()
+			}
+			ready := 0
+			for _, sl := range slices.Items {
+				for _, ep := range sl.Endpoints {
+					if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+						ready++
+					}
+				}
+			}
+			if ready == 0 {
+				empty = append(empty, fmt.Sprintf("%s (selector %v)", svc.Name, svc.Spec.Selector))
+			}
+		}
+		return len(empty) == 0 && len(names) > 0, fmt.Sprintf("no ready endpoint: %v\n%s", empty, nodeapps.PodReport(ctx, f, cluster, namespace))
+	})
+	t.Logf("%s: the Services in %s reach ready pods: %v", cluster, namespace, names)
 }
 
 // resourceReporter runs the documented step of a cluster admin (docs/pull-model.md): the

@@ -121,9 +121,15 @@ func progress(format string, args ...any) {
 }
 
 func run(ctx context.Context, dir string, exit bool) (err error) {
+	// Only a signal's cancellation is an interruption: main cancels ctx too once run returns.
+	finished := make(chan struct{})
+	defer close(finished)
 	go func() {
-		<-ctx.Done()
-		step("interrupted: stopping everything (nodes, pods, processes); a few seconds")
+		select {
+		case <-ctx.Done():
+			step("interrupted: stopping everything (nodes, pods, processes); a few seconds")
+		case <-finished:
+		}
 	}()
 	// The API server warns that Argo CD's finalizer name has no path; controller-runtime's unset
 	// logger would print that as a stack trace.

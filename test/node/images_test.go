@@ -19,7 +19,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
@@ -69,7 +68,8 @@ func TestArgoCDAndRedisImages(t *testing.T) {
 	}
 	t.Logf("image %s: %s, %s (%s)", redisImageRef, imageFileSize(t, redisTar), time.Since(start).Round(time.Millisecond), redisTar)
 
-	n, cs, apiServer, teardown := startImageNode(ctx, t, root, scratch)
+	c := startRealCluster(ctx, t, "images-test", 230, 239)
+	n, cs, apiServer := c.node, c.cs, c.env.Config.Host
 	for _, tar := range []string{argocdTar, redisTar} {
 		start := time.Now()
 		if err := n.ImportImage(tar); err != nil {
@@ -92,7 +92,7 @@ func TestArgoCDAndRedisImages(t *testing.T) {
 	t.Run("redis", func(t *testing.T) { runUpstreamRedis(ctx, t, n, cs, root, ns, apiServer) })
 
 	stopHTTP()
-	teardown()
+	c.stop()
 }
 
 // runArgoCDTools runs, as Argo CD's pods run, the repo-server's init container and then the
@@ -390,156 +390,4 @@ func argocdBinariesDir(t *testing.T, root string) string {
 		t.Fatalf("hack/argocd-binaries.sh: %v", err)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// startImageNode starts an envtest API server with a controller manager and a scheduler, and
-// one real node (index 230..239) joined to it, Ready; it returns the API server's URL too.
-// teardown stops the node, then the control
-// plane, and checks that nothing is left; a failed test's cleanup does the same.
-func startImageNode(ctx context.Context, t *testing.T, root, scratch string) (*node.Node, kubernetes.Interface, string, func()) {
-	binDir := nodeBinaries(t, root)
-	k8sDir, err := testenv.BinaryAssets()
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodeDir, err := os.MkdirTemp("", "images-test-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	index := 0
-	for i := 230; i <= 239 && index == 0; i++ {
-		if _, err := os.Stat(fmt.Sprintf("/sys/class/net/np-h%d", i)); os.IsNotExist(err) {
-			index = i
-		}
-	}
-	if index == 0 {
-		t.Fatal("no free node index in 230..239")
-	}
-	n, err := node.Prepare(node.Options{Name: "images-test", Index: index, Dir: nodeDir, BinDir: binDir, LogDir: filepath.Join(scratch, "logs")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	var stopAll []func()
-	teardown := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		start := time.Now()
-		if err := n.Stop(); err != nil {
-			t.Errorf("stopping the node: %v", err)
-		}
-		t.Logf("node stopped in %s", time.Since(start).Round(100*time.Millisecond))
-		for i := len(stopAll) - 1; i >= 0; i-- {
-			stopAll[i]()
-		}
-		if left := n.Leftovers(); len(left) > 0 {
-			t.Errorf("the node left behind:\n%s", strings.Join(left, "\n"))
-		}
-		for _, dir := range []string{binDir, k8sDir} {
-			if pids := runningFrom(dir); len(pids) > 0 {
-				t.Errorf("processes still running from %s: %v", dir, pids)
-			}
-		}
-		if _, err := os.Stat(n.Netns()); !os.IsNotExist(err) {
-			t.Errorf("netns file %s still there: %v", n.Netns(), err)
-		}
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, f := range []string{"containerd", "kubelet", "kube-controller-manager", "kube-scheduler"} {
-				t.Logf("%s log:\n%s", f, node.Tail(filepath.Join(scratch, "logs", f+".log"), 30))
-			}
-		}
-		teardown()
-	})
-
-	kcaCert, kcaKey := newCA(t)
-	apiClientCert, apiClientKey := issue(t, kcaCert, kcaKey, "kube-apiserver-kubelet-client", "system:masters")
-	files := map[string][]byte{"kubelet-ca.crt": pemCert(kcaCert), "kubelet-client.crt": apiClientCert, "kubelet-client.key": apiClientKey}
-	for f, b := range files {
-		if err := os.WriteFile(filepath.Join(scratch, f), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	env, err := testenv.Start(testenv.Options{
-		WithoutOCM:         true,
-		WithoutProjectCRDs: true,
-		APIServerAddress:   n.HostIP(),
-		APIServerArgs: map[string]string{
-			"authorization-mode":       "Node,RBAC",
-			"enable-admission-plugins": "NodeRestriction",
-			// envtest turns ServiceAccount admission off; real pods need their token volume.
-			"disable-admission-plugins":       "",
-			"kubelet-client-certificate":      filepath.Join(scratch, "kubelet-client.crt"),
-			"kubelet-client-key":              filepath.Join(scratch, "kubelet-client.key"),
-			"kubelet-preferred-address-types": "InternalIP",
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopAll = append(stopAll, func() { _ = env.Stop() })
-	api := env.Environment.ControlPlane.APIServer
-	issueFn := func(user string, groups ...string) ([]byte, []byte, error) {
-		u, err := env.Environment.ControlPlane.AddUser(envtest.User{Name: user, Groups: groups}, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		return u.Config().CertData, u.Config().KeyData, nil
-	}
-	kubeconfigFor := func(user string) string {
-		u, err := env.Environment.ControlPlane.AddUser(envtest.User{Name: user}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := u.KubeConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(scratch, user+".kubeconfig")
-		if err := os.WriteFile(p, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	rootCA := filepath.Join(scratch, "root-ca.crt")
-	if err := os.WriteFile(rootCA, api.SecureServing.CA, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	kcm := kubeconfigFor("system:kube-controller-manager")
-	stopAll = append(stopAll, startProcess(t, scratch, "kube-controller-manager", filepath.Join(k8sDir, "kube-controller-manager"),
-		"--kubeconfig="+kcm, "--authentication-kubeconfig="+kcm, "--authorization-kubeconfig="+kcm,
-		"--bind-address=127.0.0.1", "--secure-port=0", "--leader-elect=false",
-		"--controllers=*,-nodeipam", "--use-service-account-credentials=true",
-		"--root-ca-file="+rootCA, "--service-account-private-key-file="+filepath.Join(api.CertDir, "sa-signer.key")))
-	sched := kubeconfigFor("system:kube-scheduler")
-	stopAll = append(stopAll, startProcess(t, scratch, "kube-scheduler", filepath.Join(binDir, "kube-scheduler"),
-		"--kubeconfig="+sched, "--authentication-kubeconfig="+sched, "--authorization-kubeconfig="+sched,
-		"--bind-address=127.0.0.1", "--secure-port=0", "--leader-elect=false"))
-
-	pauseTar, err := node.BuildPauseImage(root, scratch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if err := n.Start(ctx, node.Control{Server: env.Config.Host, CA: api.SecureServing.CA, KubeletClientCA: pemCert(kcaCert), Issue: issueFn}, pauseTar); err != nil {
-		t.Fatal(err)
-	}
-	cs := kubernetes.NewForConfigOrDie(env.Config)
-	poll(ctx, t, n, "node Ready", 2*time.Minute, func() (bool, error) {
-		nd, err := cs.CoreV1().Nodes().Get(ctx, n.Name(), metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range nd.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				return c.Status == corev1.ConditionTrue, fmt.Errorf("%s: %s", c.Reason, c.Message)
-			}
-		}
-		return false, nil
-	})
-	t.Logf("node %s (index %d) Ready %s after Start", n.Name(), index, time.Since(start).Round(time.Second))
-	return n, cs, env.Config.Host, teardown
 }

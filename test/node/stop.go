@@ -321,8 +321,6 @@ func otherNodesExist() bool {
 	return len(links) > 0
 }
 
-func atoi(s string) int { i, _ := strconv.Atoi(s); return i }
-
 // Leftovers lists what the node made that is still there: empty after Stop.
 func (n *Node) Leftovers() []string {
 	var out []string

@@ -2,7 +2,9 @@ package manager
 
 import (
 	"encoding/binary"
+	"reflect"
 	"slices"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -32,25 +34,65 @@ func shareStrings(transform toolscache.TransformFunc) toolscache.TransformFunc {
 		if !ok {
 			return o, nil
 		}
-		obj.SetNamespace(shared(obj.GetNamespace()))
-		shareMap(obj.GetLabels())
-		shareMap(obj.GetAnnotations())
-		obj.SetLabels(sharedMap(obj.GetLabels()))
-		obj.SetAnnotations(sharedMap(obj.GetAnnotations()))
-		finalizers := obj.GetFinalizers()
-		for i, f := range finalizers {
-			finalizers[i] = shared(f)
+		// client-go runs the transform again on an object already in the cache when it resyncs
+		// (a Sync delta carries the indexer's object), while event handlers read that object:
+		// nothing here writes to what the object holds unless it changes it, and a map or slice
+		// is replaced, never written, since the cached one may be shared with other objects.
+		if ns := obj.GetNamespace(); !sameString(ns, shared(ns)) {
+			obj.SetNamespace(shared(ns))
+		}
+		if m, changed := shareMap(obj.GetLabels()); changed {
+			obj.SetLabels(m)
+		}
+		if m, changed := shareMap(obj.GetAnnotations()); changed {
+			obj.SetAnnotations(m)
+		}
+		if f, changed := shareSlice(obj.GetFinalizers()); changed {
+			obj.SetFinalizers(f)
 		}
 		return o, nil
 	}
 }
 
-// shareMap shares m's keys (an assignment to an existing string key stores the key given)
-// and values.
-func shareMap(m map[string]string) {
-	for k, v := range m {
-		m[shared(k)] = shared(v)
+// sameString reports whether a and b are the same copy of their bytes.
+func sameString(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+
+// shareMap returns m with shared keys and values, the one shared copy of the whole map where
+// sharedMap keeps one, and whether that differs from m. m is never written.
+func shareMap(m map[string]string) (map[string]string, bool) {
+	if len(m) == 0 {
+		return m, false
 	}
+	changed := false
+	for k, v := range m {
+		if !sameString(k, shared(k)) || !sameString(v, shared(v)) {
+			changed = true
+			break
+		}
+	}
+	out := m
+	if changed {
+		out = make(map[string]string, len(m))
+		for k, v := range m {
+			out[shared(k)] = shared(v)
+		}
+	}
+	out = sharedMap(out)
+	return out, reflect.ValueOf(out).UnsafePointer() != reflect.ValueOf(m).UnsafePointer()
+}
+
+// shareSlice returns s with shared strings, a new slice if any changes; s is never written.
+func shareSlice(s []string) ([]string, bool) {
+	for i, v := range s {
+		if !sameString(v, shared(v)) {
+			out := slices.Clone(s)
+			for j := i; j < len(out); j++ {
+				out[j] = shared(out[j])
+			}
+			return out, true
+		}
+	}
+	return s, false
 }
 
 // sharedMap returns one shared copy of each small map of short strings. Whole label and

@@ -109,3 +109,49 @@ func TestShareStringsSharesRepeatedSmallMaps(t *testing.T) {
 		t.Error("maps holding a long value are shared")
 	}
 }
+
+// TestShareStringsNeverWritesACachedObject: client-go runs the transform again on an object
+// already in the cache when its informer resyncs, while event handlers read that object and
+// the others that share its maps. The transform used to write the shared label map in place,
+// and a predicate reading another Secret's labels crashed the manager with "concurrent map
+// read and map write".
+func TestShareStringsNeverWritesACachedObject(t *testing.T) {
+	transform := shareStrings(nil)
+	withoutLongAnnotation := func(name string) *corev1.ConfigMap {
+		o := decoded(name)
+		o.Annotations = map[string]string{strings.Clone("note"): strings.Clone("short")}
+		return o
+	}
+	a, _ := transform(withoutLongAnnotation("a"))
+	b, _ := transform(withoutLongAnnotation("b"))
+	cached, other := a.(*corev1.ConfigMap), b.(*corev1.ConfigMap)
+	if reflect.ValueOf(cached.Labels).UnsafePointer() != reflect.ValueOf(other.Labels).UnsafePointer() {
+		t.Fatal("the two objects' equal labels are not one shared map: nothing to check")
+	}
+	labels, annotations, finalizers := cached.Labels, cached.Annotations, cached.Finalizers
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = other.Labels["apps.open-cluster-management.io/owner"]
+				_ = other.Annotations["note"]
+			}
+		}
+	}()
+	for range 20000 {
+		if _, err := transform(cached); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	<-done
+	if reflect.ValueOf(cached.Labels).UnsafePointer() != reflect.ValueOf(labels).UnsafePointer() ||
+		reflect.ValueOf(cached.Annotations).UnsafePointer() != reflect.ValueOf(annotations).UnsafePointer() ||
+		unsafe.SliceData(cached.Finalizers) != unsafe.SliceData(finalizers) {
+		t.Error("transforming a cached object again replaced its maps or finalizers")
+	}
+}

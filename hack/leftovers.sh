@@ -17,6 +17,9 @@
 #                                   folders), kills the cgroups' tasks and removes the cgroups,
 #                                   unmounts, deletes the links and the fixed paths' entries.
 #                                   Rules are only reported.
+#   LEFTOVERS_ONLY=REGEX              both look only at what its description matches (a test
+#                                   of this script, beside a suite that runs fleets, checks
+#                                   its own objects alone).
 # Run after `go test` has returned: nothing of this session may still run by then. Another
 # session's fleet may be running on the same machine: its processes are not looked at, what it
 # had before `list` is in BEFORE, and the cgroups, folders and links of a node whose kubelet,
@@ -45,8 +48,11 @@ me=$st_session
 
 declare -A before=() found=()
 order=()
-add() { # adds word $1 unless BEFORE has it
+add() { # adds word $1 unless BEFORE has it, or LEFTOVERS_ONLY is set and its description does not match
 	[[ -n "${before[$1]+x}" || -n "${found[$1]+x}" ]] && return 0
+	if [[ -n "${LEFTOVERS_ONLY:-}" ]] && ! [[ "$(describe "$1")" =~ ${LEFTOVERS_ONLY} ]]; then
+		return 0
+	fi
 	found[$1]=1
 	order+=("$1")
 }

@@ -55,12 +55,7 @@ const (
 // sets); and the guestbook those Argo CD pods sync from the fleet's Git server.
 func TestOnRealNodes(t *testing.T) {
 	fleet.SkipIfDisabled(t)
-	if os.Getenv("FLEET_REAL_NODES") != "1" {
-		t.Skip("real-node e2e: set FLEET_REAL_NODES=1 to run it (root, hack/node-packages.sh's packages)")
-	}
-	if err := node.Available(); err != nil {
-		t.Fatalf("FLEET_REAL_NODES=1 but real nodes cannot run here: %v", err)
-	}
+	node.RequireForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	tmp := t.TempDir()

@@ -3,7 +3,6 @@ package fleet_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,12 +25,7 @@ import (
 func skipUnlessRealNodes(t *testing.T) {
 	t.Helper()
 	fleet.SkipIfDisabled(t)
-	if os.Getenv("FLEET_REAL_NODES") != "1" {
-		t.Skip("real-node fleet: set FLEET_REAL_NODES=1 to run it (root, hack/node-packages.sh's packages)")
-	}
-	if err := node.Available(); err != nil {
-		t.Fatalf("FLEET_REAL_NODES=1 but real nodes cannot run here: %v", err)
-	}
+	node.RequireForTest(t)
 }
 
 // TestFleetRealNodes starts a hub and one managed cluster on real nodes and runs a Deployment

@@ -38,17 +38,7 @@ type realCluster struct {
 // cannot run here.
 func requireRealNodes(t *testing.T) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a real node; skipped with -short")
-	}
-	// Opt-in: it changes the machine (cgroups, network namespaces, mounts) while it runs.
-	if os.Getenv("FLEET_REAL_NODES") != "1" {
-		t.Skip("real-node test: set FLEET_REAL_NODES=1 (make test-node) to run it, as root with hack/node-packages.sh's packages")
-	}
-	if err := node.Available(); err != nil {
-		// Asked for and impossible: a skip would report a pass that tested nothing.
-		t.Fatalf("FLEET_REAL_NODES=1 but real nodes cannot run here: %v", err)
-	}
+	node.RequireForTest(t)
 }
 
 // startRealCluster starts the control plane and a node named name with a free index in

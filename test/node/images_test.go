@@ -35,15 +35,7 @@ const (
 // root, and the upstream Redis Deployment with its password from argocd admin
 // redis-initial-password.
 func TestArgoCDAndRedisImages(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a real node; skipped with -short")
-	}
-	if os.Getenv("FLEET_REAL_NODES") != "1" {
-		t.Skip("real-node test: set FLEET_REAL_NODES=1 (make test-node) to run it, as root with hack/node-packages.sh's packages")
-	}
-	if err := node.Available(); err != nil {
-		t.Fatalf("FLEET_REAL_NODES=1 but real nodes cannot run here: %v", err)
-	}
+	node.RequireForTest(t)
 	for _, b := range []string{"redis-cli", "git"} {
 		if _, err := exec.LookPath(b); err != nil {
 			t.Fatalf("%s is missing: run hack/node-packages.sh as root", b)

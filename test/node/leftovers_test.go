@@ -12,18 +12,15 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
 )
 
 // TestLeftovers leaves behind what a real node makes, as a node that failed to stop would, and
 // checks that hack/leftovers.sh reports and removes each, and leaves alone what was there when
 // it listed. It is not parallel: the check stops whatever of this session appeared since then.
 func TestLeftovers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("changes the machine; skipped with -short")
-	}
-	if os.Getenv("FLEET_REAL_NODES") != "1" || os.Geteuid() != 0 {
-		t.Skip("real-node leftovers test: set FLEET_REAL_NODES=1 (make test-node) and run it as root")
-	}
+	node.RequireForTest(t)
 	script, err := filepath.Abs(filepath.Join("..", "..", "hack", "leftovers.sh"))
 	if err != nil {
 		t.Fatal(err)

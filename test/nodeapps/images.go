@@ -17,7 +17,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
@@ -27,9 +29,11 @@ import (
 type Image struct{ Tar, Ref string }
 
 // Images are the tarballs Build wrote: the project's (the manager, and each agent's
-// cert-reloader), Argo CD's, Redis's and the hello test image the guestbook runs.
+// cert-reloader), Argo CD's, Redis's, the hello test image the guestbook runs, and the
+// stand-in for argocd-agent's image (test/node/images/argocd-agent), which a GitOpsCluster
+// names with spec.argoCDAgentAddon.image; the agents' default image is never given it.
 type Images struct {
-	Manager, ArgoCD, Redis, Hello string
+	Manager, ArgoCD, Redis, Hello, Agent string
 	// ManagerTag is the project image's tag in the fleet's registry.
 	ManagerTag string
 }
@@ -43,11 +47,31 @@ func (s Images) Tags(reg string) []Image {
 		{s.ArgoCD, spoke.RewriteRegistry(up.ArgoCD, reg)},
 		{s.Redis, spoke.RewriteRegistry(up.Redis, reg)},
 		{s.Hello, s.HelloRef(reg)},
+		{s.Hello, HelloRef(reg, 2)},
+		{s.Agent, StandInAgentRef(reg, "")},
+		{s.Agent, StandInAgentRef(reg, StandInAgentSecondTag)},
 	}
 }
 
 // HelloRef is the hello test image's name in the registry reg.
-func (s Images) HelloRef(reg string) string { return reg + "/e2e/hello:1" }
+func (s Images) HelloRef(reg string) string { return HelloRef(reg, 1) }
+
+// HelloRef is the hello test image's name in the registry reg under tag n (1 or 2: one image
+// under two names, for a change of image).
+func HelloRef(reg string, n int) string { return fmt.Sprintf("%s/e2e/hello:%d", reg, n) }
+
+// StandInAgentSecondTag is a second tag of the stand-in agent image, for a change of image.
+const StandInAgentSecondTag = "rollout"
+
+// StandInAgentRef is the stand-in agent image's name in the registry reg: its tag is the
+// argocd-agent version the manager pairs with, followed by "-" and tag when tag is not empty.
+func StandInAgentRef(reg, tag string) string {
+	ref := reg + "/e2e/argocd-agent-standin:" + version.ArgoCDAgentVersion
+	if tag != "" {
+		ref += "-" + tag
+	}
+	return ref
+}
 
 // Refs are the names of Tags.
 func (s Images) Refs(reg string) []string {
@@ -141,6 +165,15 @@ func StartBuild(ctx context.Context, dir, managerTag string, logf func(string, .
 		}
 		b.set.Hello = filepath.Join(dir, "hello.tar")
 		return node.WriteImage(b.set.Hello, node.ImageSpec{Ref: "localhost/hello:fleet", Binary: bin, UID: 65532})
+	})
+	b.run("stand-in agent", logf, func() error {
+		// The binary's name is the process name the cert-reloader signals.
+		bin := filepath.Join(dir, addon.AgentProcessName)
+		if err := node.BuildStatic(root, "./test/node/images/argocd-agent", bin); err != nil {
+			return err
+		}
+		b.set.Agent = filepath.Join(dir, "argocd-agent-standin.tar")
+		return node.WriteImage(b.set.Agent, node.ImageSpec{Ref: "localhost/argocd-agent-standin:fleet", Binary: bin, UID: addon.AgentRunAsUser})
 	})
 	return b
 }

@@ -27,9 +27,11 @@ import (
 
 // Argo CD in the fleet
 //
-// StartArgoCD runs Argo CD's own components, built by hack/argocd-binaries.sh from the pinned
-// release, as fleet processes against one cluster's API server, the way Argo CD's install
-// manifest (install.yaml of the same release) runs them in pods:
+// StartArgoCD installs Argo CD from the pinned release (hack/argocd-binaries.sh builds its
+// binaries and keeps its install.yaml) on one cluster. On a fleet with real nodes it runs as
+// pods, from install.yaml exactly as a user applies it (see argocdpods.go). Without nodes it
+// runs Argo CD's components as fleet processes against the cluster's API server, the way
+// install.yaml runs them in pods:
 //
 //   - installing, as a user applies install.yaml to the Argo CD namespace: the CRDs
 //     (Application, AppProject, ApplicationSet), every ConfigMap and Secret (argocd-cm,
@@ -48,11 +50,11 @@ import (
 //     server.secretkey, as on a cluster), argocd-repo-server, argocd-application-controller and
 //     optionally argocd-applicationset-controller, each on free loopback ports.
 //
-// Differences from a cluster install, each because there is no pod: the components reach the
-// API server through a kubeconfig (ARGOCD_FAKE_IN_CLUSTER, Argo CD's switch for running outside
-// a pod, makes the in-cluster destination https://kubernetes.default.svc use it too) and each
-// other through loopback addresses pinned in their environment, where a cluster has Services
-// (the load balancer the fleet does not have); GnuPG commit verification is off
+// Differences of the processes from a cluster install, each because there is no pod: the
+// components reach the API server through a kubeconfig (ARGOCD_FAKE_IN_CLUSTER, Argo CD's
+// switch for running outside a pod, makes the in-cluster destination
+// https://kubernetes.default.svc use it too) and each other through loopback addresses pinned
+// in their environment, where a cluster has Services; GnuPG commit verification is off
 // (ARGOCD_GPG_ENABLED=false: it needs a gpg binary and the keyring the pod mounts); no Dex or
 // notifications controller runs; argocd-server serves plain HTTP. Redis is in-process, see
 // argoRedis.
@@ -98,33 +100,49 @@ type ArgoCDOptions struct {
 	BinDir string
 	// ApplicationSetController also runs argocd-applicationset-controller.
 	ApplicationSetController bool
-	// ApplicationSetOnly runs argocd-applicationset-controller alone, as a pull-model hub
-	// needs: its Applications carry skip-reconcile, so no application-controller (and no
-	// repo-server for it) would act on them.
+	// ApplicationSetOnly runs argocd-applicationset-controller without repo-server and
+	// application-controller, as a pull-model hub needs: its Applications carry skip-reconcile,
+	// so no application-controller would act on them. When installing, argocd-server runs too
+	// (it makes the "default" AppProject that generated Applications name), and with pods the
+	// argocd-redis it needs.
 	ApplicationSetOnly bool
 	// ArgoCDCM and CmdParams are added to argocd-cm and argocd-cmd-params-cm over install.yaml's
-	// data, e.g. {"timeout.reconciliation": "15s"}. The keys that wire components to each other
-	// (repo.server, redis.server, listen addresses) are the harness's.
+	// data, e.g. {"timeout.reconciliation": "15s"}. With processes, the keys that wire
+	// components to each other (repo.server, redis.server, listen addresses) are the harness's.
 	ArgoCDCM  map[string]string
 	CmdParams map[string]string
-	// StartTimeout bounds the wait for each component to report healthy. Default: 3 minutes.
+	// StartTimeout bounds the wait for each component (processes) or for all the workloads
+	// (pods) to be ready. Default: 3 minutes with processes, 6 with pods.
 	StartTimeout time.Duration
-	// Installed runs the processes of an Argo CD that something else installed on the cluster
-	// (the components addon, say), as the kubelet would run its pods: the CRDs, ConfigMaps,
-	// Secrets, ServiceAccounts and RBAC are those already there, each component authenticates
-	// as the ServiceAccount its installed workload names, and Redis takes the password of the
-	// installed Secret argocd-redis. Nothing is written to the cluster. Without it, StartArgoCD
-	// installs Argo CD as a user applies install.yaml (and runs argocd-server too).
+	// Installed uses an Argo CD that something else installed on the cluster (the components
+	// addon, say): the CRDs, ConfigMaps, Secrets, ServiceAccounts and RBAC are those already
+	// there. With processes, each component authenticates as the ServiceAccount its installed
+	// workload names and Redis takes the password of the installed Secret argocd-redis. With
+	// pods, StartArgoCD writes nothing but ArgoCDCM's keys into argocd-cm (then it deletes the
+	// application-controller's pods, which read those settings at start, if that changed the
+	// ConfigMap), waits until the installed workloads (argocd-redis, argocd-repo-server,
+	// argocd-application-controller, as the options ask) are ready, and Stop deletes nothing;
+	// CmdParams and CMPSidecarImage are refused. Without Installed, StartArgoCD installs Argo
+	// CD as a user applies install.yaml (and runs argocd-server too).
 	Installed bool
-	// Workloads also creates install.yaml's Deployment and StatefulSet objects of the components
-	// it runs, as kubectl apply of install.yaml does (no kubelet starts their pods: the
-	// processes stand in for them), for a test that needs them to be there, as on a cluster
-	// where someone installed Argo CD.
+	// Workloads (processes only) also creates install.yaml's Deployment and StatefulSet objects
+	// of the components, as kubectl apply of install.yaml does (no kubelet starts their pods:
+	// the processes stand in for them), for a test that needs them to be there. With pods it is
+	// implied: the workloads are what runs.
 	Workloads bool
-	// Plugins are Config Management Plugins, each a folder holding a plugin.yaml: each runs as
-	// argocd-cmp-server, the repo-server's sidecar in a pod, on a Unix socket in a folder the
-	// repo-server is pointed at (ARGOCD_PLUGINSOCKFILEPATH, as the shared plugins volume).
+	// Plugins (processes only) are Config Management Plugins, each a folder holding a
+	// plugin.yaml: each runs as argocd-cmp-server, the repo-server's sidecar in a pod, on a
+	// Unix socket in a folder the repo-server is pointed at (ARGOCD_PLUGINSOCKFILEPATH, as the
+	// shared plugins volume). A plugin.yaml names a host binary, which a pod cannot run: with
+	// pods use CMPSidecarImage.
 	Plugins []string
+	// CMPSidecarImage (pods only) is the project's image in the fleet's registry: the
+	// ocm-manifestwork Config Management Plugin then runs as argocd-repo-server's sidecar as the
+	// chart's cmp.sidecar.install=true puts it there, from the product's own code: its
+	// plugin.yaml (cmp.PluginConfig, the text of the chart's ConfigMap) in ConfigMap
+	// argocd-agent-addon-cmp-plugin, and the container that cmp.Sidecar.Apply (what the chart's
+	// install-sidecar hook runs) adds to the repo-server's Deployment.
+	CMPSidecarImage string
 }
 
 // ArgoCD is Argo CD running against one cluster of the fleet.
@@ -132,20 +150,23 @@ type ArgoCD struct {
 	// Cluster is "hub" or a managed cluster's name; Namespace is Argo CD's namespace there.
 	Cluster   string
 	Namespace string
-	// RepoServer and Redis are the loopback addresses the components use.
+	// RepoServer and Redis are the addresses the components use: loopback addresses with
+	// processes; with pods, the Services' names (host:port, resolved by the cluster DNS, so
+	// reachable from pods only), empty for a component that does not run.
 	RepoServer string
 	Redis      string
-	// Processes are the components, in start order.
+	// Processes are the components, in start order (none with pods).
 	Processes []*Process
 
 	redis    *argoRedis
+	pods     *argoPods
 	stopOnce sync.Once
 	stopErr  error
 }
 
 // StartArgoCD installs and starts Argo CD on cluster ("hub" or a managed cluster) and returns
-// once every component reports healthy. The fleet's Stop ends it too; ArgoCD.Stop ends it
-// earlier.
+// once every component is ready: as pods on a fleet with real nodes (see argocdpods.go), else
+// as fleet processes. The fleet's Stop ends it too; ArgoCD.Stop ends it earlier.
 func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOptions) (*ArgoCD, error) {
 	cp, err := f.plane(cluster)
 	if err != nil {
@@ -156,6 +177,9 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 	}
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 3 * time.Minute
+		if f.opts.RealNodes {
+			opts.StartTimeout = 6 * time.Minute
+		}
 	}
 	if opts.BinDir == "" {
 		if opts.BinDir, _, err = ArgoCDBinaries(); err != nil {
@@ -178,7 +202,19 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 	if err := EnsureNamespaces(ctx, c, opts.Namespace); err != nil {
 		return nil, err
 	}
+	if f.opts.RealNodes {
+		return f.startArgoCDPods(ctx, cp, c, manifest, opts)
+	}
+	return f.startArgoCDProcesses(ctx, cp, c, manifest, opts)
+}
 
+// startArgoCDProcesses runs the components as fleet processes, for a fleet without nodes.
+func (f *Fleet) startArgoCDProcesses(ctx context.Context, cp *controlPlane, c client.Client, manifest *argoManifest, opts ArgoCDOptions) (*ArgoCD, error) {
+	cluster := cp.name
+	if opts.CMPSidecarImage != "" {
+		return nil, errors.New("ArgoCDOptions.CMPSidecarImage needs a fleet with real nodes: without, use Plugins")
+	}
+	var err error
 	a := &ArgoCD{Cluster: cluster, Namespace: opts.Namespace}
 	fail := func(err error) (*ArgoCD, error) { return nil, errors.Join(err, a.Stop()) }
 
@@ -202,8 +238,8 @@ func (f *Fleet) StartArgoCD(ctx context.Context, cluster string, opts ArgoCDOpti
 			return fail(err)
 		}
 		if opts.Workloads {
-			for _, w := range manifest.workloads {
-				w := w.DeepCopy()
+			for _, name := range argoComponents {
+				w := manifest.workloads[name].DeepCopy()
 				w.SetNamespace(a.Namespace)
 				if err := createOrReplace(ctx, c, w, func(have client.Object) {
 					have.(*unstructured.Unstructured).Object["spec"] = w.Object["spec"]
@@ -392,10 +428,15 @@ func (f *Fleet) startPlugins(ctx context.Context, a *ArgoCD, cluster, dir string
 	return socks, nil
 }
 
-// Stop ends the Argo CD components and their Redis. Safe to call more than once, and after
-// the fleet's Stop.
+// Stop ends the Argo CD components and their Redis: the processes, or the workloads
+// StartArgoCD created, once their pods are gone (with Installed, nothing). Safe to call more
+// than once, and after the fleet's Stop.
 func (a *ArgoCD) Stop() error {
 	a.stopOnce.Do(func() {
+		if a.pods != nil {
+			a.stopErr = a.pods.stop()
+			return
+		}
 		var errs []error
 		for i := len(a.Processes) - 1; i >= 0; i-- {
 			errs = append(errs, a.Processes[i].Stop(15*time.Second))
@@ -541,16 +582,23 @@ func (f *Fleet) shortSocketPath(dir, name string) (string, error) {
 }
 
 // argoManifest is what the fleet takes from Argo CD's install.yaml: the ConfigMaps and Secrets,
-// and each component's container environment.
+// RBAC, Services and NetworkPolicies, and the workloads of the components the fleet runs with
+// each one's container environment.
 type argoManifest struct {
-	// workloads are install.yaml's Deployments and StatefulSets of the components the fleet runs.
-	workloads      []*unstructured.Unstructured
+	// workloads are install.yaml's Deployments and StatefulSet by name: argoComponents' and
+	// argocd-redis.
+	workloads      map[string]*unstructured.Unstructured
 	configMaps     []*corev1.ConfigMap
 	secrets        []*corev1.Secret
 	rbac           []*unstructured.Unstructured // ServiceAccounts, (Cluster)Roles and their bindings
+	services       []*unstructured.Unstructured // Services and NetworkPolicies
 	env0           map[string][]corev1.EnvVar   // component -> its container's env
 	serviceAccount map[string]string            // component -> its pod's ServiceAccount
 }
+
+// argoComponents are the Argo CD components the fleet runs (Dex and the notifications
+// controller are left out).
+var argoComponents = []string{ArgoCDApplicationController, ArgoCDRepoServer, ArgoCDApplicationSetController, ArgoCDServer}
 
 func readArgoManifest(path string) (*argoManifest, error) {
 	fh, err := os.Open(path)
@@ -558,7 +606,7 @@ func readArgoManifest(path string) (*argoManifest, error) {
 		return nil, fmt.Errorf("reading the Argo CD install manifest (from hack/argocd-binaries.sh): %w", err)
 	}
 	defer fh.Close()
-	m := &argoManifest{env0: map[string][]corev1.EnvVar{}, serviceAccount: map[string]string{}}
+	m := &argoManifest{workloads: map[string]*unstructured.Unstructured{}, env0: map[string][]corev1.EnvVar{}, serviceAccount: map[string]string{}}
 	dec := utilyaml.NewYAMLOrJSONDecoder(fh, 4096)
 	for {
 		u := &unstructured.Unstructured{}
@@ -581,13 +629,18 @@ func readArgoManifest(path string) (*argoManifest, error) {
 		case "ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding":
 			m.rbac = append(m.rbac, u)
 			continue
+		case "Service", "NetworkPolicy":
+			m.services = append(m.services, u)
+			continue
 		case "Deployment", "StatefulSet":
-			switch u.GetName() {
-			case ArgoCDApplicationController, ArgoCDRepoServer, ArgoCDApplicationSetController, ArgoCDServer:
-			default:
+			if u.GetName() == argoCDRedis {
+				m.workloads[u.GetName()] = u
 				continue
 			}
-			m.workloads = append(m.workloads, u)
+			if !slices.Contains(argoComponents, u.GetName()) {
+				continue
+			}
+			m.workloads[u.GetName()] = u
 			// Both kinds have the pod template at the same place.
 			d := &appsv1.Deployment{}
 			spec, _, _ := unstructured.NestedMap(u.Object, "spec", "template")
@@ -608,8 +661,8 @@ func readArgoManifest(path string) (*argoManifest, error) {
 			return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
-	for _, want := range []string{ArgoCDApplicationController, ArgoCDRepoServer, ArgoCDApplicationSetController, ArgoCDServer} {
-		if _, ok := m.env0[want]; !ok {
+	for _, want := range append([]string{argoCDRedis}, argoComponents...) {
+		if _, ok := m.workloads[want]; !ok {
 			return nil, fmt.Errorf("%s: no workload %s", path, want)
 		}
 	}

@@ -20,12 +20,16 @@
 //   - then every ManagedCluster is labelled into the ManagedClusterSet Options.ClusterSet
 //     (default "fleet"), which is bound to Options.BindingNamespace.
 //
-// On request, Argo CD too: Fleet.StartArgoCD runs Argo CD v3.6's argocd-server, repo-server,
-// application-controller and optionally applicationset-controller against the hub or a managed
-// cluster, installed and configured from the release's install.yaml (each component as its
-// ServiceAccount, with that manifest's RBAC), or the processes alone of an Argo CD the
-// components addon installed, with an in-process Redis (miniredis); StartGitServer serves Git
-// repositories on loopback for them to clone (see argocd.go, git.go).
+// On request, Argo CD too: Fleet.StartArgoCD installs Argo CD v3.6 on the hub or a managed
+// cluster from the release's install.yaml (its ConfigMaps with the caller's settings, Secrets,
+// RBAC with the ClusterRoleBindings' subjects in the chosen namespace), or uses one the
+// components addon installed. With Options.RealNodes its components run as install.yaml's pods
+// (argocd-server, argocd-redis, repo-server, application-controller, optionally the
+// applicationset-controller, images behind the fleet's registry, added by AddArgoCDImages),
+// and the ocm-manifestwork plugin as the repo-server's sidecar the chart's code adds. Without
+// nodes they run as fleet processes, each as its ServiceAccount, with an in-process Redis
+// (miniredis). StartGitServer serves Git repositories for them to clone, StartGitServerOn on an
+// address pods reach (see argocd.go, argocdpods.go, git.go).
 //
 // Binaries come from hack/test-binaries.sh (kube-apiserver, etcd, kube-controller-manager;
 // honours KUBEBUILDER_ASSETS), hack/ocm-binaries.sh (OCM; honours OCM_BINARIES_DIR) and

@@ -86,16 +86,12 @@ func TestOnRealNodes(t *testing.T) {
 	hub := hubClient(t, f)
 	start := time.Now()
 	// The hub admin's Argo CD, from the pinned install.yaml with images from the mirror and the
-	// ManifestWork health check (docs/cmp.md); the chart then adds the ocm-manifestwork plugin
-	// sidecar to its repo-server with its Helm hooks.
-	if err := fleet.EnsureNamespaces(ctx, hub, fleet.ArgoCDNamespace); err != nil {
+	// ManifestWork health check (docs/cmp.md), as pods; the chart then adds the ocm-manifestwork
+	// plugin sidecar to its repo-server with its Helm hooks.
+	if err := f.AddArgoCDImages(ctx, imgs.ArgoCD, imgs.Redis); err != nil {
 		t.Fatal(err)
 	}
-	hubImages, err := installHubArgoCD(ctx, hub, argoDir, fleet.ArgoCDNamespace, reg, map[string]string{cmp.HealthCheckKey: cmp.HealthCheck()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := addHubArgoCDImages(ctx, f, imgs, hubImages, tmp); err != nil {
+	if _, err := f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ArgoCDCM: map[string]string{cmp.HealthCheckKey: cmp.HealthCheck()}}); err != nil {
 		t.Fatal(err)
 	}
 	values := nodeapps.ChartValues(reg, imageTag)
@@ -372,25 +368,6 @@ func cmpPluginOnTheHub(ctx context.Context, t *testing.T, f *fleet.Fleet, hub cl
 	t.Logf("hub: Argo CD's repo-server pod with the plugin sidecar delivered %s to %s, %s after the install began", app, cluster, time.Since(start).Round(time.Second))
 }
 
-// addHubArgoCDImages adds the Argo CD and Redis images under the names the hub's install.yaml
-// gives them behind the mirror.
-func addHubArgoCDImages(ctx context.Context, f *fleet.Fleet, imgs nodeapps.Images, refs []string, dir string) error {
-	for i, ref := range refs {
-		src := imgs.ArgoCD
-		if strings.Contains(ref, "/redis:") {
-			src = imgs.Redis
-		}
-		out := filepath.Join(dir, fmt.Sprintf("hub-argocd-%d.tar", i))
-		if err := nodeapps.Retag(src, ref, out); err != nil {
-			return err
-		}
-		if err := f.AddImage(ctx, out); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // pullModel delivers a hub Application to cluster1 through the basic pull model: the manager's
 // pod wraps it into a ManifestWork, OCM's work agent applies it, the cluster's Argo CD pods sync
 // it, and its status comes back to the hub.
@@ -399,18 +376,11 @@ func pullModel(ctx context.Context, t *testing.T, f *fleet.Fleet, hub client.Cli
 	if err := fleet.EnsureNamespaces(ctx, hub, fleet.ArgoCDNamespace); err != nil {
 		t.Fatal(err)
 	}
-	// The hub admin's steps: the cluster set bound into Argo CD's namespace and its default
-	// AppProject, which decides what the delivered Application may deploy.
+	// The hub admin's step: the cluster set bound into Argo CD's namespace. Its "default"
+	// AppProject, which decides what the delivered Application may deploy, is the one
+	// argocd-server made.
 	objs := []client.Object{
 		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: f.ClusterSet()}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: f.ClusterSet()}},
-		&unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
-			"metadata": map[string]any{"name": "default", "namespace": fleet.ArgoCDNamespace},
-			"spec": map[string]any{
-				"sourceRepos":  []any{"*"},
-				"destinations": []any{map[string]any{"server": "*", "namespace": "*"}},
-			},
-		}},
 	}
 	a := fleet.NewApplication(app, fleet.ArgoCDNamespace, repoURL, guestbook, dest)
 	a.SetLabels(map[string]string{pullmodel.LabelPull: "true"})

@@ -3,7 +3,6 @@ module github.com/argocd-agent-addon/argocd-agent-addon
 go 1.26.0
 
 require (
-	github.com/alicebob/miniredis/v2 v2.39.0
 	github.com/cert-manager/cert-manager v1.21.2
 	github.com/go-logr/logr v1.4.3
 	github.com/gobwas/glob v0.2.3
@@ -134,7 +133,6 @@ require (
 	github.com/spf13/pflag v1.0.10
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xlab/treeprint v1.2.0 // indirect
-	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.etcd.io/etcd/api/v3 v3.6.8 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.6.14 // indirect
 	go.etcd.io/etcd/client/v3 v3.6.8 // indirect

@@ -200,7 +200,7 @@ func (d *demo) waitAddons(ctx context.Context) error {
 		spoke := d.spokes[c]
 		for _, w := range componentWorkloads() {
 			if err := d.poll(ctx, fmt.Sprintf("%s: %s %s/%s ready", c, kind(w), agentNS, w.GetName()), podWait, func(ctx context.Context) error {
-				if ok, state := nodeapps.WorkloadReady(ctx, spoke, w); !ok {
+				if ok, state := fleet.WorkloadReady(ctx, spoke, w); !ok {
 					return fmt.Errorf("%s\n%s", state, nodeapps.PodReport(ctx, d.f, c, agentNS))
 				}
 				return nil

@@ -24,20 +24,17 @@ const (
 	guestbookApp  = "guestbook"
 	guestbookNS   = "guestbook"
 	guestbookName = "guestbook-ui" // Deployment and Service
-	guestbookImg1 = "gcr.io/heptio-images/ks-guestbook-demo:0.1"
-	guestbookImg2 = "gcr.io/heptio-images/ks-guestbook-demo:0.2"
 	// reconciliation is argocd-cm's timeout.reconciliation here: how long Argo CD may take to
 	// notice a new commit without a webhook (Argo CD's default is 180s).
 	reconciliation = 10 * time.Second
 )
 
-// TestArgoCDApplication runs Argo CD's own application-controller and repo-server on cluster1
-// (against its API server, in the agent namespace argocd) and shows an Application reach the
-// cluster with nothing written by hand but the kubelet's part: Argo CD clones a repository
-// served on loopback, applies its Deployment and Service, reports the Application Synced but
-// Progressing until the simulated kubelet makes the Deployment available, then Healthy; a second
-// commit (two replicas, a new image) is picked up within timeout.reconciliation and synced the
-// same way. Argo CD is stopped again before the agent scenarios.
+// TestArgoCDApplication runs Argo CD's own application-controller and repo-server as pods on
+// cluster1 (in the agent namespace argocd) and shows an Application reach the cluster with
+// nothing written by hand: Argo CD clones a repository served on the machine, applies its
+// Deployment and Service, and reports the Application Synced and Healthy once the guestbook's
+// pod is ready; a second commit (two replicas, a new image) is picked up within
+// timeout.reconciliation and synced the same way. Argo CD is stopped again before the agent scenarios.
 func TestArgoCDApplication(t *testing.T) {
 	if env == nil {
 		t.Skip(skipWhy)
@@ -91,12 +88,9 @@ func TestArgoCDApplication(t *testing.T) {
 		}
 		return checkGuestbook(d, 1, guestbookImg1)
 	})
-	// Health comes from the Deployment's status, which nothing has written yet.
-	s.waitApplication(t, "Synced at the first commit, Progressing (no kubelet yet)", first, "Progressing")
-	if err := s.f.MarkDeploymentAvailable(ctx, argoCluster, guestbookNS, guestbookName); err != nil {
-		t.Fatal(err)
-	}
-	s.waitApplication(t, "Synced and Healthy once the simulated kubelet made the Deployment available", first, "Healthy")
+	// Health comes from the Deployment's status: Healthy once its pod on the node is ready.
+	s.waitApplication(t, "Synced and Healthy at the first commit, its pod ready", first, "Healthy")
+	s.checkGuestbookAvailable(t, spoke, 1)
 
 	second, err := repo.Commit(fleet.GuestbookFiles(2, guestbookImg2), "guestbook: two replicas, image 0.2")
 	if err != nil {
@@ -113,11 +107,22 @@ func TestArgoCDApplication(t *testing.T) {
 		}
 		return true, ""
 	})
-	s.waitApplication(t, "Synced at the second commit, Progressing (new generation not rolled out)", second, "Progressing")
-	if err := s.f.MarkDeploymentAvailable(ctx, argoCluster, guestbookNS, guestbookName); err != nil {
+	s.waitApplication(t, "Synced and Healthy at the second commit, both pods of the new image ready", second, "Healthy")
+	s.checkGuestbookAvailable(t, spoke, 2)
+}
+
+// checkGuestbookAvailable: Argo CD's Healthy is the Deployment's rollout on the node, every
+// replica of its current spec available.
+func (s *suite) checkGuestbookAvailable(t *testing.T, spoke client.Client, replicas int32) {
+	t.Helper()
+	d, err := guestbookDeployment(ctxFor(t), spoke)
+	if err != nil {
 		t.Fatal(err)
 	}
-	s.waitApplication(t, "Synced and Healthy at the second commit", second, "Healthy")
+	if st := d.Status; st.ObservedGeneration != d.Generation || st.UpdatedReplicas != replicas || st.AvailableReplicas != replicas {
+		t.Errorf("guestbook Healthy in Argo CD, but its Deployment has %d updated and %d available replicas of %d (generation %d observed %d)",
+			st.UpdatedReplicas, st.AvailableReplicas, replicas, d.Generation, st.ObservedGeneration)
+	}
 }
 
 // TestArgoCDApplicationSet runs Argo CD with its applicationset-controller on the hub, as the

@@ -139,8 +139,9 @@ func TestCMPDeliversAFolderWithoutArgoCD(t *testing.T) {
 }
 
 // TestCMPPluginInHubArgoCD runs the plugin the way a user installs it: Argo CD's own
-// argocd-cmp-server next to the hub's repo-server, configured with the plugin.yaml the chart
-// ships, running this project's binary. A hub Application naming the plugin is synced from the
+// argocd-cmp-server as a sidecar of the hub's repo-server pod, configured with the plugin.yaml
+// the chart ships, running this project's image (the sidecar the chart's hook adds, from the
+// same code). A hub Application naming the plugin is synced from the
 // local Git repository into ManifestWorks, OCM's work agent puts the workload on the managed
 // cluster (which runs no Argo CD), and deleting the Application takes it away again.
 func TestCMPPluginInHubArgoCD(t *testing.T) {
@@ -155,14 +156,10 @@ func TestCMPPluginInHubArgoCD(t *testing.T) {
 	files := fleet.GuestbookFiles(1, guestbookImg1)
 	files["guestbook/namespace.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + workloadNS + "}\n"
 	repo, sha := s.gitRepo(t, "git-cmp", "guestbook-cmp", files)
-	pluginDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(pluginDir, "plugin.yaml"), []byte(cmp.PluginConfig(s.managerBin)), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	start := time.Now()
 	// The hub admin's step (README): the ManifestWork health check in argocd-cm.
 	// and Applications in another namespace (Argo CD's application.namespaces) for one tenant.
-	argo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{Plugins: []string{pluginDir},
+	argo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{CMPSidecarImage: reloaderImg,
 		ArgoCDCM:  map[string]string{cmp.HealthCheckKey: cmp.HealthCheck()},
 		CmdParams: map[string]string{"application.namespaces": cmpTenantNS}})
 	if err != nil {

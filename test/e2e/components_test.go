@@ -26,6 +26,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/nodeapps"
 )
 
 // Names of the components scenario: its own GitOpsCluster and Placement, on cluster2.
@@ -143,16 +144,13 @@ func TestArgoCDComponents(t *testing.T) {
 		t.Errorf("the components fit one ManifestWork (%v): the split is not exercised", sizes)
 	}
 
-	// 2. The redis password, made on the cluster as the init container makes it.
-	out, err := s.f.RunAsServiceAccount(ctx, componentsCluster, agentNS, "argocd-redis", "admin", "redis-initial-password", "--namespace="+agentNS)
-	if err != nil {
-		t.Fatalf("redis init: %v", err)
-	}
-	t.Logf("%s: argocd admin redis-initial-password as ServiceAccount %s/argocd-redis: %s", componentsCluster, agentNS, strings.TrimSpace(strings.ReplaceAll(out, "\n", " ")))
+	// 2. The redis password, made on the cluster by the redis pod's init container (argocd
+	// admin redis-initial-password, as the argocd-redis ServiceAccount).
 	redis := &corev1.Secret{}
-	if err := c2.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: addon.RedisSecretName}, redis); err != nil {
-		t.Fatal(err)
-	}
+	s.eventually(t, componentsCluster+": the redis pod's init container made the redis password", 6*time.Minute, func(ctx context.Context) (bool, string) {
+		err := c2.Get(ctx, client.ObjectKey{Namespace: agentNS, Name: addon.RedisSecretName}, redis)
+		return err == nil, getState(err, "Secret "+addon.RedisSecretName) + "\n" + nodeapps.PodReport(ctx, s.f, componentsCluster, agentNS)
+	})
 	if len(redis.Data[addon.RedisSecretKey]) < 16 {
 		t.Errorf("%s/%s has no usable %s key", agentNS, addon.RedisSecretName, addon.RedisSecretKey)
 	}
@@ -508,25 +506,15 @@ func TestForeignArgoCDIsLeftAlone(t *testing.T) {
 	defer cancel()
 	s.labelClusters(t)
 
-	// The cluster admin's kubectl apply of install.yaml, workloads included.
-	theirs, err := s.f.StartArgoCD(ctx, cluster, fleet.ArgoCDOptions{Namespace: agentNS, Workloads: true, ArgoCDCM: map[string]string{"timeout.reconciliation": "300s"}})
+	// The cluster admin's kubectl apply of install.yaml: Argo CD runs as pods.
+	theirs, err := s.f.StartArgoCD(ctx, cluster, fleet.ArgoCDOptions{Namespace: agentNS, ArgoCDCM: map[string]string{"timeout.reconciliation": "300s"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := theirs.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	// Later scenarios run their own Argo CD in this namespace.
 	t.Cleanup(func() {
-		// Later scenarios run their own Argo CD in this namespace, as processes.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		for _, w := range []client.Object{
-			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: fleet.ArgoCDApplicationController}},
-			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: fleet.ArgoCDRepoServer}},
-			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: fleet.ArgoCDApplicationSetController}},
-			&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: fleet.ArgoCDServer}},
-		} {
-			_ = client.IgnoreNotFound(c1.Delete(ctx, w))
+		if err := theirs.Stop(); err != nil {
+			t.Errorf("stopping the cluster's own Argo CD: %v", err)
 		}
 	})
 	untouched := func(ctx context.Context) string {
@@ -588,6 +576,8 @@ func TestForeignArgoCDIsLeftAlone(t *testing.T) {
 			broken = b
 		}
 	}
+	// install.yaml's image, behind the fleet's registry as behind a user's mirror.
+	theirImage := spoke.RewriteRegistry("quay.io/argoproj/argocd:v3.6.1", s.f.RegistryHost())
 	s.eventually(t, cluster+": the GitOpsCluster reports the cluster's own Argo CD v3.6.1", 3*time.Minute, func(ctx context.Context) (bool, string) {
 		check(ctx)
 		g := &v1alpha1.GitOpsCluster{}
@@ -595,7 +585,7 @@ func TestForeignArgoCDIsLeftAlone(t *testing.T) {
 			return false, err.Error()
 		}
 		found := len(g.Status.ForeignArgoCD) == 1 && g.Status.ForeignArgoCD[0].Cluster == cluster &&
-			strings.Contains(g.Status.ForeignArgoCD[0].Found, "StatefulSet "+agentNS+"/argocd-application-controller (quay.io/argoproj/argocd:v3.6.1)")
+			strings.Contains(g.Status.ForeignArgoCD[0].Found, "StatefulSet "+agentNS+"/argocd-application-controller ("+theirImage+")")
 		return found && meta.IsStatusConditionTrue(g.Status.Conditions, v1alpha1.ConditionForeignArgoCD), fmt.Sprintf("foreign %+v, probing %d", g.Status.ForeignArgoCD, g.Status.ProbingClusters)
 	})
 	s.eventually(t, cluster+": the agent installed beside it", 3*time.Minute, func(ctx context.Context) (bool, string) {

@@ -1,9 +1,12 @@
 // Package e2e runs argocd-agent-addon end to end on a real local Open Cluster Management fleet
-// (test/fleet): a hub and two managed clusters (cluster1, cluster2), each with its own etcd,
-// kube-apiserver and kube-controller-manager, OCM v1.2.1's hub controllers (registration,
-// placement, addon manager) and a klusterlet agent (registration + work) per managed cluster,
-// all plain local processes. The project's manager is built once and runs against the hub as
-// another process; every assertion about an agent reads the managed cluster's own API server.
+// (test/fleet) whose clusters have real nodes: a hub and two managed clusters (cluster1,
+// cluster2), each with its own etcd, kube-apiserver, kube-controller-manager, scheduler and a
+// node (containerd, kubelet, kube-proxy, CoreDNS), OCM v1.2.1's hub controllers (registration,
+// placement, addon manager) and a klusterlet agent (registration + work) per managed cluster as
+// processes. The project's manager runs as the chart's pod on the hub, installed with Helm's
+// SDK; every workload the project ships to a cluster runs as a pod from images built here and
+// served by the fleet's registry; every assertion about an agent reads the managed cluster's
+// own API server.
 //
 // One fleet serves the whole package (TestMain). The scenarios of TestFleetE2E run in order,
 // each building on the state the previous one left:
@@ -16,21 +19,25 @@
 //  2. the Placement grows to cluster2, then drops cluster1: agents follow, cluster1's
 //     registration goes and its certificates are blocklisted;
 //  3. an agent image change rolls out Progressive (maxConcurrency 1), one cluster after the other;
-//  4. a client certificate is renewed by OCM and the cert-reloader restarts a stand-in agent;
+//  4. a client certificate is renewed by OCM, the kubelet updates the agent pod's volume, and
+//     the cert-reloader sidecar restarts the agent with it;
 //  5. a CSR made with cluster2's hub credentials for cluster1's identity is refused;
-//  6. deleting the GitOpsCluster removes what it created on the hub and on both clusters.
+//  6. a revocation and its undo; 7. a paged fleet of 250 clusters never revokes a live agent;
+//  8. deleting the GitOpsCluster removes what it created on the hub and on both clusters.
 //
 // Before them, TestArgoCDApplication runs Argo CD's own repo-server and application-controller
-// on cluster1 and shows an Application from a Git repository served on loopback synced onto the
-// cluster, Healthy once its Deployment is available, and a second commit synced the same way;
+// as pods on cluster1 and shows an Application from the fleet's Git server synced onto the
+// cluster, Healthy once its pod is ready, and a second commit synced the same way;
 // TestArgoCDApplicationSet runs the applicationset-controller on the hub. Both stop their Argo
 // CD again.
 //
-// What is simulated, and nothing else: the kubelet (no pod ever runs, so Deployment
-// availability is written with fleet.MarkDeploymentAvailable, and in scenario 4 the secret
-// volume and container restart are done by the test), and the cloud load balancer (the principal
-// Service's status gets the ingress address a load balancer would write). No argocd-agent
-// principal or agent binary runs.
+// What is not real, and nothing else: argocd-agent's image, whose module this machine cannot
+// fetch, is replaced by a stand-in (test/node/images/argocd-agent) that reads its client
+// certificate at start-up, answers its health probe and ends on SIGTERM, so the agent pod's
+// readiness, its cert-reloader sidecar and the kubelet's restarts are real; no principal runs;
+// and the cloud load balancer (the principal Service's status gets the ingress address a load
+// balancer would write).
 //
-// Skipped with -short or FLEET_E2E=0. Logs of every process: bin/fleet/<run>/logs/.
+// Runs with FLEET_REAL_NODES=1 (root, hack/node-packages.sh's packages; make test sets it);
+// skipped without it, with -short or with FLEET_E2E=0. Logs of every process: bin/fleet/<run>/logs/.
 package e2e

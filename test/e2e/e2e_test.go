@@ -117,9 +117,14 @@ func (s *suite) scenarioInstall(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(readmeExample), &u.Object); err != nil {
 		t.Fatal(err)
 	}
+	// The one change: argocd-agent's image cannot be built here, so the agents run its stand-in
+	// (test/node/images/argocd-agent), named as a user names an image of their own.
+	if err := unstructured.SetNestedField(u.Object, agentImage, "spec", "argoCDAgentAddon", "image"); err != nil {
+		t.Fatal(err)
+	}
 	applied := time.Now()
 	if err := s.hub.Create(ctx, u); err != nil {
-		t.Fatalf("applying the README GitOpsCluster unchanged: %v", err)
+		t.Fatalf("applying the README GitOpsCluster with the stand-in agent image: %v", err)
 	}
 	s.waitDecision(t, "cluster1")
 
@@ -132,8 +137,8 @@ func (s *suite) scenarioInstall(t *testing.T) {
 	if !ownedByAppliedManifestWork(d) {
 		t.Errorf("cluster1: Deployment %s/%s has no AppliedManifestWork owner: not applied by OCM's work agent? owners %+v", agentNS, d.Name, d.OwnerReferences)
 	}
-	if got := containerImage(d, addon.AgentContainerName); got != defaultImage {
-		t.Errorf("cluster1: agent image %q, want the manager's default %q (no image in the spec, no principal Deployment)", got, defaultImage)
+	if got := containerImage(d, addon.AgentContainerName); got != agentImage {
+		t.Errorf("cluster1: agent image %q, want the spec's %q", got, agentImage)
 	}
 	if got := containerImage(d, addon.ReloaderContainerName); got != reloaderImg {
 		t.Errorf("cluster1: cert-reloader image %q, want --reloader-image %q", got, reloaderImg)
@@ -192,8 +197,7 @@ func (s *suite) scenarioInstall(t *testing.T) {
 	}
 	s.waitHubObject(t, "Argo CD cluster secret", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster-cluster1"}}, true)
 
-	// Simulated kubelet: see markAvailable.
-	s.markAvailable(t, "cluster1")
+	s.waitAgentRunning(t, "cluster1")
 	s.waitReady(t, 1, 1)
 	t.Logf("README example to Ready on a real fleet: %s", time.Since(applied).Round(100*time.Millisecond))
 	s.checkTemplateSpecHash(t, "cluster1")
@@ -280,7 +284,7 @@ func (s *suite) scenarioPlacementEdits(t *testing.T) {
 	s.waitAgentObjects(t, "cluster2")
 	s.waitClientCert(t, "cluster2")
 	s.waitHubObject(t, "Argo CD cluster secret", &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cluster-cluster2"}}, true)
-	s.markAvailable(t, "cluster2")
+	s.waitAgentRunning(t, "cluster2")
 	s.waitReady(t, 2, 2)
 
 	cluster1Certs := s.issuedTo("cluster1")
@@ -356,7 +360,7 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 		t.Errorf("cluster1 came back, but its new certificate %s is on the blocklist", pki.Fingerprint(cert))
 	}
 	s.waitAgentObjects(t, "cluster1")
-	s.markAvailable(t, "cluster1")
+	s.waitAgentRunning(t, "cluster1")
 	s.waitReady(t, 2, 2)
 
 	// First the strategy alone (no config change), so the image change is rolled out under it.
@@ -391,7 +395,7 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 		}
 	}
 
-	const newImage = "quay.io/argoprojlabs/argocd-agent:v0.9.0-e2e-progressive"
+	newImage := agentImage2
 	start := time.Now()
 	s.patchSpec(t, func(a *v1alpha1.ArgoCDAgentAddonSpec) { a.Image = newImage })
 
@@ -455,9 +459,6 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 			got[c].image = round
 			got[c].otherOld = images[other] != newImage
 			note("%s: Deployment has the new image (%s: %s)", c, other, images[other])
-			// Simulated kubelet: the new pod comes up.
-			s.markAvailable(t, c)
-			note("%s: marked available (simulated kubelet)", c)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -467,8 +468,8 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 		first, second = second, first
 	}
 	// maxConcurrency 1: OCM releases the second cluster only once the first runs the new
-	// config and is available, which this test makes so (the simulated kubelet) in the round
-	// it sees the new image; with rolloutStrategy All both would be released at once, before
+	// config and is available, which its new pod becomes some seconds after the round this
+	// loop sees the new image; with rolloutStrategy All both would be released at once, before
 	// either is applied. The hub's Progressing=Completed is not the bound: OCM may release the
 	// next cluster between this loop's reads of the two ManagedClusterAddOns.
 	if got[second].desired <= got[first].image {
@@ -491,7 +492,7 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 		if img := containerImage(d, addon.ReloaderContainerName); img != reloaderImg {
 			t.Errorf("%s: cert-reloader image changed to %q", c, img)
 		}
-		s.markAvailable(t, c) // in case the Deployment changed again after the first mark
+		s.waitAgentRunning(t, c)
 	}
 	s.waitReady(t, 2, 2)
 }

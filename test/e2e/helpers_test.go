@@ -30,6 +30,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/nodeapps"
 )
 
 // Derived names, computed by the project's own naming functions so that a rename there is
@@ -48,8 +49,8 @@ func ctxFor(t *testing.T) context.Context {
 
 // hint names the logs worth reading when something times out.
 func (s *suite) hint() string {
-	return fmt.Sprintf("process logs in %s (manager: %s; OCM: hub-addon-manager.log, hub-placement-controller.log, <cluster>-klusterlet-agent.log)",
-		s.f.LogDir(), filepath.Base(s.managerLog()))
+	return fmt.Sprintf("process logs in %s (OCM: hub-addon-manager.log, hub-placement-controller.log, <cluster>-klusterlet-agent.log); "+
+		"the manager's pod log is saved there at the end as argocd-agent-addon-manager.log", s.f.LogDir())
 }
 
 // eventually polls cond every 200ms until it reports done, failing the test after timeout
@@ -442,14 +443,20 @@ func (s *suite) checkIssuedCert(t *testing.T, ctx context.Context, cluster strin
 		cluster, cert.Subject.CommonName, cert.Issuer.CommonName, cert.NotAfter.UTC().Format(time.RFC3339), pki.Fingerprint(cert)[:16])
 }
 
-// markAvailable is the simulated kubelet: the fleet has no nodes, so no pod runs; the
-// Deployment's status is written as if its replica were up. OCM's work agent feeds it back to
-// the hub, where the addon manager turns it into the ManagedClusterAddOn's Available condition.
-func (s *suite) markAvailable(t *testing.T, cluster string) {
+// waitAgentRunning waits until the agent Deployment on cluster has rolled out: its pod, the
+// stand-in agent and the cert-reloader, passes its readiness probe on the cluster's node.
+// OCM's work agent feeds the Deployment's status back to the hub, where the addon manager
+// turns it into the ManagedClusterAddOn's Available condition.
+func (s *suite) waitAgentRunning(t *testing.T, cluster string) {
 	t.Helper()
-	if err := s.f.MarkDeploymentAvailable(ctxFor(t), cluster, agentNS, addon.AgentName); err != nil {
-		t.Fatalf("simulated kubelet on %s: %v", cluster, err)
-	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: addon.AgentName}}
+	s.eventually(t, cluster+": agent pod running and ready", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		ok, state := fleet.WorkloadReady(ctx, s.spokes[cluster], d)
+		if !ok {
+			state += "\n" + nodeapps.PodReport(ctx, s.f, cluster, agentNS)
+		}
+		return ok, state
+	})
 }
 
 func (s *suite) mca(ctx context.Context, cluster string) (*addonv1alpha1.ManagedClusterAddOn, error) {
@@ -479,11 +486,12 @@ func (s *suite) waitHubObject(t *testing.T, what string, obj client.Object, pres
 		})
 }
 
-// gitRepo serves, for the length of the test, a repository name from a loopback Git server kept
-// in dir of the fleet's folder, with files committed; it returns the repository and the commit.
+// gitRepo serves, for the length of the test, a repository name from a Git server kept in dir
+// of the fleet's folder, with files committed; it returns the repository and the commit. The
+// server listens on the fleet's host address, which the nodes' pods reach.
 func (s *suite) gitRepo(t *testing.T, dir, name string, files map[string]string) (*fleet.GitRepo, string) {
 	t.Helper()
-	git, err := fleet.StartGitServer(filepath.Join(s.f.Dir(), dir))
+	git, err := fleet.StartGitServerOn(filepath.Join(s.f.Dir(), dir), s.f.HostAddress())
 	if err != nil {
 		t.Fatal(err)
 	}

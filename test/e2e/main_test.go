@@ -20,7 +20,10 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/chartrender"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/nodeapps"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -28,14 +31,14 @@ import (
 const (
 	// ns is the binding namespace of the fleet's cluster set, the GitOpsCluster's namespace and
 	// (by default) the principal namespace.
-	ns           = "open-cluster-management"
-	gocName      = "my-gitops-cluster"
-	placement    = "argocd-placement"
-	addonName    = "argocd-agent-addon"
-	signerName   = "open-cluster-management.io/argocd-agent-addon"
-	agentNS      = "argocd"
-	reloaderImg  = "argocd-agent-addon:e2e"
-	defaultImage = "quay.io/argoprojlabs/argocd-agent:v0.9.0"
+	ns         = "open-cluster-management"
+	gocName    = "my-gitops-cluster"
+	placement  = "argocd-placement"
+	addonName  = "argocd-agent-addon"
+	signerName = "open-cluster-management.io/argocd-agent-addon"
+	agentNS    = "argocd"
+	// imageTag is the project image's tag in the fleet's registry.
+	imageTag = "e2e"
 	// agentCertValidity is the manager's --agent-cert-validity: the signer's minimum (1h).
 	// Scenario 4 forces a renewal instead of waiting for one (see there why a shorter test
 	// lifetime would not help with OCM v1.2.1).
@@ -47,6 +50,19 @@ const (
 	managerDepartureSettle = 5 * time.Second
 )
 
+// Images in the fleet's registry, known once it runs (setUp).
+var (
+	// reloaderImg is the project's image: the manager's and the cert-reloader's (the chart's
+	// --reloader-image).
+	reloaderImg string
+	// agentImage is the stand-in for argocd-agent's image (test/node/images/argocd-agent), which
+	// the scenarios' GitOpsClusters name with spec.argoCDAgentAddon.image; agentImage2 is a
+	// second tag of it.
+	agentImage, agentImage2 string
+	// guestbookImg1 and guestbookImg2 are two tags of the hello test image the guestbook runs.
+	guestbookImg1, guestbookImg2 string
+)
+
 // env is the fleet and the manager every scenario shares; nil when the suite is skipped.
 var env *suite
 
@@ -54,10 +70,11 @@ var env *suite
 var skipWhy string
 
 type suite struct {
-	f          *fleet.Fleet
-	hub        client.Client
-	spokes     map[string]client.Client
-	manager    *fleet.Process
+	f      *fleet.Fleet
+	hub    client.Client
+	spokes map[string]client.Client
+	// managerBin is the project's binary built for this machine, for the commands a person
+	// runs (status, cmp generate); the manager itself runs as the chart's pod.
 	managerBin string
 	tmp        string
 	started    time.Time
@@ -69,10 +86,6 @@ type suite struct {
 }
 
 func TestMain(m *testing.M) {
-	// Scenario 4 re-executes this test binary as the stand-in agent process.
-	if os.Getenv(standInEnv) != "" {
-		os.Exit(runStandInAgent())
-	}
 	flag.Parse()
 	// The API server warns that Argo CD's finalizer name has no path; the suite's clients would
 	// print that through controller-runtime's unset logger as a stack trace.
@@ -81,16 +94,24 @@ func TestMain(m *testing.M) {
 }
 
 func runSuite(m *testing.M) int {
+	requested, nodesErr := node.Requested()
 	switch {
 	case testing.Short():
-		skipWhy = "starts a local OCM fleet (hub + managed clusters as processes); skipped with -short"
+		skipWhy = "starts a local OCM fleet on real nodes; skipped with -short"
 	case os.Getenv("FLEET_E2E") == "0":
 		skipWhy = "FLEET_E2E=0: local OCM fleet tests disabled"
+	case !requested:
+		skipWhy = node.SkipReason
 	case !selectedByRun():
 		skipWhy = "no e2e test selected by -run"
 	}
 	if skipWhy != "" {
 		return m.Run()
+	}
+	if nodesErr != nil {
+		// Asked for and impossible: a skip would report a pass that tested nothing.
+		fmt.Fprintf(os.Stderr, "e2e: %s=1 but real nodes cannot run here: %v\n", node.RequestedEnv, nodesErr)
+		return 1
 	}
 	s, err := setUp()
 	if err != nil {
@@ -126,14 +147,17 @@ func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "e2e %s: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
-// setUp builds the manager while the fleet starts (the project's CRDs go onto the hub with
-// OCM's), then runs the manager against the hub.
+// setUp builds the images while the fleet starts on real nodes (the project's CRDs go onto
+// the hub with OCM's), then installs the chart with Helm's SDK, as a hub admin does: the
+// manager runs as the chart's pod.
 func setUp() (*suite, error) {
 	s := &suite{spokes: map[string]client.Client{}, issued: map[string][]string{}, started: time.Now()}
 	var err error
 	if s.tmp, err = os.MkdirTemp("", "argocd-agent-addon-e2e-"); err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
 	buildErr := make(chan error, 1)
 	go func() {
 		start := time.Now()
@@ -144,86 +168,77 @@ func setUp() (*suite, error) {
 		}
 		buildErr <- err
 	}()
+	images := nodeapps.StartBuild(ctx, s.tmp, imageTag, logf)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	f, err := fleet.Start(ctx, fleet.Options{
 		Clusters:         []string{"cluster1", "cluster2"},
 		BindingNamespace: ns,
 		HubCRDPaths:      []string{filepath.Join(testenv.RepoRoot(), "manifests", "crds")},
 		Logf:             logf,
+		RealNodes:        true,
 	})
 	bErr := <-buildErr
+	imgs, iErrs := images.Wait()
 	if err != nil {
 		_ = os.RemoveAll(s.tmp)
-		return nil, errors.Join(err, bErr)
+		return nil, errors.Join(append([]error{err, bErr}, iErrs...)...)
 	}
 	s.f = f
-	if bErr != nil {
+	if err := errors.Join(append([]error{bErr}, iErrs...)...); err != nil {
 		_ = s.tearDown()
-		return nil, bErr
+		return nil, err
 	}
+	if err := nodeapps.AddToFleet(ctx, f, imgs, s.tmp); err != nil {
+		_ = s.tearDown()
+		return nil, err
+	}
+	reg := f.RegistryHost()
+	reloaderImg = nodeapps.ManagerRepository(reg) + ":" + imageTag
+	agentImage, agentImage2 = nodeapps.StandInAgentRef(reg, ""), nodeapps.StandInAgentRef(reg, nodeapps.StandInAgentSecondTag)
+	guestbookImg1, guestbookImg2 = nodeapps.HelloRef(reg, 1), nodeapps.HelloRef(reg, 2)
 	if err := s.connect(); err != nil {
 		_ = s.tearDown()
 		return nil, err
 	}
-	// The hub admin's steps: the namespaces, then `helm install` of the chart, whose
-	// ServiceAccount, RBAC, placement-generator ConfigMap and admission policy are created as
-	// rendered (no Deployment: the manager runs as a fleet process, logs/argocd-agent-addon-manager.log,
-	// authenticated as the chart's ServiceAccount, so it has exactly the chart's rights).
-	// Metrics and probes are off: nothing scrapes them here and fixed ports could clash with
-	// other processes on the machine.
-	install, managerKubeconfig, err := s.installChart(ctx)
-	if err != nil {
+	if err := s.installChart(ctx); err != nil {
 		_ = s.tearDown()
 		return nil, err
 	}
-	s.manager, err = f.StartProcess(fleet.ProcessSpec{
-		Name: "argocd-agent-addon-manager",
-		Path: s.managerBin,
-		Env:  testenv.ProjectProcessEnv(),
-		Args: install.Args(
-			"--kubeconfig="+managerKubeconfig,
-			"--metrics-bind-address=0",
-			"--health-probe-bind-address=0",
-			// One process; a restarted manager must not wait out its predecessor's lease.
-			"--leader-elect=false",
-			"--reloader-image="+reloaderImg,
-			"--agent-cert-validity="+agentCertValidity.String(),
-			"--departure-settle="+managerDepartureSettle.String(),
-			// Short, for the pull model's offline-deletion scenario.
-			"--pull-model-offline-release-after=15s",
-			"--zap-log-level=info",
-		),
-	})
-	if err != nil {
-		_ = s.tearDown()
-		return nil, err
-	}
-	logf("manager started (pid %d); fleet ready %s after start; logs in %s",
-		s.manager.Pid(), time.Since(s.started).Round(100*time.Millisecond), f.LogDir())
+	logf("manager's pod Ready; fleet ready %s after start; logs in %s", time.Since(s.started).Round(100*time.Millisecond), f.LogDir())
 	return s, nil
 }
 
-// installChart creates the namespaces the chart's RBAC goes into and what `helm install` of the
-// chart creates on the hub (but the Deployment and Services), and returns the install and a
-// kubeconfig for the chart's ServiceAccount.
-func (s *suite) installChart(ctx context.Context) (*testenv.ChartInstall, string, error) {
+// installChart is the hub admin's steps: the namespaces the chart's RBAC goes into, then
+// `helm install` of the chart (through Helm's SDK, waiting as --wait does) with the manager's
+// image from the fleet's registry, which is also the managed clusters' mirror
+// (spoke.imageRegistry).
+func (s *suite) installChart(ctx context.Context) error {
 	if err := fleet.EnsureNamespaces(ctx, s.hub, ns, fleet.ArgoCDNamespace, tenantNS); err != nil {
-		return nil, "", err
+		return err
 	}
-	install, err := testenv.InstallChart(ctx, s.hub, ns, map[string]any{
+	values := nodeapps.ChartValues(s.f.RegistryHost(), imageTag)
+	for k, v := range map[string]any{
 		// The hub Argo CD's namespace too: ArgoCDClusterRegistrations write cluster secrets there.
 		"managedNamespaces": []any{ns, fleet.ArgoCDNamespace},
-		"pullModel":         map[string]any{"namespaces": []any{fleet.ArgoCDNamespace, tenantNS}},
-		"applicationSet":    map[string]any{"placementGenerator": map[string]any{"enabled": true}},
-	})
-	if err != nil {
-		return nil, "", err
+		"pullModel": map[string]any{
+			"namespaces": []any{fleet.ArgoCDNamespace, tenantNS},
+			// Short, for the pull model's offline-deletion scenario.
+			"offlineReleaseAfter": "15s",
+		},
+		"applicationSet": map[string]any{"placementGenerator": map[string]any{"enabled": true}},
+		"signer":         map[string]any{"certificateValidity": agentCertValidity.String()},
+		"revocation":     map[string]any{"departureSettle": managerDepartureSettle.String()},
+	} {
+		values[k] = v
 	}
-	user, groups := fleet.ServiceAccountUser(ns, install.ServiceAccount), fleet.ServiceAccountGroups(ns)
-	path, _, err := s.f.HubUserKubeconfig("argocd-agent-addon-manager", user, groups...)
-	return install, path, err
+	start := time.Now()
+	rel, err := chartrender.Install(s.f.HubKubeconfigPath(), filepath.Join(testenv.RepoRoot(), "charts", "argocd-agent-addon"), ns, testenv.ChartRelease,
+		values, 5*time.Minute, logf)
+	if err != nil {
+		return fmt.Errorf("helm install: %w\n%s", err, nodeapps.PodReport(ctx, s.f, "hub", ns))
+	}
+	logf("helm install %s (revision %d): the manager's pod is Ready after %s", rel.Name, rel.Version, time.Since(start).Round(100*time.Millisecond))
+	return nil
 }
 
 func (s *suite) connect() error {
@@ -245,6 +260,9 @@ func (s *suite) connect() error {
 
 func (s *suite) tearDown() error {
 	var err error
+	if s.f != nil && s.hub != nil {
+		err = s.keepManagerLog()
+	}
 	if s.f != nil {
 		// Every component the scenarios started (OCM's, Argo CD's, the manager) ran with the
 		// identity a real install gives it.
@@ -252,7 +270,7 @@ func (s *suite) tearDown() error {
 		if mErr == nil && len(masters) > 0 {
 			mErr = fmt.Errorf("fleet components authenticated in system:masters: %v", masters)
 		}
-		err = errors.Join(mErr, s.f.Stop())
+		err = errors.Join(err, mErr, s.f.Stop())
 	}
 	_ = os.RemoveAll(s.tmp)
 	return err
@@ -260,9 +278,6 @@ func (s *suite) tearDown() error {
 
 // scheme is the scheme of the suite's clients.
 func (s *suite) scheme() *runtime.Scheme { return s.hub.Scheme() }
-
-// managerLog is the manager's log file.
-func (s *suite) managerLog() string { return s.manager.LogPath }
 
 // recordIssued remembers a client certificate fingerprint seen on a cluster.
 func (s *suite) recordIssued(cluster, fp string) {

@@ -27,10 +27,9 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/nodeapps"
 )
 
 // Names of the pull-model scenario.
@@ -216,9 +215,6 @@ spec:
 				t.Errorf("%s synced before %s was Healthy (RollingSync step order): %v", clusters[1], c, err)
 			}
 		}
-		if err := s.f.MarkDeploymentAvailable(ctx, c, pullNS, guestbookName); err != nil {
-			t.Fatal(err)
-		}
 	}
 	for _, c := range clusters {
 		app := c + "-guestbook"
@@ -290,36 +286,17 @@ spec:
 	s.pullModelTenancy(ctx, t, clusters[0], gone)
 }
 
-// reportListsTheObjects: each cluster's admin runs the resource reporter (its ServiceAccount
-// and Role from `argocd-agent-addon resource-reporter manifests`, the binary authenticated as
-// that ServiceAccount in place of its pod); OCM's work agent feeds the annotation it writes
-// back, and the ApplicationSet report lists the guestbook's Deployment and Service.
+// reportListsTheObjects: each cluster's admin runs the resource reporter (the manifests of
+// `argocd-agent-addon resource-reporter manifests`, its pod from the project's image); OCM's
+// work agent feeds the annotation it writes back, and the ApplicationSet report lists the
+// guestbook's Deployment and Service.
 func (s *suite) reportListsTheObjects(t *testing.T, clusters []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for _, c := range clusters {
-		for _, o := range resourcelist.Objects(fleet.ArgoCDNamespace, "unused") {
-			if o.GetObjectKind().GroupVersionKind().Kind == "Deployment" {
-				continue // run below as a process: the fleet has no kubelet
-			}
-			if err := s.spokes[c].Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatalf("%s: %v", c, err)
-			}
-		}
-		kubeconfig, err := s.f.ServiceAccountKubeconfig(c, fleet.ArgoCDNamespace, resourcelist.Name)
-		if err != nil {
+		if err := nodeapps.InstallResourceReporter(ctx, s.f, c, s.managerBin, reloaderImg, fleet.ArgoCDNamespace); err != nil {
 			t.Fatal(err)
 		}
-		p, err := s.f.StartProcess(fleet.ProcessSpec{
-			Name: c + "-resource-reporter",
-			Path: s.managerBin,
-			Env:  testenv.ProjectProcessEnv(),
-			Args: []string{"resource-reporter", "--kubeconfig=" + kubeconfig, "--namespace=" + fleet.ArgoCDNamespace, "--health-probe-bind-address=0"},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = p.Stop(5 * time.Second) })
 	}
 	want := []string{"apps/v1 Deployment " + pullNS + "/" + guestbookName, "v1 Service " + pullNS + "/" + guestbookName}
 	s.eventually(t, "hub: the ApplicationSet report lists the objects the clusters' reporters see", 2*time.Minute, func(ctx context.Context) (bool, string) {
@@ -571,23 +548,26 @@ func (s *suite) refreshRunsOnceOnTheCluster(t *testing.T, cluster string) {
 		t.Fatal(err)
 	}
 	// The work agent waits while the request goes into the ManifestWork, and the manager is
-	// frozen before the agent can apply it: the hub then cannot clear the request.
+	// stopped before the agent can apply it: the hub then cannot clear the request.
 	klusterlet := s.process(t, cluster+"-klusterlet-agent")
 	if err := klusterlet.Pause(); err != nil {
 		t.Fatal(err)
 	}
-	frozen := []*fleet.Process{klusterlet}
-	resume := func(p *fleet.Process) {
-		if i := slices.Index(frozen, p); i >= 0 {
-			frozen = slices.Delete(frozen, i, i+1)
-			if err := p.Resume(); err != nil {
-				t.Error(err)
-			}
+	// What is stopped, each with the step that starts it again, run once.
+	stopped := map[string]func(){"klusterlet": func() {
+		if err := klusterlet.Resume(); err != nil {
+			t.Error(err)
+		}
+	}}
+	resume := func(what string) {
+		if start, ok := stopped[what]; ok {
+			delete(stopped, what)
+			start()
 		}
 	}
 	t.Cleanup(func() {
-		for len(frozen) > 0 {
-			resume(frozen[0])
+		for what := range stopped {
+			resume(what)
 		}
 	})
 	hubApp := pullmodel.NewApplication()
@@ -600,11 +580,8 @@ func (s *suite) refreshRunsOnceOnTheCluster(t *testing.T, cluster string) {
 		ok, _, err := workRequests(ctx)
 		return ok, fmt.Sprint("no refresh annotation in the manifest ", err)
 	})
-	if err := s.manager.Pause(); err != nil {
-		t.Fatal(err)
-	}
-	frozen = append(frozen, s.manager)
-	resume(klusterlet)
+	stopped["manager"] = s.stopManager(t)
+	resume("klusterlet")
 	s.eventually(t, cluster+": the cluster's Argo CD ran the refresh and cleared the request", 2*time.Minute, func(ctx context.Context) (bool, string) {
 		refresh, at, _, err := spokeState(ctx)
 		return err == nil && !refresh && at != before, fmt.Sprintf("refresh annotation %v, reconciledAt %s (before %s) %v", refresh, at, before, err)
@@ -642,7 +619,7 @@ func (s *suite) refreshRunsOnceOnTheCluster(t *testing.T, cluster string) {
 			done = true
 		}
 	}
-	resume(s.manager)
+	resume("manager")
 	s.eventually(t, "hub: the refresh served, the request withdrawn from the Application and the ManifestWork", time.Minute, func(ctx context.Context) (bool, string) {
 		u := pullmodel.NewApplication()
 		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: app}, u); err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/chartrender"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -214,8 +216,9 @@ func (s *suite) scenarioRevokeAction(t *testing.T) {
 	s.recreateGitOpsCluster(t)
 	for _, c := range []string{"cluster1", cluster} {
 		s.waitAgentObjects(t, c)
-		s.markAvailable(t, c)
 	}
+	// cluster2's agent pod cannot start: it has no client certificate to mount.
+	s.waitAgentRunning(t, "cluster1")
 	s.eventually(t, "hub: re-created GitOpsCluster sees cluster2 revoked", time.Minute, func(ctx context.Context) (bool, string) {
 		g, err := s.goc(ctx)
 		if err != nil || g.Status.ObservedGeneration != g.Generation || g.Status.RevokedAgents != 1 {
@@ -229,6 +232,9 @@ func (s *suite) scenarioRevokeAction(t *testing.T) {
 	}
 	if _, _, err := s.clientCert(ctx, cluster); err == nil {
 		t.Fatal("cluster2 got a certificate after its GitOpsCluster was re-created")
+	}
+	if ok, _ := fleet.WorkloadReady(ctx, s.spokes[cluster], &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: addon.AgentName}}); ok {
+		t.Error("cluster2's agent pod runs while it is revoked")
 	}
 
 	// Lift: a person deletes the AgentRevocation. The agent is re-admitted with a new key; the
@@ -258,6 +264,7 @@ func (s *suite) scenarioRevokeAction(t *testing.T) {
 	if _, ok := bl[pki.Fingerprint(fresh)]; ok {
 		t.Error("the new certificate is blocked")
 	}
+	s.waitAgentRunning(t, cluster)
 	s.waitReady(t, 2, 2)
 }
 

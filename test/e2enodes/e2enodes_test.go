@@ -1,13 +1,9 @@
 package e2enodes
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
@@ -29,7 +24,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/cmp"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/chartrender"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
@@ -88,9 +82,6 @@ func TestOnRealNodes(t *testing.T) {
 	// The hub admin's Argo CD, from the pinned install.yaml with images from the mirror and the
 	// ManifestWork health check (docs/cmp.md), as pods; the chart then adds the ocm-manifestwork
 	// plugin sidecar to its repo-server with its Helm hooks.
-	if err := f.AddArgoCDImages(ctx, imgs.ArgoCD, imgs.Redis); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ArgoCDCM: map[string]string{cmp.HealthCheckKey: cmp.HealthCheck()}}); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +135,7 @@ func TestOnRealNodes(t *testing.T) {
 			&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: "argocd-application-controller"}},
 		} {
 			eventually(ctx, t, f, fmt.Sprintf("%s: %T %s ready", c, w, w.GetName()), 6*time.Minute, func(ctx context.Context) (bool, string) {
-				ok, state := nodeapps.WorkloadReady(ctx, sc, w)
+				ok, state := fleet.WorkloadReady(ctx, sc, w)
 				if !ok {
 					state += "\n" + nodeapps.PodReport(ctx, f, c, agentNS)
 				}
@@ -267,39 +258,12 @@ func servicesReachPods(ctx context.Context, t *testing.T, f *fleet.Fleet, cluste
 	t.Logf("%s: the Services in %s reach ready pods: %v", cluster, namespace, names)
 }
 
-// resourceReporter runs the documented step of a cluster admin (docs/pull-model.md): the
-// manifests `argocd-agent-addon resource-reporter manifests` prints, applied to the cluster;
-// the reporter's pod becomes ready.
+// resourceReporter runs the documented step of a cluster admin: see
+// nodeapps.InstallResourceReporter.
 func resourceReporter(ctx context.Context, t *testing.T, f *fleet.Fleet, cluster, bin, image string) {
-	out, err := exec.CommandContext(ctx, bin, "resource-reporter", "manifests", "--image", image, "--namespace", agentNS).Output()
-	if err != nil {
-		t.Fatalf("resource-reporter manifests: %v", err)
-	}
-	sc, err := f.SpokeClient(cluster)
-	if err != nil {
+	if err := nodeapps.InstallResourceReporter(ctx, f, cluster, bin, image, agentNS); err != nil {
 		t.Fatal(err)
 	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			t.Fatal(err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := sc.Create(ctx, u); err != nil {
-			t.Fatalf("%s: creating %s %s: %v", cluster, u.GetKind(), u.GetName(), err)
-		}
-	}
-	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: agentNS, Name: resourcelist.Name}}
-	eventually(ctx, t, f, cluster+": the resource reporter's pod ready", 3*time.Minute, func(ctx context.Context) (bool, string) {
-		ok, state := nodeapps.WorkloadReady(ctx, sc, d)
-		return ok, state + "\n" + nodeapps.PodReport(ctx, f, cluster, agentNS)
-	})
 	t.Logf("%s: the resource reporter runs as a pod", cluster)
 }
 
@@ -311,7 +275,7 @@ func cmpPluginOnTheHub(ctx context.Context, t *testing.T, f *fleet.Fleet, hub cl
 	const cluster, app, dest = "cluster2", "guestbook-cmp", "guestbook-cmp"
 	repoServer := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: "argocd-repo-server"}}
 	eventually(ctx, t, f, "hub: Argo CD's repo-server rolled out with the plugin sidecar", 4*time.Minute, func(ctx context.Context) (bool, string) {
-		ok, state := nodeapps.WorkloadReady(ctx, hub, repoServer)
+		ok, state := fleet.WorkloadReady(ctx, hub, repoServer)
 		sidecar := false
 		for _, c := range repoServer.Spec.Template.Spec.Containers {
 			sidecar = sidecar || strings.Contains(c.Image, "argocd-agent-addon")
@@ -355,7 +319,7 @@ func cmpPluginOnTheHub(ctx context.Context, t *testing.T, f *fleet.Fleet, hub cl
 	}
 	eventually(ctx, t, f, cluster+": the guestbook the plugin rendered runs", 5*time.Minute, func(ctx context.Context) (bool, string) {
 		hubState, _ := fleet.GetApplicationState(ctx, hub, fleet.ArgoCDNamespace, app)
-		ok, state := nodeapps.WorkloadReady(ctx, sc, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: dest, Name: guestbook}})
+		ok, state := fleet.WorkloadReady(ctx, sc, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: dest, Name: guestbook}})
 		return ok, state + "; hub: " + hubState.String() + "\n" + nodeapps.PodReport(ctx, f, "hub", fleet.ArgoCDNamespace)
 	})
 	eventually(ctx, t, f, "hub: "+app+" Healthy through the ManifestWork health check", 3*time.Minute, func(ctx context.Context) (bool, string) {
@@ -433,7 +397,7 @@ func brokenProbeIsCaught(ctx context.Context, t *testing.T, f *fleet.Fleet) {
 	}
 	deadline := time.Now().Add(45 * time.Second)
 	for time.Now().Before(deadline) {
-		if ok, _ := nodeapps.WorkloadReady(ctx, hub, &appsv1.Deployment{ObjectMeta: d.ObjectMeta}); ok {
+		if ok, _ := fleet.WorkloadReady(ctx, hub, &appsv1.Deployment{ObjectMeta: d.ObjectMeta}); ok {
 			t.Fatalf("a manager whose readiness probe targets port 1 reads as ready")
 		}
 		time.Sleep(2 * time.Second)

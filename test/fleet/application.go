@@ -110,8 +110,9 @@ func GetApplicationState(ctx context.Context, c client.Client, namespace, name s
 }
 
 // GuestbookFiles are the files of a guestbook-like application for a GitRepo: a Deployment
-// and a ClusterIP Service named guestbook-ui, in directory guestbook/. Nothing pulls the image:
-// no kubelet runs in the fleet.
+// and a ClusterIP Service named guestbook-ui, in directory guestbook/. Its pod is meant for the
+// hello test image (test/node/images/hello): it serves port 8080 and is ready once the file it
+// is given can be read (/etc/hostname, which the kubelet mounts into every container).
 func GuestbookFiles(replicas int, image string) map[string]string {
 	return map[string]string{
 		"guestbook/guestbook-ui-deployment.yaml": fmt.Sprintf(`apiVersion: apps/v1
@@ -129,11 +130,18 @@ spec:
       labels:
         app: guestbook-ui
     spec:
+      securityContext: {runAsNonRoot: true}
       containers:
       - name: guestbook-ui
         image: %s
+        env:
+        - {name: GREETING, value: guestbook-ui}
+        - {name: SECRET_FILE, value: /etc/hostname}
         ports:
-        - containerPort: 80
+        - containerPort: 8080
+        readinessProbe:
+          httpGet: {path: /readyz, port: 8080}
+          periodSeconds: 2
 `, replicas, image),
 		"guestbook/guestbook-ui-svc.yaml": `apiVersion: v1
 kind: Service
@@ -142,7 +150,7 @@ metadata:
 spec:
   ports:
   - port: 80
-    targetPort: 80
+    targetPort: 8080
   selector:
     app: guestbook-ui
 `,

@@ -86,11 +86,8 @@ func argoPodWorkloads(opts ArgoCDOptions) []string {
 	return names
 }
 
-// startArgoCDPods runs Argo CD as pods, for a fleet with real nodes.
+// startArgoCDPods runs Argo CD as pods.
 func (f *Fleet) startArgoCDPods(ctx context.Context, cp *controlPlane, c client.Client, m *argoManifest, opts ArgoCDOptions) (*ArgoCD, error) {
-	if len(opts.Plugins) > 0 {
-		return nil, errors.New("ArgoCDOptions.Plugins run host binaries, which a pod cannot: on real nodes use CMPSidecarImage")
-	}
 	if opts.Installed && (opts.CMPSidecarImage != "" || len(opts.CmdParams) > 0) {
 		return nil, errors.New("with ArgoCDOptions.Installed, StartArgoCD writes argocd-cm only: CMPSidecarImage and CmdParams need an install")
 	}
@@ -379,7 +376,7 @@ func (f *Fleet) AddArgoCDImages(ctx context.Context, argoCDTar, redisTar string)
 			return fmt.Errorf("install.yaml names image %s, which is neither Argo CD's nor Redis's", ref)
 		}
 		out := filepath.Join(dir, fmt.Sprintf("argocd-install-%d.tar", i))
-		if err := retagImage(src, ref, out); err != nil {
+		if err := RetagImage(src, ref, out); err != nil {
 			return err
 		}
 		if err := f.AddImage(ctx, out); err != nil {
@@ -408,8 +405,8 @@ func (m *argoManifest) images(reg string) []string {
 	return out
 }
 
-// retagImage writes the single image of a tarball to out under ref.
-func retagImage(tarPath, ref, out string) error {
+// RetagImage writes the single image of a tarball to out under ref.
+func RetagImage(tarPath, ref, out string) error {
 	if tarPath == "" {
 		return errors.New("retag " + ref + ": no image tarball")
 	}

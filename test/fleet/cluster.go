@@ -10,10 +10,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
 )
@@ -45,6 +48,24 @@ type controlPlane struct {
 	// node is the cluster's real node (Options.RealNodes), nil without; the API server listens
 	// on its host end.
 	node *node.Node
+
+	// admin is the cluster-admin client, made once (its REST mapper discovers the API lazily).
+	adminMu sync.Mutex
+	admin   client.Client
+}
+
+// adminClient is the cluster's cluster-admin client with the fleet's scheme.
+func (cp *controlPlane) adminClient(scheme *runtime.Scheme) (client.Client, error) {
+	cp.adminMu.Lock()
+	defer cp.adminMu.Unlock()
+	if cp.admin == nil {
+		c, err := client.New(cp.adminConfig, client.Options{Scheme: scheme})
+		if err != nil {
+			return nil, err
+		}
+		cp.admin = c
+	}
+	return cp.admin, nil
 }
 
 // startControlPlane starts etcd, kube-apiserver and kube-controller-manager for one cluster

@@ -1,5 +1,6 @@
-// Package fleet starts a real Open Cluster Management fleet on one machine, as plain local
-// processes: no containers, no pods, no kubelet.
+// Package fleet starts a real Open Cluster Management fleet on one machine: its control planes
+// and OCM's components as plain local processes, and, with Options.RealNodes, a real node per
+// cluster on which pods run.
 //
 // What runs (all on 127.0.0.1, every process on its own free ports):
 //
@@ -20,32 +21,29 @@
 //   - then every ManagedCluster is labelled into the ManagedClusterSet Options.ClusterSet
 //     (default "fleet"), which is bound to Options.BindingNamespace.
 //
-// On request, Argo CD too: Fleet.StartArgoCD installs Argo CD v3.6 on the hub or a managed
-// cluster from the release's install.yaml (its ConfigMaps with the caller's settings, Secrets,
-// RBAC with the ClusterRoleBindings' subjects in the chosen namespace), or uses one the
-// components addon installed. With Options.RealNodes its components run as install.yaml's pods
-// (argocd-server, argocd-redis, repo-server, application-controller, optionally the
+// On request, on a fleet with real nodes, Argo CD too: Fleet.StartArgoCD installs Argo CD v3.6
+// on the hub or a managed cluster from the release's install.yaml (its ConfigMaps with the
+// caller's settings, Secrets, RBAC with the ClusterRoleBindings' subjects in the chosen
+// namespace), or uses one the components addon installed. Its components run as install.yaml's
+// pods (argocd-server, argocd-redis, repo-server, application-controller, optionally the
 // applicationset-controller, images behind the fleet's registry, added by AddArgoCDImages),
-// and the ocm-manifestwork plugin as the repo-server's sidecar the chart's code adds. Without
-// nodes they run as fleet processes, each as its ServiceAccount, with an in-process Redis
-// (miniredis). StartGitServer serves Git repositories for them to clone, StartGitServerOn on an
-// address pods reach (see argocd.go, argocdpods.go, git.go).
+// and the ocm-manifestwork plugin as the repo-server's sidecar the chart's code adds.
+// StartGitServerOn serves Git repositories for them to clone on an address pods reach (see
+// argocd.go, argocdpods.go, git.go).
 //
 // Binaries come from hack/test-binaries.sh (kube-apiserver, etcd, kube-controller-manager;
 // honours KUBEBUILDER_ASSETS), hack/ocm-binaries.sh (OCM; honours OCM_BINARIES_DIR) and
-// hack/argocd-binaries.sh (Argo CD, only when StartArgoCD is called; honours
+// hack/argocd-binaries.sh (Argo CD's install.yaml and binary, for its image; honours
 // ARGOCD_BINARIES_DIR), all built from the Go module proxy once and cached under bin/.
 //
-// With Options.RealNodes nothing is simulated: every cluster, hub included, gets a real node
-// (package test/node), a kube-scheduler, the controller manager's workload controllers and a
-// cluster DNS, and pods run from images in the fleet's own registry (AddImage); see nodes.go.
-// test/e2enodes runs the chart's manager and the components addon's Argo CD that way. Without
-// it, two things are simulated. The kubelet: Deployments never get pods, so tests that need an
-// available Deployment on a managed cluster call Fleet.MarkDeploymentAvailable (the work agent
-// feeds that status back to the hub, where the addon manager's WorkloadAvailability probe
-// reads it). The Services' network (kube-proxy, a load balancer): processes reach each other on
-// loopback addresses the harness gives them, and the e2e tests and the demo write a
-// LoadBalancer Service's address into its status, as a cloud's load balancer controller would.
+// With Options.RealNodes every cluster, hub included, gets a real node (package test/node), a
+// kube-scheduler, the controller manager's workload controllers and a cluster DNS, and pods
+// run from images in the fleet's own registry (AddImage); see nodes.go. test/e2e, test/e2enodes
+// and the demo run everything the project ships to a cluster that way. Without nodes (the
+// benchmarks, the fault tests and the packages' own fleet tests) no pod runs: a Deployment on
+// a managed cluster never becomes available. In both, no load balancer runs: the e2e tests and
+// the demo write a LoadBalancer Service's address into its status, as a cloud's load balancer
+// controller would.
 //
 // Identities: every OCM process runs as the ServiceAccount OCM's operators run it as
 // (registration-controller-sa, placement-controller-sa, addon-manager-controller-sa on the hub;
@@ -63,9 +61,10 @@
 // v1beta1 conversion webhook. No work hub manager either (ManifestWorkReplicaSets, TTL
 // garbage collection).
 //
-// The project's manager runs against the hub as another fleet process: Fleet.StartProcess
-// (same log folder, stopped first), with Fleet.HubKubeconfigPath or a narrower identity from
-// Fleet.HubUserKubeconfig; its CRDs go in with Options.HubCRDPaths.
+// The project's manager runs as the chart's pod on a fleet with real nodes (test/chartrender's
+// Install, as `helm install`), or, for a benchmark, against the hub as another fleet process:
+// Fleet.StartProcess (same log folder, stopped first), with Fleet.HubKubeconfigPath or a
+// narrower identity from Fleet.HubUserKubeconfig. Its CRDs go in with Options.HubCRDPaths.
 //
 // Running:
 //

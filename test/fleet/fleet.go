@@ -319,7 +319,7 @@ func (f *Fleet) startHub(ctx context.Context) error {
 		return err
 	}
 	f.hub = hub
-	if f.hubClient, err = client.New(f.hub.adminConfig, client.Options{Scheme: f.scheme}); err != nil {
+	if f.hubClient, err = f.hub.adminClient(f.scheme); err != nil {
 		return err
 	}
 	return f.setupHub(ctx)
@@ -422,11 +422,11 @@ func (f *Fleet) SpokeKubeconfigPath(name string) string {
 
 // SpokeClient is a cluster-admin client for a managed cluster's API server.
 func (f *Fleet) SpokeClient(name string) (client.Client, error) {
-	cfg := f.SpokeConfig(name)
-	if cfg == nil {
+	cp, ok := f.spokes[name]
+	if !ok {
 		return nil, fmt.Errorf("no managed cluster %q", name)
 	}
-	return client.New(cfg, client.Options{Scheme: f.scheme})
+	return cp.adminClient(f.scheme)
 }
 
 // HubUserKubeconfig writes a kubeconfig for another hub identity (client certificate signed by
@@ -434,18 +434,6 @@ func (f *Fleet) SpokeClient(name string) (client.Client, error) {
 // permissions its chart grants rather than as cluster-admin.
 func (f *Fleet) HubUserKubeconfig(file, user string, groups ...string) (string, *rest.Config, error) {
 	return f.hub.userKubeconfig(file, user, groups)
-}
-
-// ServiceAccountKubeconfig writes a kubeconfig that authenticates to cluster as its
-// ServiceAccount namespace/name (user and groups as the API server gives a pod's token), for a
-// process the fleet runs in place of that pod: what the ServiceAccount's RBAC refuses fails.
-func (f *Fleet) ServiceAccountKubeconfig(cluster, namespace, name string) (string, error) {
-	cp, err := f.plane(cluster)
-	if err != nil {
-		return "", err
-	}
-	path, _, err := cp.userKubeconfig("sa-"+namespace+"-"+name, ServiceAccountUser(namespace, name), ServiceAccountGroups(namespace))
-	return path, err
 }
 
 func (f *Fleet) logf(format string, args ...any) {

@@ -158,31 +158,6 @@ func TestFleetSmoke(t *testing.T) {
 		t.Errorf("cluster2 should not have the ConfigMap: %v", err)
 	}
 
-	// The simulated kubelet: the Deployment's status, written on cluster1, reaches the hub
-	// through the work agent's status feedback.
-	start = time.Now()
-	if err := f.MarkDeploymentAvailable(ctx, "cluster1", "default", "fleet-smoke"); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(ctx, t, f, "ReadyReplicas=1 in the ManifestWork's status feedback", func() (bool, error) {
-		w := &workv1.ManifestWork{}
-		if err := hub.Get(ctx, client.ObjectKeyFromObject(work), w); err != nil {
-			return false, err
-		}
-		for _, m := range w.Status.ResourceStatus.Manifests {
-			if m.ResourceMeta.Kind != "Deployment" {
-				continue
-			}
-			for _, v := range m.StatusFeedbacks.Values {
-				if v.Name == "ReadyReplicas" && v.Value.Integer != nil && *v.Value.Integer == 1 {
-					return true, nil
-				}
-			}
-		}
-		return false, nil
-	})
-	t.Logf("deployment availability fed back to the hub in %s", time.Since(start).Round(100*time.Millisecond))
-
 	start = time.Now()
 	if err := f.Stop(); err != nil {
 		t.Fatal(err)

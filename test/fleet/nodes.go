@@ -249,7 +249,7 @@ func (cp *controlPlane) kcmControllers() []string {
 // startNode grants the API server's kubelet client its rights, starts kube-scheduler and the
 // node. Ready is awaited in waitNodes.
 func (f *Fleet) startNode(ctx context.Context, cp *controlPlane) error {
-	c, err := client.New(cp.adminConfig, client.Options{Scheme: f.scheme})
+	c, err := cp.adminClient(f.scheme)
 	if err != nil {
 		return err
 	}
@@ -314,7 +314,7 @@ func (f *Fleet) pauseImage() (string, error) {
 // waitNodes waits until every node is Ready, then starts the cluster DNS on each.
 func (f *Fleet) waitNodes(ctx context.Context) error {
 	for _, cp := range f.nodePlanes() {
-		c, err := client.New(cp.adminConfig, client.Options{Scheme: f.scheme})
+		c, err := cp.adminClient(f.scheme)
 		if err != nil {
 			return err
 		}
@@ -344,7 +344,7 @@ func (f *Fleet) waitNodes(ctx context.Context) error {
 		}
 	}
 	for _, cp := range f.nodePlanes() {
-		c, err := client.New(cp.adminConfig, client.Options{Scheme: f.scheme})
+		c, err := cp.adminClient(f.scheme)
 		if err != nil {
 			return err
 		}
@@ -378,7 +378,7 @@ func (f *Fleet) startClusterDNS(ctx context.Context, cp *controlPlane) error {
 	if err := cp.node.ImportImage(f.images.dnsTar); err != nil {
 		return err
 	}
-	c, err := client.New(cp.adminConfig, client.Options{Scheme: f.scheme})
+	c, err := cp.adminClient(f.scheme)
 	if err != nil {
 		return err
 	}

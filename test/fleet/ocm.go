@@ -109,7 +109,7 @@ func (f *Fleet) installCRDs(ctx context.Context, cp *controlPlane, paths []strin
 			crds = append(crds, got...)
 		}
 	}
-	c, err := client.New(cp.adminConfig, client.Options{Scheme: f.scheme})
+	c, err := cp.adminClient(f.scheme)
 	if err != nil {
 		return err
 	}
@@ -258,7 +258,7 @@ func (f *Fleet) joinSpoke(ctx context.Context, cp *controlPlane) error {
 	if err := f.installCRDs(ctx, cp, append(spokeCRDPaths(api), f.opts.SpokeCRDPaths...)); err != nil {
 		return err
 	}
-	sc, err := client.New(cp.adminConfig, client.Options{Scheme: f.scheme})
+	sc, err := cp.adminClient(f.scheme)
 	if err != nil {
 		return err
 	}

@@ -264,7 +264,7 @@ func (n *Node) removeFixedPaths() error {
 	defer unlock()
 	// Another node's containerd may still be stopping and write under /run/containerd: its
 	// host link goes only after that, so while any node's link exists, that node removes them.
-	if otherNodesExist() {
+	if NodesExist() {
 		return errors.Join(errs...)
 	}
 	made := readFixedPathsRecord()
@@ -314,9 +314,9 @@ func (n *Node) fixedPathLeftovers() []string {
 	return out
 }
 
-// otherNodesExist reports whether a node's host link is there: called once this node's own is
-// gone.
-func otherNodesExist() bool {
+// NodesExist reports whether any node's host link is there, this session's or another's: the
+// folders nodes share are the last one's to remove.
+func NodesExist() bool {
 	links, _ := filepath.Glob("/sys/class/net/np-h*")
 	return len(links) > 0
 }

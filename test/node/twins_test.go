@@ -3,13 +3,14 @@ package node_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
 )
 
 // TestNodesOfOneNameSideBySide runs two nodes with the same name at once, as two fleets on one
@@ -67,17 +68,10 @@ func TestNodesOfOneNameSideBySide(t *testing.T) {
 	for _, c := range twins {
 		c.stop()
 	}
-	if _, err := os.Stat(devicePlugins); !hostHadIt && !os.IsNotExist(err) && !otherNodesExist() {
+	if _, err := os.Stat(devicePlugins); !hostHadIt && !os.IsNotExist(err) && !node.NodesExist() {
 		t.Errorf("%s, made by the first node's kubelet, is still there after the last node stopped (%v)", devicePlugins, err)
 	}
 	if t.Failed() {
 		t.Logf("cgroup roots: %s", strings.Join([]string{twins[0].node.CgroupRoot(), twins[1].node.CgroupRoot()}, ", "))
 	}
-}
-
-// otherNodesExist reports whether another test's or session's node runs (its host link is
-// there): the shared folders are its to remove.
-func otherNodesExist() bool {
-	links, _ := filepath.Glob("/sys/class/net/np-h*")
-	return len(links) > 0
 }

@@ -14,9 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
-
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
@@ -179,32 +176,20 @@ func StartBuild(ctx context.Context, dir, managerTag string, logf func(string, .
 }
 
 // AddToFleet retags every image for the fleet's registry (the tarballs go to dir) and adds it
-// to the fleet: pushed to the registry and imported into each node's containerd.
+// to the fleet: pushed to the registry and imported into each node's containerd. Argo CD's and
+// Redis's images go in also under the names the pinned install.yaml gives them.
 func AddToFleet(ctx context.Context, f *fleet.Fleet, imgs Images, dir string) error {
 	for _, img := range imgs.Tags(f.RegistryHost()) {
+		if img.Tar == "" {
+			return errors.New("adding " + img.Ref + ": no image was built")
+		}
 		out := filepath.Join(dir, filepath.Base(img.Tar)+".fleet")
-		if err := Retag(img.Tar, img.Ref, out); err != nil {
+		if err := fleet.RetagImage(img.Tar, img.Ref, out); err != nil {
 			return err
 		}
 		if err := f.AddImage(ctx, out); err != nil {
 			return err
 		}
 	}
-	return nil
-}
-
-// Retag writes the single image of a tarball to out under ref.
-func Retag(tarPath, ref, out string) error {
-	if tarPath == "" {
-		return errors.New("retag " + ref + ": no image was built")
-	}
-	img, err := tarball.ImageFromPath(tarPath, nil)
-	if err != nil {
-		return err
-	}
-	tag, err := name.NewTag(ref, name.Insecure)
-	if err != nil {
-		return err
-	}
-	return tarball.WriteToFile(out, tag, img)
+	return f.AddArgoCDImages(ctx, imgs.ArgoCD, imgs.Redis)
 }

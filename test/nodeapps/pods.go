@@ -8,7 +8,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,34 +20,6 @@ func ClusterClient(f *fleet.Fleet, cluster string) (client.Client, error) {
 		return f.HubClient(), nil
 	}
 	return f.SpokeClient(cluster)
-}
-
-// WorkloadReady reports whether a Deployment or StatefulSet has rolled out, as `kubectl rollout
-// status` decides: the controller saw the current spec, and every replica runs it and is
-// available (a pod of the previous spec that is still ready does not count).
-func WorkloadReady(ctx context.Context, c client.Client, w client.Object) (bool, string) {
-	if err := c.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
-		return false, err.Error()
-	}
-	switch w := w.(type) {
-	case *appsv1.Deployment:
-		want := int32(1)
-		if w.Spec.Replicas != nil {
-			want = *w.Spec.Replicas
-		}
-		st := w.Status
-		return st.ObservedGeneration == w.Generation && st.UpdatedReplicas == want && st.Replicas == want && st.AvailableReplicas == want,
-			fmt.Sprintf("replicas %d, updated %d, available %d of %d", st.Replicas, st.UpdatedReplicas, st.AvailableReplicas, want)
-	case *appsv1.StatefulSet:
-		want := int32(1)
-		if w.Spec.Replicas != nil {
-			want = *w.Spec.Replicas
-		}
-		st := w.Status
-		return st.ObservedGeneration == w.Generation && st.UpdateRevision == st.CurrentRevision && st.UpdatedReplicas == want && st.ReadyReplicas == want,
-			fmt.Sprintf("revision %s of %s, updated %d, ready %d of %d", st.CurrentRevision, st.UpdateRevision, st.UpdatedReplicas, st.ReadyReplicas, want)
-	}
-	return false, fmt.Sprintf("unknown workload %T", w)
 }
 
 // PodReport describes the pods of a namespace: phase, container states and their reasons, for

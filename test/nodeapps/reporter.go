@@ -1,0 +1,58 @@
+package nodeapps
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+)
+
+// InstallResourceReporter is the documented step of a cluster admin (docs/pull-model.md): the
+// manifests `argocd-agent-addon resource-reporter manifests` prints (bin is the project's
+// binary), applied to cluster's namespace; it returns once the reporter's pod is ready.
+func InstallResourceReporter(ctx context.Context, f *fleet.Fleet, cluster, bin, image, namespace string) error {
+	out, err := exec.CommandContext(ctx, bin, "resource-reporter", "manifests", "--image", image, "--namespace", namespace).Output()
+	if err != nil {
+		return fmt.Errorf("resource-reporter manifests: %w", err)
+	}
+	c, err := ClusterClient(f, cluster)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return err
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := c.Create(ctx, u); err != nil {
+			return fmt.Errorf("%s: creating %s %s: %w", cluster, u.GetKind(), u.GetName(), err)
+		}
+	}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: resourcelist.Name}}
+	state := ""
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		var ok bool
+		if ok, state = fleet.WorkloadReady(ctx, c, d); ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: the resource reporter's pod is not ready after 3m: %s\n%s", cluster, state, PodReport(ctx, f, cluster, namespace))
+}

@@ -738,7 +738,12 @@ func NewAppProject() *unstructured.Unstructured {
 }
 
 // deliveryInputChanged passes Application events that can change the ManifestWork or the
-// delivery decision; the status the status controller writes back does not.
+// delivery decision. Of the status the status controller writes back, only what decides the
+// post-sync reconcile rule counts (reconcileAfterSyncPending: the finished operation against
+// the last reconcile): its answer flips when a sync finishes and when the spoke's reconcile
+// after it arrives, and the rule must follow both, or it is never added, or never removed and
+// every periodic refresh costs writes. Other status changes (health, sync, conditions, a
+// reconcile time that changes nothing) do not wake this controller.
 func deliveryInputChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, n := e.ObjectOld.(*unstructured.Unstructured), e.ObjectNew.(*unstructured.Unstructured)
@@ -750,7 +755,8 @@ func deliveryInputChanged() predicate.Predicate {
 				return true
 			}
 		}
-		return !equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+		return reconcileAfterSyncPending(o) != reconcileAfterSyncPending(n) ||
+			!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
 			!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
 			!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
 			!equality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) ||

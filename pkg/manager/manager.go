@@ -246,7 +246,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := clustersecrets.SetupLabelSync(ctx, mgr); err != nil {
 		return fmt.Errorf("setting up the agent cluster label sync: %w", err)
 	}
-	if err := clusters.Setup(ctx, mgr, opts.Fleet.ManagedNamespaces); err != nil {
+	if err := clusters.Setup(ctx, mgr, opts.Fleet.ManagedNamespaces, opts.PullModel.RegistrationGrace); err != nil {
 		return fmt.Errorf("setting up cluster registration: %w", err)
 	}
 	sc := opts.Signer

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -20,6 +21,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
@@ -37,6 +39,11 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	// ManagedNamespaces are the namespaces whose Secrets the manager may write; empty means all.
 	ManagedNamespaces []string
+	// Grace is how long the secret of a cluster that left its Placement while OCM marks it
+	// unreachable or unavailable is kept (see outage.go); 0 removes it at once.
+	Grace time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 
 	statusWrites ownwrites.Tracker
 }
@@ -67,7 +74,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, err
 		}
 	}
-	cond, count, err := r.reconcileNormal(ctx, reg)
+	cond, count, recheck, err := r.reconcileNormal(ctx, reg)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -77,20 +84,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if cond.Reason == ReasonSecretConflict {
 		// Someone else's Secret is not always in the cache (without managed namespaces only
 		// the project's own are), so its removal may come with no event: look again.
-		return ctrl.Result{RequeueAfter: conflictRecheck}, nil
+		recheck = minPositive(recheck, conflictRecheck)
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: recheck}, nil
+}
+
+// minPositive is the smaller of two waits, where 0 means none.
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
 }
 
 // conflictRecheck is how often a registration blocked by someone else's Secret looks again.
 const conflictRecheck = 10 * time.Second
 
 // reconcileNormal writes the secrets of the selected clusters and deletes those of clusters
-// that have left. It returns the Ready condition and the number of secrets kept.
-func (r *Reconciler) reconcileNormal(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration) (metav1.Condition, int32, error) {
+// that have left. It returns the Ready condition, the number of secrets there are and when to
+// look again for secrets kept through an outage (0: no need).
+func (r *Reconciler) reconcileNormal(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration) (metav1.Condition, int32, time.Duration, error) {
 	owned, err := r.ownedSecrets(ctx, reg)
 	if err != nil {
-		return metav1.Condition{}, 0, err
+		return metav1.Condition{}, 0, 0, err
 	}
 	count := int32(len(owned))
 	pl := &clusterv1beta1.Placement{}
@@ -99,44 +122,51 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, reg *v1alpha1.ArgoCDCl
 			// The Placement may be being re-created: existing registrations stay.
 			return r.notReady(reg, ReasonPlacementNotFound, fmt.Sprintf(
 				"Placement %s/%s does not exist; create it, or fix spec.placementRef (existing cluster secrets are kept)",
-				reg.Namespace, reg.Spec.PlacementRef.Name)), count, nil
+				reg.Namespace, reg.Spec.PlacementRef.Name)), count, 0, nil
 		}
-		return metav1.Condition{}, 0, err
+		return metav1.Condition{}, 0, 0, err
 	}
 	selected, pages, err := fleet.SelectedClustersAndPages(ctx, r.Client, reg.Namespace, pl.Name)
 	if err != nil {
-		return metav1.Condition{}, 0, err
+		return metav1.Condition{}, 0, 0, err
 	}
-	out, err := r.registerSelected(ctx, reg, selected, owned)
+	out, err := r.registerSelected(ctx, reg, pl.Name, selected, owned)
 	if err != nil {
-		return metav1.Condition{}, 0, err
+		return metav1.Condition{}, 0, 0, err
 	}
 	count += int32(out.created)
 	unknown := fleet.SelectionUnknown(pl, selected, pages)
+	var recheck time.Duration
 	if unknown == "" {
-		removed, errs, err := r.removeDepartures(ctx, reg, pl.Name, selected, owned)
+		removed, errs, err := r.removeDepartures(ctx, reg, pl, selected, owned, &out)
 		if err != nil {
-			return metav1.Condition{}, 0, err
+			return metav1.Condition{}, 0, 0, err
 		}
 		count -= int32(removed)
 		out.errs = append(out.errs, errs...)
+		for _, k := range out.kept {
+			// A second late, so the grace has surely ended when the pass runs.
+			recheck = minPositive(recheck, k.until.Sub(r.now())+time.Second)
+		}
 	}
 	if err := errors.Join(out.errs...); err != nil {
-		return metav1.Condition{}, 0, err
+		return metav1.Condition{}, 0, 0, err
 	}
-	return readiness(reg, pl.Name, out, unknown, count), count, nil
+	return readiness(reg, pl.Name, out, unknown, count), count, recheck, nil
 }
 
 // registration is what a pass over the selected clusters did and found.
 type registration struct {
 	created                     int
 	conflicts, pending, invalid []string
-	errs                        []error
+	// kept are departed clusters whose secrets stay through an outage, sorted by name.
+	kept []kept
+	errs []error
 }
 
 // registerSelected creates or updates the secret of every selected cluster; one cluster's
 // failure is recorded and the others go on. The returned error is one that stops the pass.
-func (r *Reconciler) registerSelected(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration, selected sets.Set[string], owned map[string]*corev1.Secret) (registration, error) {
+func (r *Reconciler) registerSelected(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration, placement string, selected sets.Set[string], owned map[string]*corev1.Secret) (registration, error) {
 	var out registration
 	for _, cluster := range sets.List(selected) {
 		if len(validation.IsDNS1123Subdomain(SecretName(cluster))) > 0 {
@@ -178,7 +208,8 @@ func (r *Reconciler) registerSelected(ctx context.Context, reg *v1alpha1.ArgoCDC
 			out.created++
 			continue
 		}
-		if secretCurrent(live, desired) {
+		_, wasKept := live.Annotations[AnnotationKeptSince]
+		if secretCurrent(live, desired) && !wasKept {
 			continue
 		}
 		s := live.DeepCopy()
@@ -186,9 +217,14 @@ func (r *Reconciler) registerSelected(ctx context.Context, reg *v1alpha1.ArgoCDC
 		for k, v := range desired.Labels {
 			s.Labels[k] = v
 		}
+		delete(s.Annotations, AnnotationKeptSince)
 		s.Data, s.Type = desired.Data, desired.Type
 		if err := r.Client.Update(ctx, s); err != nil {
 			out.errs = append(out.errs, fmt.Errorf("updating cluster secret %s: %w", s.Name, err))
+			continue
+		}
+		if wasKept {
+			r.event(reg, corev1.EventTypeNormal, ReasonClusterReturned, "Register", "cluster %s is selected by Placement %s again; its cluster secret was kept through the outage", cluster, placement)
 		}
 	}
 	return out, nil
@@ -197,15 +233,27 @@ func (r *Reconciler) registerSelected(ctx context.Context, reg *v1alpha1.ArgoCDC
 // removeDepartures deletes the secrets of clusters the selection no longer holds, each only
 // once a live read confirms it: a cluster can be in no page for a moment while OCM rewrites
 // them, and removing a cluster secret makes ApplicationSets delete that cluster's
-// Applications. It returns how many it deleted and the per-cluster errors.
-func (r *Reconciler) removeDepartures(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration, placement string, selected sets.Set[string], owned map[string]*corev1.Secret) (int, []error, error) {
+// Applications. A cluster that left during an outage keeps its secret for the grace; those go
+// into out.kept. It returns how many it deleted and the per-cluster errors.
+func (r *Reconciler) removeDepartures(ctx context.Context, reg *v1alpha1.ArgoCDClusterRegistration, pl *clusterv1beta1.Placement, selected sets.Set[string], owned map[string]*corev1.Secret, out *registration) (int, []error, error) {
 	removed := 0
 	var errs []error
-	for cluster, s := range owned {
+	now := r.now()
+	for _, cluster := range slices.Sorted(maps.Keys(owned)) {
+		s := owned[cluster]
 		if selected.Has(cluster) {
 			continue
 		}
-		still, err := fleet.SelectsLive(ctx, r.Client, r.APIReader, reg.Namespace, placement, cluster)
+		what, until, err := r.keepThroughOutage(ctx, reg, pl, cluster, s, now)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if what == departureKeep {
+			out.kept = append(out.kept, kept{cluster: cluster, until: until})
+			continue
+		}
+		still, err := fleet.SelectsLive(ctx, r.Client, r.APIReader, reg.Namespace, pl.Name, cluster)
 		if err != nil {
 			return removed, errs, err
 		}
@@ -217,7 +265,13 @@ func (r *Reconciler) removeDepartures(ctx context.Context, reg *v1alpha1.ArgoCDC
 			continue
 		}
 		removed++
-		r.event(reg, corev1.EventTypeNormal, "ClusterUnregistered", "Unregister", "cluster %s left Placement %s; its cluster secret was deleted", cluster, placement)
+		if what == departureGraceEnded {
+			log.FromContext(ctx).Info("deleted the cluster secret of a cluster still out of its Placement after the registration grace", "cluster", cluster, "placement", pl.Name, "grace", r.Grace.String())
+			r.event(reg, corev1.EventTypeWarning, ReasonOutageGraceEnded, "Unregister",
+				"cluster %s stayed out of Placement %s, unreachable or unavailable, past the grace of %s (--pull-model-registration-grace); its cluster secret was deleted, so ApplicationSets remove its Applications", cluster, pl.Name, r.Grace)
+			continue
+		}
+		r.event(reg, corev1.EventTypeNormal, "ClusterUnregistered", "Unregister", "cluster %s left Placement %s; its cluster secret was deleted", cluster, pl.Name)
 	}
 	return removed, errs, nil
 }
@@ -241,6 +295,16 @@ func readiness(reg *v1alpha1.ArgoCDClusterRegistration, placement string, out re
 	case unknown != "":
 		return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonSelectionUnknown,
 			Message: fmt.Sprintf("%d cluster(s) registered; departures wait: %s", count, unknown)}
+	case len(out.kept) > 0:
+		names := make([]string, len(out.kept))
+		until := make(map[string]string, len(out.kept))
+		for i, k := range out.kept {
+			names[i] = k.cluster
+			until[k.cluster] = k.cluster + " until " + k.until.UTC().Format(time.RFC3339)
+		}
+		return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonKeptThroughOutage,
+			Message: fmt.Sprintf("%d cluster(s) registered; cluster(s) %s left Placement %s while OCM marks them unreachable or unavailable, and their secrets are kept (--pull-model-registration-grace)",
+				count, summarize(names, func(c string) string { return until[c] }), placement)}
 	}
 	return metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonRegistered,
 		Message: fmt.Sprintf("%d cluster(s) of Placement %s registered with the Argo CD of namespace %s", count, placement, reg.Namespace)}

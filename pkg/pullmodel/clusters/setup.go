@@ -3,6 +3,8 @@ package clusters
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,10 +35,11 @@ const (
 	IndexCluster = "argocd-agent-addon.registration.cluster"
 )
 
-// Setup registers the indexes, the registration controller and the label controller. Without
-// the ArgoCDClusterRegistration CRD (Helm does not add CRDs on upgrade) it logs so and registers
+// Setup registers the indexes, the registration controller and the label controller; grace is
+// how long a cluster that left during an outage stays registered. Without the
+// ArgoCDClusterRegistration CRD (Helm does not add CRDs on upgrade) it logs so and registers
 // nothing, instead of failing the whole manager.
-func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string) error {
+func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string, grace time.Duration) error {
 	gvk := v1alpha1.GroupVersion.WithKind("ArgoCDClusterRegistration")
 	if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); err != nil {
 		if meta.IsNoMatchError(err) {
@@ -53,7 +56,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string) er
 		return fmt.Errorf("indexing ArgoCDClusterRegistrations: %w", err)
 	}
 	rec := recorder.For(mgr, names.EventReporter)
-	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, ManagedNamespaces: managedNamespaces}
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, ManagedNamespaces: managedNamespaces, Grace: grace}
 	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("argocdclusterregistration").
 		For(&v1alpha1.ArgoCDClusterRegistration{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -68,6 +71,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string) er
 		}), builder.WithPredicates(fleet.DecisionsChanged())).
 		// A selected cluster registered on the hub after the Placement chose it.
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(createOrDelete())).
+		// An outage beginning or ending on a cluster that has secrets: one kept through it may
+		// go, or must be recorded before the Placement's decision arrives.
+		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forClusterSecrets), builder.WithPredicates(outageChanged())).
 		// A registration's own secret changed or deleted by someone else is put back; a foreign
 		// cluster secret that blocked a registration going away frees its name.
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(ownedOrForeignClusterSecretDeleted(), clusterlabels.IgnoreCopyOnlyUpdates())).
@@ -124,6 +130,25 @@ func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcil
 	return out
 }
 
+// forClusterSecrets maps a ManagedCluster to the registrations that hold a secret for it,
+// through the secrets' cluster index.
+func (r *Reconciler) forClusterSecrets(ctx context.Context, o client.Object) []reconcile.Request {
+	var list corev1.SecretList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexCluster: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	seen := sets.New[types.NamespacedName]()
+	var out []reconcile.Request
+	for i := range list.Items {
+		key := types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Labels[LabelRegistration]}
+		if key.Name != "" && !seen.Has(key) {
+			seen.Insert(key)
+			out = append(out, reconcile.Request{NamespacedName: key})
+		}
+	}
+	return out
+}
+
 func (r *Reconciler) forSecret(ctx context.Context, o client.Object) []reconcile.Request {
 	if owner := o.GetLabels()[LabelRegistration]; owner != "" {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: owner}}}
@@ -151,6 +176,36 @@ func ownedOrForeignClusterSecretDeleted() predicate.Predicate {
 			return owned(e.Object) || e.Object.GetLabels()[v1alpha1.LabelSecretType] == "cluster"
 		},
 	}
+}
+
+// outageChanged passes ManagedCluster updates that add or remove an outage taint, or change
+// whether it is Available: rare, unlike its other status updates.
+func outageChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*clusterv1.ManagedCluster)
+			n, ok2 := e.ObjectNew.(*clusterv1.ManagedCluster)
+			if !ok1 || !ok2 {
+				return false
+			}
+			return outageKeys(o) != outageKeys(n) ||
+				meta.IsStatusConditionTrue(o.Status.Conditions, clusterv1.ManagedClusterConditionAvailable) != meta.IsStatusConditionTrue(n.Status.Conditions, clusterv1.ManagedClusterConditionAvailable)
+		},
+	}
+}
+
+// outageKeys lists the outage taints of mc, in the order they appear.
+func outageKeys(mc *clusterv1.ManagedCluster) string {
+	var out []string
+	for _, t := range mc.Spec.Taints {
+		if isOutageKey(t.Key) {
+			out = append(out, t.Key+"="+string(t.Effect))
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // createOrDelete ignores ManagedCluster updates: their status and leases change all the time.

@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 	k8s = env.Client
 	opts := manager.DefaultOptions()
 	opts.Fleet.ReloaderImage = "argocd-agent-addon:test"
+	opts.PullModel.RegistrationGrace = grace
 	stop, err := testenv.StartManager(env.Config, k8s.Scheme(), opts)
 	if err != nil {
 		panic(err)

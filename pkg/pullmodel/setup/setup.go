@@ -53,7 +53,17 @@ type Config struct {
 	// while the cluster is unavailable before its finalizer is released anyway; 0 waits for
 	// the cluster however long it takes.
 	OfflineRelease time.Duration
+	// RegistrationGrace is how long an ArgoCDClusterRegistration keeps the secret of a cluster
+	// that left its Placement while OCM marks it unreachable or unavailable; 0 keeps none.
+	RegistrationGrace time.Duration
 }
+
+// DefaultRegistrationGrace covers a klusterlet or node restart, a network cut and most
+// maintenance windows; MaxRegistrationGrace bounds how long a dead cluster stays registered.
+const (
+	DefaultRegistrationGrace = time.Hour
+	MaxRegistrationGrace     = 30 * 24 * time.Hour
+)
 
 // DefaultSealSecretName is the name of the sealing key's Secret.
 const DefaultSealSecretName = "argocd-agent-addon-pull-model-seal"
@@ -63,8 +73,9 @@ const DefaultSealSecretName = "argocd-agent-addon-pull-model-seal"
 func DefaultConfig() Config {
 	return Config{
 		Enabled: true, Concurrency: 16, SweepInterval: 10 * time.Minute, DetectInterval: time.Minute, OfflineRelease: 5 * time.Minute,
-		Policy:     propagation.DefaultPolicy(),
-		SealSecret: types.NamespacedName{Namespace: seal.OwnNamespace(), Name: DefaultSealSecretName},
+		RegistrationGrace: DefaultRegistrationGrace,
+		Policy:            propagation.DefaultPolicy(),
+		SealSecret:        types.NamespacedName{Namespace: seal.OwnNamespace(), Name: DefaultSealSecretName},
 	}
 }
 
@@ -75,6 +86,9 @@ func (c Config) Validate() error {
 	}
 	if c.OfflineRelease < 0 {
 		return fmt.Errorf("--pull-model-offline-release-after must not be negative, got %s", c.OfflineRelease)
+	}
+	if c.RegistrationGrace < 0 || c.RegistrationGrace > MaxRegistrationGrace {
+		return fmt.Errorf("--pull-model-registration-grace must be between 0 and %s, got %s (a Placement toleration keeps a cluster selected however long it is down)", MaxRegistrationGrace, c.RegistrationGrace)
 	}
 	if c.SealSecret.Namespace == "" || c.SealSecret.Name == "" {
 		return fmt.Errorf("--pull-model-seal-secret must be <namespace>/<name>, got %q", c.SealSecret.String())

@@ -22,7 +22,7 @@ GO_TEST_FLAGS ?= -count=1
 # How many test packages run at once: the cores, and at least 3. The long packages spend much of
 # their time waiting for controllers and API servers, so on 2 cores a third one keeps them busy.
 TEST_PACKAGES_AT_ONCE ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 3 ? 3 : n )))
-TEST_TIMEOUT ?= 30m
+TEST_TIMEOUT ?= 45m
 
 .PHONY: help
 help: ## List the targets.
@@ -89,9 +89,9 @@ ocm-binaries: ## Build or locate the OCM hub controllers and klusterlet agent fo
 argocd-binaries: ## Build or locate Argo CD (one binary for every component) and its CRDs for the local fleet.
 	hack/argocd-binaries.sh
 
-# The packages that start the local fleet (OCM, Argo CD and kube-controller-manager as processes,
-# and test/e2enodes on real nodes).
-E2E_PACKAGES := ./test/e2e/ ./test/e2enodes/ ./test/fleet/
+# The packages that start the local fleet (its control planes and OCM as processes; test/e2e
+# and the fleet's own real-node tests on real nodes).
+E2E_PACKAGES := ./test/e2e/ ./test/fleet/
 
 .PHONY: test
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
@@ -128,11 +128,11 @@ test-integration: ## Tests against a real API server (envtest), without the loca
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $$(go list ./... | grep -v -e /test/e2e -e /test/fleet)
 
 .PHONY: test-node
-test-node: ## The real-node tests alone (root): test/node's nodes, the fleet on real nodes, and the e2e on real nodes (test/e2enodes); then nothing may be left.
+test-node: ## The real-node tests alone (root): test/node's nodes and the fleet on real nodes (make test-e2e runs the e2e suite, on real nodes too); then nothing may be left.
 	$(TEST_ENV) \
 	before="$$(hack/leftovers.sh list)"; \
-	rc=0; go test $(GO_TEST_FLAGS) -v -timeout 20m ./test/node/ ./test/e2enodes/ || rc=$$?; \
-	go test $(GO_TEST_FLAGS) -v -timeout 10m -run TestFleetRealNodes ./test/fleet/ || rc=$$?; \
+	rc=0; go test $(GO_TEST_FLAGS) -v -timeout 20m ./test/node/ || rc=$$?; \
+	go test $(GO_TEST_FLAGS) -v -timeout 15m -run 'TestFleetRealNodes|TestArgoCDPods' ./test/fleet/ || rc=$$?; \
 	hack/leftovers.sh check "$$before" || rc=1; exit $$rc
 
 .PHONY: test-e2e

@@ -7,8 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 slow=(
-	test/e2e            # ~500 s
-	test/e2enodes       # ~240 s, real nodes
+	test/e2e            # ~1,100 s, real nodes
 	pkg/gitopscluster   # ~280 s
 	pkg/ledger          # ~180 s
 	test/fault          # ~140 s

@@ -58,3 +58,26 @@ func Install(kubeconfig, chartDir, namespace, release string, values map[string]
 	install.Timeout = timeout
 	return install.Run(ch, values)
 }
+
+// Upgrade upgrades the release as `helm upgrade --reuse-values --wait` does, with values set over
+// the release's: its hooks run (post-upgrade ones included) and the call returns once the
+// release's workloads are ready.
+func Upgrade(kubeconfig, chartDir, namespace, release string, values map[string]any, timeout time.Duration, logf func(string, ...any)) (*release.Release, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, err
+	}
+	getter := genericclioptions.NewConfigFlags(false)
+	getter.KubeConfig = &kubeconfig
+	getter.Namespace = &namespace
+	cfg := &action.Configuration{}
+	if err := cfg.Init(getter, namespace, "secret", logf); err != nil {
+		return nil, err
+	}
+	upgrade := action.NewUpgrade(cfg)
+	upgrade.Namespace = namespace
+	upgrade.ReuseValues = true
+	upgrade.Wait = true
+	upgrade.Timeout = timeout
+	return upgrade.Run(release, ch, values)
+}

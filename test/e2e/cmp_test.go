@@ -23,7 +23,10 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/cmp"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/chartrender"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/nodeapps"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // TestCMPDeliversAFolderWithoutArgoCD runs the binary's Config Management Plugin command on a
@@ -138,11 +141,11 @@ func TestCMPDeliversAFolderWithoutArgoCD(t *testing.T) {
 		})
 }
 
-// TestCMPPluginInHubArgoCD runs the plugin the way a user installs it: Argo CD's own
-// argocd-cmp-server as a sidecar of the hub's repo-server pod, configured with the plugin.yaml
-// the chart ships, running this project's image (the sidecar the chart's hook adds, from the
-// same code). A hub Application naming the plugin is synced from the
-// local Git repository into ManifestWorks, OCM's work agent puts the workload on the managed
+// TestCMPPluginInHubArgoCD runs the plugin the way a user installs it: `helm upgrade` with
+// cmp.sidecar.install=true, whose hook Job (a pod of the project's image) adds Argo CD's own
+// argocd-cmp-server as a sidecar of the hub's repo-server, configured with the plugin.yaml the
+// chart ships and running this project's image. A hub Application naming the plugin is synced
+// from the fleet's Git server into ManifestWorks, OCM's work agent puts the workload on the managed
 // cluster (which runs no Argo CD), and deleting the Application takes it away again.
 func TestCMPPluginInHubArgoCD(t *testing.T) {
 	if env == nil {
@@ -159,22 +162,38 @@ func TestCMPPluginInHubArgoCD(t *testing.T) {
 	start := time.Now()
 	// The hub admin's step (README): the ManifestWork health check in argocd-cm.
 	// and Applications in another namespace (Argo CD's application.namespaces) for one tenant.
-	argo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{CMPSidecarImage: reloaderImg,
+	argo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{
 		ArgoCDCM:  map[string]string{cmp.HealthCheckKey: cmp.HealthCheck()},
 		CmdParams: map[string]string{"application.namespaces": cmpTenantNS}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%-72s %7s", "hub: Argo CD up with the ocm-manifestwork plugin sidecar", time.Since(start).Round(10*time.Millisecond))
+	t.Logf("%-72s %7s", "hub: Argo CD up", time.Since(start).Round(10*time.Millisecond))
+	t.Cleanup(func() {
+		if err := argo.Stop(); err != nil {
+			t.Errorf("stopping Argo CD: %v", err)
+		}
+	})
+	// The hub admin's step (docs/cmp.md): the chart's hook adds the sidecar.
+	if _, err := chartrender.Upgrade(s.f.HubKubeconfigPath(), filepath.Join(testenv.RepoRoot(), "charts", "argocd-agent-addon"), ns, testenv.ChartRelease,
+		map[string]any{"cmp": map[string]any{"enabled": true, "sidecar": map[string]any{"install": true}}}, 5*time.Minute, t.Logf); err != nil {
+		t.Fatalf("helm upgrade --set cmp.sidecar.install=true: %v\n%s", err, nodeapps.PodReport(ctx, s.f, "hub", ns))
+	}
+	repoServer := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: fleet.ArgoCDRepoServer}}
+	s.eventually(t, "hub: Argo CD's repo-server rolled out with the plugin sidecar the chart's hook added", 4*time.Minute, func(ctx context.Context) (bool, string) {
+		ok, state := fleet.WorkloadReady(ctx, s.hub, repoServer)
+		sidecar := false
+		for _, c := range repoServer.Spec.Template.Spec.Containers {
+			sidecar = sidecar || c.Image == reloaderImg
+		}
+		return ok && sidecar, fmt.Sprintf("%s, sidecar %t\n%s", state, sidecar, nodeapps.PodReport(ctx, s.f, "hub", fleet.ArgoCDNamespace))
+	})
 
 	app := cmpApplication(t, appName, repo.URL, "guestbook", cluster, workloadNS)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		_ = client.IgnoreNotFound(s.hub.Delete(ctx, app))
-		if err := argo.Stop(); err != nil {
-			t.Errorf("stopping Argo CD: %v", err)
-		}
 	})
 	if err := s.hub.Create(ctx, app); err != nil {
 		t.Fatal(err)

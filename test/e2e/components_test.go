@@ -42,13 +42,13 @@ const (
 // argoCDComponents (Install) on cluster2 and follows what OCM's real work agent applies there: the Argo CD CRDs become
 // Established; the application-controller, repo-server and redis objects of Argo CD v3.4.3's
 // core install are in the agent namespace, owned by the work; the redis password Secret is made
-// on the cluster by the command redis's init container runs, as its ServiceAccount; every object
-// the agent Deployment names exists. Then Argo CD's controllers (v3.6.1 processes of the fleet,
-// against the CRDs and Secret the addon put there) sync an Application created in the agent
-// namespace, where argocd-agent puts the Applications the principal sends. Deleting the
-// GitOpsCluster removes what the addon installed but the CRDs, which are orphaned.
-//
-// Not proven here, because no kubelet runs: that the v3.4.3 images start in pods.
+// on the cluster by redis's init container; every object the agent Deployment names exists;
+// the Argo CD pods become ready and every Service there reaches a ready pod; the agent pod's
+// cert-reloader runs while argocd-agent, on the agents' default image, waits for an image (this
+// GitOpsCluster names none; see docs/local-fleet.md to import the real one). Then those Argo CD
+// pods sync an Application created in the agent namespace, where argocd-agent puts the
+// Applications the principal sends. Deleting the GitOpsCluster removes what the addon installed
+// but the CRDs, which are orphaned.
 func TestArgoCDComponents(t *testing.T) {
 	if env == nil {
 		t.Skip(skipWhy)
@@ -211,7 +211,13 @@ func TestArgoCDComponents(t *testing.T) {
 		return cm.Data["ui.bannercontent"] == componentsCluster && cm.Data["statusbadge.enabled"] == "true", fmt.Sprintf("data %v", cm.Data)
 	})
 
-	// 4. Argo CD's controllers on what the addon installed sync an Application put into the
+	// 4. What the addon runs there runs as pods: Argo CD's, reachable through its Services, and
+	// the agent's cert-reloader, beside argocd-agent waiting for its image.
+	s.eventually(t, componentsCluster+": the agent pod's cert-reloader runs, argocd-agent waits for its image", 4*time.Minute, func(ctx context.Context) (bool, string) {
+		return nodeapps.AgentWaitsForItsImage(ctx, s.f, componentsCluster, agentNS)
+	})
+
+	// 5. Argo CD's controllers on what the addon installed sync an Application put into the
 	// agent namespace.
 	repo, sha := s.gitRepo(t, "git-components", "guestbook", fleet.GuestbookFiles(1, guestbookImg1))
 	argo, err := s.f.StartArgoCD(ctx, componentsCluster, fleet.ArgoCDOptions{
@@ -221,6 +227,13 @@ func TestArgoCDComponents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var services []string
+	s.eventually(t, componentsCluster+": every Service of the components reaches a ready pod", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		ok, checked, state := nodeapps.ServicesReachPods(ctx, s.f, componentsCluster, agentNS)
+		services = checked
+		return ok, state
+	})
+	t.Logf("%s: Services with ready pods: %v", componentsCluster, services)
 	app := fleet.NewApplication(componentsApp, agentNS, repo.URL, "guestbook", componentsAppNS)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -246,7 +259,7 @@ func TestArgoCDComponents(t *testing.T) {
 		if done, state := checkGuestbook(d, 1, guestbookImg1); !done {
 			return false, state
 		}
-		return st.Sync == "Synced" && st.Revision == sha, st.String()
+		return st.Sync == "Synced" && st.Health == "Healthy" && st.Revision == sha, st.String()
 	})
 }
 

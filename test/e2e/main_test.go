@@ -140,7 +140,7 @@ func selectedByRun() bool {
 	}
 	top, _, _ := strings.Cut(f.Value.String(), "/")
 	re, err := regexp.Compile(top)
-	return err != nil || slices.ContainsFunc([]string{"TestFleetE2E", "TestArgoCDApplication", "TestArgoCDApplicationSet", "TestArgoCDComponents", "TestArgoCDComponentsClusterLabel", "TestPullModelApplicationSet", "TestCMPDeliversAFolderWithoutArgoCD", "TestCMPPluginInHubArgoCD", "TestArgoCDClusterRegistrationForApplicationSets"}, re.MatchString)
+	return err != nil || slices.ContainsFunc([]string{"TestFleetE2E", "TestArgoCDApplication", "TestArgoCDApplicationSet", "TestArgoCDComponents", "TestArgoCDComponentsClusterLabel", "TestPullModelApplicationSet", "TestCMPDeliversAFolderWithoutArgoCD", "TestCMPPluginInHubArgoCD", "TestArgoCDClusterRegistrationForApplicationSets", "TestManagerPodSpec", "TestForeignArgoCDIsLeftAlone", "TestPullModelSurvivesAnOutage"}, re.MatchString)
 }
 
 func logf(format string, args ...any) {

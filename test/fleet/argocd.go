@@ -85,16 +85,9 @@ type ArgoCDOptions struct {
 	// application-controller's pods, which read those settings at start, if that changed the
 	// ConfigMap), waits until the installed workloads (argocd-redis, argocd-repo-server,
 	// argocd-application-controller, as the options ask) are ready, and Stop deletes nothing;
-	// CmdParams and CMPSidecarImage are refused. Without Installed, StartArgoCD installs Argo
+	// CmdParams are refused. Without Installed, StartArgoCD installs Argo
 	// CD as a user applies install.yaml (and runs argocd-server too).
 	Installed bool
-	// CMPSidecarImage is the project's image in the fleet's registry: the
-	// ocm-manifestwork Config Management Plugin then runs as argocd-repo-server's sidecar as the
-	// chart's cmp.sidecar.install=true puts it there, from the product's own code: its
-	// plugin.yaml (cmp.PluginConfig, the text of the chart's ConfigMap) in ConfigMap
-	// argocd-agent-addon-cmp-plugin, and the container that cmp.Sidecar.Apply (what the chart's
-	// install-sidecar hook runs) adds to the repo-server's Deployment.
-	CMPSidecarImage string
 }
 
 // ArgoCD is Argo CD running against one cluster of the fleet.

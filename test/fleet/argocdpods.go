@@ -20,11 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/cmp"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
 
@@ -88,8 +86,8 @@ func argoPodWorkloads(opts ArgoCDOptions) []string {
 
 // startArgoCDPods runs Argo CD as pods.
 func (f *Fleet) startArgoCDPods(ctx context.Context, cp *controlPlane, c client.Client, m *argoManifest, opts ArgoCDOptions) (*ArgoCD, error) {
-	if opts.Installed && (opts.CMPSidecarImage != "" || len(opts.CmdParams) > 0) {
-		return nil, errors.New("with ArgoCDOptions.Installed, StartArgoCD writes argocd-cm only: CMPSidecarImage and CmdParams need an install")
+	if opts.Installed && len(opts.CmdParams) > 0 {
+		return nil, errors.New("with ArgoCDOptions.Installed, StartArgoCD writes argocd-cm only: CmdParams need an install")
 	}
 	p := &argoPods{f: f, c: c, cluster: cp.name, namespace: opts.Namespace, selectors: map[string]map[string]string{}, restarted: map[types.UID]bool{}}
 	a := &ArgoCD{Cluster: cp.name, Namespace: opts.Namespace, pods: p}
@@ -117,7 +115,7 @@ func (f *Fleet) startArgoCDPods(ctx context.Context, cp *controlPlane, c client.
 			s.SetNamespace(opts.Namespace)
 			objs = append(objs, s)
 		}
-		digest := fmt.Sprintf("%x", sha256.Sum256([]byte(fmt.Sprint(opts.ArgoCDCM, opts.CmdParams, opts.CMPSidecarImage))))[:16]
+		digest := fmt.Sprintf("%x", sha256.Sum256([]byte(fmt.Sprint(opts.ArgoCDCM, opts.CmdParams))))[:16]
 		for _, n := range names {
 			w := m.workloads[n].DeepCopy()
 			w.SetNamespace(opts.Namespace)
@@ -129,11 +127,6 @@ func (f *Fleet) startArgoCDPods(ctx context.Context, cp *controlPlane, c client.
 		p.created = p.waited
 		if err := applyObjects(ctx, c, objs, nil); err != nil {
 			return fail(fmt.Errorf("%s: Argo CD: %w", cp.name, err))
-		}
-		if opts.CMPSidecarImage != "" {
-			if err := p.addPluginSidecar(ctx, cp, opts.CMPSidecarImage); err != nil {
-				return fail(err)
-			}
 		}
 	}
 	if err := p.waitReady(ctx, opts.StartTimeout); err != nil {
@@ -174,28 +167,6 @@ func rewriteImages(w *unstructured.Unstructured, reg string) {
 		}
 		_ = unstructured.SetNestedSlice(w.Object, ctrs, "spec", "template", "spec", field)
 	}
-}
-
-// addPluginSidecar adds the ocm-manifestwork plugin to the repo-server as the chart does with
-// cmp.sidecar.install=true: its plugin.yaml ConfigMap, and cmp.Sidecar.Apply, the code its
-// install-sidecar hook runs.
-func (p *argoPods) addPluginSidecar(ctx context.Context, cp *controlPlane, image string) error {
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.namespace, Name: cmpPluginConfigMap},
-		Data:       map[string]string{"plugin.yaml": cmp.PluginConfig(cmpBinary)},
-	}
-	if err := createOrReplace(ctx, p.c, cm, func(have client.Object) { have.(*corev1.ConfigMap).Data = cm.Data }); err != nil {
-		return fmt.Errorf("%s: ConfigMap %s: %w", p.cluster, cm.Name, err)
-	}
-	dyn, err := dynamic.NewForConfig(cp.adminConfig)
-	if err != nil {
-		return err
-	}
-	sidecar := cmp.Sidecar{Namespace: p.namespace, Deployment: ArgoCDRepoServer, Image: image, ConfigMap: cmpPluginConfigMap}
-	if err := sidecar.Apply(ctx, dyn, true); err != nil {
-		return fmt.Errorf("%s: %w", p.cluster, err)
-	}
-	return nil
 }
 
 // configureInstalled adds argoCDCM to the installed argocd-cm and, when that changed it,

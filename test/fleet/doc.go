@@ -38,8 +38,8 @@
 //
 // With Options.RealNodes every cluster, hub included, gets a real node (package test/node), a
 // kube-scheduler, the controller manager's workload controllers and a cluster DNS, and pods
-// run from images in the fleet's own registry (AddImage); see nodes.go. test/e2e, test/e2enodes
-// and the demo run everything the project ships to a cluster that way. Without nodes (the
+// run from images in the fleet's own registry (AddImage); see nodes.go. test/e2e and the demo
+// run everything the project ships to a cluster that way. Without nodes (the
 // benchmarks, the fault tests and the packages' own fleet tests) no pod runs: a Deployment on
 // a managed cluster never becomes available. In both, no load balancer runs: the e2e tests and
 // the demo write a LoadBalancer Service's address into its status, as a cloud's load balancer

@@ -1,4 +1,4 @@
-// Package nodeapps holds what the end-to-end test on real nodes (test/e2enodes) and the demo
+// Package nodeapps holds what the end-to-end tests on real nodes (test/e2e) and the demo
 // (test/demo) both run on a fleet with real nodes (test/fleet's Options.RealNodes): the images
 // built on this machine and their names in the fleet's registry, the chart's values for them,
 // the guestbook that the Argo CD pods sync, and reports of the pods as `kubectl get pods` shows

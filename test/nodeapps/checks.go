@@ -1,0 +1,77 @@
+package nodeapps
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+)
+
+// AgentWaitsForItsImage reports whether the agent pod in namespace runs its cert-reloader while
+// the argocd-agent container waits for an image the cluster cannot pull (the agents' default
+// image, which no registry here serves), with the pods' report as its state.
+func AgentWaitsForItsImage(ctx context.Context, f *fleet.Fleet, cluster, namespace string) (bool, string) {
+	c, err := ClusterClient(f, cluster)
+	if err != nil {
+		return false, err.Error()
+	}
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{addon.LabelComponent: "agent"}); err != nil {
+		return false, err.Error()
+	}
+	if len(pods.Items) != 1 {
+		return false, fmt.Sprintf("%d agent pods", len(pods.Items))
+	}
+	var reloaderRuns, agentWaits bool
+	for _, st := range pods.Items[0].Status.ContainerStatuses {
+		switch st.Name {
+		case addon.ReloaderContainerName:
+			reloaderRuns = st.State.Running != nil
+		case addon.AgentContainerName:
+			agentWaits = st.State.Waiting != nil && (st.State.Waiting.Reason == "ErrImagePull" || st.State.Waiting.Reason == "ImagePullBackOff")
+		}
+	}
+	return reloaderRuns && agentWaits, PodReport(ctx, f, cluster, namespace)
+}
+
+// ServicesReachPods reports whether every Service of namespace that selects pods has a ready
+// endpoint, leaving out the agent's (its pods may wait for an image); it returns the Services it
+// checked, and as its state those without one.
+func ServicesReachPods(ctx context.Context, f *fleet.Fleet, cluster, namespace string) (ok bool, checked []string, state string) {
+	c, err := ClusterClient(f, cluster)
+	if err != nil {
+		return false, nil, err.Error()
+	}
+	services := &corev1.ServiceList{}
+	if err := c.List(ctx, services, client.InNamespace(namespace)); err != nil {
+		return false, nil, err.Error()
+	}
+	var empty []string
+	for _, svc := range services.Items {
+		if svc.Spec.Selector == nil || svc.Spec.Selector[addon.LabelName] == addon.AgentName {
+			continue
+		}
+		checked = append(checked, svc.Name)
+		slices := &discoveryv1.EndpointSliceList{}
+		if err := c.List(ctx, slices, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+			return false, checked, err.Error()
+		}
+		ready := 0
+		for _, sl := range slices.Items {
+			for _, ep := range sl.Endpoints {
+				if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+					ready++
+				}
+			}
+		}
+		if ready == 0 {
+			empty = append(empty, fmt.Sprintf("%s (selector %v)", svc.Name, svc.Spec.Selector))
+		}
+	}
+	return len(empty) == 0 && len(checked) > 0, checked, fmt.Sprintf("no ready endpoint: %v\n%s", empty, PodReport(ctx, f, cluster, namespace))
+}

@@ -17,10 +17,10 @@ import (
 
 // TestResourceReporterOnTheCluster runs the reporter's manager, as the resource-reporter
 // command builds it, authenticated as its ServiceAccount with only the rights its manifests
-// grant (this API server plays the managed cluster): it annotates the ApplicationSet
-// Applications of its namespace with the objects they deploy, follows changes of the list and
-// not of health, removes the annotation when the list empties, and leaves other Applications
-// alone.
+// grant (this API server plays the managed cluster): it annotates the Applications the pull
+// model marked (and those of an ApplicationSet, which earlier hubs marked alone) with the
+// objects they deploy, follows changes of the list and not of health, removes the annotation
+// when the list empties, and leaves other Applications alone.
 func TestResourceReporterOnTheCluster(t *testing.T) {
 	const ns = "reporter-argocd"
 	ctx, cancel := context.WithCancel(context.Background())
@@ -50,12 +50,12 @@ func TestResourceReporterOnTheCluster(t *testing.T) {
 	resource := func(kind, name, health string) map[string]any {
 		return map[string]any{"version": "v1", "kind": kind, "namespace": "guestbook", "name": name, "status": "Synced", "health": map[string]any{"status": health}}
 	}
-	app := func(name string, reported bool, resources ...any) *unstructured.Unstructured {
+	app := func(name string, mark string, resources ...any) *unstructured.Unstructured {
 		a := pullmodel.NewApplication()
 		a.SetNamespace(ns)
 		a.SetName(name)
-		if reported {
-			a.SetLabels(map[string]string{pullmodel.LabelApplicationSet: "true"})
+		if mark != "" {
+			a.SetLabels(map[string]string{mark: "true"})
 		}
 		a.Object["spec"] = map[string]any{"project": "default", "source": map[string]any{"repoURL": "https://example.com/repo.git"},
 			"destination": map[string]any{"server": pullmodel.InClusterServer, "namespace": "guestbook"}}
@@ -97,9 +97,11 @@ func TestResourceReporterOnTheCluster(t *testing.T) {
 	svc := resourcelist.Resource{Version: "v1", Kind: "Service", Namespace: "guestbook", Name: "guestbook-ui"}
 	cm := resourcelist.Resource{Version: "v1", Kind: "ConfigMap", Namespace: "guestbook", Name: "settings"}
 
-	create(t, app("reported", true, resource("Service", "guestbook-ui", "Progressing")))
-	create(t, app("own", false, resource("Service", "guestbook-ui", "Healthy")))
+	create(t, app("reported", pullmodel.LabelApplicationSet, resource("Service", "guestbook-ui", "Progressing")))
+	create(t, app("standalone", resourcelist.LabelReported, resource("ConfigMap", "settings", "Healthy")))
+	create(t, app("own", "", resource("Service", "guestbook-ui", "Healthy")))
 	waitFor("the ApplicationSet's Application lists its Service", "reported", []resourcelist.Resource{svc})
+	waitFor("a standalone delivered Application lists its ConfigMap", "standalone", []resourcelist.Resource{cm})
 
 	setResources("reported", resource("Service", "guestbook-ui", "Healthy"), resource("ConfigMap", "settings", "Healthy"))
 	waitFor("a new object is listed", "reported", []resourcelist.Resource{svc, cm})
@@ -108,6 +110,6 @@ func TestResourceReporterOnTheCluster(t *testing.T) {
 	waitFor("no objects: the annotation goes", "reported", nil)
 
 	if v, present, err := annotation(ctx, "own"); err != nil || present {
-		t.Fatalf("an Application of no ApplicationSet was annotated: %q %v", v, err)
+		t.Fatalf("an Application the pull model did not deliver was annotated: %q %v", v, err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 )
 
 // MaxWorkBytes is the largest manifest payload OCM's work webhook accepts in one ManifestWork
@@ -46,8 +47,8 @@ const (
 	// FeedbackHealthMessage is the spoke Application's health message.
 	FeedbackHealthMessage = "healthMessage"
 	// FeedbackResourceList is the spoke Application's list of objects, as the cluster's resource
-	// reporter writes it (package resourcelist); fed back for Applications of an ApplicationSet,
-	// whose report lists them.
+	// reporter writes it (package resourcelist): the hub Application's status.resources, and its
+	// ApplicationSet's report, list them.
 	FeedbackResourceList = "resourceList"
 )
 
@@ -89,6 +90,35 @@ var feedbackPaths = []workv1.JsonPath{
 	{Name: FeedbackConditionTimes, Path: ".status.conditions[*].lastTransitionTime"},
 	{Name: FeedbackSyncRevisions, Path: ".status.sync.revisions[*]"},
 }
+
+// ErrorConditionTypes are the spoke Application's error conditions fed back by type: Argo CD's
+// condition types ending in "Error" (ApplicationCondition.IsError), as Argo CD v3 defines them.
+// Argo CD sorts conditions by type, so a stock work agent's first condition is often a warning
+// (ExcludedResourceWarning sorts before InvalidSpecError, OrphanedResourceWarning and
+// SharedResourceWarning before SyncError). One rule per type selects that condition alone: a
+// single string, which OCM's work agent feeds back whole without a gate, and which a message
+// over the 1,024 bytes of the gate's JSON lists never makes vanish.
+var ErrorConditionTypes = []string{"ComparisonError", "DeletionError", "InvalidSpecError", "SyncError", "UnknownError"}
+
+// FeedbackErrorMessage is the feedback name of the message of the spoke's condition of an
+// ErrorConditionTypes type.
+func FeedbackErrorMessage(conditionType string) string {
+	return "condition" + conditionType + "Message"
+}
+
+// FeedbackErrorTime is the feedback name of that condition's transition time.
+func FeedbackErrorTime(conditionType string) string { return "condition" + conditionType + "Time" }
+
+// errorConditionPaths are the rules of ErrorConditionTypes. A condition that is absent yields
+// no value and no error (the work agent reads paths with missing keys allowed).
+var errorConditionPaths = func() []workv1.JsonPath {
+	var out []workv1.JsonPath
+	for _, t := range ErrorConditionTypes {
+		sel := `.status.conditions[?(@.type=="` + t + `")]`
+		out = append(out, workv1.JsonPath{Name: FeedbackErrorMessage(t), Path: sel + ".message"}, workv1.JsonPath{Name: FeedbackErrorTime(t), Path: sel + ".lastTransitionTime"})
+	}
+	return out
+}()
 
 // reconcileAfterSyncPending reports whether the hub Application, owned by an ApplicationSet,
 // shows a finished operation but no reconcile since: the spoke's Argo CD reconciles again once
@@ -198,7 +228,8 @@ var dropAnnotations = map[string]bool{
 // SpokeApplication is the Application the managed cluster's Argo CD gets: the hub
 // Application's spec, operation, finalizers, labels and annotations, without the OCM keys and
 // skip-reconcile, at place on the spoke, with the destination set for delivery on that
-// cluster, and with its ApplicationSet's identity when one owns it.
+// cluster, marked for the cluster's resource reporter (resourcelist.LabelReported), and with
+// its ApplicationSet's identity when one owns it.
 func SpokeApplication(app *unstructured.Unstructured, at types.NamespacedName) *unstructured.Unstructured {
 	out := pullmodel.NewApplication()
 	out.SetName(at.Name)
@@ -219,13 +250,12 @@ func SpokeApplication(app *unstructured.Unstructured, at types.NamespacedName) *
 			annotations[k] = v
 		}
 	}
+	labels[resourcelist.LabelReported] = "true"
 	if set := pullmodel.OwningApplicationSet(app); set != "" {
 		labels[pullmodel.LabelApplicationSet] = "true"
 		annotations[pullmodel.AnnotationApplicationSet] = app.GetNamespace() + "/" + set
 	}
-	if len(labels) > 0 {
-		out.SetLabels(labels)
-	}
+	out.SetLabels(labels)
 	if len(annotations) > 0 {
 		out.SetAnnotations(annotations)
 	}
@@ -339,13 +369,10 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 }
 
 // feedbackFor is what the ManifestWork of app, with spoke its spoke Application, feeds back:
-// feedbackPaths, the resource list for an ApplicationSet's Application, and the reconcile
-// time while a request is outstanding (see reconcileFeedback).
+// feedbackPaths, the error conditions by type, the resource list, and the reconcile time while
+// a request is outstanding (see reconcileFeedback).
 func feedbackFor(app, spoke *unstructured.Unstructured) []workv1.JsonPath {
-	paths := feedbackPaths
-	if pullmodel.OwningApplicationSet(app) != "" {
-		paths = append(slices.Clip(paths), resourceListFeedback)
-	}
+	paths := slices.Concat(feedbackPaths, errorConditionPaths, []workv1.JsonPath{resourceListFeedback})
 	_, refresh := spoke.GetAnnotations()[pullmodel.AnnotationRefresh]
 	if _, op := spoke.Object["operation"]; op || refresh || reconcileAfterSyncPending(app) {
 		paths = append(slices.Clip(paths), reconcileFeedback)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -25,17 +24,26 @@ import (
 // agent applies the rest of the Application server-side, so neither removes the other's fields.
 const FieldManager = "argocd-resource-reporter"
 
-// Reported selects the spoke Applications the reporter annotates: those the pull model
-// delivered for an ApplicationSet, whose report on the hub lists the objects they deploy.
-func Reported() labels.Selector {
-	return labels.SelectorFromSet(labels.Set{pullmodel.LabelApplicationSet: "true"})
+// LabelReported ("true") marks a spoke Application the pull model delivered: the hub shows the
+// objects it deploys (the hub Application's status.resources, its ApplicationSet's report), so
+// the reporter lists them.
+const LabelReported = "apps.open-cluster-management.io/report-resources"
+
+// Reported reports whether the reporter annotates a spoke Application: one the pull model
+// marked, or one of an ApplicationSet, which hubs marked alone before every delivered
+// Application was.
+func Reported(app *unstructured.Unstructured) bool {
+	l := app.GetLabels()
+	return l[LabelReported] == "true" || l[pullmodel.LabelApplicationSet] == "true"
 }
 
-// CacheOptions scope the reporter's cache to the Applications it annotates in namespace.
+// CacheOptions scope the reporter's cache to the Applications of namespace. A label selector
+// cannot ask for either mark, so the cache holds every Application there, trimmed, and Reported
+// chooses.
 func CacheOptions(namespace string) cache.Options {
 	return cache.Options{
 		DefaultNamespaces: map[string]cache.Config{namespace: {}},
-		ByObject:          map[client.Object]cache.ByObject{pullmodel.NewApplication(): {Label: Reported(), Transform: TrimApplication}},
+		ByObject:          map[client.Object]cache.ByObject{pullmodel.NewApplication(): {Transform: TrimApplication}},
 	}
 }
 
@@ -85,10 +93,15 @@ func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("resource-reporter").
 		For(pullmodel.NewApplication(), builder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(e event.CreateEvent) bool {
+				app, ok := e.Object.(*unstructured.Unstructured)
+				return !ok || Reported(app)
+			},
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				app, ok := e.ObjectNew.(*unstructured.Unstructured)
-				return !ok || Wanted(app) != app.GetAnnotations()[pullmodel.AnnotationResourceList]
+				return !ok || (Reported(app) && Wanted(app) != app.GetAnnotations()[pullmodel.AnnotationResourceList])
 			},
+			DeleteFunc: func(event.DeleteEvent) bool { return false },
 		})).
 		Complete(r)
 }
@@ -102,7 +115,7 @@ func (r *Reporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 	if err := r.Client.Get(ctx, req.NamespacedName, app); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if app.GetDeletionTimestamp() != nil {
+	if app.GetDeletionTimestamp() != nil || !Reported(app) {
 		return ctrl.Result{}, nil
 	}
 	want := Wanted(app)
@@ -122,7 +135,7 @@ func (r *Reporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 }
 
 // NewManager builds the reporter's manager for the resource-reporter command: its cache holds
-// the reported Applications of namespace only, no metrics endpoint, health probes on
+// the Applications of namespace only (trimmed), no metrics endpoint, health probes on
 // healthAddr ("0" disables them).
 func NewManager(cfg *rest.Config, namespace, healthAddr string) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{

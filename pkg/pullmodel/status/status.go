@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 )
 
 // Reconciler mirrors ManifestWork feedback onto hub Applications, keyed by Application.
@@ -155,6 +157,9 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 	if conds, changed := conditions(app, w, fb); changed {
 		status["conditions"] = conds
 	}
+	if res, changed := resources(app, fb); changed {
+		status["resources"] = res
+	}
 	if len(status) > 0 {
 		out["status"] = status
 	}
@@ -194,10 +199,31 @@ func conditions(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map[s
 			mine = append(mine, c)
 		}
 	}
+	// The error conditions fed back by type first: they are whole whatever comes before them,
+	// and the bound never drops one for a warning.
 	var want []any
+	byType := map[string]bool{}
+	for _, t := range propagation.ErrorConditionTypes {
+		msg, ok := fb[propagation.FeedbackErrorMessage(t)]
+		if !ok {
+			continue
+		}
+		c := map[string]any{"type": t, "message": truncate(msg)}
+		if at := fb[propagation.FeedbackErrorTime(t)]; at != "" {
+			c["lastTransitionTime"] = at
+		}
+		want = append(want, c)
+		byType[t] = true
+	}
 	lists, _ := propagation.FeedbackLists(w)
 	types, messages, times := lists[propagation.FeedbackConditionTypes], lists[propagation.FeedbackConditionMessages], lists[propagation.FeedbackConditionTimes]
 	for i, t := range types {
+		if len(want) >= maxConditions {
+			break
+		}
+		if byType[t] {
+			continue
+		}
 		c := map[string]any{"type": t, "message": ""}
 		// Argo CD requires a message; a transition time is optional, so times pair with
 		// types only when every condition has one.
@@ -208,10 +234,11 @@ func conditions(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map[s
 			c["lastTransitionTime"] = times[i]
 		}
 		want = append(want, c)
-		if len(want) == maxConditions {
-			break
-		}
 	}
+	// In Argo CD's order (by type), as the spoke shows them.
+	slices.SortStableFunc(want, func(a, b any) int {
+		return strings.Compare(a.(map[string]any)["type"].(string), b.(map[string]any)["type"].(string))
+	})
 	if msg, at, failed := applyFailure(w); failed {
 		want = append(want, map[string]any{
 			"type":               pullmodel.ConditionApplyError,
@@ -228,6 +255,47 @@ func conditions(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map[s
 		return nil, false
 	}
 	return append(delivery, want...), true
+}
+
+// MaxResourcesBytes bounds the JSON of the hub Application's status.resources, as the
+// ApplicationSet report bounds its resource list (report.ResourceBudget): the list comes from
+// the cluster, and the hub Application is one etcd object.
+const MaxResourcesBytes = 64 * 1024
+
+// resources returns the hub Application's status.resources as the cluster's resource reporter
+// lists them (group, version, kind, namespace, name; the spoke's sync and health of each are not
+// fed back), within MaxResourcesBytes, and whether that differs from what the hub shows. The
+// hub's Argo CD, kept away by skip-reconcile, writes no list of its own; without a reporter on
+// the cluster, or with a list that does not decode, the hub shows none.
+func resources(app *unstructured.Unstructured, fb map[string]string) (any, bool) {
+	listed, _, err := resourcelist.Decode(fb[propagation.FeedbackResourceList])
+	if err != nil {
+		listed = nil
+	}
+	var want []any
+	size := 2
+	for _, r := range listed {
+		item := map[string]any{"version": r.Version, "kind": r.Kind, "name": r.Name}
+		if r.Group != "" {
+			item["group"] = r.Group
+		}
+		if r.Namespace != "" {
+			item["namespace"] = r.Namespace
+		}
+		raw, _ := json.Marshal(item)
+		if size+len(raw)+1 > MaxResourcesBytes {
+			break
+		}
+		size += len(raw) + 1
+		want = append(want, item)
+	}
+	have, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
+	if len(want) == 0 {
+		return nil, len(have) > 0
+	}
+	x, _ := json.Marshal(want)
+	y, _ := json.Marshal(have)
+	return want, !bytes.Equal(x, y)
 }
 
 // applyFailure reports the work agent's failure to apply the ManifestWork's Application: its

@@ -2,6 +2,7 @@ package status
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 )
 
 func work(op map[string]any, baseline string, fb map[string]string) *workv1.ManifestWork {
@@ -204,5 +206,87 @@ func TestPatchMultiSourceRevisions(t *testing.T) {
 	p = Patch(app, work(nil, "", map[string]string{"syncStatus": "Synced", "syncRevisions": "aaa"}))
 	if v, found, _ := unstructured.NestedFieldNoCopy(p, "status", "sync", "revisions"); !found || v != nil {
 		t.Errorf("a partial list must remove the revisions (null), got %v (found %v)", v, found)
+	}
+}
+
+// TestPatchShowsErrorsFedBackByType: a stock work agent's only listed condition is the first,
+// here a warning; the error fed back by its own rules is shown beside it, whole up to the hub's
+// message bound, in Argo CD's order, and an unchanged feedback patches nothing.
+func TestPatchShowsErrorsFedBackByType(t *testing.T) {
+	long := strings.Repeat("y", 3000)
+	fb := map[string]string{"syncStatus": "OutOfSync", "healthStatus": "Healthy",
+		"conditionTypes": "OrphanedResourceWarning", "conditionMessages": "orphans", "conditionTransitionTimes": "2026-01-01T00:00:00Z",
+		"conditionSyncErrorMessage": long, "conditionSyncErrorTime": "2026-01-01T00:00:02Z",
+		"conditionComparisonErrorMessage": "path does not exist"}
+	app := pullmodel.NewApplication()
+	p := Patch(app, work(nil, "", fb))
+	conds, _ := p["status"].(map[string]any)["conditions"].([]any)
+	var types []string
+	for _, c := range conds {
+		types = append(types, c.(map[string]any)["type"].(string))
+	}
+	if strings.Join(types, ",") != "ComparisonError,OrphanedResourceWarning,SyncError" {
+		t.Fatalf("conditions %v", types)
+	}
+	syncErr := conds[2].(map[string]any)
+	if msg := syncErr["message"].(string); !strings.HasPrefix(msg, "yyyy") || len(msg) > MaxMessageBytes || syncErr["lastTransitionTime"] != "2026-01-01T00:00:02Z" {
+		t.Errorf("SyncError %d bytes, time %v", len(msg), syncErr["lastTransitionTime"])
+	}
+	if _, ok := conds[0].(map[string]any)["lastTransitionTime"]; ok {
+		t.Error("a time made up for a condition fed back without one")
+	}
+	app.Object["status"] = p["status"]
+	if p := Patch(app, work(nil, "", fb)); p != nil {
+		t.Errorf("unchanged feedback patched: %v", p)
+	}
+	// The same type listed and fed back by type shows once, with the by-type message.
+	fb["conditionTypes"], fb["conditionMessages"] = "ComparisonError", "path does not exist (listed)"
+	p = Patch(app, work(nil, "", fb))
+	conds, _ = p["status"].(map[string]any)["conditions"].([]any)
+	if len(conds) != 2 || conds[0].(map[string]any)["message"] != "path does not exist" {
+		t.Errorf("conditions %v", conds)
+	}
+}
+
+// TestPatchShowsResources: the resource reporter's list becomes the hub Application's
+// status.resources, within MaxResourcesBytes; a list that does not decode, or none, shows none.
+func TestPatchShowsResources(t *testing.T) {
+	items := [][5]string{{"apps", "v1", "Deployment", "guestbook", "guestbook-ui"}, {"", "v1", "Service", "guestbook", "guestbook-ui"}}
+	raw, _ := json.Marshal(map[string]any{"total": 2, "items": items})
+	fb := map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "resourceList": string(raw)}
+	app := pullmodel.NewApplication()
+	p := Patch(app, work(nil, "", fb))
+	res, _ := p["status"].(map[string]any)["resources"].([]any)
+	got, _ := json.Marshal(res)
+	want := `[{"group":"apps","kind":"Deployment","name":"guestbook-ui","namespace":"guestbook","version":"v1"},{"kind":"Service","name":"guestbook-ui","namespace":"guestbook","version":"v1"}]`
+	if string(got) != want {
+		t.Fatalf("resources %s, want %s", got, want)
+	}
+	app.Object["status"] = p["status"]
+	if p := Patch(app, work(nil, "", fb)); p != nil {
+		t.Errorf("unchanged list patched: %v", p)
+	}
+	fb["resourceList"] = `{"total":1,"items":[["", "", "", "", ""]]}`
+	p = Patch(app, work(nil, "", fb))
+	if v, ok := p["status"].(map[string]any)["resources"]; !ok || v != nil {
+		t.Errorf("a list that does not decode: resources %v (present %v), want removed", v, ok)
+	}
+
+	// A cluster's list is bounded where it is written (resourcelist.MaxBytes) and refused over
+	// that bound; the hub's list of it stays within MaxResourcesBytes.
+	many := make([]resourcelist.Resource, 0, 2000)
+	for i := range 2000 {
+		many = append(many, resourcelist.Resource{Group: "example.com", Version: "v1", Kind: "Widget", Namespace: "guestbook", Name: fmt.Sprintf("widget-%04d", i)})
+	}
+	fb["resourceList"] = resourcelist.Encode(many)
+	listed, total, err := resourcelist.Decode(fb["resourceList"])
+	if err != nil || total != 2000 || len(listed) >= 2000 {
+		t.Fatalf("encoded %d of %d (%v)", len(listed), total, err)
+	}
+	p = Patch(pullmodel.NewApplication(), work(nil, "", fb))
+	kept, _ := p["status"].(map[string]any)["resources"].([]any)
+	size, _ := json.Marshal(kept)
+	if len(kept) != len(listed) || len(size) > MaxResourcesBytes {
+		t.Errorf("%d resources in %d bytes, want the %d listed within %d", len(kept), len(size), len(listed), MaxResourcesBytes)
 	}
 }

@@ -136,7 +136,7 @@ test-node: ## The real-node tests alone (root): test/node's nodes and the fleet 
 	hack/leftovers.sh check "$$before" || rc=1; exit $$rc
 
 .PHONY: test-e2e
-test-e2e: ## The e2e suite on the local fleet (hub and managed clusters as processes).
+test-e2e: ## The e2e suite on the local fleet with real nodes (root), and the fleet's own tests.
 	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $(E2E_PACKAGES)
 

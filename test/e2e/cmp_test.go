@@ -272,7 +272,7 @@ func (s *suite) cmpFailureIsDegraded(t *testing.T, cluster string) {
 	if err := s.hub.Delete(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	s.eventually(t, "hub: the unknown-kind Application gone", 2*time.Minute, func(ctx context.Context) (bool, string) {
+	s.eventually(t, "hub: the unknown-kind Application gone", 4*time.Minute, func(ctx context.Context) (bool, string) {
 		err := s.hub.Get(ctx, client.ObjectKeyFromObject(app), pullmodel.NewApplication())
 		return apierrors.IsNotFound(err), getState(err, "Application")
 	})

@@ -124,7 +124,8 @@ var errorConditionPaths = func() []workv1.JsonPath {
 // shows a finished operation but no reconcile since: the spoke's Argo CD reconciles again once
 // it has recorded the operation's end, and progressive sync waits for that reconcile time,
 // which may come after the sync request is cleared (and with it the other reason to feed the
-// time back). It costs two ManifestWork writes per such sync; Applications without an
+// time back). It costs one more ManifestWork write after a sync the hub asked for (the rule
+// goes in a write of its own), two after one the spoke ran by itself; Applications without an
 // ApplicationSet have no progressive sync and do not pay it.
 func reconcileAfterSyncPending(app *unstructured.Unstructured) bool {
 	if pullmodel.OwningApplicationSet(app) == "" {

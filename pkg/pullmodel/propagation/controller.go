@@ -267,7 +267,7 @@ func (r *Reconciler) releaseWithoutCluster(ctx context.Context, app *unstructure
 }
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unstructured, key string) (ctrl.Result, error) {
-	refusal, err := r.check(ctx, app)
+	refusal, policy, err := r.check(ctx, app)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -286,7 +286,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have), RefreshBaseline: refreshBaseline(app, have, r.Now()), Spoke: SpokePlace(r.Policy, app), Project: project})
+		want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have), RefreshBaseline: refreshBaseline(app, have, r.Now()), Spoke: SpokePlace(policy, app), Project: project})
 		var tooLarge *TooLargeError
 		switch {
 		case have != nil && !ownedFor(r.Sealer, have, app):
@@ -338,7 +338,7 @@ func (r *Reconciler) checkSpokePlace(ctx context.Context, app *unstructured.Unst
 		// Moving it would make the work agent delete the Application at its old place, and
 		// with it, through its resources finalizer, the workload the new one re-creates.
 		if from := pullmodel.SpokeApplicationOf(have); from != to {
-			return &Refusal{ReasonSpokePlaceChanged, fmt.Sprintf("the Application was delivered to %s on the cluster and would now go to %s (the spoke Argo CD namespace is fixed, and Applications outside the hub Argo CD namespace are named <namespace>.<name> there); moving it would delete the old one and its workload. The old one stays as it was; to move it, delete this Application and create it again (its workload is then deleted and re-created), or remove the resources finalizer from %s on the cluster first", from, to, from)}, nil
+			return &Refusal{ReasonSpokePlaceChanged, fmt.Sprintf("the Application was delivered to %s on the cluster and would now go to %s (the cluster's Argo CD namespace, label %s, changed, or Applications outside the hub Argo CD namespace are named <namespace>.<name> there); moving it would delete the old one and its workload. The old one stays as it was; to move it, delete this Application and create it again (its workload is then deleted and re-created), or remove the resources finalizer from %s on the cluster first", from, to, LabelSpokeNamespace, from)}, nil
 		}
 	}
 	list := &workv1.ManifestWorkList{}
@@ -399,11 +399,12 @@ func appSealFields(app *unstructured.Unstructured) seal.Fields {
 	return f
 }
 
-// check runs the admission policies in order and returns the first refusal. Everything it
-// reads comes from caches, at every pass, so that a right lost later stops the next update.
-func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) (*Refusal, error) {
+// check runs the admission policies in order and returns the first refusal, and the policy for
+// the Application's cluster (its spoke namespace). Everything it reads comes from caches, at
+// every pass, so that a right lost later stops the next update.
+func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) (*Refusal, Policy, error) {
 	if ref := checkSkipReconcile(app); ref != nil {
-		return ref, nil
+		return ref, r.Policy, nil
 	}
 	var f Facts
 	mc := &clusterv1.ManagedCluster{}
@@ -411,17 +412,17 @@ func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) 
 	case err == nil:
 		f.Cluster = mc
 	case !apierrors.IsNotFound(err):
-		return nil, err
+		return nil, r.Policy, err
 	}
 	switch err := r.Client.Get(ctx, client.ObjectKey{Name: app.GetNamespace()}, &clusterv1.ManagedCluster{}); {
 	case err == nil:
 		f.SourceIsCluster = true
 	case !apierrors.IsNotFound(err):
-		return nil, err
+		return nil, r.Policy, err
 	}
 	bindings := &clusterv1beta2.ManagedClusterSetBindingList{}
 	if err := r.Cache.List(ctx, bindings, client.InNamespace(app.GetNamespace())); err != nil {
-		return nil, err
+		return nil, r.Policy, err
 	}
 	for i := range bindings.Items {
 		b := Binding{Binding: &bindings.Items[i]}
@@ -430,7 +431,7 @@ func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) 
 		case err == nil:
 			b.Set = set
 		case !apierrors.IsNotFound(err):
-			return nil, err
+			return nil, r.Policy, err
 		}
 		f.Bindings = append(f.Bindings, b)
 	}
@@ -439,9 +440,11 @@ func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) 
 	case err == nil:
 		f.Project = project
 	case !apierrors.IsNotFound(err):
-		return nil, err
+		return nil, r.Policy, err
 	}
-	return Authorize(r.Policy, app, f), nil
+	// A bad label is refused by Authorize; the default then stands for what is not delivered.
+	policy, _ := r.Policy.ForCluster(f.Cluster)
+	return Authorize(r.Policy, app, f), policy, nil
 }
 
 // dropProject takes the AppProject out of a refused Application's earlier ManifestWork. The
@@ -774,12 +777,20 @@ func deleted() predicate.Predicate {
 }
 
 // clusterAuthorizationChanged passes ManagedCluster changes that can change a delivery
-// decision: acceptance, and the set label.
+// decision: acceptance, the set label, and the cluster's spoke namespace label.
 func clusterAuthorizationChanged() predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 		o, ok1 := e.ObjectOld.(*clusterv1.ManagedCluster)
 		n, ok2 := e.ObjectNew.(*clusterv1.ManagedCluster)
 		return !ok1 || !ok2 || o.Spec.HubAcceptsClient != n.Spec.HubAcceptsClient ||
-			o.Labels[clusterv1beta2.ClusterSetLabel] != n.Labels[clusterv1beta2.ClusterSetLabel]
+			o.Labels[clusterv1beta2.ClusterSetLabel] != n.Labels[clusterv1beta2.ClusterSetLabel] ||
+			!sameLabel(o.Labels, n.Labels, LabelSpokeNamespace)
 	}}
+}
+
+// sameLabel reports whether key is equally set (or equally absent) in both.
+func sameLabel(a, b map[string]string, key string) bool {
+	va, oka := a[key]
+	vb, okb := b[key]
+	return oka == okb && va == vb
 }

@@ -41,8 +41,9 @@ type Policy struct {
 	// SourceNamespaces are the hub namespaces whose Applications may be delivered; empty
 	// means the hub Argo CD namespace only.
 	SourceNamespaces []string
-	// SpokeNamespace is the Argo CD namespace on every managed cluster: delivered
-	// Applications land there, whatever their hub namespace.
+	// SpokeNamespace is the Argo CD namespace on the managed clusters: delivered
+	// Applications land there, whatever their hub namespace. A cluster's
+	// LabelSpokeNamespace overrides it for that cluster (ForCluster).
 	SpokeNamespace string
 }
 
@@ -108,6 +109,10 @@ func Authorize(p Policy, app *unstructured.Unstructured, f Facts) *Refusal {
 	if ref := checkBound(app, f.Cluster, f.Bindings); ref != nil {
 		return ref
 	}
+	p, ref := p.ForCluster(f.Cluster)
+	if ref != nil {
+		return ref
+	}
 	if ref := checkSpokeNamespace(p, app); ref != nil {
 		return ref
 	}
@@ -151,14 +156,14 @@ func checkBound(app *unstructured.Unstructured, cluster *clusterv1.ManagedCluste
 }
 
 // checkSpokeNamespace refuses an Application that asks for a spoke namespace other than the
-// one the operator configured.
+// one the operator configured for its cluster.
 func checkSpokeNamespace(p Policy, app *unstructured.Unstructured) *Refusal {
 	asked := strings.TrimSpace(app.GetAnnotations()[pullmodel.AnnotationAppNamespace])
 	if asked == "" || asked == p.SpokeNamespace {
 		return nil
 	}
-	return &Refusal{ReasonSpokeNamespaceNotAllowed, fmt.Sprintf("annotation %s asks for namespace %q on the cluster; Applications land only in the spoke Argo CD namespace %q (--pull-model-spoke-namespace): remove the annotation",
-		pullmodel.AnnotationAppNamespace, asked, p.SpokeNamespace)}
+	return &Refusal{ReasonSpokeNamespaceNotAllowed, fmt.Sprintf("annotation %s asks for namespace %q on the cluster; Applications land only in the cluster's Argo CD namespace %q, which the hub admin sets (--pull-model-spoke-namespace, or the cluster's label %s): remove the annotation",
+		pullmodel.AnnotationAppNamespace, asked, p.SpokeNamespace, LabelSpokeNamespace)}
 }
 
 // checkOperation refuses a sync request that Argo CD's API would accept only from someone

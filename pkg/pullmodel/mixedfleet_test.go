@@ -1,0 +1,118 @@
+package pullmodel_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+)
+
+// spokePlaces are the namespaces a ManifestWork puts its Application, its AppProject copy and
+// the Application's feedback rule in.
+func spokePlaces(t *testing.T, w *workv1.ManifestWork) (app, project, feedback string) {
+	t.Helper()
+	app = payload(t, w).GetNamespace()
+	if len(w.Spec.Workload.Manifests) == 2 {
+		p := &unstructured.Unstructured{}
+		if err := json.Unmarshal(w.Spec.Workload.Manifests[1].Raw, &p.Object); err != nil {
+			t.Fatal(err)
+		}
+		project = p.GetNamespace()
+	}
+	for _, c := range w.Spec.ManifestConfigs {
+		if c.ResourceIdentifier.Resource == "applications" {
+			feedback = c.ResourceIdentifier.Namespace
+		}
+	}
+	return app, project, feedback
+}
+
+// TestMixedFleetSpokeNamespaces: one hub serves an OpenShift GitOps cluster (label
+// openshift-gitops) and a plain Argo CD cluster (no label: the manager's default, argocd); each
+// gets its Applications, AppProject copies and feedback in its own namespace. A label that is
+// not a namespace name is refused with a condition and an Event and delivers nothing; fixing it
+// delivers. Changing the label of a cluster with deliveries moves nothing: the delivered
+// Application stays where it is and the hub Application says why.
+func TestMixedFleetSpokeNamespaces(t *testing.T) {
+	ctx := context.Background()
+	create(t, appProject(argoNS, "mixed", nil))
+	createCluster(t, "mix-ocp", true)
+	createCluster(t, "mix-plain", true)
+	createCluster(t, "mix-bad", true)
+	label := func(cluster, value string) {
+		t.Helper()
+		mc := &clusterv1.ManagedCluster{}
+		if err := k8s.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+			t.Fatal(err)
+		}
+		if value == "" {
+			delete(mc.Labels, propagation.LabelSpokeNamespace)
+		} else {
+			mc.Labels[propagation.LabelSpokeNamespace] = value
+		}
+		if err := k8s.Update(ctx, mc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	label("mix-ocp", "openshift-gitops")
+	label("mix-bad", "Not_A_Namespace")
+
+	newMixed := func(name, cluster string) *unstructured.Unstructured {
+		app := newApp(name, cluster)
+		_ = unstructured.SetNestedField(app.Object, "mixed", "spec", "project")
+		create(t, app)
+		return getApp(t, name)
+	}
+	for cluster, want := range map[string]string{"mix-ocp": "openshift-gitops", "mix-plain": argoNS} {
+		app := newMixed("mix-app-"+cluster, cluster)
+		w := waitWork(t, app, cluster)
+		a, p, f := spokePlaces(t, w)
+		if a != want || p != want || f != want {
+			t.Errorf("cluster %s: Application in %q, AppProject in %q, feedback from %q; want all in %q", cluster, a, p, f, want)
+		}
+	}
+
+	// The Application's author cannot pick another cluster's namespace.
+	asks := newApp("mix-asks", "mix-ocp")
+	asks.SetAnnotations(mergeMap(asks.GetAnnotations(), map[string]string{pullmodel.AnnotationAppNamespace: argoNS}))
+	create(t, asks)
+	waitRefused(t, asks, "mix-ocp", propagation.ReasonSpokeNamespaceNotAllowed)
+
+	bad := newMixed("mix-app-bad", "mix-bad")
+	waitRefused(t, bad, "mix-bad", propagation.ReasonBadSpokeNamespace)
+	label("mix-bad", "gitops")
+	waitDelivered(t, bad.GetName(), "mix-bad")
+	if a, p, f := spokePlaces(t, waitWork(t, bad, "mix-bad")); a != "gitops" || p != "gitops" || f != "gitops" {
+		t.Errorf("after the fix: Application in %q, AppProject in %q, feedback from %q; want gitops", a, p, f)
+	}
+
+	// A new label for a cluster with deliveries: the delivered Application stays in the old
+	// namespace (moving it would delete its workload) and the hub Application says so.
+	label("mix-ocp", "gitops-2")
+	moved := getApp(t, "mix-app-mix-ocp")
+	waitRefusedIn(t, argoNS, moved.GetName(), propagation.ReasonSpokePlaceChanged)
+	w := waitWork(t, moved, "mix-ocp")
+	if a, _, f := spokePlaces(t, w); a != "openshift-gitops" || f != "openshift-gitops" {
+		t.Errorf("after the label changed: Application in %q, feedback from %q; want it left in openshift-gitops", a, f)
+	}
+	// A new Application for that cluster goes to the new namespace.
+	fresh := newMixed("mix-app-fresh", "mix-ocp")
+	if a, _, _ := spokePlaces(t, waitWork(t, fresh, "mix-ocp")); a != "gitops-2" {
+		t.Errorf("new Application after the label changed is in %q, want gitops-2", a)
+	}
+	// Back to the old value: the first one is delivered again, where it was.
+	label("mix-ocp", "openshift-gitops")
+	eventually(t, "condition cleared after the label came back", 10*time.Second, func(ctx context.Context) (bool, string) {
+		msg, ok := pullmodel.DeliveryCondition(getApp(t, moved.GetName()))
+		return !ok, fmt.Sprint(msg)
+	})
+}

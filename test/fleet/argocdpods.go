@@ -38,13 +38,6 @@ import (
 // options' settings, so a later StartArgoCD with other settings rolls the pods that read them
 // at start.
 
-// cmpPluginConfigMap holds plugin.yaml of the ocm-manifestwork plugin: the name the chart gives
-// it for its default release name.
-const cmpPluginConfigMap = "argocd-agent-addon-cmp-plugin"
-
-// cmpBinary is the project's executable in its image (hack/image).
-const cmpBinary = "/argocd-agent-addon"
-
 // configAnnotation carries the digest of the settings StartArgoCD wrote on the pod templates.
 const configAnnotation = "fleet.argocd-agent-addon.io/argocd-config"
 

@@ -1,0 +1,121 @@
+package chart
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+// TestManagedClusterAgentLabelPolicy: OCM lets a cluster's registration agent update its own
+// ManagedCluster, labels included, and bootstrap identities create it. The chart's policy keeps
+// them from setting, changing or removing the project's labels (such as the cluster's pull-model
+// Argo CD namespace), which the hub admin alone sets; their other labels and updates pass.
+func TestManagedClusterAgentLabelPolicy(t *testing.T) {
+	objs, err := render(t, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.StartForTest(t, testenv.Options{WithoutProjectCRDs: true})
+	ctx := context.Background()
+	admin := env.Client
+	n := 0
+	for _, o := range objs {
+		if strings.HasPrefix(o.GetKind(), "ValidatingAdmissionPolicy") && strings.HasSuffix(o.GetName(), "-managedcluster-agent-labels") {
+			if err := admin.Create(ctx, o); err != nil {
+				t.Fatalf("creating %s: %v", o.GetKind(), err)
+			}
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("rendered %d agent label policy objects, want a policy and its binding", n)
+	}
+	// What OCM grants: the agent updates its own ManagedCluster, bootstrap creates one.
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "mc-agent"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"}, Verbs: []string{"get", "create", "update", "patch"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "mc-agent"},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "mc-agent"},
+		Subjects: []rbacv1.Subject{
+			{Kind: "Group", Name: "system:open-cluster-management:managed-clusters"},
+			{Kind: "Group", Name: "system:bootstrappers:managedcluster"},
+		}}
+	mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "mc2", Labels: map[string]string{"env": "prod"}},
+		Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}
+	for _, o := range []client.Object{role, binding, mc} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(user string, groups ...string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+		c, err := client.New(cfg, client.Options{Scheme: admin.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	agent := as("system:open-cluster-management:mc2:agent1", "system:open-cluster-management:mc2", "system:open-cluster-management:managed-clusters")
+	bootstrap := as("system:bootstrap:abcdef", "system:bootstrappers", "system:bootstrappers:managedcluster")
+	patch := func(c client.Client, body string) error {
+		return c.Patch(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "mc2"}}, client.RawPatch(types.MergePatchType, []byte(body)))
+	}
+	set := `{"metadata":{"labels":{"` + propagation.LabelSpokeNamespace + `":"openshift-gitops"}}}`
+	// The policy takes effect once the API server has loaded it: wait for a refusal.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := patch(agent, set)
+		if err != nil && strings.Contains(err.Error(), "they are the hub admin's") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster's agent set its pull-model namespace: %v", err)
+		}
+		_ = patch(admin, `{"metadata":{"labels":{"`+propagation.LabelSpokeNamespace+`":null}}}`)
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := patch(admin, set); err != nil {
+		t.Fatalf("the hub admin was refused: %v", err)
+	}
+	for name, body := range map[string]string{
+		"changing the namespace label":        `{"metadata":{"labels":{"` + propagation.LabelSpokeNamespace + `":"argocd"}}}`,
+		"removing the namespace label":        `{"metadata":{"labels":{"` + propagation.LabelSpokeNamespace + `":null}}}`,
+		"opting itself out of the components": `{"metadata":{"labels":{"argocd-agent-addon.open-cluster-management.io/argocd-components":"Existing"}}}`,
+		"clearing itself for the components":  `{"metadata":{"labels":{"argocd-agent-addon.open-cluster-management.io/components-abc":"true"}}}`,
+	} {
+		if err := patch(agent, body); err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("agent %s: allowed (%v)", name, err)
+		}
+	}
+	// The agent's other updates pass, with the project's label left as it is.
+	if err := patch(agent, `{"metadata":{"labels":{"env":"dev"}}}`); err != nil {
+		t.Errorf("the agent's own label was refused: %v", err)
+	}
+	got := &clusterv1.ManagedCluster{}
+	if err := admin.Get(ctx, client.ObjectKey{Name: "mc2"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels[propagation.LabelSpokeNamespace] != "openshift-gitops" {
+		t.Errorf("labels %v: the hub admin's value changed", got.Labels)
+	}
+	// A bootstrap identity cannot create a ManagedCluster that carries one.
+	withLabel := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "mc3", Labels: map[string]string{propagation.LabelSpokeNamespace: "kube-system"}}}
+	if err := bootstrap.Create(ctx, withLabel); err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		t.Errorf("bootstrap created a ManagedCluster with the project's label (%v)", err)
+	}
+	if err := bootstrap.Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "mc4", Labels: map[string]string{"env": "prod"}}}); err != nil {
+		t.Errorf("bootstrap was refused a plain ManagedCluster: %v", err)
+	}
+}

@@ -24,8 +24,14 @@ const (
 )
 
 // LabelArgoCDComponents on a ManagedCluster set to "Existing" keeps the addon from installing
-// the Argo CD components on that cluster, whatever its GitOpsCluster says.
+// the Argo CD components on that cluster, whatever its GitOpsCluster says; set to "Replace"
+// (LabelValueReplace) it takes that cluster's existing Argo CD over, as existingArgoCD: Replace
+// does for a whole GitOpsCluster.
 const LabelArgoCDComponents = "argocd-agent-addon.open-cluster-management.io/argocd-components"
+
+// LabelValueReplace is the value of LabelArgoCDComponents that chooses existingArgoCD: Replace
+// for one cluster.
+const LabelValueReplace = "Replace"
 
 // AnnotationConfigCluster names, on a components AddOnTemplate of one cluster's own Argo CD
 // configuration, the cluster it is for (the template's name holds only a hash of it).

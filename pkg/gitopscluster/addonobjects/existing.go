@@ -120,12 +120,14 @@ func (w *Writer) ClearForComponents(ctx context.Context, goc *v1alpha1.GitOpsClu
 			probe = nil // outdated: no answer yet
 		}
 		verdict, found := spoke.ReadProbe(probe, components)
-		in := clearanceInput{install: install, ownArgoCD: seen.ownArgoCD.Has(c), replace: replace, labelled: seen.labelled.Has(c), verdict: verdict}
+		in := clearanceInput{install: install, ownArgoCD: seen.ownArgoCD.Has(c), replace: replace || seen.replace.Has(c), labelled: seen.labelled.Has(c), verdict: verdict}
 		if img := spoke.ProbedControllerImage(probe); in.keepsItsOwn() && img != "" && paired != "" && spoke.ImageTag(img) != paired {
 			rep.otherVersion = append(rep.otherVersion, v1alpha1.FoundArgoCD{Cluster: c,
 				Found: truncateFound(fmt.Sprintf("Argo CD %s (%s); the agent is built against Argo CD %s", spoke.ImageTag(img), img, paired))})
 		}
-		if in.install && !in.ownArgoCD && verdict == spoke.ProbeForeign {
+		// A cluster the hub admin labelled Replace is taken over as asked: not reported as
+		// left alone (the condition's reason follows the GitOpsCluster's own choice).
+		if in.install && !in.ownArgoCD && verdict == spoke.ProbeForeign && (replace || !seen.replace.Has(c)) {
 			rep.foreign = append(rep.foreign, v1alpha1.FoundArgoCD{Cluster: c, Found: truncateFound(found)})
 		}
 		switch decideClearance(in) {
@@ -159,15 +161,17 @@ func (w *Writer) ClearForComponents(ctx context.Context, goc *v1alpha1.GitOpsClu
 }
 
 // clearanceSeen is what the hub holds about the components' clearance of a GitOpsCluster: its
-// probes by cluster, the clusters that keep their own Argo CD by label, and those cleared now.
+// probes by cluster, the clusters that keep their own Argo CD by label, those whose own Argo CD
+// is replaced by label, and those cleared now.
 type clearanceSeen struct {
 	probes    map[string]*workv1.ManifestWork
 	ownArgoCD sets.Set[string]
+	replace   sets.Set[string]
 	labelled  sets.Set[string]
 }
 
 func (w *Writer) readClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster, key string) (clearanceSeen, error) {
-	seen := clearanceSeen{probes: map[string]*workv1.ManifestWork{}, ownArgoCD: sets.New[string](), labelled: sets.New[string]()}
+	seen := clearanceSeen{probes: map[string]*workv1.ManifestWork{}, ownArgoCD: sets.New[string](), replace: sets.New[string](), labelled: sets.New[string]()}
 	// Read-only walks over the cache's own objects: a pass reads one probe and one
 	// ManagedCluster per selected cluster, and copies of them all were most of its garbage.
 	var probeList workv1.ManifestWorkList
@@ -184,6 +188,13 @@ func (w *Writer) readClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster,
 	for _, mc := range optedOut.Items {
 		seen.ownArgoCD.Insert(mc.Name)
 	}
+	var replaced clusterv1.ManagedClusterList
+	if err := w.Client.List(ctx, &replaced, client.UnsafeDisableDeepCopy, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: v1alpha1.LabelValueReplace}); err != nil {
+		return seen, err
+	}
+	for _, mc := range replaced.Items {
+		seen.replace.Insert(mc.Name)
+	}
 	var current clusterv1.ManagedClusterList
 	if err := w.Client.List(ctx, &current, client.UnsafeDisableDeepCopy, client.HasLabels{key}); err != nil {
 		return seen, err
@@ -198,7 +209,7 @@ func (w *Writer) readClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster,
 type clearanceInput struct {
 	install   bool // the GitOpsCluster installs the components
 	ownArgoCD bool // the cluster is labelled to keep its own Argo CD
-	replace   bool // existingArgoCD: Replace
+	replace   bool // existingArgoCD: Replace, or the cluster is labelled Replace
 	labelled  bool // cleared now
 	verdict   spoke.Verdict
 }
@@ -448,7 +459,7 @@ func (w *Writer) ReportForeign(goc *v1alpha1.GitOpsCluster, status *v1alpha1.Git
 	if len(rep.foreign) > len(listed) {
 		list += fmt.Sprintf(" and %d more", len(rep.foreign)-len(listed))
 	}
-	reason, msg := v1alpha1.ReasonForeignArgoCDLeftAlone, fmt.Sprintf("%d selected cluster(s) run an Argo CD the addon did not install and get no Argo CD components (existingArgoCD: LeaveAlone): %s; for each, label its ManagedCluster %s=Existing to use that Argo CD, or set existingArgoCD: Replace to take it over",
+	reason, msg := v1alpha1.ReasonForeignArgoCDLeftAlone, fmt.Sprintf("%d selected cluster(s) run an Argo CD the addon did not install and get no Argo CD components (existingArgoCD: LeaveAlone): %s; for each, label its ManagedCluster %s=Existing to use that Argo CD, or =Replace to take it over (existingArgoCD: Replace takes them all over)",
 		len(rep.foreign), list, v1alpha1.LabelArgoCDComponents)
 	if goc.Spec.ArgoCDAgentAddon.ExistingArgoCD == v1alpha1.ExistingArgoCDReplace {
 		reason, msg = v1alpha1.ReasonForeignArgoCDReplaced, fmt.Sprintf("%d selected cluster(s) ran an Argo CD the addon did not install, replaced as existingArgoCD: Replace asks: %s", len(rep.foreign), list)

@@ -57,6 +57,8 @@ var otherPrograms = map[string][]owner{
 	"include-crds":        {{what: "helm template"}},
 	"refresh":             {{what: "argocd app get"}, {what: "the pull-model benchmark", goMain: "test/bench/pullmodel"}},
 	"quota-backend-bytes": {{what: "etcd"}},
+	// OCM's work agent (docs/pull-model.md, what the raw-JSON feedback gate costs).
+	"max-json-raw-length": {{what: "OCM's work agent"}},
 	// containerd's ctr and crane, importing an image into a real node of the local fleet.
 	"address":        {{what: "ctr"}},
 	"insecure":       {{what: "crane"}},

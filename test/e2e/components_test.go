@@ -229,7 +229,7 @@ func TestArgoCDComponents(t *testing.T) {
 	}
 	var services []string
 	s.eventually(t, componentsCluster+": every Service of the components reaches a ready pod", 2*time.Minute, func(ctx context.Context) (bool, string) {
-		ok, checked, state := nodeapps.ServicesReachPods(ctx, s.f, componentsCluster, agentNS)
+		ok, checked, state := nodeapps.ServicesReachPods(ctx, s.f, componentsCluster, agentNS, nil)
 		services = checked
 		return ok, state
 	})

@@ -17,8 +17,8 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
-// TestManagerPodSpec checks the chart's manager as the pod it is: its Services reach the
-// ready pod, and the checks the suite relies on fail on a broken pod spec. A readiness probe on
+// TestManagerPodSpec checks the chart's manager as the pod it is: the release's Services reach
+// the ready pod, and the checks the suite relies on fail on a broken pod spec. A readiness probe on
 // a port nothing listens on keeps the new pod unready (a rollout counts as done only as
 // `kubectl rollout status` decides), with an Unhealthy event naming the probe; putting the
 // chart's probe back completes the rollout.
@@ -30,8 +30,10 @@ func TestManagerPodSpec(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var services []string
-	s.eventually(t, "hub: every Service of the release namespace reaches a ready pod", 2*time.Minute, func(ctx context.Context) (bool, string) {
-		ok, checked, state := nodeapps.ServicesReachPods(ctx, s.f, "hub", ns)
+	// The release's own: the scenarios put other Services there (a principal's, with no pod).
+	release := map[string]string{"app.kubernetes.io/instance": testenv.ChartRelease}
+	s.eventually(t, "hub: every Service of the chart's release reaches a ready pod", 2*time.Minute, func(ctx context.Context) (bool, string) {
+		ok, checked, state := nodeapps.ServicesReachPods(ctx, s.f, "hub", ns, release)
 		services = checked
 		return ok, state
 	})

@@ -61,6 +61,7 @@ func TestPullModelApplicationSet(t *testing.T) {
 	defer cancel()
 	s.labelClusters(t)
 	clusters := s.f.Clusters()
+	s.stockWorkAgentRights(t, clusters)
 
 	repo, sha := s.gitRepo(t, "git-pull", "guestbook", fleet.GuestbookFiles(1, guestbookImg1))
 
@@ -759,6 +760,18 @@ func (s *suite) grantPullModelWork(t *testing.T, clusters []string) {
 	for _, c := range clusters {
 		if err := s.spokes[c].Create(ctx, spoke.PullModelWorkAgentRole()); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatalf("%s: granting OCM's work agent the pull model's rights: %v", c, err)
+		}
+	}
+}
+
+// stockWorkAgentRights takes back what grantPullModelWork gave (an earlier test may have left
+// it): OCM's work agent has OCM's stock rights only.
+func (s *suite) stockWorkAgentRights(t *testing.T, clusters []string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	for _, c := range clusters {
+		if err := client.IgnoreNotFound(s.spokes[c].Delete(ctx, spoke.PullModelWorkAgentRole())); err != nil {
+			t.Fatalf("%s: taking the pull model's rights back from OCM's work agent: %v", c, err)
 		}
 	}
 }

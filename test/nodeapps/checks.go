@@ -39,16 +39,16 @@ func AgentWaitsForItsImage(ctx context.Context, f *fleet.Fleet, cluster, namespa
 	return reloaderRuns && agentWaits, PodReport(ctx, f, cluster, namespace)
 }
 
-// ServicesReachPods reports whether every Service of namespace that selects pods has a ready
-// endpoint, leaving out the agent's (its pods may wait for an image); it returns the Services it
-// checked, and as its state those without one.
-func ServicesReachPods(ctx context.Context, f *fleet.Fleet, cluster, namespace string) (ok bool, checked []string, state string) {
+// ServicesReachPods reports whether every Service of namespace with the labels (all Services
+// when nil) that selects pods has a ready endpoint, leaving out the agent's (its pods may wait
+// for an image); it returns the Services it checked, and as its state those without one.
+func ServicesReachPods(ctx context.Context, f *fleet.Fleet, cluster, namespace string, labels map[string]string) (ok bool, checked []string, state string) {
 	c, err := ClusterClient(f, cluster)
 	if err != nil {
 		return false, nil, err.Error()
 	}
 	services := &corev1.ServiceList{}
-	if err := c.List(ctx, services, client.InNamespace(namespace)); err != nil {
+	if err := c.List(ctx, services, client.InNamespace(namespace), client.MatchingLabels(labels)); err != nil {
 		return false, nil, err.Error()
 	}
 	var empty []string

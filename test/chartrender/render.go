@@ -39,15 +39,8 @@ func Render(chartDir, namespace, release string, values map[string]any) (string,
 // does, with Helm's SDK against the cluster of kubeconfig: the release is stored in the
 // namespace as Helm stores it, and the call returns once the release's workloads are ready.
 func Install(kubeconfig, chartDir, namespace, release string, values map[string]any, timeout time.Duration, logf func(string, ...any)) (*release.Release, error) {
-	ch, err := loader.Load(chartDir)
+	ch, cfg, err := load(kubeconfig, chartDir, namespace, logf)
 	if err != nil {
-		return nil, err
-	}
-	getter := genericclioptions.NewConfigFlags(false)
-	getter.KubeConfig = &kubeconfig
-	getter.Namespace = &namespace
-	cfg := &action.Configuration{}
-	if err := cfg.Init(getter, namespace, "secret", logf); err != nil {
 		return nil, err
 	}
 	install := action.NewInstall(cfg)
@@ -63,15 +56,8 @@ func Install(kubeconfig, chartDir, namespace, release string, values map[string]
 // the release's: its hooks run (post-upgrade ones included) and the call returns once the
 // release's workloads are ready.
 func Upgrade(kubeconfig, chartDir, namespace, release string, values map[string]any, timeout time.Duration, logf func(string, ...any)) (*release.Release, error) {
-	ch, err := loader.Load(chartDir)
+	ch, cfg, err := load(kubeconfig, chartDir, namespace, logf)
 	if err != nil {
-		return nil, err
-	}
-	getter := genericclioptions.NewConfigFlags(false)
-	getter.KubeConfig = &kubeconfig
-	getter.Namespace = &namespace
-	cfg := &action.Configuration{}
-	if err := cfg.Init(getter, namespace, "secret", logf); err != nil {
 		return nil, err
 	}
 	upgrade := action.NewUpgrade(cfg)
@@ -80,4 +66,21 @@ func Upgrade(kubeconfig, chartDir, namespace, release string, values map[string]
 	upgrade.Wait = true
 	upgrade.Timeout = timeout
 	return upgrade.Run(release, ch, values)
+}
+
+// load reads the chart and makes Helm's configuration for the cluster of kubeconfig, with
+// releases stored as Secrets in namespace.
+func load(kubeconfig, chartDir, namespace string, logf func(string, ...any)) (*chart.Chart, *action.Configuration, error) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	getter := genericclioptions.NewConfigFlags(false)
+	getter.KubeConfig = &kubeconfig
+	getter.Namespace = &namespace
+	cfg := &action.Configuration{}
+	if err := cfg.Init(getter, namespace, "secret", logf); err != nil {
+		return nil, nil, err
+	}
+	return ch, cfg, nil
 }

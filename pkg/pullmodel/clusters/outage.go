@@ -139,10 +139,13 @@ func (r *Reconciler) outageState(mc *clusterv1.ManagedCluster, pl *clusterv1beta
 		return departureDelete, time.Time{}
 	}
 	if t := outageTaint(mc, pl); t != nil {
+		// The earlier of the recorded start and OCM's taint time: the record sits on a hub Secret
+		// that others may write, so it can only bring the end closer, never push it away.
 		start := now
 		if !since.IsZero() {
 			start = since
-		} else if !t.TimeAdded.IsZero() && t.TimeAdded.Time.Before(now) {
+		}
+		if !t.TimeAdded.IsZero() && t.TimeAdded.Time.Before(start) {
 			start = t.TimeAdded.Time
 		}
 		until := start.Add(r.Grace)

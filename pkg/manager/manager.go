@@ -39,6 +39,7 @@ import (
 	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleetmetrics"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/clustersecrets"
@@ -248,6 +249,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	if err := clusters.Setup(ctx, mgr, opts.Fleet.ManagedNamespaces, opts.PullModel.RegistrationGrace); err != nil {
 		return fmt.Errorf("setting up cluster registration: %w", err)
+	}
+	if err := fleetmetrics.Setup(mgr, opts.Fleet); err != nil {
+		return fmt.Errorf("setting up the fleet metrics: %w", err)
 	}
 	sc := opts.Signer
 	sc.SignerName, sc.AddonName = opts.Fleet.SignerName, opts.Fleet.AddonName

@@ -86,5 +86,5 @@ var healthCheck string
 
 // HealthCheck is the Lua health check for ManifestWorks: Argo CD has none built in, so without
 // it a plugin Application is Healthy whatever the clusters report. It reads the conditions OCM's
-// work agent writes (see health.lua).
+// work agent writes, the workloads' readiness rules included (see health.lua and readiness.go).
 func HealthCheck() string { return healthCheck }

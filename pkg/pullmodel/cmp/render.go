@@ -142,6 +142,10 @@ func Render(objs []object, opts Options) ([]*workv1.ManifestWork, error) {
 	clusters := slices.Clone(opts.Clusters)
 	slices.Sort(clusters)
 	clusters = slices.Compact(clusters)
+	configs := make([][]workv1.ManifestConfigOption, len(parts))
+	for i, manifests := range parts {
+		configs[i] = readinessConfigs(manifests)
+	}
 	var works []*workv1.ManifestWork
 	for _, c := range clusters {
 		for i, manifests := range parts {
@@ -159,7 +163,11 @@ func Render(objs []object, opts Options) ([]*workv1.ManifestWork, error) {
 						AnnotationPart:        fmt.Sprintf("%d/%d", i+1, len(parts)),
 					},
 				},
-				Spec: workv1.ManifestWorkSpec{Workload: workv1.ManifestsTemplate{Manifests: manifests}},
+				Spec: workv1.ManifestWorkSpec{
+					Workload: workv1.ManifestsTemplate{Manifests: manifests},
+					// Readiness of the workloads, for the hub Argo CD's health check (health.lua).
+					ManifestConfigs: configs[i],
+				},
 			})
 		}
 	}

@@ -68,9 +68,12 @@ KUBE_VERSION). Flags override them.`,
 		Use:   "health-check",
 		Short: "Print the argocd-cm entry that gives ManifestWorks an Argo CD health (Lua)",
 		Long: `Argo CD has no health check for OCM's ManifestWork, so a plugin Application reads Healthy
-whatever the clusters report. Add the printed entry to argocd-cm: a ManifestWork is then Degraded
-when OCM's work agent could not apply it (with its message), Healthy once its objects exist on
-the cluster, and Progressing until then.`,
+whatever the clusters report. The chart adds the printed entry to argocd-cm (cmp.healthCheck.install,
+see install-health-check); print it to add it yourself where argocd-cm is kept by another tool. A
+ManifestWork is then Degraded when OCM's work agent could not apply an object (with its message) or
+a workload failed (a Deployment past its progress deadline, a failed Job), Progressing until every
+object exists and every Deployment, StatefulSet, DaemonSet and Job the plugin delivered is ready,
+as the work agent evaluates the readiness rules the plugin gives them, and Healthy then.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			out, err := yaml.Marshal(map[string]string{cmp.HealthCheckKey: cmp.HealthCheck()})
@@ -122,6 +125,34 @@ and --remove takes back exactly what was added. The chart runs it as a Helm hook
 	sf.StringVar(&side.Image, "image", "", "This project's image, run as the sidecar.")
 	sf.StringVar(&side.ConfigMap, "config-map", "", "The ConfigMap holding plugin.yaml.")
 	sf.BoolVar(&remove, "remove", false, "Take the sidecar out again.")
-	c.AddCommand(generate, config, health, sidecar)
+	var entry cmp.HealthCheckEntry
+	var removeEntry bool
+	var entryKubeconfig string
+	healthEntry := &cobra.Command{
+		Use:   "install-health-check",
+		Short: "Add the ManifestWork health check to Argo CD's argocd-cm (or, with --remove, take it out)",
+		Long: `Writes the entry health-check prints into Argo CD's settings ConfigMap by server-side apply
+with its own field manager: the other keys stay their owners', a second run changes nothing, an
+older copy of the entry is replaced, and --remove takes the entry out again. Argo CD reads it
+without a restart. The chart runs it as a Helm hook.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cfg, err := restConfig(entryKubeconfig)
+			if err != nil {
+				return err
+			}
+			dyn, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			return entry.Apply(c.Context(), dyn, !removeEntry)
+		},
+	}
+	hf := healthEntry.Flags()
+	hf.StringVar(&entryKubeconfig, "kubeconfig", "", "Path to a kubeconfig; empty uses $KUBECONFIG or the in-cluster config.")
+	hf.StringVar(&entry.Namespace, "namespace", "argocd", "Argo CD's namespace.")
+	hf.StringVar(&entry.ConfigMap, "config-map", "argocd-cm", "Argo CD's settings ConfigMap.")
+	hf.BoolVar(&removeEntry, "remove", false, "Take the entry out again.")
+	c.AddCommand(generate, config, health, sidecar, healthEntry)
 	return c
 }

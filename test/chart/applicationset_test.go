@@ -205,7 +205,7 @@ func TestRenderCMPSidecarHooks(t *testing.T) {
 		}
 		return rel, out
 	}
-	if _, got := hooks(map[string]any{"cmp": map[string]any{"enabled": true}}); len(got) != 0 {
+	if _, got := hooks(map[string]any{"cmp": map[string]any{"enabled": true, "healthCheck": map[string]any{"install": false}}}); len(got) != 0 {
 		t.Fatalf("hooks rendered without cmp.sidecar.install: %v", got)
 	}
 	vals := map[string]any{"cmp": map[string]any{"enabled": true, "sidecar": map[string]any{"install": true}}, "argoCD": map[string]any{"namespace": "gitops"}}

@@ -33,7 +33,7 @@ type readinessRule struct {
 	readyMessage, notReady string
 }
 
-// field is a CEL integer under object, def when it is absent: the API server leaves out counters
+// field is a CEL value under object, def when it is absent: the API server leaves out counters
 // that are zero and fields nobody set. Optional field selection (`.?`) is part of the CEL
 // environment OCM's work agent evaluates condition rules in.
 func field(path, def string) string {

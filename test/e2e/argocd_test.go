@@ -29,22 +29,18 @@ const (
 	reconciliation = 10 * time.Second
 )
 
-// TestArgoCDApplication runs Argo CD's own application-controller and repo-server as pods on
+// testArgoCDApplication runs Argo CD's own application-controller and repo-server as pods on
 // cluster1 (in the agent namespace argocd) and shows an Application reach the cluster with
 // nothing written by hand: Argo CD clones a repository served on the machine, applies its
 // Deployment and Service, and reports the Application Synced and Healthy once the guestbook's
 // pod is ready; a second commit (two replicas, a new image) is picked up within
 // timeout.reconciliation and synced the same way. Argo CD is stopped again before the agent scenarios.
-func TestArgoCDApplication(t *testing.T) {
-	if env == nil {
-		t.Skip(skipWhy)
-	}
-	s := env
+func testArgoCDApplication(t *testing.T, s *suite) {
 	spoke := s.spokes[argoCluster]
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 
-	repo, first := s.gitRepo(t, "git", "guestbook", fleet.GuestbookFiles(1, guestbookImg1))
+	repo, first := s.gitRepo(t, "git", "guestbook", fleet.GuestbookFiles(1, s.guestbookImg1))
 	t.Logf("repository %s at %s", repo.URL, first)
 
 	start := time.Now()
@@ -86,13 +82,13 @@ func TestArgoCDApplication(t *testing.T) {
 		if err := spoke.Get(ctx, client.ObjectKey{Namespace: guestbookNS, Name: guestbookName}, &corev1.Service{}); err != nil {
 			return false, getState(err, "Service")
 		}
-		return checkGuestbook(d, 1, guestbookImg1)
+		return checkGuestbook(d, 1, s.guestbookImg1)
 	})
 	// Health comes from the Deployment's status: Healthy once its pod on the node is ready.
 	s.waitApplication(t, "Synced and Healthy at the first commit, its pod ready", first, "Healthy")
 	s.checkGuestbookAvailable(t, spoke, 1)
 
-	second, err := repo.Commit(fleet.GuestbookFiles(2, guestbookImg2), "guestbook: two replicas, image 0.2")
+	second, err := repo.Commit(fleet.GuestbookFiles(2, s.guestbookImg2), "guestbook: two replicas, image 0.2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +98,7 @@ func TestArgoCDApplication(t *testing.T) {
 		if err != nil {
 			return false, getState(err, "Deployment")
 		}
-		if done, state := checkGuestbook(d, 2, guestbookImg2); !done {
+		if done, state := checkGuestbook(d, 2, s.guestbookImg2); !done {
 			return false, state + "; Application: " + appState(ctx, spoke)
 		}
 		return true, ""
@@ -125,17 +121,13 @@ func (s *suite) checkGuestbookAvailable(t *testing.T, spoke client.Client, repli
 	}
 }
 
-// TestArgoCDApplicationSet runs Argo CD with its applicationset-controller on the hub, as the
+// testArgoCDApplicationSet runs Argo CD with its applicationset-controller on the hub, as the
 // pull model has it there: an ApplicationSet with a list generator makes an Application, which
 // the hub's application-controller syncs from the loopback repository onto the hub itself.
-func TestArgoCDApplicationSet(t *testing.T) {
-	if env == nil {
-		t.Skip(skipWhy)
-	}
-	s := env
+func testArgoCDApplicationSet(t *testing.T, s *suite) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	repo, sha := s.gitRepo(t, "git-hub", "guestbook", fleet.GuestbookFiles(1, guestbookImg1))
+	repo, sha := s.gitRepo(t, "git-hub", "guestbook", fleet.GuestbookFiles(1, s.guestbookImg1))
 
 	start := time.Now()
 	argo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ApplicationSetController: true})

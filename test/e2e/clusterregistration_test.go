@@ -28,16 +28,12 @@ import (
 // tierLabel is the ManagedCluster label the ApplicationSets select on.
 const tierLabel = "e2e.argocd-agent-addon.io/tier"
 
-// TestArgoCDClusterRegistrationForApplicationSets runs Argo CD's own applicationset-controller on
+// testArgoCDClusterRegistrationForApplicationSets runs Argo CD's own applicationset-controller on
 // the hub against the cluster secrets an ArgoCDClusterRegistration writes: a cluster generator
 // selecting by a ManagedCluster label, and a clusterDecisionResource generator reading the
 // Placement through the chart's ocm-placement-generator ConfigMap, each yield the Applications
 // of the right clusters; a label change on a ManagedCluster reaches the generator.
-func TestArgoCDClusterRegistrationForApplicationSets(t *testing.T) {
-	if env == nil {
-		t.Skip(skipWhy)
-	}
-	s := env
+func testArgoCDClusterRegistrationForApplicationSets(t *testing.T, s *suite) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	argoNS := fleet.ArgoCDNamespace

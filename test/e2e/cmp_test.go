@@ -29,15 +29,11 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
-// TestCMPDeliversAFolderWithoutArgoCD runs the binary's Config Management Plugin command on a
+// testCMPDeliversAFolderWithoutArgoCD runs the binary's Config Management Plugin command on a
 // folder, as Argo CD's cmp-server would (in the folder, with the Application's plugin
 // environment), applies its ManifestWorks on the hub, and checks that OCM's work agent alone
 // puts the objects on the managed cluster.
-func TestCMPDeliversAFolderWithoutArgoCD(t *testing.T) {
-	if env == nil {
-		t.Skip(skipWhy)
-	}
-	s := env
+func testCMPDeliversAFolderWithoutArgoCD(t *testing.T, s *suite) {
 	ctx := ctxFor(t)
 	const cluster, workloadNS = "cluster2", "cmp-guestbook"
 
@@ -95,7 +91,7 @@ func TestCMPDeliversAFolderWithoutArgoCD(t *testing.T) {
 	spoke := s.spokes[cluster]
 	argoOnSpoke := spoke.Get(ctx, client.ObjectKey{Name: "applications.argoproj.io"}, &apiextensionsv1.CustomResourceDefinition{})
 	if !apierrors.IsNotFound(argoOnSpoke) {
-		// Run alone (-run TestCMP), the cluster has never had Argo CD; after the Argo CD
+		// Run alone (-run TestArgoCDScenarios/CMP), the cluster has never had Argo CD; after the Argo CD
 		// scenarios its CRDs stay, but no Application names this workload.
 		t.Logf("%s: Argo CD's Application CRD lookup: %v", cluster, argoOnSpoke)
 	}
@@ -141,22 +137,18 @@ func TestCMPDeliversAFolderWithoutArgoCD(t *testing.T) {
 		})
 }
 
-// TestCMPPluginInHubArgoCD runs the plugin the way a user installs it: `helm upgrade` with
+// testCMPPluginInHubArgoCD runs the plugin the way a user installs it: `helm upgrade` with
 // cmp.sidecar.install=true, whose hook Job (a pod of the project's image) adds Argo CD's own
 // argocd-cmp-server as a sidecar of the hub's repo-server, configured with the plugin.yaml the
 // chart ships and running this project's image. A hub Application naming the plugin is synced
 // from the fleet's Git server into ManifestWorks, OCM's work agent puts the workload on the managed
 // cluster (which runs no Argo CD), and deleting the Application takes it away again.
-func TestCMPPluginInHubArgoCD(t *testing.T) {
-	if env == nil {
-		t.Skip(skipWhy)
-	}
-	s := env
+func testCMPPluginInHubArgoCD(t *testing.T, s *suite) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	const cluster, workloadNS, appName = "cluster1", "cmp-argo", "cmp-argo-guestbook"
 
-	files := fleet.GuestbookFiles(1, guestbookImg1)
+	files := fleet.GuestbookFiles(1, s.guestbookImg1)
 	files["guestbook/namespace.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + workloadNS + "}\n"
 	repo, sha := s.gitRepo(t, "git-cmp", "guestbook-cmp", files)
 	start := time.Now()
@@ -184,7 +176,7 @@ func TestCMPPluginInHubArgoCD(t *testing.T) {
 		ok, state := fleet.WorkloadReady(ctx, s.hub, repoServer)
 		sidecar := false
 		for _, c := range repoServer.Spec.Template.Spec.Containers {
-			sidecar = sidecar || c.Image == reloaderImg
+			sidecar = sidecar || c.Image == s.reloaderImg
 		}
 		return ok && sidecar, fmt.Sprintf("%s, sidecar %t\n%s", state, sidecar, nodeapps.PodReport(ctx, s.f, "hub", fleet.ArgoCDNamespace))
 	})
@@ -207,7 +199,7 @@ func TestCMPPluginInHubArgoCD(t *testing.T) {
 			if err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: guestbookName}, d); err != nil {
 				return false, getState(err, "Deployment")
 			}
-			return containerImage(d, guestbookName) == guestbookImg1, "image " + containerImage(d, guestbookName)
+			return containerImage(d, guestbookName) == s.guestbookImg1, "image " + containerImage(d, guestbookName)
 		})
 	s.eventually(t, "hub: Application Synced at the commit", 2*time.Minute, func(ctx context.Context) (bool, string) {
 		st, err := fleet.GetApplicationState(ctx, s.hub, fleet.ArgoCDNamespace, appName)
@@ -289,7 +281,7 @@ func (s *suite) cmpKustomizeOutsideArgoCDsNamespace(t *testing.T, cluster string
 	t.Helper()
 	ctx := ctxFor(t)
 	const appName, workloadNS = "guestbook", "cmp-team"
-	files := fleet.GuestbookFiles(1, guestbookImg1)
+	files := fleet.GuestbookFiles(1, s.guestbookImg1)
 	files["guestbook/kustomization.yaml"] = "resources: [guestbook-ui-deployment.yaml, guestbook-ui-svc.yaml]\n"
 	files["overlays/team/kustomization.yaml"] = "resources: [../../guestbook, namespace.yaml]\nnamePrefix: team-\nnamespace: " + workloadNS + "\n"
 	files["overlays/team/namespace.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + workloadNS + "}\n"

@@ -25,6 +25,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/nodeapps"
 )
@@ -38,7 +39,7 @@ const (
 	componentsAppNS     = "guestbook-components"
 )
 
-// TestArgoCDComponents installs an autonomous-mode GitOpsCluster with the default
+// testArgoCDComponents installs an autonomous-mode GitOpsCluster with the default
 // argoCDComponents (Install) on cluster2 and follows what OCM's real work agent applies there: the Argo CD CRDs become
 // Established; the application-controller, repo-server and redis objects of Argo CD v3.4.3's
 // core install are in the agent namespace, owned by the work; the redis password Secret is made
@@ -49,11 +50,7 @@ const (
 // pods sync an Application created in the agent namespace, where argocd-agent puts the
 // Applications the principal sends. Deleting the GitOpsCluster removes what the addon installed
 // but the CRDs, which are orphaned.
-func TestArgoCDComponents(t *testing.T) {
-	if env == nil {
-		t.Skip(skipWhy)
-	}
-	s := env
+func testArgoCDComponents(t *testing.T, s *suite) {
 	c2 := s.spokes[componentsCluster]
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -214,12 +211,12 @@ func TestArgoCDComponents(t *testing.T) {
 	// 4. What the addon runs there runs as pods: Argo CD's, reachable through its Services, and
 	// the agent's cert-reloader, beside argocd-agent waiting for its image.
 	s.eventually(t, componentsCluster+": the agent pod's cert-reloader runs, argocd-agent waits for its image", 4*time.Minute, func(ctx context.Context) (bool, string) {
-		return nodeapps.AgentWaitsForItsImage(ctx, s.f, componentsCluster, agentNS)
+		return nodeapps.AgentWaitsForItsImage(ctx, s.f, componentsCluster, agentNS, spoke.RewriteRegistry(version.DefaultAgentImage, s.f.RegistryHost()))
 	})
 
 	// 5. Argo CD's controllers on what the addon installed sync an Application put into the
 	// agent namespace.
-	repo, sha := s.gitRepo(t, "git-components", "guestbook", fleet.GuestbookFiles(1, guestbookImg1))
+	repo, sha := s.gitRepo(t, "git-components", "guestbook", fleet.GuestbookFiles(1, s.guestbookImg1))
 	argo, err := s.f.StartArgoCD(ctx, componentsCluster, fleet.ArgoCDOptions{
 		Namespace: agentNS, Installed: true,
 		ArgoCDCM: map[string]string{"timeout.reconciliation": reconciliation.String()},
@@ -256,7 +253,7 @@ func TestArgoCDComponents(t *testing.T) {
 		if err := c2.Get(ctx, client.ObjectKey{Namespace: componentsAppNS, Name: guestbookName}, d); err != nil {
 			return false, getState(err, "Deployment") + "; Application: " + st.String()
 		}
-		if done, state := checkGuestbook(d, 1, guestbookImg1); !done {
+		if done, state := checkGuestbook(d, 1, s.guestbookImg1); !done {
 			return false, state
 		}
 		return st.Sync == "Synced" && st.Health == "Healthy" && st.Revision == sha, st.String()
@@ -374,18 +371,14 @@ func keys[V any](m map[string]V) map[string]bool {
 	return out
 }
 
-// TestArgoCDComponentsClusterLabel: cluster1 already runs its own Argo CD in the agent namespace
+// testArgoCDComponentsClusterLabel: cluster1 already runs its own Argo CD in the agent namespace
 // (its argocd-cm stands for it) and its ManagedCluster is labelled
 // argocd-components=Existing before a GitOpsCluster that installs the components selects it.
 // OCM installs the agent there, and, through the
 // components' Placement, which leaves labelled clusters out, nothing of Argo CD's: OCM never makes
 // the components' ManagedClusterAddOn there, the user's argocd-cm is never taken over, changed or
 // deleted, no repo-server appears, and after the GitOpsCluster goes the user's objects remain.
-func TestArgoCDComponentsClusterLabel(t *testing.T) {
-	if env == nil {
-		t.Skip(skipWhy)
-	}
-	s := env
+func testArgoCDComponentsClusterLabel(t *testing.T, s *suite) {
 	const cluster, name = "cluster1", "argocd-components-label-e2e"
 	c1 := s.spokes[cluster]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -501,18 +494,14 @@ func TestArgoCDComponentsClusterLabel(t *testing.T) {
 	}
 }
 
-// TestForeignArgoCDIsLeftAlone: cluster1 runs its own Argo CD, a newer release (the fleet's
+// testForeignArgoCDIsLeftAlone: cluster1 runs its own Argo CD, a newer release (the fleet's
 // v3.6.1, installed from its install.yaml) with an edited argocd-cm, in the namespace the
 // components would go to. A GitOpsCluster with the default argoCDComponents (Install) selects
 // it, without the opt-out label: the probe (read-only, applied by OCM's real work agent) finds
 // that Argo CD, the GitOpsCluster names the cluster and what it found, the agent is installed,
 // and nothing of the cluster's Argo CD is ever owned, changed or downgraded. The user then
 // chooses Existing for the cluster, and the report clears.
-func TestForeignArgoCDIsLeftAlone(t *testing.T) {
-	if env == nil {
-		t.Skip(skipWhy)
-	}
-	s := env
+func testForeignArgoCDIsLeftAlone(t *testing.T, s *suite) {
 	const cluster, name = "cluster1", "foreign-argocd-e2e"
 	c1 := s.spokes[cluster]
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

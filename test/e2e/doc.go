@@ -8,8 +8,13 @@
 // served by the fleet's registry; every assertion about an agent reads the managed cluster's
 // own API server.
 //
-// One fleet serves the whole package (TestMain). The scenarios of TestFleetE2E run in order,
-// each building on the state the previous one left:
+// The scenarios run on two such fleets at once, each with its own manager: TestAgentScenarios
+// (the components addon, the agent's life, a klusterlet's outage, the manager's pod) and
+// TestArgoCDScenarios (Argo CD's pods syncing Applications, ApplicationSets and cluster
+// registrations on the hub, the config management plugin, the pull model's ApplicationSet
+// rollout); within a lane they run in the order listed there. Run one scenario with
+// -run TestAgentScenarios/FleetE2E. The steps of FleetE2E run in order, each building on the
+// state the previous one left:
 //
 //  1. the upstream README GitOpsCluster, a Placement selecting cluster1, a principal Service:
 //     the agent lands on cluster1 through OCM, its client certificate is signed by this
@@ -25,11 +30,11 @@
 //  6. a revocation and its undo; 7. a paged fleet of 250 clusters never revokes a live agent;
 //  8. deleting the GitOpsCluster removes what it created on the hub and on both clusters.
 //
-// Before them, TestArgoCDApplication runs Argo CD's own repo-server and application-controller
-// as pods on cluster1 and shows an Application from the fleet's Git server synced onto the
-// cluster, Healthy once its pod is ready, and a second commit synced the same way;
-// TestArgoCDApplicationSet runs the applicationset-controller on the hub. Both stop their Argo
-// CD again.
+// ArgoCDApplication runs Argo CD's own repo-server and application-controller as pods on
+// cluster1 and shows an Application from the fleet's Git server synced onto the cluster,
+// Healthy once its pod is ready, and a second commit synced the same way;
+// ArgoCDApplicationSet runs the applicationset-controller on the hub. Both stop their Argo CD
+// again.
 //
 // What is not real, and nothing else: argocd-agent's image, whose module this machine cannot
 // fetch, is replaced by a stand-in (test/node/images/argocd-agent) that reads its client

@@ -47,13 +47,9 @@ func mustReadExample(name string) string {
 	return string(b)
 }
 
-// TestFleetE2E runs the scenarios in order on the package's fleet; each needs the state the
+// testFleetE2E runs the scenarios in order on the package's fleet; each needs the state the
 // previous one left, so the first failure skips the rest.
-func TestFleetE2E(t *testing.T) {
-	if env == nil {
-		t.Skip(skipWhy)
-	}
-	s := env
+func testFleetE2E(t *testing.T, s *suite) {
 	scenarios := []struct {
 		name string
 		run  func(*testing.T)
@@ -119,7 +115,7 @@ func (s *suite) scenarioInstall(t *testing.T) {
 	}
 	// The one change: argocd-agent's image cannot be built here, so the agents run its stand-in
 	// (test/node/images/argocd-agent), named as a user names an image of their own.
-	if err := unstructured.SetNestedField(u.Object, agentImage, "spec", "argoCDAgentAddon", "image"); err != nil {
+	if err := unstructured.SetNestedField(u.Object, s.agentImage, "spec", "argoCDAgentAddon", "image"); err != nil {
 		t.Fatal(err)
 	}
 	applied := time.Now()
@@ -137,11 +133,11 @@ func (s *suite) scenarioInstall(t *testing.T) {
 	if !ownedByAppliedManifestWork(d) {
 		t.Errorf("cluster1: Deployment %s/%s has no AppliedManifestWork owner: not applied by OCM's work agent? owners %+v", agentNS, d.Name, d.OwnerReferences)
 	}
-	if got := containerImage(d, addon.AgentContainerName); got != agentImage {
-		t.Errorf("cluster1: agent image %q, want the spec's %q", got, agentImage)
+	if got := containerImage(d, addon.AgentContainerName); got != s.agentImage {
+		t.Errorf("cluster1: agent image %q, want the spec's %q", got, s.agentImage)
 	}
-	if got := containerImage(d, addon.ReloaderContainerName); got != reloaderImg {
-		t.Errorf("cluster1: cert-reloader image %q, want --reloader-image %q", got, reloaderImg)
+	if got := containerImage(d, addon.ReloaderContainerName); got != s.reloaderImg {
+		t.Errorf("cluster1: cert-reloader image %q, want --reloader-image %q", got, s.reloaderImg)
 	}
 	args := strings.Join(d.Spec.Template.Spec.Containers[0].Args, " ")
 	for _, want := range []string{"--server-address=127.0.0.1", "--server-port=443", "--agent-mode=managed", "--namespace=" + agentNS} {
@@ -395,7 +391,7 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 		}
 	}
 
-	newImage := agentImage2
+	newImage := s.agentImage2
 	start := time.Now()
 	s.patchSpec(t, func(a *v1alpha1.ArgoCDAgentAddonSpec) { a.Image = newImage })
 
@@ -489,7 +485,7 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if img := containerImage(d, addon.ReloaderContainerName); img != reloaderImg {
+		if img := containerImage(d, addon.ReloaderContainerName); img != s.reloaderImg {
 			t.Errorf("%s: cert-reloader image changed to %q", c, img)
 		}
 		s.waitAgentRunning(t, c)

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,34 +49,158 @@ const (
 	managerDepartureSettle = 5 * time.Second
 )
 
-// Images in the fleet's registry, known once it runs (setUp).
-var (
-	// reloaderImg is the project's image: the manager's and the cert-reloader's (the chart's
-	// --reloader-image).
-	reloaderImg string
-	// agentImage is the stand-in for argocd-agent's image (test/node/images/argocd-agent), which
-	// the scenarios' GitOpsClusters name with spec.argoCDAgentAddon.image; agentImage2 is a
-	// second tag of it.
-	agentImage, agentImage2 string
-	// guestbookImg1 and guestbookImg2 are two tags of the hello test image the guestbook runs.
-	guestbookImg1, guestbookImg2 string
-)
+// scenario is one test of a lane.
+type scenario struct {
+	name string
+	run  func(*testing.T, *suite)
+}
 
-// env is the fleet and the manager every scenario shares; nil when the suite is skipped.
-var env *suite
+// The scenarios run on two fleets at once, a lane each, in the order listed. A scenario
+// spends most of its time waiting on kubelets, OCM's agents and Argo CD's controllers, so
+// two fleets side by side take little longer than one; the split keeps the lanes' durations
+// close (seconds measured on 2 cores). Within a lane the scenarios share the fleet and the
+// manager, and each leaves the fleet as it found it, except where a scenario says otherwise.
 
-// skipWhy says why env is nil.
+// TestAgentScenarios runs what the agents and components go through on the managed
+// clusters: Argo CD's components from the addon, the agent's life from registration to
+// removal, a klusterlet's outage and the manager's own pod.
+func TestAgentScenarios(t *testing.T) {
+	runLane(t, "agents", []scenario{
+		{"ArgoCDComponents", testArgoCDComponents},                         // ~35 s
+		{"ArgoCDComponentsClusterLabel", testArgoCDComponentsClusterLabel}, // ~12 s
+		{"ForeignArgoCDIsLeftAlone", testForeignArgoCDIsLeftAlone},         // ~45 s
+		{"FleetE2E", testFleetE2E},                                         // ~275 s
+		{"PullModelSurvivesAnOutage", testPullModelSurvivesAnOutage},       // ~145 s
+		{"ManagerPodSpec", testManagerPodSpec},                             // ~30 s
+	})
+}
+
+// TestArgoCDScenarios runs what Argo CD drives: Applications synced by Argo CD's pods,
+// ApplicationSets and cluster registrations on the hub, the config management plugin, and
+// the pull model's ApplicationSet rollout.
+func TestArgoCDScenarios(t *testing.T) {
+	runLane(t, "argocd", []scenario{
+		{"ArgoCDApplication", testArgoCDApplication},                                                     // ~75 s
+		{"ArgoCDApplicationSet", testArgoCDApplicationSet},                                               // ~40 s
+		{"ArgoCDClusterRegistrationForApplicationSets", testArgoCDClusterRegistrationForApplicationSets}, // ~40 s
+		{"CMPDeliversAFolderWithoutArgoCD", testCMPDeliversAFolderWithoutArgoCD},                         // ~1 s
+		{"CMPPluginInHubArgoCD", testCMPPluginInHubArgoCD},                                               // ~110 s
+		{"PullModelApplicationSet", testPullModelApplicationSet},                                         // ~300 s
+	})
+}
+
+// runLane starts the lane's fleet and manager once one of its scenarios is selected, runs
+// them in order as subtests, and tears the fleet down.
+func runLane(t *testing.T, lane string, scenarios []scenario) {
+	if skipWhy != "" {
+		t.Skip(skipWhy)
+	}
+	var selected []scenario
+	for _, sc := range scenarios {
+		if runSelects(t.Name(), sc.name) {
+			selected = append(selected, sc)
+		}
+	}
+	if len(selected) == 0 {
+		t.Skip("no scenario of this lane selected by -run")
+	}
+	t.Parallel()
+	s, err := setUp(lane)
+	if err != nil {
+		t.Fatalf("%s: setting up: %v", lane, err)
+	}
+	t.Cleanup(func() {
+		if err := s.tearDown(); err != nil {
+			t.Errorf("%s: tearing down: %v", lane, err)
+		}
+	})
+	for _, sc := range selected {
+		t.Run(sc.name, func(t *testing.T) { sc.run(t, s) })
+	}
+}
+
+// runSelects reports whether -run selects the subtest test/sub. It reads the pattern's first
+// two slash-separated parts as go test does, so that a lane starts no fleet when none of its
+// scenarios would run; a pattern it cannot read selects everything.
+func runSelects(test, sub string) bool {
+	f := flag.Lookup("test.run")
+	if f == nil || f.Value.String() == "" {
+		return true
+	}
+	parts := strings.SplitN(f.Value.String(), "/", 3)
+	for i, name := range []string{test, sub} {
+		if i >= len(parts) {
+			return true
+		}
+		re, err := regexp.Compile(parts[i])
+		if err != nil {
+			return true
+		}
+		if !re.MatchString(name) {
+			return false
+		}
+	}
+	return true
+}
+
+// skipWhy says why the suite is skipped; empty when it runs.
 var skipWhy string
 
-type suite struct {
-	f      *fleet.Fleet
-	hub    client.Client
-	spokes map[string]client.Client
+// prepared is what both lanes use, built once while their fleets start: the project's
+// binary for this machine and the images.
+var prepared *builds
+
+type builds struct {
+	tmp  string
+	done chan struct{}
 	// managerBin is the project's binary built for this machine, for the commands a person
 	// runs (status, cmp generate); the manager itself runs as the chart's pod.
 	managerBin string
-	tmp        string
-	started    time.Time
+	images     nodeapps.Images
+	err        error
+}
+
+func startBuilds(tmp string) *builds {
+	b := &builds{tmp: tmp, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		images := nodeapps.StartBuild(ctx, tmp, imageTag, logf)
+		start := time.Now()
+		bin, err := testenv.BuildManager(tmp)
+		if err == nil {
+			logf("manager binary built in %s", time.Since(start).Round(100*time.Millisecond))
+		}
+		imgs, iErrs := images.Wait()
+		b.managerBin, b.images, b.err = bin, imgs, errors.Join(append([]error{err}, iErrs...)...)
+	}()
+	return b
+}
+
+func (b *builds) wait() error {
+	<-b.done
+	return b.err
+}
+
+type suite struct {
+	// lane names the suite's fleet in logs.
+	lane   string
+	f      *fleet.Fleet
+	hub    client.Client
+	spokes map[string]client.Client
+	// managerBin is the project's binary built for this machine (builds.managerBin).
+	managerBin string
+	// tmp holds the lane's copies of the images, retagged for its fleet's registry.
+	tmp     string
+	started time.Time
+
+	// Images in the fleet's registry. reloaderImg is the project's image: the manager's and
+	// the cert-reloader's (the chart's --reloader-image). agentImage is the stand-in for
+	// argocd-agent's image (test/node/images/argocd-agent), which the scenarios'
+	// GitOpsClusters name with spec.argoCDAgentAddon.image; agentImage2 is a second tag of it.
+	// guestbookImg1 and guestbookImg2 are two tags of the hello test image the guestbook runs.
+	reloaderImg, agentImage, agentImage2, guestbookImg1, guestbookImg2 string
 
 	// Filled in by the scenarios for later ones.
 	mu sync.Mutex
@@ -97,13 +220,16 @@ func runSuite(m *testing.M) int {
 	requested, nodesErr := node.Requested()
 	switch {
 	case testing.Short():
-		skipWhy = "starts a local OCM fleet on real nodes; skipped with -short"
+		skipWhy = "starts local OCM fleets on real nodes; skipped with -short"
 	case os.Getenv("FLEET_E2E") == "0":
 		skipWhy = "FLEET_E2E=0: local OCM fleet tests disabled"
 	case !requested:
 		skipWhy = node.SkipReason
-	case !selectedByRun():
+	case !runSelects("TestAgentScenarios", "") && !runSelects("TestArgoCDScenarios", ""):
 		skipWhy = "no e2e test selected by -run"
+	}
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		skipWhy = "listing tests"
 	}
 	if skipWhy != "" {
 		return m.Run()
@@ -113,89 +239,58 @@ func runSuite(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: %s=1 but real nodes cannot run here: %v\n", node.RequestedEnv, nodesErr)
 		return 1
 	}
-	s, err := setUp()
+	tmp, err := os.MkdirTemp("", "argocd-agent-addon-e2e-")
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: setting up: %v\n", err)
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
-	env = s
+	defer os.RemoveAll(tmp)
+	prepared = startBuilds(tmp)
 	code := m.Run()
-	if err := s.tearDown(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: tearing down: %v\n", err)
-		if code == 0 {
-			code = 1
-		}
-	}
+	// A lane that failed early leaves the builds running: they must end before tmp goes.
+	_ = prepared.wait()
 	return code
-}
-
-// selectedByRun avoids starting a fleet for `go test -run SomethingElse` or `-list`.
-func selectedByRun() bool {
-	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
-		return false
-	}
-	f := flag.Lookup("test.run")
-	if f == nil || f.Value.String() == "" {
-		return true
-	}
-	top, _, _ := strings.Cut(f.Value.String(), "/")
-	re, err := regexp.Compile(top)
-	return err != nil || slices.ContainsFunc([]string{"TestFleetE2E", "TestArgoCDApplication", "TestArgoCDApplicationSet", "TestArgoCDComponents", "TestArgoCDComponentsClusterLabel", "TestPullModelApplicationSet", "TestCMPDeliversAFolderWithoutArgoCD", "TestCMPPluginInHubArgoCD", "TestArgoCDClusterRegistrationForApplicationSets", "TestManagerPodSpec", "TestForeignArgoCDIsLeftAlone", "TestPullModelSurvivesAnOutage"}, re.MatchString)
 }
 
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "e2e %s: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }
 
-// setUp builds the images while the fleet starts on real nodes (the project's CRDs go onto
-// the hub with OCM's), then installs the chart with Helm's SDK, as a hub admin does: the
-// manager runs as the chart's pod.
-func setUp() (*suite, error) {
-	s := &suite{spokes: map[string]client.Client{}, issued: map[string][]string{}, started: time.Now()}
-	var err error
-	if s.tmp, err = os.MkdirTemp("", "argocd-agent-addon-e2e-"); err != nil {
+// setUp starts the lane's fleet on real nodes (the project's CRDs go onto the hub with
+// OCM's), adds the images built meanwhile to it, then installs the chart with Helm's SDK, as
+// a hub admin does: the manager runs as the chart's pod.
+func setUp(lane string) (*suite, error) {
+	s := &suite{lane: lane, spokes: map[string]client.Client{}, issued: map[string][]string{}, started: time.Now()}
+	s.tmp = filepath.Join(prepared.tmp, lane)
+	if err := os.MkdirAll(s.tmp, 0o755); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	buildErr := make(chan error, 1)
-	go func() {
-		start := time.Now()
-		bin, err := testenv.BuildManager(s.tmp)
-		s.managerBin = bin
-		if err == nil {
-			logf("manager binary built in %s", time.Since(start).Round(100*time.Millisecond))
-		}
-		buildErr <- err
-	}()
-	images := nodeapps.StartBuild(ctx, s.tmp, imageTag, logf)
-
 	f, err := fleet.Start(ctx, fleet.Options{
 		Clusters:         []string{"cluster1", "cluster2"},
 		BindingNamespace: ns,
 		HubCRDPaths:      []string{filepath.Join(testenv.RepoRoot(), "manifests", "crds")},
-		Logf:             logf,
+		Logf:             s.logf,
 		RealNodes:        true,
 	})
-	bErr := <-buildErr
-	imgs, iErrs := images.Wait()
 	if err != nil {
-		_ = os.RemoveAll(s.tmp)
-		return nil, errors.Join(append([]error{err, bErr}, iErrs...)...)
+		return nil, err
 	}
 	s.f = f
-	if err := errors.Join(append([]error{bErr}, iErrs...)...); err != nil {
+	if err := prepared.wait(); err != nil {
 		_ = s.tearDown()
 		return nil, err
 	}
-	if err := nodeapps.AddToFleet(ctx, f, imgs, s.tmp); err != nil {
+	s.managerBin = prepared.managerBin
+	if err := nodeapps.AddToFleet(ctx, f, prepared.images, s.tmp); err != nil {
 		_ = s.tearDown()
 		return nil, err
 	}
 	reg := f.RegistryHost()
-	reloaderImg = nodeapps.ManagerRepository(reg) + ":" + imageTag
-	agentImage, agentImage2 = nodeapps.StandInAgentRef(reg, ""), nodeapps.StandInAgentRef(reg, nodeapps.StandInAgentSecondTag)
-	guestbookImg1, guestbookImg2 = nodeapps.HelloRef(reg, 1), nodeapps.HelloRef(reg, 2)
+	s.reloaderImg = nodeapps.ManagerRepository(reg) + ":" + imageTag
+	s.agentImage, s.agentImage2 = nodeapps.StandInAgentRef(reg, ""), nodeapps.StandInAgentRef(reg, nodeapps.StandInAgentSecondTag)
+	s.guestbookImg1, s.guestbookImg2 = nodeapps.HelloRef(reg, 1), nodeapps.HelloRef(reg, 2)
 	if err := s.connect(); err != nil {
 		_ = s.tearDown()
 		return nil, err
@@ -204,8 +299,13 @@ func setUp() (*suite, error) {
 		_ = s.tearDown()
 		return nil, err
 	}
-	logf("manager's pod Ready; fleet ready %s after start; logs in %s", time.Since(s.started).Round(100*time.Millisecond), f.LogDir())
+	s.logf("manager's pod Ready; fleet ready %s after start; logs in %s", time.Since(s.started).Round(100*time.Millisecond), f.LogDir())
 	return s, nil
+}
+
+// logf logs with the lane's name: the two lanes' fleets log into one stream.
+func (s *suite) logf(format string, args ...any) {
+	logf("%s: %s", s.lane, fmt.Sprintf(format, args...))
 }
 
 // installChart is the hub admin's steps: the namespaces the chart's RBAC goes into, then
@@ -233,11 +333,11 @@ func (s *suite) installChart(ctx context.Context) error {
 	}
 	start := time.Now()
 	rel, err := chartrender.Install(s.f.HubKubeconfigPath(), filepath.Join(testenv.RepoRoot(), "charts", "argocd-agent-addon"), ns, testenv.ChartRelease,
-		values, 5*time.Minute, logf)
+		values, 5*time.Minute, s.logf)
 	if err != nil {
 		return fmt.Errorf("helm install: %w\n%s", err, nodeapps.PodReport(ctx, s.f, "hub", ns))
 	}
-	logf("helm install %s (revision %d): the manager's pod is Ready after %s", rel.Name, rel.Version, time.Since(start).Round(100*time.Millisecond))
+	s.logf("helm install %s (revision %d): the manager's pod is Ready after %s", rel.Name, rel.Version, time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
 

@@ -35,7 +35,7 @@ const (
 	outageReg      = "outage"
 )
 
-// TestPullModelSurvivesAnOutage freezes a cluster's klusterlet past its lease grace, until OCM's
+// testPullModelSurvivesAnOutage freezes a cluster's klusterlet past its lease grace, until OCM's
 // hub taints the cluster unreachable, and lets it run again: the guestbooks two ApplicationSets
 // delivered there are never deleted. One ApplicationSet reads a Placement that tolerates OCM's
 // outage taints (clusterDecisionResource, as the examples are written); the other selects the
@@ -43,45 +43,19 @@ const (
 // Placement drops the cluster and the registration keeps its secret through the grace
 // (--pull-model-registration-grace). Both hub Applications, their ManifestWorks, the spoke
 // Applications and the Deployments keep their UIDs.
-func TestPullModelSurvivesAnOutage(t *testing.T) {
-	if env == nil {
-		t.Skip(skipWhy)
-	}
-	s := env
+func testPullModelSurvivesAnOutage(t *testing.T, s *suite) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	s.labelClusters(t)
 	c := s.f.Clusters()[0]
+	s.stockWorkAgentRights(t, []string{c})
 	// A short lease, set first so that the klusterlet renews at that pace before it is frozen:
 	// the hub sees it unreachable after five periods (20 s) instead of five minutes.
 	s.setLeaseDuration(t, c, 4)
 	t.Cleanup(func() { s.setLeaseDuration(t, c, 60) })
 
-	repo, _ := s.gitRepo(t, "git-outage", "guestbook", fleet.GuestbookFiles(1, guestbookImg1))
-	var argos []*fleet.ArgoCD
-	t.Cleanup(func() {
-		var errs []error
-		for _, a := range argos {
-			errs = append(errs, a.Stop())
-		}
-		if err := errors.Join(errs...); err != nil {
-			t.Errorf("stopping Argo CD: %v", err)
-		}
-	})
-	start := time.Now()
-	spokeArgo, err := s.f.StartArgoCD(ctx, c, fleet.ArgoCDOptions{Namespace: agentNS, ArgoCDCM: map[string]string{
-		"timeout.reconciliation": reconciliation.String(), "timeout.reconciliation.jitter": "1s",
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	argos = append(argos, spokeArgo)
-	hubArgo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ApplicationSetOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	argos = append(argos, hubArgo)
-	t.Logf("%-72s %7s", c+" and hub: Argo CD up", time.Since(start).Round(10*time.Millisecond))
+	repo, _ := s.gitRepo(t, "git-outage", "guestbook", fleet.GuestbookFiles(1, s.guestbookImg1))
+	s.startPullModelArgoCD(t, ctx, []string{c}, nil)
 	s.grantPullModelWork(t, []string{c})
 
 	argoNS := fleet.ArgoCDNamespace

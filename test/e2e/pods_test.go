@@ -17,16 +17,12 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
-// TestManagerPodSpec checks the chart's manager as the pod it is: the release's Services reach
+// testManagerPodSpec checks the chart's manager as the pod it is: the release's Services reach
 // the ready pod, and the checks the suite relies on fail on a broken pod spec. A readiness probe on
 // a port nothing listens on keeps the new pod unready (a rollout counts as done only as
 // `kubectl rollout status` decides), with an Unhealthy event naming the probe; putting the
 // chart's probe back completes the rollout.
-func TestManagerPodSpec(t *testing.T) {
-	if env == nil {
-		t.Skip(skipWhy)
-	}
-	s := env
+func testManagerPodSpec(t *testing.T, s *suite) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var services []string

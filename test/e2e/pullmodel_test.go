@@ -42,7 +42,7 @@ const (
 	tenantNS = "tenant-b"
 )
 
-// TestPullModelApplicationSet runs the basic pull model on the real fleet: Argo CD's
+// testPullModelApplicationSet runs the basic pull model on the real fleet: Argo CD's
 // applicationset-controller on the hub turns an ApplicationSet with a clusterDecisionResource
 // generator (the ocm-placement-generator ConfigMap) over a Placement of both clusters into one
 // hub Application per cluster; the manager delivers each as a ManifestWork; OCM's work agent
@@ -52,48 +52,16 @@ const (
 // rolls out with RollingSync, one cluster per step: the sync requests it puts on the hub
 // Applications reach the clusters, and the fed-back status moves its steps forward. Taking a cluster out
 // of the Placement removes its Application, ManifestWork and workload.
-func TestPullModelApplicationSet(t *testing.T) {
-	if env == nil {
-		t.Skip(skipWhy)
-	}
-	s := env
+func testPullModelApplicationSet(t *testing.T, s *suite) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	s.labelClusters(t)
 	clusters := s.f.Clusters()
 	s.stockWorkAgentRights(t, clusters)
 
-	repo, sha := s.gitRepo(t, "git-pull", "guestbook", fleet.GuestbookFiles(1, guestbookImg1))
+	repo, sha := s.gitRepo(t, "git-pull", "guestbook", fleet.GuestbookFiles(1, s.guestbookImg1))
 
-	var argos []*fleet.ArgoCD
-	t.Cleanup(func() {
-		var errs []error
-		for _, a := range argos {
-			errs = append(errs, a.Stop())
-		}
-		if err := errors.Join(errs...); err != nil {
-			t.Errorf("stopping Argo CD: %v", err)
-		}
-	})
-	for _, c := range clusters {
-		start := time.Now()
-		a, err := s.f.StartArgoCD(ctx, c, fleet.ArgoCDOptions{Namespace: agentNS, ArgoCDCM: map[string]string{
-			"timeout.reconciliation": reconciliation.String(), "timeout.reconciliation.jitter": "1s",
-		}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		argos = append(argos, a)
-		t.Logf("%-72s %7s", c+": Argo CD up (repo-server, application-controller)", time.Since(start).Round(10*time.Millisecond))
-	}
-	start := time.Now()
-	hubArgo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ApplicationSetOnly: true,
-		CmdParams: map[string]string{"applicationsetcontroller.enable.progressive.syncs": "true"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	argos = append(argos, hubArgo)
-	t.Logf("%-72s %7s", "hub: Argo CD CRDs and applicationset-controller up", time.Since(start).Round(10*time.Millisecond))
+	s.startPullModelArgoCD(t, ctx, clusters, map[string]string{"applicationsetcontroller.enable.progressive.syncs": "true"})
 
 	// The hub side a user sets up: a binding of the fleet's cluster set into Argo CD's
 	// namespace, a Placement there, an ArgoCDClusterRegistration of its clusters (the Argo CD
@@ -295,7 +263,7 @@ func (s *suite) reportListsTheObjects(t *testing.T, clusters []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for _, c := range clusters {
-		if err := nodeapps.InstallResourceReporter(ctx, s.f, c, s.managerBin, reloaderImg, fleet.ArgoCDNamespace); err != nil {
+		if err := nodeapps.InstallResourceReporter(ctx, s.f, c, s.managerBin, s.reloaderImg, fleet.ArgoCDNamespace); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -441,7 +409,7 @@ func (s *suite) pullModelTenancy(ctx context.Context, t *testing.T, other, own s
 // loopback, gets no request in two reconciliation periods of the cluster's Argo CD.
 func (s *suite) forbiddenOperationNeverFetched(ctx context.Context, t *testing.T, app *unstructured.Unstructured, cluster, spokeName string) {
 	t.Helper()
-	forbidden, _ := s.gitRepo(t, "git-forbidden", "forbidden", fleet.GuestbookFiles(1, guestbookImg1))
+	forbidden, _ := s.gitRepo(t, "git-forbidden", "forbidden", fleet.GuestbookFiles(1, s.guestbookImg1))
 	op := fmt.Sprintf(`{"operation":{"sync":{"source":{"repoURL":%q,"path":"guestbook","targetRevision":"main"}}}}`, forbidden.URL)
 	if err := s.hub.Patch(ctx, app.DeepCopy(), client.RawPatch(types.MergePatchType, []byte(op))); err != nil {
 		t.Fatal(err)
@@ -754,6 +722,7 @@ func hubCondition(ctx context.Context, hub client.Client, app, condType, text st
 
 // grantPullModelWork applies, on each cluster, the ClusterRole the README tells the admin of a
 // cluster with its own Argo CD to apply (the Argo CD components addon applies it itself).
+// A test that grants starts with stockWorkAgentRights, which takes the grant back.
 func (s *suite) grantPullModelWork(t *testing.T, clusters []string) {
 	t.Helper()
 	ctx := ctxFor(t)
@@ -764,16 +733,63 @@ func (s *suite) grantPullModelWork(t *testing.T, clusters []string) {
 	}
 }
 
-// stockWorkAgentRights takes back what grantPullModelWork gave (an earlier test may have left
-// it): OCM's work agent has OCM's stock rights only.
+// stockWorkAgentRights fails the test unless OCM's work agent has OCM's stock rights only on
+// each cluster, and takes back, when the test ends, what grantPullModelWork gives it. Called
+// first, its cleanup runs last: the work agent keeps the rights while the test's own cleanups
+// delete the Applications it delivered.
 func (s *suite) stockWorkAgentRights(t *testing.T, clusters []string) {
 	t.Helper()
 	ctx := ctxFor(t)
 	for _, c := range clusters {
-		if err := client.IgnoreNotFound(s.spokes[c].Delete(ctx, spoke.PullModelWorkAgentRole())); err != nil {
-			t.Fatalf("%s: taking the pull model's rights back from OCM's work agent: %v", c, err)
+		role := spoke.PullModelWorkAgentRole()
+		err := s.spokes[c].Get(ctx, client.ObjectKeyFromObject(role), role)
+		if err == nil {
+			t.Fatalf("%s: ClusterRole %s is left from an earlier test: OCM's work agent has more than its stock rights", c, role.GetName())
 		}
+		if !apierrors.IsNotFound(err) {
+			t.Fatalf("%s: reading ClusterRole %s: %v", c, role.GetName(), err)
+		}
+		t.Cleanup(func() {
+			if err := client.IgnoreNotFound(s.spokes[c].Delete(context.Background(), spoke.PullModelWorkAgentRole())); err != nil {
+				t.Errorf("%s: taking the pull model's rights back from OCM's work agent: %v", c, err)
+			}
+		})
 	}
+}
+
+// startPullModelArgoCD starts, for the rest of the test, Argo CD's repo-server and
+// application-controller on each cluster (in the agent's namespace, reconciling every
+// reconciliation period) and the applicationset-controller on the hub with hubCmdParams.
+func (s *suite) startPullModelArgoCD(t *testing.T, ctx context.Context, clusters []string, hubCmdParams map[string]string) {
+	t.Helper()
+	var argos []*fleet.ArgoCD
+	t.Cleanup(func() {
+		var errs []error
+		for _, a := range argos {
+			errs = append(errs, a.Stop())
+		}
+		if err := errors.Join(errs...); err != nil {
+			t.Errorf("stopping Argo CD: %v", err)
+		}
+	})
+	for _, c := range clusters {
+		start := time.Now()
+		a, err := s.f.StartArgoCD(ctx, c, fleet.ArgoCDOptions{Namespace: agentNS, ArgoCDCM: map[string]string{
+			"timeout.reconciliation": reconciliation.String(), "timeout.reconciliation.jitter": "1s",
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		argos = append(argos, a)
+		t.Logf("%-72s %7s", c+": Argo CD up (repo-server, application-controller)", time.Since(start).Round(10*time.Millisecond))
+	}
+	start := time.Now()
+	hubArgo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ApplicationSetOnly: true, CmdParams: hubCmdParams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	argos = append(argos, hubArgo)
+	t.Logf("%-72s %7s", "hub: Argo CD CRDs and applicationset-controller up", time.Since(start).Round(10*time.Millisecond))
 }
 
 // describeManifestConditions renders the conditions of a ManifestWork's manifests.

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ type Options struct {
 	// Clusters are the managed clusters' names. Default: cluster1, cluster2.
 	Clusters []string
 	// Dir is the run directory (logs, kubeconfigs, certificates, etcd data).
-	// Default: bin/fleet/<time>-<pid> under the repository root.
+	// Default: bin/fleet/<time>-<pid>[-<n>] under the repository root (n counts the process's fleets).
 	Dir string
 	// BindingNamespace gets a ManagedClusterSetBinding for ClusterSet (created if missing).
 	// Default: open-cluster-management.
@@ -139,8 +140,15 @@ func (o *Options) defaults() {
 		runs := filepath.Join(testenv.RepoRoot(), "bin", "fleet")
 		pruneRuns(runs, keepRuns)
 		o.Dir = filepath.Join(runs, fmt.Sprintf("%s-%d", time.Now().Format("20060102-150405"), os.Getpid()))
+		// A second fleet of the same process in the same second gets a directory of its own.
+		if n := runsStarted.Add(1); n > 1 {
+			o.Dir += fmt.Sprintf("-%d", n)
+		}
 	}
 }
+
+// runsStarted counts the fleets this process started with a default run directory.
+var runsStarted atomic.Int64
 
 // keepRuns is how many earlier default run directories (logs, kubeconfigs) stay in bin/fleet.
 const keepRuns = 10

@@ -3,6 +3,7 @@ package nodeapps
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -13,9 +14,10 @@ import (
 )
 
 // AgentWaitsForItsImage reports whether the agent pod in namespace runs its cert-reloader while
-// the argocd-agent container waits for an image the cluster cannot pull (the agents' default
-// image, which no registry here serves), with the pods' report as its state.
-func AgentWaitsForItsImage(ctx context.Context, f *fleet.Fleet, cluster, namespace string) (bool, string) {
+// the argocd-agent container waits for image, which the cluster cannot pull (the agents'
+// default image, which no registry here serves), with the pods' report as its state. A pull
+// error for another image (a template that names the wrong one) is not waiting for its image.
+func AgentWaitsForItsImage(ctx context.Context, f *fleet.Fleet, cluster, namespace, image string) (bool, string) {
 	c, err := ClusterClient(f, cluster)
 	if err != nil {
 		return false, err.Error()
@@ -27,13 +29,20 @@ func AgentWaitsForItsImage(ctx context.Context, f *fleet.Fleet, cluster, namespa
 	if len(pods.Items) != 1 {
 		return false, fmt.Sprintf("%d agent pods", len(pods.Items))
 	}
+	pod := &pods.Items[0]
+	for _, ctr := range pod.Spec.Containers {
+		if ctr.Name == addon.AgentContainerName && ctr.Image != image {
+			return false, fmt.Sprintf("the agent container's image is %q, want %q", ctr.Image, image)
+		}
+	}
 	var reloaderRuns, agentWaits bool
-	for _, st := range pods.Items[0].Status.ContainerStatuses {
+	for _, st := range pod.Status.ContainerStatuses {
 		switch st.Name {
 		case addon.ReloaderContainerName:
 			reloaderRuns = st.State.Running != nil
 		case addon.AgentContainerName:
-			agentWaits = st.State.Waiting != nil && (st.State.Waiting.Reason == "ErrImagePull" || st.State.Waiting.Reason == "ImagePullBackOff")
+			w := st.State.Waiting
+			agentWaits = w != nil && (w.Reason == "ErrImagePull" || w.Reason == "ImagePullBackOff") && strings.Contains(w.Message, image)
 		}
 	}
 	return reloaderRuns && agentWaits, PodReport(ctx, f, cluster, namespace)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
 // InstallResourceReporter is the documented step of a cluster admin (docs/pull-model.md): the
@@ -47,12 +48,8 @@ func InstallResourceReporter(ctx context.Context, f *fleet.Fleet, cluster, bin, 
 		}
 	}
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: resourcelist.Name}}
-	state := ""
-	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
-		var ok bool
-		if ok, state = fleet.WorkloadReady(ctx, c, d); ok {
-			return nil
-		}
+	if err := poll.Wait(ctx, 3*time.Minute, func(ctx context.Context) (bool, string) { return fleet.WorkloadReady(ctx, c, d) }); err != nil {
+		return fmt.Errorf("%s: the resource reporter's pod: %w\n%s", cluster, err, PodReport(ctx, f, cluster, namespace))
 	}
-	return fmt.Errorf("%s: the resource reporter's pod is not ready after 3m: %s\n%s", cluster, state, PodReport(ctx, f, cluster, namespace))
+	return nil
 }

@@ -1,10 +1,12 @@
 // Command spoke-manifests writes the Argo CD objects the addon installs on managed clusters into
-// pkg/spoke/upstream, one compact JSON file per object, taken unchanged from manifests/core-install.yaml
-// of the github.com/argoproj/argo-cd/v3 module at version.ArgoCDVersion (Argo CD's "core" install:
-// CRDs, application-controller, repo-server, redis, applicationset-controller, their RBAC and
-// config, without API server, UI, Dex or notifications). The module zip comes from the Go module
-// proxy through `go mod download`, so the files are what that release ships, never hand-edited.
-// pkg/spoke adapts them (namespace, images, RBAC names) when it builds the AddOnTemplate.
+// pkg/spoke/upstream/<release>: one directory per Argo CD release that a supported argocd-agent
+// release is paired with (version.Pairs), one compact JSON file per object, taken unchanged from
+// manifests/core-install.yaml of the github.com/argoproj/argo-cd/v3 module at that release
+// (Argo CD's "core" install: CRDs, application-controller, repo-server, redis,
+// applicationset-controller, their RBAC and config, without API server, UI, Dex or
+// notifications). The module zips come from the Go module proxy through `go mod download`, so
+// the files are what each release ships, never hand-edited. pkg/spoke adapts them (namespace,
+// images, RBAC names) when it builds the AddOnTemplate.
 //
 //	go run ./hack/spoke-manifests [--out pkg/spoke/upstream]
 package main
@@ -20,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -35,7 +38,7 @@ const (
 )
 
 func main() {
-	out := flag.String("out", "pkg/spoke/upstream", "directory to write the objects to (its *.json files are replaced)")
+	out := flag.String("out", "pkg/spoke/upstream", "directory to write the objects to, one subdirectory per release (everything else in it is removed)")
 	flag.Parse()
 	if err := run(*out); err != nil {
 		fmt.Fprintln(os.Stderr, "spoke-manifests:", err)
@@ -44,7 +47,35 @@ func main() {
 }
 
 func run(out string) error {
-	dir, err := moduleDir(module + "@" + version.ArgoCDVersion)
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	releases := version.ArgoCDVersions()
+	for _, release := range releases {
+		if err := writeRelease(filepath.Join(out, release), release); err != nil {
+			return fmt.Errorf("the components of Argo CD %s: %w", release, err)
+		}
+	}
+	// A release no longer paired, and the single-release layout of earlier versions, go: the
+	// binary embeds every directory here.
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() && slices.Contains(releases, e.Name()) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(out, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeRelease writes the objects of one Argo CD release into out, replacing its *.json files.
+func writeRelease(out, release string) error {
+	dir, err := moduleDir(module + "@" + release)
 	if err != nil {
 		return err
 	}
@@ -84,7 +115,7 @@ func run(out string) error {
 			return err
 		}
 	}
-	origin := fmt.Sprintf("%s@%s %s\n", module, version.ArgoCDVersion, source)
+	origin := fmt.Sprintf("%s@%s %s\n", module, release, source)
 	return os.WriteFile(filepath.Join(out, "SOURCE"), []byte(origin), 0o644)
 }
 

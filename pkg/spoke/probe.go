@@ -16,6 +16,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/bounded"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 )
 
 // The components addon must never modify an Argo CD it did not install: OCM's work agent takes
@@ -194,14 +195,7 @@ func ProbedControllerImage(w *workv1.ManifestWork) string {
 }
 
 // ImageTag is the tag of an image reference ("" for a digest-only or untagged one).
-func ImageTag(image string) string {
-	image, _, _ = strings.Cut(image, "@")
-	slash := strings.LastIndex(image, "/")
-	if i := strings.LastIndex(image, ":"); i > slash {
-		return image[i+1:]
-	}
-	return ""
-}
+func ImageTag(image string) string { return version.ImageTag(image) }
 
 // probedByNamespace holds, per install namespace, the identities of the objects a probe reads
 // (read only once stored): a pass checks every probe of a fleet, twice.

@@ -2,8 +2,9 @@
 // on every managed cluster: the Argo CD CRDs, application-controller, repo-server and redis, and in
 // autonomous mode the applicationset-controller, with their RBAC and configuration.
 //
-// The objects are Argo CD's own core install of the release the agent is paired with
-// (version.ArgoCDVersion), generated into upstream/ by hack/spoke-manifests and embedded here. The
+// The objects are Argo CD's own core install of the release the agent is paired with, one
+// directory per paired release (version.Pairs), generated into upstream/<release>/ by
+// hack/spoke-manifests and embedded here. The
 // builder changes only what a template addon must: the namespace (OCM moves it to the agent's),
 // the names of cluster-scoped RBAC (so that they cannot collide with an Argo CD already installed
 // on the cluster), the images (template variables, so that a registry mirror applies), image pull
@@ -28,15 +29,51 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 )
 
-//go:embed upstream/*.json upstream/SOURCE
+//go:embed upstream/*/*.json upstream/*/SOURCE
 var upstreamFS embed.FS
 
-// Source names the module version and file the embedded objects come from.
-func Source() string {
-	raw, _ := upstreamFS.ReadFile("upstream/SOURCE")
+// Source names the module version and file the default pair's objects come from.
+func Source() string { return SourceOf(version.ArgoCDVersion) }
+
+// SourceOf names the module version and file the objects of an Argo CD release come from, ""
+// when the binary does not carry that release.
+func SourceOf(argoCDVersion string) string {
+	raw, err := upstreamFS.ReadFile(path.Join("upstream", argoCDVersion, "SOURCE"))
+	if err != nil || !validRelease(argoCDVersion) {
+		return ""
+	}
 	return strings.TrimSpace(string(raw))
+}
+
+// ArgoCDVersions are the Argo CD releases whose components the binary carries.
+func ArgoCDVersions() []string {
+	entries, _ := fs.ReadDir(upstreamFS, "upstream")
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// validRelease keeps a release name from being a path (it is joined into one).
+func validRelease(argoCDVersion string) bool {
+	return argoCDVersion != "" && !strings.ContainsAny(argoCDVersion, "/\\") && argoCDVersion != "." && argoCDVersion != ".."
+}
+
+// release is the Argo CD release an Input asks for: the default pair's when it names none.
+func release(argoCDVersion string) (string, error) {
+	if argoCDVersion == "" {
+		return version.ArgoCDVersion, nil
+	}
+	if SourceOf(argoCDVersion) == "" {
+		return "", fmt.Errorf("the binary carries no components of Argo CD %s (it carries %s)", argoCDVersion, strings.Join(ArgoCDVersions(), ", "))
+	}
+	return argoCDVersion, nil
 }
 
 // Images the upstream manifests name, found in them: the Argo CD image every Argo CD container
@@ -49,6 +86,9 @@ type Images struct {
 type Input struct {
 	// TemplateName is the AddOnTemplate's name; AddonName the components addon it belongs to.
 	TemplateName, AddonName string
+	// ArgoCDVersion is the Argo CD release to install, one of ArgoCDVersions: the pair of the
+	// agent that runs beside it (version.ComponentsPair). Empty is the default pair's.
+	ArgoCDVersion string
 	// Mode is "managed" or "autonomous"; autonomous adds the ApplicationSet CRD and controller.
 	Mode string
 	// ImagePullSecrets are added to every pod; the Secrets must exist in the agent namespace.
@@ -71,13 +111,22 @@ const (
 // clusterScoped are the kinds of the core install that have no namespace.
 var clusterScoped = map[string]bool{"CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true}
 
-// Objects returns the upstream objects for a mode, in a fixed order: CRDs first, then RBAC,
-// configuration and workloads. Each call decodes fresh copies.
+// Objects returns the default pair's upstream objects for a mode (see ObjectsOf).
 func Objects(mode string) ([]*unstructured.Unstructured, error) {
+	return ObjectsOf(version.ArgoCDVersion, mode)
+}
+
+// ObjectsOf returns the upstream objects of an Argo CD release for a mode, in a fixed order:
+// CRDs first, then RBAC, configuration and workloads. Each call decodes fresh copies.
+func ObjectsOf(argoCDVersion, mode string) ([]*unstructured.Unstructured, error) {
 	if mode != addon.ModeManaged && mode != addon.ModeAutonomous {
 		return nil, fmt.Errorf("agent mode %q is invalid: must be %q or %q", mode, addon.ModeManaged, addon.ModeAutonomous)
 	}
-	all, err := upstreamObjects()
+	argoCDVersion, err := release(argoCDVersion)
+	if err != nil {
+		return nil, err
+	}
+	all, err := upstreamObjects(argoCDVersion)
 	if err != nil {
 		return nil, err
 	}
@@ -94,10 +143,13 @@ func Objects(mode string) ([]*unstructured.Unstructured, error) {
 // upstreamObjects decodes the embedded manifests. Their decoded form is several times their
 // size, so it is not kept: what callers derive from them (the images, the rendered manifests)
 // is kept instead.
-func upstreamObjects() ([]*unstructured.Unstructured, error) {
-	paths, err := fs.Glob(upstreamFS, "upstream/*.json")
+func upstreamObjects(argoCDVersion string) ([]*unstructured.Unstructured, error) {
+	paths, err := fs.Glob(upstreamFS, path.Join("upstream", argoCDVersion, "*.json"))
 	if err != nil {
 		return nil, err
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("no objects of Argo CD %s are embedded", argoCDVersion)
 	}
 	var objs []*unstructured.Unstructured
 	for _, p := range paths {
@@ -132,11 +184,24 @@ func kindOrder(kind string) int {
 	return 100
 }
 
-// UpstreamImages reads the images the embedded manifests run, once.
-func UpstreamImages() (Images, error) { return upstreamImages() }
+// UpstreamImages reads the images the default pair's manifests run (see UpstreamImagesOf).
+func UpstreamImages() (Images, error) { return UpstreamImagesOf(version.ArgoCDVersion) }
 
-var upstreamImages = sync.OnceValues(func() (Images, error) {
-	objs, err := upstreamObjects()
+// UpstreamImagesOf reads the images the manifests of an Argo CD release run, once per release.
+func UpstreamImagesOf(argoCDVersion string) (Images, error) {
+	argoCDVersion, err := release(argoCDVersion)
+	if err != nil {
+		return Images{}, err
+	}
+	once, _ := upstreamImages.LoadOrStore(argoCDVersion, sync.OnceValues(func() (Images, error) { return readImages(argoCDVersion) }))
+	return once.(func() (Images, error))()
+}
+
+// upstreamImages holds one sync.OnceValues per release.
+var upstreamImages sync.Map
+
+func readImages(argoCDVersion string) (Images, error) {
+	objs, err := upstreamObjects(argoCDVersion)
 	if err != nil {
 		return Images{}, err
 	}
@@ -161,7 +226,7 @@ var upstreamImages = sync.OnceValues(func() (Images, error) {
 		return Images{}, fmt.Errorf("the manifests name no Argo CD or no redis image (%+v)", imgs)
 	}
 	return imgs, nil
-})
+}
 
 func isArgoCDImage(image string) bool {
 	repo, _, _ := strings.Cut(image, ":")
@@ -206,21 +271,25 @@ func BuildAddOnTemplate(in Input) (*addonv1alpha1.AddOnTemplate, error) {
 
 // renderKey is what the rendered manifests depend on: not the template's name.
 type renderKey struct {
-	addonName, mode, pullSecrets string
-	assignedUserIDs              bool
+	addonName, argoCDVersion, mode, pullSecrets string
+	assignedUserIDs                             bool
 }
 
-// rendered holds the manifests rendered per renderKey. A hub has one or two keys (the modes its
-// GitOpsClusters use), and rendering half a megabyte of JSON on every reconcile of every
+// rendered holds the manifests rendered per renderKey. A hub has a few keys (the modes and the
+// paired releases its GitOpsClusters use), and rendering half a megabyte of JSON on every reconcile of every
 // GitOpsCluster was the largest cost of a reconcile that changes nothing.
 var rendered sync.Map
 
 // renderedManifests returns fresh copies of the manifests for in, rendering them once per key.
 func renderedManifests(in Input) ([]workv1.Manifest, error) {
-	key := renderKey{addonName: in.AddonName, mode: in.Mode, pullSecrets: strings.Join(in.ImagePullSecrets, ","), assignedUserIDs: in.AssignedUserIDs}
+	argoCDVersion, err := release(in.ArgoCDVersion)
+	if err != nil {
+		return nil, err
+	}
+	key := renderKey{addonName: in.AddonName, argoCDVersion: argoCDVersion, mode: in.Mode, pullSecrets: strings.Join(in.ImagePullSecrets, ","), assignedUserIDs: in.AssignedUserIDs}
 	cached, ok := rendered.Load(key)
 	if !ok {
-		objs, err := Objects(in.Mode)
+		objs, err := ObjectsOf(argoCDVersion, in.Mode)
 		if err != nil {
 			return nil, err
 		}

@@ -23,7 +23,13 @@ const testAddon = "argocd-agent-addon-argocd"
 
 func build(t *testing.T, mode string, pullSecrets ...string) *addonv1alpha1.AddOnTemplate {
 	t.Helper()
-	tpl, err := BuildAddOnTemplate(Input{TemplateName: "argocd-components-ns.goc", AddonName: testAddon, Mode: mode, ImagePullSecrets: pullSecrets})
+	return buildOf(t, "", mode, pullSecrets...)
+}
+
+// buildOf builds the components of an Argo CD release ("" is the default pair's).
+func buildOf(t *testing.T, release, mode string, pullSecrets ...string) *addonv1alpha1.AddOnTemplate {
+	t.Helper()
+	tpl, err := BuildAddOnTemplate(Input{TemplateName: "argocd-components-ns.goc", AddonName: testAddon, ArgoCDVersion: release, Mode: mode, ImagePullSecrets: pullSecrets})
 	if err != nil {
 		t.Fatalf("BuildAddOnTemplate: %v", err)
 	}
@@ -73,17 +79,67 @@ func names(objs []*unstructured.Unstructured) []string {
 	return n
 }
 
+// Every paired Argo CD release is embedded, from its own module version, and nothing else is.
 func TestUpstreamIsThePairedArgoCDRelease(t *testing.T) {
-	want := "github.com/argoproj/argo-cd/v3@" + version.ArgoCDVersion + " manifests/core-install.yaml"
-	if Source() != want {
-		t.Fatalf("embedded manifests come from %q, want %q: run make manifests", Source(), want)
+	if got, want := ArgoCDVersions(), version.ArgoCDVersions(); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))) {
+		t.Fatalf("the binary carries Argo CD %v, the pairs name %v: run make manifests", got, want)
 	}
-	imgs, err := UpstreamImages()
-	if err != nil {
-		t.Fatal(err)
+	for _, release := range version.ArgoCDVersions() {
+		want := "github.com/argoproj/argo-cd/v3@" + release + " manifests/core-install.yaml"
+		if SourceOf(release) != want {
+			t.Errorf("the manifests of %s come from %q, want %q: run make manifests", release, SourceOf(release), want)
+		}
+		imgs, err := UpstreamImagesOf(release)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if imgs.ArgoCD != "quay.io/argoproj/argocd:"+release {
+			t.Errorf("Argo CD image %q is not the paired release %s", imgs.ArgoCD, release)
+		}
 	}
-	if imgs.ArgoCD != "quay.io/argoproj/argocd:"+version.ArgoCDVersion {
-		t.Errorf("Argo CD image %q is not the paired release %s", imgs.ArgoCD, version.ArgoCDVersion)
+	if Source() != SourceOf(version.ArgoCDVersion) {
+		t.Errorf("Source() = %q, not the default pair's", Source())
+	}
+}
+
+// The components follow the agent's release (what the issue calls Auto): v0.10.0's agents get
+// Argo CD v3.5.0, v0.9.0's keep v3.4.3, an agent of no known release gets the default pair's.
+func TestComponentsFollowTheAgentsRelease(t *testing.T) {
+	for _, c := range []struct {
+		agentImage, argoCD string
+		known              bool
+	}{
+		{"quay.io/argoprojlabs/argocd-agent:v0.10.0", "v3.5.0", true},
+		{"mirror.example.com/argoprojlabs/argocd-agent:v0.9.0", "v3.4.3", true},
+		{"quay.io/argoprojlabs/argocd-agent:latest", version.ArgoCDVersion, false},
+		{"quay.io/argoprojlabs/argocd-agent@sha256:" + strings.Repeat("a", 64), version.ArgoCDVersion, false},
+	} {
+		pair, known := version.ComponentsPair(c.agentImage)
+		if pair.ArgoCD != c.argoCD || known != c.known {
+			t.Errorf("%s: components of Argo CD %s (known %v), want %s (known %v)", c.agentImage, pair.ArgoCD, known, c.argoCD, c.known)
+			continue
+		}
+		imgs, err := UpstreamImagesOf(pair.ArgoCD)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if imgs.ArgoCD != "quay.io/argoproj/argocd:"+c.argoCD {
+			t.Errorf("%s: the components run %s, want Argo CD %s", c.agentImage, imgs.ArgoCD, c.argoCD)
+		}
+	}
+	// The two releases' CRDs differ: a template built for one is not the other's.
+	older, newer := buildOf(t, "v3.4.3", addon.ModeManaged), buildOf(t, "v3.5.0", addon.ModeManaged)
+	if reflect.DeepEqual(older.Spec, newer.Spec) {
+		t.Error("the components of v3.4.3 and v3.5.0 are the same template")
+	}
+	if !reflect.DeepEqual(build(t, addon.ModeManaged).Spec, buildOf(t, version.ArgoCDVersion, addon.ModeManaged).Spec) {
+		t.Error("an Input that names no release does not get the default pair's")
+	}
+	if _, err := BuildAddOnTemplate(Input{TemplateName: "t", AddonName: testAddon, ArgoCDVersion: "v2.0.0", Mode: addon.ModeManaged}); err == nil {
+		t.Error("a release the binary does not carry was built")
+	}
+	if _, err := UpstreamImagesOf("../v3.5.0"); err == nil {
+		t.Error("a path was taken for a release")
 	}
 }
 
@@ -95,25 +151,27 @@ func TestComponentsPerMode(t *testing.T) {
 		"Service/argocd-repo-server", "NetworkPolicy/" + AgentRedisPolicyName, "AppProject/default",
 	}
 	appSet := []string{"CustomResourceDefinition/applicationsets.argoproj.io", "Deployment/argocd-applicationset-controller"}
-	for _, mode := range []string{addon.ModeManaged, addon.ModeAutonomous} {
-		got := names(render(t, build(t, mode), testValues()))
-		for _, w := range common {
-			if !slices.Contains(got, w) {
-				t.Errorf("%s: %s is missing from %v", mode, w, got)
+	for _, release := range version.ArgoCDVersions() {
+		for _, mode := range []string{addon.ModeManaged, addon.ModeAutonomous} {
+			got := names(render(t, buildOf(t, release, mode), testValues()))
+			for _, w := range common {
+				if !slices.Contains(got, w) {
+					t.Errorf("%s %s: %s is missing from %v", release, mode, w, got)
+				}
 			}
-		}
-		for _, w := range appSet {
-			if slices.Contains(got, w) != (mode == addon.ModeAutonomous) {
-				t.Errorf("%s: %s present=%v, want present only in autonomous mode", mode, w, !slices.Contains(got, w))
+			for _, w := range appSet {
+				if slices.Contains(got, w) != (mode == addon.ModeAutonomous) {
+					t.Errorf("%s %s: %s present=%v, want present only in autonomous mode", release, mode, w, !slices.Contains(got, w))
+				}
 			}
-		}
-		for _, absent := range []string{"Deployment/argocd-server", "Deployment/argocd-dex-server", "Deployment/argocd-notifications-controller"} {
-			if slices.Contains(got, absent) {
-				t.Errorf("%s: %s is installed, but the agent does not need it", mode, absent)
+			for _, absent := range []string{"Deployment/argocd-server", "Deployment/argocd-dex-server", "Deployment/argocd-notifications-controller"} {
+				if slices.Contains(got, absent) {
+					t.Errorf("%s %s: %s is installed, but the agent does not need it", release, mode, absent)
+				}
 			}
-		}
-		if got[0] != "CustomResourceDefinition/applications.argoproj.io" {
-			t.Errorf("%s: CRDs must come first, got %v", mode, got)
+			if got[0] != "CustomResourceDefinition/applications.argoproj.io" {
+				t.Errorf("%s %s: CRDs must come first, got %v", release, mode, got)
+			}
 		}
 	}
 }
@@ -122,9 +180,15 @@ func TestComponentsPerMode(t *testing.T) {
 // up to its budget (500 KiB in addon-framework v1.2, 400 KiB later): every object must fit alone.
 // The AddOnTemplate itself is one etcd object, 1.5 MiB at most.
 func TestSizesFitOCMAndEtcd(t *testing.T) {
+	for _, release := range version.ArgoCDVersions() {
+		t.Run(release, func(t *testing.T) { sizesFit(t, release) })
+	}
+}
+
+func sizesFit(t *testing.T, release string) {
 	const workBudget, etcdLimit = 400 * 1024, 1536 * 1024
 	for _, mode := range []string{addon.ModeManaged, addon.ModeAutonomous} {
-		tpl := build(t, mode)
+		tpl := buildOf(t, release, mode)
 		largest, largestName := 0, ""
 		for _, m := range tpl.Spec.AgentSpec.Workload.Manifests {
 			if len(m.Raw) > largest {
@@ -158,7 +222,13 @@ func TestSizesFitOCMAndEtcd(t *testing.T) {
 // every property of an Application's spec and operation is still there, and a property named
 // "description" (AppProject's spec.description) is a field, not documentation, and stays.
 func TestCRDsKeepTheirValidation(t *testing.T) {
-	all, err := upstreamObjects()
+	for _, release := range version.ArgoCDVersions() {
+		t.Run(release, func(t *testing.T) { crdsKeepTheirValidation(t, release) })
+	}
+}
+
+func crdsKeepTheirValidation(t *testing.T, release string) {
+	all, err := upstreamObjects(release)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +254,7 @@ func TestCRDsKeepTheirValidation(t *testing.T) {
 			fields(prefix+"[]", items, out)
 		}
 	}
-	for _, o := range render(t, build(t, addon.ModeAutonomous), testValues()) {
+	for _, o := range render(t, buildOf(t, release, addon.ModeAutonomous), testValues()) {
 		if o.GetKind() != "CustomResourceDefinition" {
 			continue
 		}
@@ -283,7 +353,13 @@ func podSpec(t *testing.T, o *unstructured.Unstructured) corev1.PodSpec {
 // The restricted Pod Security Standard, as the API server's PodSecurity admission checks it for
 // the fields these pods set.
 func TestPodsMeetTheRestrictedProfile(t *testing.T) {
-	for _, o := range render(t, build(t, addon.ModeAutonomous), testValues()) {
+	for _, release := range version.ArgoCDVersions() {
+		t.Run(release, func(t *testing.T) { podsMeetTheRestrictedProfile(t, release) })
+	}
+}
+
+func podsMeetTheRestrictedProfile(t *testing.T, release string) {
+	for _, o := range render(t, buildOf(t, release, addon.ModeAutonomous), testValues()) {
 		if o.GetKind() != "Deployment" && o.GetKind() != "StatefulSet" {
 			continue
 		}

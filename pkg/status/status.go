@@ -1,7 +1,7 @@
 // Package status prints a fleet's state as the hub sees it: each GitOpsCluster, its clusters,
-// whether their agents are available, the agent image OCM last applied on each, the
-// certificates the principal's ledger holds for each, and why anything is not ready. It only
-// reads, with the rights of whoever runs it.
+// whether their agents are available, the agent image OCM last applied on each and the Argo CD
+// release that agent is built against, the certificates the principal's ledger holds for each,
+// and why anything is not ready. It only reads, with the rights of whoever runs it.
 package status
 
 import (
@@ -26,6 +26,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 )
 
 // Options say what to print.
@@ -88,6 +89,11 @@ func printOne(ctx context.Context, r client.Reader, w io.Writer, goc *v1alpha1.G
 	if p := goc.Status.Principal; p != nil {
 		fmt.Fprintf(w, "  principal %s:%d (%s), namespace %s\n", p.Address, p.Port, p.Source, names.PrincipalNamespace(goc))
 	}
+	if line, err := versions(ctx, r, goc); err != nil {
+		return err
+	} else if line != "" {
+		fmt.Fprintf(w, "  %s\n", line)
+	}
 
 	selected, err := fleet.SelectedClusters(ctx, r, goc.Namespace, goc.Spec.PlacementRef.Name)
 	if err != nil {
@@ -103,7 +109,7 @@ func printOne(ctx context.Context, r client.Reader, w io.Writer, goc *v1alpha1.G
 		why[u.Name] = strings.TrimSpace(u.Reason + " " + u.Message)
 	}
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  CLUSTER\tAGENT\tAGENT IMAGE\tCERTIFICATES\tNOT READY BECAUSE")
+	fmt.Fprintln(tw, "  CLUSTER\tAGENT\tAGENT IMAGE\tBUILT AGAINST\tCERTIFICATES\tNOT READY BECAUSE")
 	for _, c := range shown {
 		agent, image, err := agentState(ctx, r, goc, c, opts.AddonName)
 		if err != nil {
@@ -113,7 +119,7 @@ func printOne(ctx context.Context, r client.Reader, w io.Writer, goc *v1alpha1.G
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c, agent, image, certs, why[c])
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", c, agent, image, builtAgainst(image), certs, why[c])
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -122,6 +128,83 @@ func printOne(ctx context.Context, r client.Reader, w io.Writer, goc *v1alpha1.G
 		fmt.Fprintf(w, "  ... and %d more clusters (--max-clusters)\n", len(clusters)-len(shown))
 	}
 	return nil
+}
+
+// versions describes the releases the GitOpsCluster's current AddOnDeploymentConfig runs: the
+// agent's, the Argo CD it is built against, and the Argo CD components it installs (or that the
+// clusters keep their own). Only a config the GitOpsCluster controls is read; "" when there is none.
+func versions(ctx context.Context, r client.Reader, goc *v1alpha1.GitOpsCluster) (string, error) {
+	name := goc.Status.AddOnDeploymentConfig
+	if name == "" {
+		return "", nil
+	}
+	adc := &addonv1alpha1.AddOnDeploymentConfig{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: name}, adc); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsForbidden(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("reading AddOnDeploymentConfig %s/%s: %w", goc.Namespace, name, err)
+	}
+	if !metav1.IsControlledBy(adc, goc) {
+		return "", nil
+	}
+	vars := map[string]string{}
+	for _, v := range adc.Spec.CustomizedVariables {
+		vars[v.Name] = v.Value
+	}
+	return describeVersions(vars[addon.VarAgentImage], vars[addon.VarArgoCDImage]), nil
+}
+
+// describeVersions says which supported pair an agent image is, and whether the Argo CD
+// components installed beside it (argoCDImage, "" when the clusters keep their own) are its pair.
+func describeVersions(agentImage, argoCDImage string) string {
+	if agentImage == "" {
+		return ""
+	}
+	pair, known := version.PairOfImage(agentImage)
+	var b strings.Builder
+	if known {
+		fmt.Fprintf(&b, "argocd-agent %s, built against Argo CD %s", pair.Agent, pair.ArgoCD)
+	} else {
+		fmt.Fprintf(&b, "argocd-agent %s is not a supported release (%s)", displayTag(agentImage), supported())
+	}
+	switch components := version.ImageTag(argoCDImage); {
+	case argoCDImage == "":
+		b.WriteString("; Argo CD: the clusters' own")
+	case known && components != pair.ArgoCD:
+		fmt.Fprintf(&b, "; Argo CD components %s, not the agent's pair", displayTag(argoCDImage))
+	default:
+		fmt.Fprintf(&b, "; Argo CD components %s", displayTag(argoCDImage))
+	}
+	return b.String()
+}
+
+// builtAgainst is the Argo CD release a cluster's agent image is built against.
+func builtAgainst(image string) string {
+	if image == "-" {
+		return "-"
+	}
+	if pair, ok := version.PairOfImage(image); ok {
+		return "Argo CD " + pair.ArgoCD
+	}
+	return "unsupported release"
+}
+
+// displayTag is an image's tag, or the image itself when it has none (a digest).
+func displayTag(image string) string {
+	if tag := version.ImageTag(image); tag != "" {
+		return tag
+	}
+	return image
+}
+
+// supported lists the supported pairs.
+func supported() string {
+	var out []string
+	for _, p := range version.Pairs() {
+		out = append(out, p.Agent+" with Argo CD "+p.ArgoCD)
+	}
+	return "supported: " + strings.Join(out, ", ")
 }
 
 // agentState is the agent addon's Available condition on the cluster and the agent image of

@@ -37,6 +37,11 @@ const LabelValueReplace = "Replace"
 // configuration, the cluster it is for (the template's name holds only a hash of it).
 const AnnotationConfigCluster = "argocd-agent-addon.open-cluster-management.io/cluster"
 
+// LabelMirrorsOf marks an AddOnDeploymentConfig that carries a GitOpsCluster's config with the
+// images moved to a cluster's image mirrors; its value is the hash part of the name of the
+// config it was made from.
+const LabelMirrorsOf = "argocd-agent-addon.open-cluster-management.io/mirrors-of"
+
 // Keys of the hub objects the GitOpsCluster reconciler writes: the principal's PKI secrets and
 // Deployment, and the agents' Argo CD cluster secrets (the last three are Argo CD's and
 // argocd-agent's own keys).

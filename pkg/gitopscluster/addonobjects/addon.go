@@ -98,7 +98,7 @@ func (w *Writer) Apply(ctx context.Context, goc *v1alpha1.GitOpsCluster, princip
 	if err := w.applyCMAEntry(ctx, goc, &entry); err != nil {
 		return Applied{}, fmt.Errorf("writing ClusterManagementAddOn %s: %w", w.Config.AddonName, err)
 	}
-	componentsWaiting, clusterCfg, err := w.applyComponents(ctx, goc, mode, config, rollout, owned)
+	componentsWaiting, clusterCfg, err := w.applyComponents(ctx, goc, mode, adc, rollout, owned)
 	if err != nil {
 		return Applied{}, err
 	}
@@ -419,8 +419,9 @@ func (w *Writer) PruneDeploymentConfigs(ctx context.Context, goc *v1alpha1.GitOp
 	}
 	var stale []*addonv1alpha1.AddOnDeploymentConfig
 	for i := range adcs.Items {
-		if adcs.Items[i].Name != current {
-			stale = append(stale, &adcs.Items[i])
+		// The clusters' mirrored copies of the current config are Apply's to delete (mirrors.go).
+		if a := &adcs.Items[i]; a.Name != current && a.Labels[v1alpha1.LabelMirrorsOf] != configHash(goc, current) {
+			stale = append(stale, a)
 		}
 	}
 	if len(stale) == 0 {

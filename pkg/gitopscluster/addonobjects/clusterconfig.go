@@ -3,20 +3,29 @@ package addonobjects
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
 
-// addOnTemplatesConfig is the config kind OCM reads an addon's AddOnTemplate from.
-var addOnTemplatesConfig = addonv1alpha1.ConfigGroupResource{Group: addonv1alpha1.GroupName, Resource: "addontemplates"}
+// addOnTemplatesConfig and deploymentConfigsConfig are the config kinds OCM reads an addon's
+// AddOnTemplate and AddOnDeploymentConfig from.
+var (
+	addOnTemplatesConfig    = addonv1alpha1.ConfigGroupResource{Group: addonv1alpha1.GroupName, Resource: addon.ResourceAddOnTemplates}
+	deploymentConfigsConfig = addonv1alpha1.ConfigGroupResource{Group: addonv1alpha1.GroupName, Resource: addon.ResourceAddOnDeploymentConfigs}
+)
 
 // ClusterConfigs is the outcome of applyClusterConfigs.
 type ClusterConfigs struct {
@@ -27,17 +36,29 @@ type ClusterConfigs struct {
 	// heldByOthers are clusters whose ManagedClusterAddOn already names an AddOnTemplate that
 	// is not this GitOpsCluster's (a hub admin's own override): left as they are.
 	heldByOthers []string
+	// mirrorsHeldByOthers are clusters with image mirrors whose ManagedClusterAddOn already
+	// names an AddOnDeploymentConfig that is not this GitOpsCluster's.
+	mirrorsHeldByOthers []string
+}
+
+// clusterWant is what one cluster's components ManagedClusterAddOn names itself: an
+// AddOnTemplate and an AddOnDeploymentConfig (in the GitOpsCluster's namespace), "" for the
+// ClusterManagementAddOn entry's.
+type clusterWant struct {
+	template, config string
 }
 
 // applyClusterConfigs gives each selected cluster that has an entry in clusterArgoCDConfig a
 // components AddOnTemplate of its own (base, the GitOpsCluster's template, with the cluster's
-// keys on top) and names it in the cluster's components ManagedClusterAddOn, which OCM reads
-// before the ClusterManagementAddOn's default. A ManagedClusterAddOn that names this
-// GitOpsCluster's template for a cluster without an entry any more is given the default back.
-// owned nil (selection unknown) writes the templates and changes no ManagedClusterAddOn.
-func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, base *addonv1alpha1.AddOnTemplate, owned sets.Set[string]) (ClusterConfigs, error) {
+// keys on top), and each selected cluster whose image mirrors move an image an
+// AddOnDeploymentConfig of its own (mirrors.go), and names them in the cluster's components
+// ManagedClusterAddOn, which OCM reads before the ClusterManagementAddOn's default. A
+// ManagedClusterAddOn that names this GitOpsCluster's template or config for a cluster that
+// no longer needs one is given the default back. owned nil (selection unknown) writes the
+// templates and changes no ManagedClusterAddOn.
+func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, base *addonv1alpha1.AddOnTemplate, shared *addonv1alpha1.AddOnDeploymentConfig, owned sets.Set[string]) (ClusterConfigs, error) {
 	out := ClusterConfigs{templates: sets.New[string]()}
-	wanted := map[string]string{}
+	wanted := map[string]clusterWant{}
 	for i := range goc.Spec.ArgoCDAgentAddon.ClusterArgoCDConfig {
 		entry := &goc.Spec.ArgoCDAgentAddon.ClusterArgoCDConfig[i]
 		if owned != nil && !owned.Has(entry.ClusterName) {
@@ -45,6 +66,8 @@ func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCl
 			continue
 		}
 		tmpl := base.DeepCopy()
+		// base may have just been created, which filled in what the API server set.
+		tmpl.ObjectMeta = metav1.ObjectMeta{Labels: tmpl.Labels}
 		tmpl.Name = names.ComponentsClusterTemplateName(goc, entry.ClusterName)
 		tmpl.Annotations = map[string]string{v1alpha1.AnnotationConfigCluster: entry.ClusterName}
 		if err := spoke.ApplyConfigMapData(tmpl.Spec.AgentSpec.Workload.Manifests, configData(&entry.ArgoCDConfig)); err != nil {
@@ -54,34 +77,76 @@ func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCl
 			return out, err
 		}
 		out.templates.Insert(tmpl.Name)
-		wanted[entry.ClusterName] = tmpl.Name
+		wanted[entry.ClusterName] = clusterWant{template: tmpl.Name}
 	}
 	if owned == nil || w.ComponentsAddOns == nil {
 		return out, nil
+	}
+	mirrored, err := w.mirroredConfigs(ctx, goc, shared, owned)
+	if err != nil {
+		return out, err
+	}
+	for c, name := range mirrored {
+		cw := wanted[c]
+		cw.config = name
+		wanted[c] = cw
 	}
 	var mcas addonv1alpha1.ManagedClusterAddOnList
 	// Read-only walk over every cluster's components addon: no copies of the cache's objects.
 	if err := w.ComponentsAddOns.List(ctx, &mcas, client.UnsafeDisableDeepCopy); err != nil {
 		return out, err
 	}
+	// The configs the ManagedClusterAddOns name once this pass is done, or OCM still renders.
+	named := sets.New[string]()
 	for i := range mcas.Items {
 		mca := &mcas.Items[i]
-		want, current := wanted[mca.Namespace], templateConfig(mca)
-		switch {
-		case current == want: // none wanted and none named, or already this cluster's
-			continue
-		case want != "" && current != "": // want is never another's name, so current is
+		want := wanted[mca.Namespace]
+		tmpl, tmplHeld := decideConfig(want.template, templateConfig(mca), func(name string) bool {
+			return name == names.ComponentsClusterTemplateName(goc, mca.Namespace)
+		})
+		if tmplHeld {
 			out.heldByOthers = append(out.heldByOthers, mca.Namespace)
-			continue
-		case want == "" && current != names.ComponentsClusterTemplateName(goc, mca.Namespace): // not ours to remove
+		}
+		var cfg *string
+		cfgHeld := want.config != ""
+		if current, ok := deploymentConfig(mca, goc.Namespace); ok {
+			cfg, cfgHeld = decideConfig(want.config, current, func(name string) bool { return strings.HasPrefix(name, DeploymentConfigPrefix(goc)) })
+			if cfg != nil {
+				current = *cfg
+			}
+			named.Insert(current)
+		}
+		named.Insert(configsInStatus(mca, goc.Namespace)...)
+		if cfgHeld {
+			out.mirrorsHeldByOthers = append(out.mirrorsHeldByOthers, mca.Namespace)
+		}
+		if tmpl == nil && cfg == nil {
 			continue
 		}
-		if err := w.setTemplateConfig(ctx, mca, want); err != nil {
+		if err := w.setConfigs(ctx, mca, goc.Namespace, tmpl, cfg); err != nil {
 			return out, err
 		}
 	}
+	if err := w.deleteUnusedMirroredConfigs(ctx, goc, shared.Name, named.Insert(slices.Collect(maps.Values(mirrored))...)); err != nil {
+		return out, err
+	}
 	sort.Strings(out.heldByOthers)
+	sort.Strings(out.mirrorsHeldByOthers)
 	return out, nil
+}
+
+// decideConfig says what one config kind of a ManagedClusterAddOn must become: nil to leave
+// it, else the name to set ("" removes it). current is what it names ("" none); ours tells
+// this GitOpsCluster's names from a hub admin's, which are never replaced (held reports a
+// wanted change that one keeps from being made).
+func decideConfig(want, current string, ours func(string) bool) (change *string, held bool) {
+	switch {
+	case current == want:
+		return nil, false
+	case current != "" && !ours(current):
+		return nil, want != ""
+	}
+	return &want, false
 }
 
 // templateConfig is the AddOnTemplate a ManagedClusterAddOn names in its own configs, "" if none.
@@ -94,22 +159,44 @@ func templateConfig(mca *addonv1alpha1.ManagedClusterAddOn) string {
 	return ""
 }
 
-// setTemplateConfig names template in the ManagedClusterAddOn's configs ("" removes the entry),
-// keeping every other config a hub admin set there. mca is the cache's object and is not changed.
-func (w *Writer) setTemplateConfig(ctx context.Context, mca *addonv1alpha1.ManagedClusterAddOn, template string) error {
+// deploymentConfig is the AddOnDeploymentConfig a ManagedClusterAddOn names in its own configs
+// ("" if none); ok is false when what it names could not be one of this GitOpsCluster's (in
+// another namespace, or more than one).
+func deploymentConfig(mca *addonv1alpha1.ManagedClusterAddOn, ns string) (name string, ok bool) {
+	n := 0
+	for _, c := range mca.Spec.Configs {
+		if c.ConfigGroupResource == deploymentConfigsConfig {
+			n++
+			name, ok = c.Name, c.Namespace == ns
+		}
+	}
+	if n > 1 {
+		return name, false
+	}
+	return name, n == 0 || ok
+}
+
+// setConfigs names template and config (in namespace ns) in the ManagedClusterAddOn's configs,
+// each only when not nil ("" removes that kind's entry), keeping every other config a hub
+// admin set there. mca is the cache's object and is not changed.
+func (w *Writer) setConfigs(ctx context.Context, mca *addonv1alpha1.ManagedClusterAddOn, ns string, template, config *string) error {
 	live := mca.DeepCopy()
 	configs := live.Spec.Configs[:0:0]
 	for _, c := range live.Spec.Configs {
-		if c.ConfigGroupResource != addOnTemplatesConfig {
-			configs = append(configs, c)
+		if template != nil && c.ConfigGroupResource == addOnTemplatesConfig || config != nil && c.ConfigGroupResource == deploymentConfigsConfig {
+			continue
 		}
+		configs = append(configs, c)
 	}
-	if template != "" {
-		configs = append(configs, addonv1alpha1.AddOnConfig{ConfigGroupResource: addOnTemplatesConfig, ConfigReferent: addonv1alpha1.ConfigReferent{Name: template}})
+	if template != nil && *template != "" {
+		configs = append(configs, addonv1alpha1.AddOnConfig{ConfigGroupResource: addOnTemplatesConfig, ConfigReferent: addonv1alpha1.ConfigReferent{Name: *template}})
+	}
+	if config != nil && *config != "" {
+		configs = append(configs, addonv1alpha1.AddOnConfig{ConfigGroupResource: deploymentConfigsConfig, ConfigReferent: addonv1alpha1.ConfigReferent{Namespace: ns, Name: *config}})
 	}
 	live.Spec.Configs = configs
 	if err := w.Client.Patch(ctx, live, client.MergeFromWithOptions(mca, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("naming the cluster's AddOnTemplate in ManagedClusterAddOn %s/%s: %w", mca.Namespace, mca.Name, err)
+		return fmt.Errorf("naming the cluster's own configs in ManagedClusterAddOn %s/%s: %w", mca.Namespace, mca.Name, err)
 	}
 	return nil
 }
@@ -123,6 +210,9 @@ func (c ClusterConfigs) Notes() string {
 	}
 	if len(c.heldByOthers) > 0 {
 		s += "; clusterArgoCDConfig not applied where the components ManagedClusterAddOn already names another AddOnTemplate (remove that config to use this one): " + fleet.Summarize(c.heldByOthers)
+	}
+	if len(c.mirrorsHeldByOthers) > 0 {
+		s += "; image mirrors not applied to the Argo CD components' StatefulSet and init containers where the components ManagedClusterAddOn already names another AddOnDeploymentConfig (remove that config to use the cluster's own): " + fleet.Summarize(c.mirrorsHeldByOthers)
 	}
 	return s
 }

@@ -55,7 +55,7 @@ func (w *Writer) componentsCMA() *addonv1alpha1.ClusterManagementAddOn {
 // applyComponents writes the components template and this GitOpsCluster's entry of the
 // components addon, or removes both when the clusters' existing Argo CD is to be used. It
 // reports waiting while the entry keeps naming the user's Placement (see below).
-func (w *Writer) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, mode string, adc types.NamespacedName, rollout clusterv1alpha1.RolloutStrategy, owned sets.Set[string]) (bool, ClusterConfigs, error) {
+func (w *Writer) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, mode string, adc *addonv1alpha1.AddOnDeploymentConfig, rollout clusterv1alpha1.RolloutStrategy, owned sets.Set[string]) (bool, ClusterConfigs, error) {
 	cma := w.componentsCMA()
 	name := names.ComponentsTemplateName(goc)
 	if !componentsWanted(goc) {
@@ -84,7 +84,7 @@ func (w *Writer) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluste
 	if err := w.writeTemplate(ctx, goc, tmpl); err != nil {
 		return false, cfg, err
 	}
-	if cfg, err = w.applyClusterConfigs(ctx, goc, tmpl, owned); err != nil {
+	if cfg, err = w.applyClusterConfigs(ctx, goc, tmpl, adc, owned); err != nil {
 		return false, cfg, err
 	}
 	placement, err := w.applyComponentsPlacement(ctx, goc)
@@ -97,7 +97,7 @@ func (w *Writer) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluste
 	if waiting, err := w.copyBehind(ctx, goc, cma.Name, placement); err != nil || waiting {
 		return waiting, cfg, err
 	}
-	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: placement}, tmpl.Name, adc, rollout)
+	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: placement}, tmpl.Name, types.NamespacedName{Namespace: adc.Namespace, Name: adc.Name}, rollout)
 	if err := w.applyCMAEntryTo(ctx, goc, cma, placement, &entry); err != nil {
 		return false, cfg, fmt.Errorf("writing ClusterManagementAddOn %s: %w", cma.Name, err)
 	}

@@ -51,6 +51,7 @@ const (
 	LabelGitOpsClusterNamespace = "gitopscluster_namespace"
 	LabelGitOpsCluster          = "gitopscluster"
 	LabelCondition              = "condition"
+	LabelReason                 = "reason"
 	LabelPrincipalNamespace     = "principal_namespace"
 	LabelSecret                 = "secret"
 )
@@ -70,7 +71,8 @@ var (
 	departuresDesc = prometheus.NewDesc(MetricPendingDepartures,
 		"Clusters that left the selection and whose agents are revoked once the departure is confirmed or approved (status.pendingDepartures).", gocLabels, nil)
 	conditionDesc = prometheus.NewDesc(MetricCondition,
-		"The GitOpsCluster's status conditions by type: 1 when True, 0 when False or Unknown.", append(gocLabels, LabelCondition), nil)
+		"The GitOpsCluster's status conditions by type, with their current reason: 1 when True, 0 when False or Unknown.",
+		append(gocLabels, LabelCondition, LabelReason), nil)
 	entriesDesc = prometheus.NewDesc(MetricBlocklistEntries,
 		"Client certificates on the principal's TLS blocklist (keys of the argocd-agent-tls-blocklist ConfigMap).", principalLabels, nil)
 	bytesDesc = prometheus.NewDesc(MetricBlocklistBytes,
@@ -178,7 +180,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(g.value), goc.Namespace, goc.Name)
 		}
 		for _, cond := range st.Conditions {
-			ch <- prometheus.MustNewConstMetric(conditionDesc, prometheus.GaugeValue, boolValue(cond.Status == metav1.ConditionTrue), goc.Namespace, goc.Name, cond.Type)
+			// The reason is one of the few the API declares per type, so the series stay few.
+			ch <- prometheus.MustNewConstMetric(conditionDesc, prometheus.GaugeValue, boolValue(cond.Status == metav1.ConditionTrue),
+				goc.Namespace, goc.Name, cond.Type, cond.Reason)
 		}
 		// A principal namespace outside the managed ones is refused by the reconciler and not
 		// in the cache.

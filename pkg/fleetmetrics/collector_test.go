@@ -36,8 +36,8 @@ func scheme(t *testing.T) *runtime.Scheme {
 	return s
 }
 
-func condition(typ string, status metav1.ConditionStatus) metav1.Condition {
-	return metav1.Condition{Type: typ, Status: status, Reason: "Test", LastTransitionTime: metav1.Now()}
+func condition(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, LastTransitionTime: metav1.Now()}
 }
 
 // tlsSecret is a kubernetes.io/tls Secret holding cert.
@@ -63,10 +63,12 @@ func TestCollectorReportsStatusBlocklistAndCertificates(t *testing.T) {
 	fleetA := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "gitops", Name: "fleet-a"},
 		Spec: v1alpha1.GitOpsClusterSpec{ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{PrincipalNamespace: "argocd"}},
 		Status: v1alpha1.GitOpsClusterStatus{SelectedClusters: 5, AvailableAgents: 3, AgentsOnOtherVersion: 1, RevokedAgents: 2, PendingDepartures: 4,
-			Conditions: []metav1.Condition{condition(v1alpha1.ConditionReady, metav1.ConditionFalse), condition(v1alpha1.ConditionRevocationPaused, metav1.ConditionTrue)}}}
+			Conditions: []metav1.Condition{condition(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ReasonNotReady),
+				condition(v1alpha1.ConditionRevocationPaused, metav1.ConditionTrue, v1alpha1.ReasonTooManyDepartures)}}}
 	fleetB := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "fleet-b"},
 		Status: v1alpha1.GitOpsClusterStatus{SelectedClusters: 2, AvailableAgents: 2,
-			Conditions: []metav1.Condition{condition(v1alpha1.ConditionReady, metav1.ConditionTrue), condition(v1alpha1.ConditionAgentsAvailable, metav1.ConditionUnknown)}}}
+			Conditions: []metav1.Condition{condition(v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReady),
+				condition(v1alpha1.ConditionAgentsAvailable, metav1.ConditionUnknown, v1alpha1.ReasonAgentsUnavailable)}}}
 	elsewhere := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "fleet-c"}}
 	blocklist := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: ledger.BlocklistName},
 		Data: map[string]string{strings.Repeat("A", 64): "", strings.Repeat("B", 64): ""}}
@@ -115,12 +117,12 @@ func TestCollectorReportsStatusBlocklistAndCertificates(t *testing.T) {
 %[5]s{gitopscluster="fleet-a",gitopscluster_namespace="gitops"} 4
 %[5]s{gitopscluster="fleet-b",gitopscluster_namespace="argocd"} 0
 %[5]s{gitopscluster="fleet-c",gitopscluster_namespace="other"} 0
-# HELP %[6]s The GitOpsCluster's status conditions by type: 1 when True, 0 when False or Unknown.
+# HELP %[6]s The GitOpsCluster's status conditions by type, with their current reason: 1 when True, 0 when False or Unknown.
 # TYPE %[6]s gauge
-%[6]s{condition="Ready",gitopscluster="fleet-a",gitopscluster_namespace="gitops"} 0
-%[6]s{condition="RevocationPaused",gitopscluster="fleet-a",gitopscluster_namespace="gitops"} 1
-%[6]s{condition="Ready",gitopscluster="fleet-b",gitopscluster_namespace="argocd"} 1
-%[6]s{condition="AgentsAvailable",gitopscluster="fleet-b",gitopscluster_namespace="argocd"} 0
+%[6]s{condition="Ready",gitopscluster="fleet-a",gitopscluster_namespace="gitops",reason="NotReady"} 0
+%[6]s{condition="RevocationPaused",gitopscluster="fleet-a",gitopscluster_namespace="gitops",reason="TooManyDepartures"} 1
+%[6]s{condition="Ready",gitopscluster="fleet-b",gitopscluster_namespace="argocd",reason="Ready"} 1
+%[6]s{condition="AgentsAvailable",gitopscluster="fleet-b",gitopscluster_namespace="argocd",reason="SomeUnavailable"} 0
 # HELP %[7]s Client certificates on the principal's TLS blocklist (keys of the argocd-agent-tls-blocklist ConfigMap).
 # TYPE %[7]s gauge
 %[7]s{principal_namespace="argocd"} 2

@@ -148,7 +148,7 @@ func validateImage(what, image string) error {
 	return nil
 }
 
-// agentLogLevels are the levels argocd-agent v0.9.0 accepts (logrus names,
+// agentLogLevels are the levels argocd-agent (v0.9.0, v0.10.0) accepts (logrus names,
 // matched case-insensitively); note "warning", not "warn".
 var agentLogLevels = map[string]bool{
 	"trace": true, "debug": true, "info": true, "warning": true, "error": true, "fatal": true,

@@ -45,13 +45,17 @@ const (
 	// AgentProcessName is the process the reloader signals.
 	AgentProcessName = "argocd-agent"
 	// HealthzPort and MetricsPort are set explicitly on the agent because
-	// argocd-agent v0.9.0's flag defaults (8001/8181) and its install
-	// manifests (8002) disagree.
+	// argocd-agent's flag defaults (8001/8181, v0.9.0 and v0.10.0) and its
+	// install manifests (8002) disagree.
 	HealthzPort = 8002
 	MetricsPort = 8181
 	// AgentRunAsUser is the UID of the argocd-agent image (USER 999); the
 	// reloader runs as the same UID so it may signal the agent process.
 	AgentRunAsUser = 999
+	// AdoptionPolicyEnv is argocd-agent v0.10.0's environment variable for its
+	// --adoption-policy flag; AdoptionPolicyNever the value the agent runs with.
+	AdoptionPolicyEnv   = "ARGOCD_AGENT_ADOPTION_POLICY"
+	AdoptionPolicyNever = "never"
 )
 
 // Labels put on every spoke object and on the hub objects this package builds.

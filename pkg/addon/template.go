@@ -153,7 +153,7 @@ func validateTemplateInput(in TemplateInput) error {
 	if err := validateMode(in.Mode); err != nil {
 		return err
 	}
-	// argocd-agent v0.9.0's NewAgent refuses to start with both.
+	// argocd-agent's NewAgent (v0.9.0 and v0.10.0) refuses to start with both.
 	if in.DestinationBasedMapping && in.Mode == ModeAutonomous {
 		return fmt.Errorf("destination-based mapping needs managed mode")
 	}
@@ -270,21 +270,23 @@ func caSecret(caPEM []byte) *corev1.Secret {
 
 var (
 	readWriteVerbs = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
-	// Without create: in autonomous mode argocd-agent v0.9.0 discards every
+	// Without create: in autonomous mode argocd-agent (v0.9.0, v0.10.0) discards every
 	// incoming create of applications, appprojects and repository secrets and
 	// ignores GPG key configmaps (agent/inbound.go), but it still updates
 	// (operations) and deletes (hub-requested) existing ones.
 	autonomousVerbs = []string{"delete", "get", "list", "patch", "update", "watch"}
 )
 
-// role grants what argocd-agent v0.9.0 calls in its own namespace (--namespace):
+// role grants what argocd-agent calls in its own namespace (--namespace), the same in v0.9.0 and
+// v0.10.0 (docs/compatibility.md lists the calls of each release and where they are made):
 //
 //   - applications, appprojects: list+watch (its informers, both modes); get, update, patch,
 //     delete (changes the principal sends: agent/inbound.go); create in managed mode only
 //     (createApplication, processIncomingAppProject).
 //   - secrets: list+watch (repository informer), get (the argocd-agent-ca root CA secret),
 //     and the same writes as applications for repository secrets (processIncomingRepository).
-//   - configmaps: the same writes for the GPG keys ConfigMap (processIncomingGPGKey).
+//   - configmaps: the same writes for the GPG keys ConfigMap (processIncomingGPGKey), and
+//     list+watch for its GPG-key informer.
 //   - events: create (its event recorder) and list (the resource proxy lists events, the only
 //     LIST it answers).
 //
@@ -327,7 +329,7 @@ func roleBinding() *rbacv1.RoleBinding {
 	}
 }
 
-// clusterRole grants what argocd-agent v0.9.0 calls outside its namespace:
+// clusterRole grants what argocd-agent (v0.9.0 and v0.10.0) calls outside its namespace:
 //
 //   - namespaces: list+watch (its namespace informer, both modes).
 //   - applications: get, cluster-wide, in managed mode: on every (re)connect the agent resyncs
@@ -384,9 +386,12 @@ func agentSubject() rbacv1.Subject {
 	return rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: AgentName, Namespace: DefaultAgentInstallNamespace}
 }
 
-// agentArgs configures argocd-agent v0.9.0 by flags (cmd/argocd-agent/agent.go).
-// The client cert comes from the files OCM mounts for the CustomSigner
-// registration; the root CA from the argocd-agent-ca secret.
+// agentArgs configures argocd-agent by flags (cmd/argocd-agent/agent.go) that v0.9.0 and v0.10.0
+// both have: one template serves agents of either release, and during a version change (which
+// rolls out by the AddOnDeploymentConfig's image) a cluster not yet released renders the same
+// template with the old image, which refuses a flag it does not know. The client cert comes
+// from the files OCM mounts for the CustomSigner registration; the root CA from the
+// argocd-agent-ca secret.
 func agentArgs(signerName string, destinationBasedMapping bool, redisAddress string) []string {
 	dir := ClientCertMountDir(signerName)
 	args := []string{
@@ -468,6 +473,14 @@ func deployment(signerName string, pullSecrets []string, destinationBasedMapping
 				Key:                  redis.SecretKey,
 				Optional:             ptr.To(true),
 			}},
+		}, {
+			// argocd-agent v0.10.0 adopts by default an Application the principal sends when one
+			// of that name already exists in its namespace: the cluster's own, or one the basic
+			// pull model delivered, which OCM's work agent keeps applying. Never adopting keeps
+			// v0.9.0's behaviour (it left them alone) and reports the clash to the principal. An
+			// environment variable, not the flag: v0.9.0 ignores it, and refuses the flag.
+			Name:  AdoptionPolicyEnv,
+			Value: AdoptionPolicyNever,
 		}},
 		Ports: []corev1.ContainerPort{
 			{Name: "healthz", ContainerPort: HealthzPort, Protocol: corev1.ProtocolTCP},

@@ -36,18 +36,26 @@ type Images struct {
 }
 
 // Tags names each image as the manifests that run it do once spoke.imageRegistry is the
-// fleet's registry: the upstream repositories and tags of the components addon's Argo CD.
+// fleet's registry: the upstream repositories and tags of the components addon's Argo CD, of
+// every paired release (the components follow the agents' release), each name once.
 func (s Images) Tags(reg string) []Image {
-	up, _ := spoke.UpstreamImages()
-	return []Image{
-		{s.Manager, ManagerRepository(reg) + ":" + s.ManagerTag},
-		{s.ArgoCD, spoke.RewriteRegistry(up.ArgoCD, reg)},
-		{s.Redis, spoke.RewriteRegistry(up.Redis, reg)},
-		{s.Hello, s.HelloRef(reg)},
-		{s.Hello, HelloRef(reg, 2)},
-		{s.Agent, StandInAgentRef(reg, "")},
-		{s.Agent, StandInAgentRef(reg, StandInAgentSecondTag)},
+	out := []Image{{s.Manager, ManagerRepository(reg) + ":" + s.ManagerTag}}
+	seen := map[string]bool{}
+	for _, release := range version.ArgoCDVersions() {
+		up, _ := spoke.UpstreamImagesOf(release)
+		for _, img := range []Image{{s.ArgoCD, spoke.RewriteRegistry(up.ArgoCD, reg)}, {s.Redis, spoke.RewriteRegistry(up.Redis, reg)}} {
+			if !seen[img.Ref] {
+				seen[img.Ref] = true
+				out = append(out, img)
+			}
+		}
 	}
+	return append(out,
+		Image{s.Hello, s.HelloRef(reg)},
+		Image{s.Hello, HelloRef(reg, 2)},
+		Image{s.Agent, StandInAgentRef(reg, "")},
+		Image{s.Agent, StandInAgentRef(reg, StandInAgentSecondTag)},
+	)
 }
 
 // HelloRef is the hello test image's name in the registry reg.

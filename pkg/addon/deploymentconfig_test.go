@@ -191,3 +191,17 @@ func TestValidatedValuesKeepJSONValid(t *testing.T) {
 		}
 	}
 }
+
+// The agent image is read back from the config the components' release is picked from.
+func TestVariableReadsTheConfig(t *testing.T) {
+	adc := mustADC(t, validADCInput())
+	if got := Variable(adc, VarAgentImage); got != validADCInput().AgentImage {
+		t.Errorf("agent image %q, want %q", got, validADCInput().AgentImage)
+	}
+	if got := Variable(adc, "NO_SUCH_VARIABLE"); got != "" {
+		t.Errorf("an absent variable reads %q", got)
+	}
+	if got := Variable(nil, VarAgentImage); got != "" {
+		t.Errorf("no config reads %q", got)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 )
 
 // Variables the ADC carries as customizedVariables. They hold what is the same
@@ -83,4 +85,19 @@ func ValidateVariable(name, value string) error {
 		}
 	}
 	return nil
+}
+
+// Variable returns the value of a customized variable of an AddOnDeploymentConfig, "" when it
+// has none: for example the agent image (VarAgentImage), whose release picks the Argo CD
+// components that go beside it.
+func Variable(adc *addonv1alpha1.AddOnDeploymentConfig, name string) string {
+	if adc == nil {
+		return ""
+	}
+	for _, v := range adc.Spec.CustomizedVariables {
+		if v.Name == name {
+			return v.Value
+		}
+	}
+	return ""
 }

@@ -65,7 +65,23 @@ func validRelease(argoCDVersion string) bool {
 	return argoCDVersion != "" && !strings.ContainsAny(argoCDVersion, "/\\") && argoCDVersion != "." && argoCDVersion != ".."
 }
 
-// release is the Argo CD release an Input asks for: the default pair's when it names none.
+// ImagesFor reads the images of the Argo CD release paired with the agent image's release (the
+// default pair's for an image of no supported release), the components that go beside it.
+func ImagesFor(agentImage string) (Images, error) {
+	pair, _ := version.ComponentsPair(agentImage)
+	return UpstreamImagesOf(pair.ArgoCD)
+}
+
+// releaseOf is the Argo CD release an Input installs.
+func releaseOf(in Input) (string, error) {
+	if in.ArgoCDVersion == "" {
+		pair, _ := version.ComponentsPair(in.AgentImage)
+		return pair.ArgoCD, nil
+	}
+	return release(in.ArgoCDVersion)
+}
+
+// release is the Argo CD release asked for: the default pair's when it names none.
 func release(argoCDVersion string) (string, error) {
 	if argoCDVersion == "" {
 		return version.ArgoCDVersion, nil
@@ -86,9 +102,12 @@ type Images struct {
 type Input struct {
 	// TemplateName is the AddOnTemplate's name; AddonName the components addon it belongs to.
 	TemplateName, AddonName string
-	// ArgoCDVersion is the Argo CD release to install, one of ArgoCDVersions: the pair of the
-	// agent that runs beside it (version.ComponentsPair). Empty is the default pair's.
+	// ArgoCDVersion is the Argo CD release to install, one of ArgoCDVersions. Empty: the pair
+	// of AgentImage's release (version.ComponentsPair), the default pair's when that is empty
+	// or no supported release.
 	ArgoCDVersion string
+	// AgentImage is the argocd-agent image the components run beside.
+	AgentImage string
 	// Mode is "managed" or "autonomous"; autonomous adds the ApplicationSet CRD and controller.
 	Mode string
 	// ImagePullSecrets are added to every pod; the Secrets must exist in the agent namespace.
@@ -282,7 +301,7 @@ var rendered sync.Map
 
 // renderedManifests returns fresh copies of the manifests for in, rendering them once per key.
 func renderedManifests(in Input) ([]workv1.Manifest, error) {
-	argoCDVersion, err := release(in.ArgoCDVersion)
+	argoCDVersion, err := releaseOf(in)
 	if err != nil {
 		return nil, err
 	}

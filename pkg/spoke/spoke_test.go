@@ -127,6 +127,24 @@ func TestComponentsFollowTheAgentsRelease(t *testing.T) {
 			t.Errorf("%s: the components run %s, want Argo CD %s", c.agentImage, imgs.ArgoCD, c.argoCD)
 		}
 	}
+	// Given the agent's image, the builder and ImagesFor pick the same release.
+	for image, release := range map[string]string{
+		"quay.io/argoprojlabs/argocd-agent:v0.9.0":  "v3.4.3",
+		"quay.io/argoprojlabs/argocd-agent:v0.10.0": "v3.5.0",
+		"quay.io/argoprojlabs/argocd-agent:latest":  version.ArgoCDVersion,
+		"": version.ArgoCDVersion,
+	} {
+		tpl, err := BuildAddOnTemplate(Input{TemplateName: "argocd-components-ns.goc", AddonName: testAddon, AgentImage: image, Mode: addon.ModeManaged})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(tpl.Spec, buildOf(t, release, addon.ModeManaged).Spec) {
+			t.Errorf("agent image %q: the components are not Argo CD %s's", image, release)
+		}
+		if imgs, err := ImagesFor(image); err != nil || imgs.ArgoCD != "quay.io/argoproj/argocd:"+release {
+			t.Errorf("ImagesFor(%q) = %+v, %v; want Argo CD %s", image, imgs, err, release)
+		}
+	}
 	// The two releases' CRDs differ: a template built for one is not the other's.
 	older, newer := buildOf(t, "v3.4.3", addon.ModeManaged), buildOf(t, "v3.5.0", addon.ModeManaged)
 	if reflect.DeepEqual(older.Spec, newer.Spec) {

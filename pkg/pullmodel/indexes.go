@@ -24,7 +24,14 @@ const (
 	IndexWorkBySpokeApplication = "pullmodel.work.spoke"
 	// IndexAppByProject indexes marked Applications by the AppProject they name.
 	IndexAppByProject = "pullmodel.app.project"
+	// IndexAppByClusterProject indexes marked Applications by ClusterProjectKey of their target
+	// cluster and the AppProject they name.
+	IndexAppByClusterProject = "pullmodel.app.clusterproject"
 )
+
+// ClusterProjectKey is "<cluster>/<project>": the Applications of one cluster that name one
+// AppProject, which share that project's ManifestWork there.
+func ClusterProjectKey(cluster, project string) string { return cluster + "/" + project }
 
 // ForWork maps a ManifestWork event to a reconcile of its hub Application.
 func ForWork(_ context.Context, o client.Object) []reconcile.Request {
@@ -69,12 +76,21 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	}); err != nil {
 		return err
 	}
-	return idx.IndexField(ctx, NewApplication(), IndexAppByProject, func(o client.Object) []string {
+	if err := idx.IndexField(ctx, NewApplication(), IndexAppByProject, func(o client.Object) []string {
 		u, ok := o.(*unstructured.Unstructured)
 		if !ok {
 			return nil
 		}
 		return []string{ProjectOf(u)}
+	}); err != nil {
+		return err
+	}
+	return idx.IndexField(ctx, NewApplication(), IndexAppByClusterProject, func(o client.Object) []string {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok || TargetCluster(u) == "" {
+			return nil
+		}
+		return []string{ClusterProjectKey(TargetCluster(u), ProjectOf(u))}
 	})
 }
 

@@ -57,6 +57,11 @@ const (
 	// resources finalizer without waiting for the cluster to delete the workload (see
 	// propagation's offline release).
 	AnnotationReleaseWithoutCluster = "apps.open-cluster-management.io/release-without-cluster"
+	// LabelProjectWork ("true") marks a ManifestWork that carries a hub AppProject to a cluster
+	// for the Applications there that name it (one per cluster and AppProject); with
+	// AnnotationHubProject, the name of that hub AppProject.
+	LabelProjectWork     = "apps.open-cluster-management.io/appproject-work"
+	AnnotationHubProject = "apps.open-cluster-management.io/hub-appproject"
 	// AnnotationResourceList on a spoke Application is the list of objects it deploys, written
 	// by the cluster's resource reporter (see package resourcelist) and fed back to the hub.
 	AnnotationResourceList = "apps.open-cluster-management.io/resource-list"

@@ -16,14 +16,18 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 )
 
-// spokePlaces are the namespaces a ManifestWork puts its Application, its AppProject copy and
-// the Application's feedback rule in.
+// spokePlaces are the namespaces a ManifestWork puts its Application and the Application's
+// feedback rule in, and the namespace the ManifestWork of the Application's AppProject on the
+// same cluster puts the project in.
 func spokePlaces(t *testing.T, w *workv1.ManifestWork) (app, project, feedback string) {
 	t.Helper()
-	app = payload(t, w).GetNamespace()
-	if len(w.Spec.Workload.Manifests) == 2 {
+	spoke := payload(t, w)
+	app = spoke.GetNamespace()
+	name, _, _ := unstructured.NestedString(spoke.Object, "spec", "project")
+	pw := &workv1.ManifestWork{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: propagation.ProjectWorkName(name)}, pw); err == nil && len(pw.Spec.Workload.Manifests) == 1 {
 		p := &unstructured.Unstructured{}
-		if err := json.Unmarshal(w.Spec.Workload.Manifests[1].Raw, &p.Object); err != nil {
+		if err := json.Unmarshal(pw.Spec.Workload.Manifests[0].Raw, &p.Object); err != nil {
 			t.Fatal(err)
 		}
 		project = p.GetNamespace()
@@ -38,7 +42,7 @@ func spokePlaces(t *testing.T, w *workv1.ManifestWork) (app, project, feedback s
 
 // TestMixedFleetSpokeNamespaces: one hub serves an OpenShift GitOps cluster (label
 // openshift-gitops) and a plain Argo CD cluster (no label: the manager's default, argocd); each
-// gets its Applications, AppProject copies and feedback in its own namespace. A label that is
+// gets its Applications, AppProjects and feedback in its own namespace. A label that is
 // not a namespace name is refused with a condition and an Event and delivers nothing; fixing it
 // delivers. Changing the label of a cluster with deliveries moves nothing: the delivered
 // Application stays where it is and the hub Application says why.

@@ -36,6 +36,8 @@ const argoNS = "argocd"
 var (
 	env *testenv.Env
 	k8s client.Client
+	// agent plays the clusters' work agents for the AppProjects the pull model delivers.
+	agent *workAgent
 )
 
 // startManagerOn starts a manager built like the binary's (its cache, client and controller
@@ -125,9 +127,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	agentCtx, stopAgent := context.WithCancel(context.Background())
+	agent = startWorkAgent(agentCtx, k8s)
 	stop := startManagerOn(env, nil)
 	code := m.Run()
 	stop()
+	stopAgent()
 	_ = env.Stop()
 	os.Exit(code)
 }

@@ -437,35 +437,33 @@ func TestSpokePlaces(t *testing.T) {
 }
 
 // TestProjectIsDeliveredWithTheApplication: the hub AppProject an Application names goes to the
-// cluster in the same ManifestWork (without its hub sourceNamespaces, never deleted there), and a
-// change of the hub project reaches it; the default project, which every Argo CD has, does not.
+// cluster in a ManifestWork of its own, sealed, one per cluster and project (without its hub
+// sourceNamespaces, orphaned so that the cluster never deletes it), and the Application's own
+// ManifestWork carries the Application alone; a change of the hub project reaches the cluster.
+// A project that no longer admits any Application of the cluster leaves it: its ManifestWork is
+// deleted (the copy on the cluster stays, orphaned) while the Applications stay as delivered.
+// The default project, which every Argo CD has, is not delivered.
 func TestProjectIsDeliveredWithTheApplication(t *testing.T) {
 	tenantSetup(t)
 	app := tenantApp("with-project", "tenant-a-c1")
 	create(t, app)
 	app = getAppIn(t, tenantNS, app.GetName())
+	key := client.ObjectKey{Namespace: "tenant-a-c1", Name: propagation.ProjectWorkName(tenantNS)}
 	projectIn := func(ctx context.Context) (map[string]any, *workv1.ManifestWork, string) {
-		list := &workv1.ManifestWorkList{}
-		if err := k8s.List(ctx, list, client.InNamespace("tenant-a-c1")); err != nil {
+		w := &workv1.ManifestWork{}
+		if err := k8s.Get(ctx, key, w); err != nil {
 			return nil, nil, err.Error()
 		}
-		for i := range list.Items {
-			w := &list.Items[i]
-			if w.Annotations[pullmodel.AnnotationHubAppName] != app.GetName() {
-				continue
-			}
-			if len(w.Spec.Workload.Manifests) != 2 {
-				return nil, w, fmt.Sprintf("%d manifests", len(w.Spec.Workload.Manifests))
-			}
-			var p map[string]any
-			if err := jsonUnmarshal(w.Spec.Workload.Manifests[1].Raw, &p); err != nil {
-				return nil, w, err.Error()
-			}
-			return p, w, ""
+		if len(w.Spec.Workload.Manifests) != 1 {
+			return nil, w, fmt.Sprintf("%d manifests", len(w.Spec.Workload.Manifests))
 		}
-		return nil, nil, "no ManifestWork"
+		var p map[string]any
+		if err := jsonUnmarshal(w.Spec.Workload.Manifests[0].Raw, &p); err != nil {
+			return nil, w, err.Error()
+		}
+		return p, w, ""
 	}
-	eventually(t, "the tenant's AppProject in the Application's ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
+	eventually(t, "the tenant's AppProject in its own ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
 		p, w, why := projectIn(ctx)
 		if p == nil {
 			return false, why
@@ -476,8 +474,13 @@ func TestProjectIsDeliveredWithTheApplication(t *testing.T) {
 		orphaned := w.Spec.DeleteOption != nil && w.Spec.DeleteOption.SelectivelyOrphan != nil &&
 			len(w.Spec.DeleteOption.SelectivelyOrphan.OrphaningRules) == 1 && w.Spec.DeleteOption.SelectivelyOrphan.OrphaningRules[0].Resource == "appprojects"
 		return p["kind"] == "AppProject" && meta["name"] == tenantNS && meta["namespace"] == argoNS && !hasSourceNS && orphaned &&
-			fmt.Sprint(spec["sourceRepos"]) == "[https://git.example/*]", fmt.Sprintf("project %v, delete option %+v", p, w.Spec.DeleteOption)
+				fmt.Sprint(spec["sourceRepos"]) == "[https://git.example/*]" && w.Labels[pullmodel.LabelProjectWork] == "true" &&
+				w.Annotations[pullmodel.AnnotationHubProject] == tenantNS && w.Annotations[seal.Annotation] != "",
+			fmt.Sprintf("project %v, delete option %+v, labels %v, annotations %v", p, w.Spec.DeleteOption, w.Labels, w.Annotations)
 	})
+	if w := waitWork(t, app, "tenant-a-c1"); len(w.Spec.Workload.Manifests) != 1 || w.Spec.DeleteOption != nil {
+		t.Errorf("the Application's ManifestWork has %d manifests and delete option %+v; want the Application alone", len(w.Spec.Workload.Manifests), w.Spec.DeleteOption)
+	}
 	patch := []byte(`{"spec":{"sourceRepos":["https://git.example/*","https://charts.example/*"]}}`)
 	hubProject := appProject(argoNS, tenantNS, nil)
 	if err := k8s.Patch(context.Background(), hubProject, client.RawPatch(types.MergePatchType, patch)); err != nil {
@@ -486,33 +489,38 @@ func TestProjectIsDeliveredWithTheApplication(t *testing.T) {
 	t.Cleanup(func() {
 		_ = k8s.Patch(context.Background(), hubProject, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sourceRepos":["https://git.example/*"]}}`)))
 	})
-	eventually(t, "the hub project's change in the ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
+	eventually(t, "the hub project's change in its ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
 		p, _, why := projectIn(ctx)
 		spec, _ := p["spec"].(map[string]any)
-		return len(fmt.Sprint(spec["sourceRepos"])) > 0 && fmt.Sprint(spec["sourceRepos"]) == "[https://git.example/* https://charts.example/*]", fmt.Sprint(p, why)
+		return fmt.Sprint(spec["sourceRepos"]) == "[https://git.example/* https://charts.example/*]", fmt.Sprint(p, why)
 	})
 
-	// The project tightened so that it refuses the Application: the Application stays as it
-	// was delivered, but its stale copy of the project leaves the ManifestWork (the work agent
-	// would otherwise keep applying it over the current one).
+	// The project tightened so that it refuses every Application of the cluster: its
+	// ManifestWork goes (a stale copy would otherwise keep being applied), the Application stays
+	// as it was delivered.
 	if err := k8s.Patch(context.Background(), hubProject, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sourceRepos":["https://other.example/*"]}}`))); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the refused Application's ManifestWork without the project", 10*time.Second, func(ctx context.Context) (bool, string) {
-		_, w, why := projectIn(ctx)
-		if w == nil || len(w.Spec.Workload.Manifests) != 1 {
-			return false, why
-		}
-		return w.Spec.DeleteOption == nil, fmt.Sprintf("delete option %+v", w.Spec.DeleteOption)
+	waitRefusedIn(t, tenantNS, app.GetName(), propagation.ReasonProjectForbids)
+	eventually(t, "the project's ManifestWork gone", 10*time.Second, func(ctx context.Context) (bool, string) {
+		err := k8s.Get(ctx, key, &workv1.ManifestWork{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+	if w := waitWork(t, app, "tenant-a-c1"); w.DeletionTimestamp != nil {
+		t.Error("the refused Application's ManifestWork is being deleted")
+	}
 
-	// An Application of the default project carries no project.
+	// An Application of the default project carries no project, and none goes to its cluster.
 	createCluster(t, "default-project1", true)
 	plain := newApp("default-project", "default-project1")
 	create(t, plain)
 	w := waitWork(t, getApp(t, plain.GetName()), "default-project1")
 	if len(w.Spec.Workload.Manifests) != 1 || w.Spec.DeleteOption != nil {
 		t.Errorf("default project delivered: %d manifests, delete option %+v", len(w.Spec.Workload.Manifests), w.Spec.DeleteOption)
+	}
+	list := &workv1.ManifestWorkList{}
+	if err := k8s.List(context.Background(), list, client.InNamespace("default-project1"), client.HasLabels{pullmodel.LabelProjectWork}); err != nil || len(list.Items) != 0 {
+		t.Errorf("project ManifestWorks for the default project: %d (%v)", len(list.Items), err)
 	}
 }
 

@@ -77,7 +77,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return err
 		}
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if err := ctrl.NewControllerManagedBy(mgr).
 		Named("pullmodel-propagation").
 		WatchesRawSource(source.Kind[client.Object](r.Cache, pullmodel.NewApplication(), &handler.EnqueueRequestForObject{}, deliveryInputChanged())).
 		// A ManifestWork changed or went away: its Application decides whether it should be
@@ -92,8 +92,29 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Kind[client.Object](r.Cache, &clusterv1beta2.ManagedClusterSetBinding{}, handler.EnqueueRequestsFromMapFunc(r.forNamespace))).
 		WatchesRawSource(source.Kind[client.Object](r.Cache, &clusterv1beta2.ManagedClusterSet{}, handler.EnqueueRequestsFromMapFunc(r.forClusterSet))).
 		WatchesRawSource(source.Kind[client.Object](r.Cache, NewAppProject(), handler.EnqueueRequestsFromMapFunc(r.forProject))).
+		// A new Application waits for its AppProject's ManifestWork to be applied.
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(r.appsOfProjectWork), projectReadinessChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
-		Complete(r)
+		Complete(r); err != nil {
+		return err
+	}
+	// The AppProjects' ManifestWorks, one per cluster and project, keyed by both: the
+	// Applications for the cluster that name the project, their rights and the project decide it.
+	keysOf := func(wake func(context.Context, client.Object) []reconcile.Request) handler.MapFunc {
+		return func(ctx context.Context, o client.Object) []reconcile.Request {
+			return r.projectKeysFor(ctx, wake(ctx, o))
+		}
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("pullmodel-projects").
+		WatchesRawSource(source.Kind[client.Object](r.Cache, pullmodel.NewApplication(), appProjectHandler(), projectInputChanged())).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(forProjectWork), projectWorkChanged())).
+		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(keysOf(r.forCluster)), builder.WithPredicates(clusterAuthorizationChanged())).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &clusterv1beta2.ManagedClusterSetBinding{}, handler.EnqueueRequestsFromMapFunc(keysOf(r.forNamespace)))).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &clusterv1beta2.ManagedClusterSet{}, handler.EnqueueRequestsFromMapFunc(keysOf(r.forClusterSet)))).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, NewAppProject(), handler.EnqueueRequestsFromMapFunc(keysOf(r.forProject)))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
+		Complete(&projectReconciler{r: r})
 }
 
 // Reconcile brings an Application's ManifestWorks in line with the Application.
@@ -273,8 +294,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 	}
 	name := pullmodel.WorkName(app.GetName(), string(app.GetUID()))
 	cluster := pullmodel.TargetCluster(app)
-	var have *workv1.ManifestWork
 	if refusal == nil {
+		var have *workv1.ManifestWork
 		w := &workv1.ManifestWork{}
 		switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); {
 		case err == nil:
@@ -286,26 +307,21 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have), RefreshBaseline: refreshBaseline(app, have, r.Now()), Spoke: SpokePlace(policy, app), Project: project})
-		var tooLarge *TooLargeError
-		switch {
-		case have != nil && !ownedFor(r.Sealer, have, app):
-			// Another Application's ManifestWork has this name (names carry five characters of
-			// the UID): never write over it.
-			refusal = &Refusal{ReasonWorkNameTaken, fmt.Sprintf("ManifestWork %s/%s exists and belongs to another Application (%s); re-create this Application to get another UID", cluster, name, pullmodel.WorkAppKey(have))}
-		case errors.As(err, &tooLarge):
-			refusal = &Refusal{ReasonTooLarge, err.Error() + "; split it (for example into an ApplicationSet) or shrink inline values"}
-		case err != nil:
-			refusal = &Refusal{ReasonInvalid, err.Error()}
-		default:
-			refusal, err = r.checkSpokePlace(ctx, app, have, want)
+		var projectCopy *unstructured.Unstructured
+		if project != nil {
+			var wait bool
+			projectCopy, wait, refusal, err = r.projectFor(ctx, app, have, project, SpokePlace(policy, app).Namespace)
 			if err != nil {
 				return ctrl.Result{}, err
 			}
+			if wait && refusal == nil {
+				// The events of the project's ManifestWork wake it.
+				log.FromContext(ctx).V(1).Info("waiting for the AppProject on the cluster", "cluster", cluster, "project", project.GetName())
+				return ctrl.Result{}, nil
+			}
 		}
 		if refusal == nil {
-			want.Annotations[seal.Annotation] = r.Sealer.Sign(SealFields(want))
-			if err := r.apply(ctx, have, want); err != nil {
+			if refusal, err = r.deliver(ctx, app, have, policy, projectCopy); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -327,6 +343,83 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 		}
 	}
 	return ctrl.Result{}, r.setCondition(ctx, app, refusal)
+}
+
+// deliver writes the Application's ManifestWork (have, nil when there is none yet) when it
+// differs from what the Application asks for, or returns why it cannot.
+func (r *Reconciler) deliver(ctx context.Context, app *unstructured.Unstructured, have *workv1.ManifestWork, policy Policy, projectCopy *unstructured.Unstructured) (*Refusal, error) {
+	cluster, name := pullmodel.TargetCluster(app), pullmodel.WorkName(app.GetName(), string(app.GetUID()))
+	want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have), RefreshBaseline: refreshBaseline(app, have, r.Now()), Spoke: SpokePlace(policy, app), ProjectCopy: projectCopy})
+	var tooLarge *TooLargeError
+	var refusal *Refusal
+	switch {
+	case have != nil && !ownedFor(r.Sealer, have, app):
+		// Another Application's ManifestWork has this name (names carry five characters of
+		// the UID): never write over it.
+		refusal = &Refusal{ReasonWorkNameTaken, fmt.Sprintf("ManifestWork %s/%s exists and belongs to another Application (%s); re-create this Application to get another UID", cluster, name, pullmodel.WorkAppKey(have))}
+	case errors.As(err, &tooLarge):
+		refusal = &Refusal{ReasonTooLarge, err.Error() + "; split it (for example into an ApplicationSet) or shrink inline values"}
+	case err != nil:
+		refusal = &Refusal{ReasonInvalid, err.Error()}
+	default:
+		if refusal, err = r.checkSpokePlace(ctx, app, have, want); err != nil {
+			return nil, err
+		}
+	}
+	if refusal != nil {
+		return refusal, nil
+	}
+	want.Annotations[seal.Annotation] = r.Sealer.Sign(SealFields(want))
+	return nil, r.apply(ctx, have, want)
+}
+
+// ReasonProjectNotApplied refuses a new Application whose AppProject the cluster's work agent
+// could not apply.
+const ReasonProjectNotApplied = "ProjectNotApplied"
+
+// projectFor relates an authorized Application's delivery to the ManifestWork of its hub
+// AppProject on its cluster (project.go). Once the work agent has applied the project there,
+// the Application goes on its own. Until then, an Application delivered before goes on too (its
+// project is on the cluster already), keeping the copy of the project its ManifestWork carries
+// from before projects had ManifestWorks of their own (projectCopy), so that some ManifestWork
+// applies the project at all times; a new one, or one that changes project, waits (wait), so
+// that the cluster's Argo CD never sees it before its project: Argo CD looks at an Application
+// whose project was missing again only at its next periodic refresh, and fails a sync it was
+// asked for meanwhile.
+func (r *Reconciler) projectFor(ctx context.Context, app *unstructured.Unstructured, have *workv1.ManifestWork, project *unstructured.Unstructured, spokeNamespace string) (projectCopy *unstructured.Unstructured, wait bool, refusal *Refusal, err error) {
+	cluster, name := pullmodel.TargetCluster(app), project.GetName()
+	var tooLarge *TooLargeError
+	if _, err := BuildProjectWork(cluster, spokeNamespace, project); errors.As(err, &tooLarge) {
+		return nil, true, &Refusal{ReasonTooLarge, err.Error() + "; shrink it"}, nil
+	} else if err != nil {
+		return nil, true, nil, err
+	}
+	pw := &workv1.ManifestWork{}
+	found, owned, ready, failure := false, false, false, ""
+	switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: ProjectWorkName(name)}, pw); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, true, nil, err
+	default:
+		found, owned = true, OwnedProjectWork(r.Sealer, pw)
+		if owned {
+			ready = ProjectApplied(pw, spokeNamespace)
+			failure, _, _ = ProjectApplyFailure(pw)
+		}
+	}
+	switch {
+	case ready:
+		return nil, false, nil, nil
+	case have != nil && carriesProjectCopy(have, name):
+		return project, false, nil, nil
+	case have != nil && payloadProject(have) == name:
+		return nil, false, nil, nil
+	case found && !owned:
+		return nil, true, &Refusal{ReasonWorkNameTaken, fmt.Sprintf("ManifestWork %s/%s, which carries AppProject %q to the cluster, exists and is not the pull model's; a hub admin removes it and the Application is delivered", cluster, pw.Name, name)}, nil
+	case failure != "":
+		return nil, true, &Refusal{ReasonProjectNotApplied, fmt.Sprintf("OCM's work agent on cluster %s could not apply AppProject %q (ManifestWork %s): %s; the Application is delivered once it has", cluster, name, pw.Name, failure)}, nil
+	}
+	return nil, true, nil, nil
 }
 
 // checkSpokePlace refuses a delivery that would move an Application already on the cluster to

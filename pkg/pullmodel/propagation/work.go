@@ -1,6 +1,7 @@
 // Package propagation wraps each marked hub Application into a ManifestWork in its cluster's
-// namespace, removes ManifestWorks whose Application is gone, and releases the hub
-// Application's resources finalizer once its ManifestWork is gone.
+// namespace, and each hub AppProject they name into one ManifestWork per cluster, removes
+// ManifestWorks whose Application is gone, and releases the hub Application's resources
+// finalizer once its ManifestWork is gone.
 package propagation
 
 import (
@@ -177,9 +178,12 @@ type Input struct {
 	// Spoke is where the Application lands on the cluster (SpokePlace); when empty, in the
 	// default Argo CD namespace under its own name.
 	Spoke types.NamespacedName
-	// Project is the hub AppProject the Application names, delivered with it (see
-	// SpokeProject); nil for the "default" project, which every Argo CD has.
-	Project *unstructured.Unstructured
+	// ProjectCopy is the hub AppProject the Application names, carried in its own ManifestWork
+	// as every Application's ManifestWork carried it before AppProjects had ManifestWorks of
+	// their own (project.go): kept there, current, until the project's ManifestWork is applied
+	// on the cluster, so that the work agent always has one ManifestWork applying it. Nil
+	// otherwise.
+	ProjectCopy *unstructured.Unstructured
 }
 
 // SpokeProject is the hub AppProject as it lands on the cluster, in the spoke Argo CD namespace
@@ -356,8 +360,8 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 		},
 	}
 	n := len(raw)
-	if in.Project != nil {
-		praw, err := withProject(w, SpokeProject(in.Project, at.Namespace))
+	if in.ProjectCopy != nil {
+		praw, err := withProjectCopy(w, SpokeProject(in.ProjectCopy, at.Namespace))
 		if err != nil {
 			return nil, err
 		}
@@ -381,34 +385,34 @@ func feedbackFor(app, spoke *unstructured.Unstructured) []workv1.JsonPath {
 	return paths
 }
 
-// withProject adds the Application's AppProject to w and returns its size. The project goes
-// with every Application that names it (OCM lets several ManifestWorks apply one object); it
-// is orphaned, so the work agent never deletes it, not even with the last of them: a project
-// is policy, and one of that name may have been the cluster's own before.
-func withProject(w *workv1.ManifestWork, project *unstructured.Unstructured) (int, error) {
+// withProjectCopy adds the Application's AppProject to w and returns its size (see
+// Input.ProjectCopy). It is orphaned, as in the project's own ManifestWork, so that the work
+// agent deletes it neither when it leaves this ManifestWork nor with it.
+func withProjectCopy(w *workv1.ManifestWork, project *unstructured.Unstructured) (int, error) {
 	praw, err := json.Marshal(project.Object)
 	if err != nil {
 		return 0, err
 	}
-	id := workv1.ResourceIdentifier{Group: pullmodel.AppProjectGVK.Group, Resource: "appprojects", Namespace: project.GetNamespace(), Name: project.GetName()}
+	id := projectIdentifier(project)
 	w.Spec.Workload.Manifests = append(w.Spec.Workload.Manifests, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: praw}})
-	w.Spec.ManifestConfigs = append(w.Spec.ManifestConfigs, workv1.ManifestConfigOption{
-		ResourceIdentifier: id,
-		UpdateStrategy: &workv1.UpdateStrategy{Type: workv1.UpdateStrategyTypeServerSideApply,
-			ServerSideApply: &workv1.ServerSideApplyConfig{Force: true}},
-	})
-	w.Spec.DeleteOption = &workv1.DeleteOption{
-		PropagationPolicy: workv1.DeletePropagationPolicyTypeSelectivelyOrphan,
-		SelectivelyOrphan: &workv1.SelectivelyOrphan{OrphaningRules: []workv1.OrphaningRule{workv1.OrphaningRule(id)}},
-	}
+	w.Spec.ManifestConfigs = append(w.Spec.ManifestConfigs, workv1.ManifestConfigOption{ResourceIdentifier: id, UpdateStrategy: forcedApply()})
+	w.Spec.DeleteOption = orphaned(id)
 	return len(praw), nil
 }
 
-// TooLargeError says an Application does not fit into one ManifestWork.
-type TooLargeError struct{ Bytes int }
+// TooLargeError says an Application, or the AppProject it names (What), does not fit into one
+// ManifestWork.
+type TooLargeError struct {
+	What  string
+	Bytes int
+}
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("the Application is %d KiB as JSON, more than the %d KiB one ManifestWork may carry", e.Bytes/1024, MaxWorkBytes/1024)
+	what := e.What
+	if what == "" {
+		what = "the Application"
+	}
+	return fmt.Sprintf("%s is %d KiB as JSON, more than the %d KiB one ManifestWork may carry", what, e.Bytes/1024, MaxWorkBytes/1024)
 }
 
 // NeedsUpdate reports whether have differs from want in anything the pull model sets: the

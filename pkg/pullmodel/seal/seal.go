@@ -1,10 +1,11 @@
 // Package seal marks the ManifestWorks the pull model writes so that it can later tell them
 // from ManifestWorks it did not write. A managed cluster's work agent may update the labels and
 // annotations of every ManifestWork in its cluster namespace; a ManifestWork is the manager's
-// only when it carries a seal over its own name and namespace and the hub Application it names,
-// made with a key the work agent never sees. Deleting a ManifestWork and reporting on it depend
-// on its seal, never on its labels alone; status is read only from the ManifestWork at the
-// place an Application's own name and UID give.
+// only when it carries a seal over its own name and namespace and the hub Application (or, for
+// one carrying an AppProject, the hub AppProject) it names, made with a key the work agent never
+// sees. Deleting a ManifestWork and reporting on it depend on its seal, never on its labels
+// alone; status is read only from the ManifestWork at the place an Application's own name and
+// UID give.
 package seal
 
 import (
@@ -37,11 +38,13 @@ const keyField = "key"
 const keyBytes = 32
 
 // Fields are what a seal covers: the ManifestWork's own place and the hub Application and
-// ApplicationSet it says it was made from.
+// ApplicationSet it says it was made from, or, for a ManifestWork carrying an AppProject, that
+// hub AppProject's name.
 type Fields struct {
 	Namespace, Name       string
 	AppNamespace, AppName string
 	ApplicationSet        string
+	Project               string
 }
 
 // Sealer makes and checks seals with one key.
@@ -59,7 +62,13 @@ func New(key []byte) (*Sealer, error) {
 func (s *Sealer) Sign(f Fields) string {
 	m := hmac.New(sha256.New, s.key)
 	// NUL cannot occur in a name or an annotation key, so the fields cannot run into each other.
-	m.Write([]byte(strings.Join([]string{"v1", f.Namespace, f.Name, f.AppNamespace, f.AppName, f.ApplicationSet}, "\x00")))
+	// A project's seal has a tag of its own: it never verifies as an Application's, and the
+	// seals made before projects had ManifestWorks of their own stay valid.
+	parts := []string{"v1", f.Namespace, f.Name, f.AppNamespace, f.AppName, f.ApplicationSet}
+	if f.Project != "" {
+		parts = []string{"appproject-v1", f.Namespace, f.Name, f.Project}
+	}
+	m.Write([]byte(strings.Join(parts, "\x00")))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 

@@ -3,6 +3,9 @@ package seal
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -42,6 +45,34 @@ func TestSealCoversEveryField(t *testing.T) {
 	}
 	if _, err := New([]byte("short")); err == nil {
 		t.Error("a short key is accepted")
+	}
+}
+
+// TestProjectSealIsNoApplicationSeal: a project ManifestWork's seal covers its place and its
+// AppProject, and never passes for an Application's ManifestWork's seal at the same place (nor
+// the other way round); an Application's seal is what it was before projects had seals.
+func TestProjectSealIsNoApplicationSeal(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	s, _ := New(key)
+	project := Fields{Namespace: "c1", Name: "team.appproject", Project: "team"}
+	app := Fields{Namespace: "c1", Name: "team.appproject"}
+	if !s.Verify(project, s.Sign(project)) {
+		t.Fatal("a project's seal does not verify its own fields")
+	}
+	if s.Verify(app, s.Sign(project)) || s.Verify(project, s.Sign(app)) {
+		t.Error("a project's seal and an Application's seal at the same place pass for each other")
+	}
+	other := project
+	other.Project = "other"
+	if s.Verify(other, s.Sign(project)) {
+		t.Error("the seal still verifies with another AppProject")
+	}
+	// The seal of an Application's ManifestWork as made before projects had seals of their own.
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("v1\x00c1\x00app-01234\x00argocd\x00app\x00"))
+	before := base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	if !s.Verify(Fields{Namespace: "c1", Name: "app-01234", AppNamespace: "argocd", AppName: "app"}, before) {
+		t.Error("an Application's seal made before projects had seals no longer verifies")
 	}
 }
 

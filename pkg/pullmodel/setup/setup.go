@@ -218,7 +218,7 @@ func start(ctx context.Context, mgr ctrl.Manager, cfg Config, beforeStart bool) 
 	if err := (&propagation.Reconciler{Client: mgr.GetClient(), Cache: c, Concurrency: cfg.Concurrency, SweepInterval: cfg.SweepInterval, Policy: cfg.Policy, Sealer: sealer, OfflineRelease: cfg.OfflineRelease}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up pull-model propagation: %w", err)
 	}
-	if err := (&status.Reconciler{Client: mgr.GetClient(), Cache: c, Concurrency: cfg.Concurrency}).SetupWithManager(mgr); err != nil {
+	if err := (&status.Reconciler{Client: mgr.GetClient(), Cache: c, Concurrency: cfg.Concurrency, Sealer: sealer}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up pull-model status: %w", err)
 	}
 	if err := (&report.Reconciler{Client: mgr.GetClient(), Cache: c, Sealer: sealer}).SetupWithManager(mgr); err != nil {

@@ -24,11 +24,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
 )
 
 // Reconciler mirrors ManifestWork feedback onto hub Applications, keyed by Application.
@@ -37,6 +39,9 @@ type Reconciler struct {
 	Client      client.Client
 	Cache       cache.Cache
 	Concurrency int
+	// Sealer tells the ManifestWorks of the AppProjects the pull model wrote, whose failures
+	// the Applications naming them show, from others.
+	Sealer *seal.Sealer
 }
 
 // SetupWithManager registers the controller.
@@ -50,6 +55,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// (someone else wrote status) or the sync request it clears.
 		WatchesRawSource(source.Kind[client.Object](r.Cache, pullmodel.NewApplication(), &handler.EnqueueRequestForObject{}, statusInputChanged())).
 		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(pullmodel.ForWork), feedbackChanged())).
+		// The work agent could, or could no longer, apply an AppProject: every Application of
+		// the cluster naming it says so.
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(r.appsOfProjectWork), projectFailureChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.Concurrency}).
 		Complete(r)
 }
@@ -73,7 +81,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// Another Application's ManifestWork under this name (see propagation's WorkNameTaken).
 		return ctrl.Result{}, nil
 	}
-	patch := Patch(app, w)
+	patch := PatchWithProject(app, w, r.projectWork(ctx, app))
 	if patch == nil {
 		return ctrl.Result{}, nil
 	}
@@ -91,7 +99,44 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, data)))
 }
 
-// Patch returns the JSON merge patch that brings the hub Application's status in line with
+// projectWork is the ManifestWork the pull model wrote that carries the Application's
+// AppProject to its cluster, or nil.
+func (r *Reconciler) projectWork(ctx context.Context, app *unstructured.Unstructured) *workv1.ManifestWork {
+	name := pullmodel.ProjectOf(app)
+	if name == pullmodel.DefaultProject {
+		return nil
+	}
+	pw := &workv1.ManifestWork{}
+	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: pullmodel.TargetCluster(app), Name: propagation.ProjectWorkName(name)}, pw); err != nil || !propagation.OwnedProjectWork(r.Sealer, pw) {
+		return nil
+	}
+	return pw
+}
+
+// appsOfProjectWork maps a project ManifestWork to the Applications of its cluster that name
+// its AppProject.
+func (r *Reconciler) appsOfProjectWork(ctx context.Context, o client.Object) []reconcile.Request {
+	p := o.GetAnnotations()[pullmodel.AnnotationHubProject]
+	if !pullmodel.IsTrue(o.GetLabels()[pullmodel.LabelProjectWork]) || p == "" {
+		return nil
+	}
+	list := pullmodel.NewApplicationList()
+	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexAppByClusterProject: pullmodel.ClusterProjectKey(o.GetNamespace(), p)}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for _, a := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.GetNamespace(), Name: a.GetName()}})
+	}
+	return out
+}
+
+// Patch is PatchWithProject without the AppProject's ManifestWork.
+func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]any {
+	return PatchWithProject(app, w, nil)
+}
+
+// PatchWithProject returns the JSON merge patch that brings the hub Application's status in line with
 // the ManifestWork's feedback and clears a sync request the spoke has run, or nil when
 // nothing differs.
 //
@@ -103,7 +148,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // operation that starts within the second of the Pending transition does not count, and the
 // ApplicationSet asks again once the request is cleared; clearing it (only once the operation
 // has finished, see propagation.OperationRun) is what lets that second request through.
-func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]any {
+//
+// project, when not nil, is the ManifestWork that carries the Application's AppProject to the
+// cluster: the work agent's failure to apply it is the Application's too.
+func PatchWithProject(app *unstructured.Unstructured, w, project *workv1.ManifestWork) map[string]any {
 	fb := propagation.FeedbackValues(w)
 	clear := clearOperation(app, w, fb)
 	out := map[string]any{}
@@ -154,7 +202,7 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 			status[k] = v
 		}
 	}
-	if conds, changed := conditions(app, w, fb); changed {
+	if conds, changed := conditions(app, w, project, fb); changed {
 		status["conditions"] = conds
 	}
 	if res, changed := resources(app, fb); changed {
@@ -190,7 +238,7 @@ func truncate(s string) string { return pullmodel.Truncate(s, MaxMessageBytes) }
 // OCM's work agent could not apply the Application (forbidden, missing CRD or namespace), a
 // pullmodel.ConditionApplyError saying so. The hub's own delivery condition, which the
 // propagation controller writes, is kept as it is.
-func conditions(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map[string]string) ([]any, bool) {
+func conditions(app *unstructured.Unstructured, w, project *workv1.ManifestWork, fb map[string]string) ([]any, bool) {
 	var delivery, mine []any
 	for _, c := range pullmodel.Conditions(app) {
 		if m, _ := c.(map[string]any); m["type"] == pullmodel.ConditionDeliveryError {
@@ -239,7 +287,7 @@ func conditions(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map[s
 	slices.SortStableFunc(want, func(a, b any) int {
 		return strings.Compare(a.(map[string]any)["type"].(string), b.(map[string]any)["type"].(string))
 	})
-	if msg, at, failed := applyFailure(w); failed {
+	if msg, at, failed := applyFailure(w, project); failed {
 		want = append(want, map[string]any{
 			"type":               pullmodel.ConditionApplyError,
 			"message":            truncate("OCM's work agent on cluster " + w.Namespace + " could not apply " + msg),
@@ -298,9 +346,11 @@ func resources(app *unstructured.Unstructured, fb map[string]string) (any, bool)
 	return want, !bytes.Equal(x, y)
 }
 
-// applyFailure reports the work agent's failure to apply the ManifestWork's Application: its
-// manifest condition Applied=False, with the message and when it began.
-func applyFailure(w *workv1.ManifestWork) (string, string, bool) {
+// applyFailure reports the work agent's failure to apply the ManifestWork's Application, or
+// the AppProject it names (in the Application's ManifestWork, as before projects had their own,
+// or in project, the project's): a manifest condition Applied=False, with the message and when
+// it began.
+func applyFailure(w, project *workv1.ManifestWork) (string, string, bool) {
 	var msgs []string
 	var since string
 	for _, m := range w.Status.ResourceStatus.Manifests {
@@ -314,6 +364,14 @@ func applyFailure(w *workv1.ManifestWork) (string, string, bool) {
 			}
 			msgs = append(msgs, what+": "+c.Message)
 			if at := c.LastTransitionTime.UTC().Format(time.RFC3339); since == "" || at < since {
+				since = at
+			}
+		}
+	}
+	if project != nil {
+		if msg, at, failed := propagation.ProjectApplyFailure(project); failed {
+			msgs = append(msgs, "its AppProject "+project.Annotations[pullmodel.AnnotationHubProject]+": "+msg)
+			if since == "" || at < since {
 				since = at
 			}
 		}
@@ -391,11 +449,30 @@ func feedbackChanged() predicate.Predicate {
 			if o.Generation != n.Generation || !equality.Semantic.DeepEqual(propagation.FeedbackValues(o), propagation.FeedbackValues(n)) {
 				return true
 			}
-			om, _, of := applyFailure(o)
-			nm, _, nf := applyFailure(n)
+			om, _, of := applyFailure(o, nil)
+			nm, _, nf := applyFailure(n, nil)
 			return of != nf || om != nm
 		},
 		DeleteFunc: func(event.DeleteEvent) bool { return false },
+	}
+}
+
+// projectFailureChanged passes events of project ManifestWorks whose apply failure appeared,
+// changed or went.
+func projectFailureChanged() predicate.Predicate {
+	failure := func(o client.Object) string {
+		w, ok := o.(*workv1.ManifestWork)
+		if !ok || !pullmodel.IsTrue(w.Labels[pullmodel.LabelProjectWork]) {
+			return ""
+		}
+		msg, _, _ := propagation.ProjectApplyFailure(w)
+		return msg
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return failure(e.Object) != "" },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return failure(e.Object) != "" },
+		UpdateFunc:  func(e event.UpdateEvent) bool { return failure(e.ObjectOld) != failure(e.ObjectNew) },
+		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
 }
 

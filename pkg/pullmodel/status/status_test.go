@@ -290,3 +290,32 @@ func TestPatchShowsResources(t *testing.T) {
 		t.Errorf("%d resources in %d bytes, want the %d listed within %d", len(kept), len(size), len(listed), MaxResourcesBytes)
 	}
 }
+
+// TestPatchShowsTheProjectsApplyFailure: when the work agent cannot apply the ManifestWork of the
+// Application's AppProject, the Application says so (OCMApplyError, "its AppProject"), and the
+// condition goes once it could.
+func TestPatchShowsTheProjectsApplyFailure(t *testing.T) {
+	app := pullmodel.NewApplication()
+	app.Object["status"] = map[string]any{"sync": map[string]any{"status": "Synced", "revision": nil, "revisions": nil}}
+	w := work(nil, "", map[string]string{"syncStatus": "Synced"})
+	project := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: "c1", Name: "team.appproject",
+		Labels: map[string]string{pullmodel.LabelProjectWork: "true"}, Annotations: map[string]string{pullmodel.AnnotationHubProject: "team"}}}
+	if p := PatchWithProject(app, w, project); p != nil {
+		t.Fatalf("nothing to write, got %v", p)
+	}
+	project.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
+		ResourceMeta: workv1.ManifestResourceMeta{Group: "argoproj.io", Resource: "appprojects", Namespace: "argocd", Name: "team"},
+		Conditions:   []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionFalse, Message: "forbidden", LastTransitionTime: metav1.Now()}},
+	}}
+	p := PatchWithProject(app, w, project)
+	conds, _, _ := unstructured.NestedSlice(p, "status", "conditions")
+	if len(conds) != 1 || conds[0].(map[string]any)["type"] != pullmodel.ConditionApplyError || !strings.Contains(fmt.Sprint(conds[0].(map[string]any)["message"]), "its AppProject team: forbidden") {
+		t.Fatalf("conditions %v", conds)
+	}
+	app.Object["status"].(map[string]any)["conditions"] = conds
+	project.Status.ResourceStatus.Manifests[0].Conditions[0].Status = metav1.ConditionTrue
+	p = PatchWithProject(app, w, project)
+	if conds, found, _ := unstructured.NestedSlice(p, "status", "conditions"); !found || len(conds) != 0 {
+		t.Errorf("once applied, conditions %v (found %v), want none", conds, found)
+	}
+}

@@ -48,10 +48,15 @@ const (
 )
 
 // UserIDs says who picks the user IDs the pods on the managed clusters run as.
-// +kubebuilder:validation:Enum=Fixed;Assigned
+// +kubebuilder:validation:Enum=Auto;Fixed;Assigned
 type UserIDs string
 
 const (
+	// UserIDsAuto is Assigned for the Argo CD components of a cluster whose OCM product
+	// ClusterClaim names OpenShift or a service built on it, and Fixed for everything else (the
+	// agent included). The claim is the cluster's own word, and it only chooses between these
+	// two for that cluster's own pods.
+	UserIDsAuto UserIDs = "Auto"
 	// UserIDsFixed runs the agent and redis as UID 999, the user their images are built for.
 	UserIDsFixed UserIDs = "Fixed"
 	// UserIDsAssigned sets no runAsUser, runAsGroup or fsGroup: the platform assigns them, as
@@ -203,11 +208,13 @@ type ArgoCDAgentAddonSpec struct {
 	// +optional
 	ContainerResources []ContainerResources `json:"containerResources,omitempty"`
 
-	// UserIDs: Fixed (the default) runs the agent and redis as UID 999; Assigned lets the
-	// platform assign the UIDs, for OpenShift clusters (restricted-v2). One GitOpsCluster
-	// renders the same pods on all its clusters: give OpenShift clusters a GitOpsCluster of
-	// their own.
-	// +kubebuilder:default=Fixed
+	// UserIDs: Fixed runs the agent and redis as UID 999; Assigned lets the platform assign the
+	// UIDs, for OpenShift clusters (restricted-v2); Auto (the default) is Assigned for the Argo CD
+	// components of the clusters whose ClusterClaim product.open-cluster-management.io says
+	// OpenShift (or OpenShiftDedicated, ROSA, ARO, ROKS) and Fixed otherwise. The agent follows
+	// Fixed or Assigned on every cluster (Auto: Fixed), so an OpenShift cluster's agent still
+	// needs Assigned, in a GitOpsCluster of its own.
+	// +kubebuilder:default=Auto
 	// +optional
 	UserIDs UserIDs `json:"userIDs,omitempty"`
 

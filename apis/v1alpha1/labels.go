@@ -42,6 +42,10 @@ const AnnotationConfigCluster = "argocd-agent-addon.open-cluster-management.io/c
 // config it was made from.
 const LabelMirrorsOf = "argocd-agent-addon.open-cluster-management.io/mirrors-of"
 
+// AnnotationUserIDs on a components AddOnTemplate says, with the value Assigned, that its pods
+// name no UID, GID or fsGroup (userIDs: Auto, for a cluster that reports OpenShift).
+const AnnotationUserIDs = "argocd-agent-addon.open-cluster-management.io/user-ids"
+
 // Keys of the hub objects the GitOpsCluster reconciler writes: the principal's PKI secrets and
 // Deployment, and the agents' Argo CD cluster secrets (the last three are Argo CD's and
 // argocd-agent's own keys).

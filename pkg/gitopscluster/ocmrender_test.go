@@ -2,6 +2,7 @@ package gitopscluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -14,26 +15,32 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
-// The suite's hub has no OCM controllers: what OCM makes of the addon objects the manager
-// writes is checked by renderComponentsWithOCM, which hands them to OCM's own addon-manager
-// (built by hack/ocm-binaries.sh at the release the local fleet runs) on an API server of its
-// own, so that no other test's objects are touched, and returns what it renders per cluster.
+// The suite's hub has no OCM controllers: what OCM makes of the objects the manager writes is
+// checked by handing them to OCM's own controllers (built by hack/ocm-binaries.sh at the
+// release the local fleet runs), each on an API server of its own, so that no other test's
+// objects are touched: renderComponentsWithOCM runs the addon-manager and returns what it
+// renders per cluster, decideWithOCM runs the placement controller and returns what it decides.
 
 // ocmBinaries is the folder of OCM's binaries: $OCM_BINARIES_DIR, else the script's answer.
 func ocmBinaries(t *testing.T) string {
@@ -153,6 +160,91 @@ func renderComponentsWithOCM(t *testing.T, goc *v1alpha1.GitOpsCluster, clusters
 		return nil
 	})
 	return out
+}
+
+// decideWithOCM hands the Placement namespace/name and the clusters' ManagedClusters (their
+// claims included) from the suite's hub to OCM's placement controller on an API server of its
+// own, with one cluster set of every cluster bound to the namespace, and returns the clusters
+// it decides.
+func decideWithOCM(t *testing.T, namespace, name string, clusters ...string) []string {
+	t.Helper()
+	ctx := context.Background()
+	bin := ocmBinaries(t)
+	env := testenv.StartForTest(t, testenv.Options{})
+	c := env.Client
+	// The placement controller also watches the scores addons publish.
+	api, err := testenv.OCMAPIDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{
+		filepath.Join(api, "cluster", "v1alpha1", "0000_05_clusters.open-cluster-management.io_addonplacementscores.crd.yaml")}}); err != nil {
+		t.Fatal(err)
+	}
+	const hubNS = "open-cluster-management-hub"
+	for _, ns := range []string{hubNS, namespace} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range clusters {
+		mc := &clusterv1.ManagedCluster{}
+		if err := k8s.Get(ctx, types.NamespacedName{Name: n}, mc); err != nil {
+			t.Fatal(err)
+		}
+		status := mc.Status
+		copyTo(t, c, mc)
+		mc.Status = status
+		if err := c.Status().Update(ctx, mc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set := &clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: "every-cluster"},
+		Spec: clusterv1beta2.ManagedClusterSetSpec{ClusterSelector: clusterv1beta2.ManagedClusterSelector{
+			SelectorType: clusterv1beta2.LabelSelector, LabelSelector: &metav1.LabelSelector{}}}}
+	binding := &clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: set.Name},
+		Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: set.Name}}
+	for _, o := range []client.Object{set, binding} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What OCM's registration controller reports for a binding whose set exists.
+	meta.SetStatusCondition(&binding.Status.Conditions, metav1.Condition{Type: clusterv1beta2.ClusterSetBindingBoundType, Status: metav1.ConditionTrue, Reason: "ClusterSetBound"})
+	if err := c.Status().Update(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	pl := &clusterv1beta1.Placement{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, pl); err != nil {
+		t.Fatal(err)
+	}
+	copyTo(t, c, pl)
+
+	kubeconfig, err := env.KubeconfigFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	startOCMProcess(t, filepath.Join(bin, "placement"), "controller", "--kubeconfig="+kubeconfig, "--namespace="+hubNS, "--disable-leader-election")
+	var decided []string
+	poll.Until(t, "OCM's placement controller decides "+name, 2*time.Minute, func() error {
+		live := &clusterv1beta1.Placement{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, live); err != nil {
+			return err
+		}
+		if meta.FindStatusCondition(live.Status.Conditions, clusterv1beta1.PlacementConditionSatisfied) == nil {
+			return fmt.Errorf("not scheduled yet: %+v", live.Status)
+		}
+		got, pages, err := fleet.SelectedClustersAndPages(ctx, c, namespace, name)
+		if err != nil {
+			return err
+		}
+		if reason := fleet.SelectionUnknown(live, got, pages); reason != "" {
+			return errors.New(reason)
+		}
+		decided = sets.List(got)
+		return nil
+	})
+	return decided
 }
 
 // copyTo creates obj, read from the suite's hub, on c: without what the API server set and

@@ -39,6 +39,8 @@ type ClusterConfigs struct {
 	// mirrorsHeldByOthers are clusters with image mirrors whose ManagedClusterAddOn already
 	// names an AddOnDeploymentConfig that is not this GitOpsCluster's.
 	mirrorsHeldByOthers []string
+	// userIDsNote says why userIDs: Auto cannot tell the clusters that report OpenShift.
+	userIDsNote string
 }
 
 // clusterWant is what one cluster's components ManagedClusterAddOn names itself: an
@@ -49,15 +51,41 @@ type clusterWant struct {
 }
 
 // applyClusterConfigs gives each selected cluster that has an entry in clusterArgoCDConfig a
-// components AddOnTemplate of its own (base, the GitOpsCluster's template, with the cluster's
-// keys on top), and each selected cluster whose image mirrors move an image an
-// AddOnDeploymentConfig of its own (mirrors.go), and names them in the cluster's components
+// components AddOnTemplate of its own (the GitOpsCluster's template, or its template without
+// UIDs for a cluster that reports OpenShift, with the cluster's keys on top), the other
+// clusters that report OpenShift the template without UIDs (openshift.go), and each selected
+// cluster whose image mirrors move an image an AddOnDeploymentConfig of its own (mirrors.go),
+// and names them in the cluster's components
 // ManagedClusterAddOn, which OCM reads before the ClusterManagementAddOn's default. A
 // ManagedClusterAddOn that names this GitOpsCluster's template or config for a cluster that
 // no longer needs one is given the default back. owned nil (selection unknown) writes the
 // templates and changes no ManagedClusterAddOn.
-func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, base *addonv1alpha1.AddOnTemplate, shared *addonv1alpha1.AddOnDeploymentConfig, owned sets.Set[string]) (ClusterConfigs, error) {
+func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, tmpls componentsTemplates, shared *addonv1alpha1.AddOnDeploymentConfig, owned sets.Set[string]) (ClusterConfigs, error) {
 	out := ClusterConfigs{templates: sets.New[string]()}
+	var mcas addonv1alpha1.ManagedClusterAddOnList
+	if w.ComponentsAddOns != nil {
+		// Read-only walk over every cluster's components addon: no copies of the cache's objects.
+		if err := w.ComponentsAddOns.List(ctx, &mcas, client.UnsafeDisableDeepCopy); err != nil {
+			return out, err
+		}
+	}
+	assigned, note, err := w.assignedClusters(ctx, goc, mcas.Items)
+	if err != nil {
+		return out, err
+	}
+	out.userIDsNote = note
+	var assignedBase *addonv1alpha1.AddOnTemplate
+	baseFor := func(cluster string) (*addonv1alpha1.AddOnTemplate, error) {
+		if !assigned.Has(cluster) {
+			return tmpls.base, nil
+		}
+		if assignedBase == nil {
+			if assignedBase, err = tmpls.assigned(); err != nil {
+				return nil, err
+			}
+		}
+		return assignedBase, nil
+	}
 	wanted := map[string]clusterWant{}
 	for i := range goc.Spec.ArgoCDAgentAddon.ClusterArgoCDConfig {
 		entry := &goc.Spec.ArgoCDAgentAddon.ClusterArgoCDConfig[i]
@@ -65,11 +93,15 @@ func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCl
 			out.unselected = append(out.unselected, entry.ClusterName)
 			continue
 		}
+		base, err := baseFor(entry.ClusterName)
+		if err != nil {
+			return out, err
+		}
 		tmpl := base.DeepCopy()
 		// base may have just been created, which filled in what the API server set.
-		tmpl.ObjectMeta = metav1.ObjectMeta{Labels: tmpl.Labels}
+		tmpl.ObjectMeta = metav1.ObjectMeta{Labels: tmpl.Labels, Annotations: tmpl.Annotations}
 		tmpl.Name = names.ComponentsClusterTemplateName(goc, entry.ClusterName)
-		tmpl.Annotations = map[string]string{v1alpha1.AnnotationConfigCluster: entry.ClusterName}
+		metav1.SetMetaDataAnnotation(&tmpl.ObjectMeta, v1alpha1.AnnotationConfigCluster, entry.ClusterName)
 		if err := spoke.ApplyConfigMapData(tmpl.Spec.AgentSpec.Workload.Manifests, configData(&entry.ArgoCDConfig)); err != nil {
 			return out, fmt.Errorf("cluster %s: %w", entry.ClusterName, err)
 		}
@@ -78,6 +110,23 @@ func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCl
 		}
 		out.templates.Insert(tmpl.Name)
 		wanted[entry.ClusterName] = clusterWant{template: tmpl.Name}
+	}
+	// The clusters that report OpenShift and have no template of their own share one.
+	for _, c := range sets.List(assigned) {
+		if _, own := wanted[c]; own || owned != nil && !owned.Has(c) {
+			continue
+		}
+		base, err := baseFor(c)
+		if err != nil {
+			return out, err
+		}
+		if !out.templates.Has(base.Name) {
+			if err := w.writeTemplate(ctx, goc, base); err != nil {
+				return out, err
+			}
+			out.templates.Insert(base.Name)
+		}
+		wanted[c] = clusterWant{template: base.Name}
 	}
 	if owned == nil || w.ComponentsAddOns == nil {
 		return out, nil
@@ -91,18 +140,13 @@ func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCl
 		cw.config = name
 		wanted[c] = cw
 	}
-	var mcas addonv1alpha1.ManagedClusterAddOnList
-	// Read-only walk over every cluster's components addon: no copies of the cache's objects.
-	if err := w.ComponentsAddOns.List(ctx, &mcas, client.UnsafeDisableDeepCopy); err != nil {
-		return out, err
-	}
 	// The configs the ManagedClusterAddOns name once this pass is done, or OCM still renders.
 	named := sets.New[string]()
 	for i := range mcas.Items {
 		mca := &mcas.Items[i]
 		want := wanted[mca.Namespace]
 		tmpl, tmplHeld := decideConfig(want.template, templateConfig(mca), func(name string) bool {
-			return name == names.ComponentsClusterTemplateName(goc, mca.Namespace)
+			return name == names.ComponentsClusterTemplateName(goc, mca.Namespace) || name == AssignedTemplateName(goc)
 		})
 		if tmplHeld {
 			out.heldByOthers = append(out.heldByOthers, mca.Namespace)
@@ -211,6 +255,7 @@ func (c ClusterConfigs) Notes() string {
 	if len(c.heldByOthers) > 0 {
 		s += "; clusterArgoCDConfig not applied where the components ManagedClusterAddOn already names another AddOnTemplate (remove that config to use this one): " + fleet.Summarize(c.heldByOthers)
 	}
+	s += c.userIDsNote
 	if len(c.mirrorsHeldByOthers) > 0 {
 		s += "; image mirrors not applied to the Argo CD components' StatefulSet and init containers where the components ManagedClusterAddOn already names another AddOnDeploymentConfig (remove that config to use the cluster's own): " + fleet.Summarize(c.mirrorsHeldByOthers)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
@@ -65,26 +66,23 @@ func (w *Writer) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluste
 		if err := w.DeleteComponentsPlacement(ctx, goc); err != nil {
 			return false, ClusterConfigs{}, err
 		}
+		if err := w.DeleteOpenShiftPlacement(ctx, goc); err != nil {
+			return false, ClusterConfigs{}, err
+		}
 		return false, ClusterConfigs{}, w.deleteOwnedTemplate(ctx, goc, name)
 	}
 	var cfg ClusterConfigs
-	tmpl, err := spoke.BuildAddOnTemplate(spoke.Input{
-		TemplateName: name, AddonName: cma.Name, Mode: mode, ImagePullSecrets: w.Config.SpokeImagePullSecrets,
-		AssignedUserIDs: goc.Spec.ArgoCDAgentAddon.UserIDs == v1alpha1.UserIDsAssigned,
-	})
+	tmpl, err := w.componentsTemplate(goc, name, cma.Name, mode, goc.Spec.ArgoCDAgentAddon.UserIDs == v1alpha1.UserIDsAssigned)
 	if err != nil {
-		return false, cfg, fmt.Errorf("building the Argo CD components AddOnTemplate: %w", err)
-	}
-	if err := addon.ApplyPodSettings(tmpl.Spec.AgentSpec.Workload.Manifests, podSettings(goc)); err != nil {
-		return false, cfg, fmt.Errorf("placing the Argo CD components' pods: %w", err)
-	}
-	if err := spoke.ApplyConfigMapData(tmpl.Spec.AgentSpec.Workload.Manifests, configData(goc.Spec.ArgoCDAgentAddon.ArgoCDConfig)); err != nil {
 		return false, cfg, err
 	}
 	if err := w.writeTemplate(ctx, goc, tmpl); err != nil {
 		return false, cfg, err
 	}
-	if cfg, err = w.applyClusterConfigs(ctx, goc, tmpl, adc, owned); err != nil {
+	tmpls := componentsTemplates{base: tmpl, assigned: func() (*addonv1alpha1.AddOnTemplate, error) {
+		return w.componentsTemplate(goc, AssignedTemplateName(goc), cma.Name, mode, true)
+	}}
+	if cfg, err = w.applyClusterConfigs(ctx, goc, tmpls, adc, owned); err != nil {
 		return false, cfg, err
 	}
 	placement, err := w.applyComponentsPlacement(ctx, goc)
@@ -102,6 +100,34 @@ func (w *Writer) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluste
 		return false, cfg, fmt.Errorf("writing ClusterManagementAddOn %s: %w", cma.Name, err)
 	}
 	return false, cfg, nil
+}
+
+// componentsTemplate builds the GitOpsCluster's components template named name; assigned
+// leaves the user IDs to the platform.
+func (w *Writer) componentsTemplate(goc *v1alpha1.GitOpsCluster, name, addonName, mode string, assigned bool) (*addonv1alpha1.AddOnTemplate, error) {
+	tmpl, err := spoke.BuildAddOnTemplate(spoke.Input{
+		TemplateName: name, AddonName: addonName, Mode: mode, ImagePullSecrets: w.Config.SpokeImagePullSecrets, AssignedUserIDs: assigned,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("building the Argo CD components AddOnTemplate: %w", err)
+	}
+	if err := addon.ApplyPodSettings(tmpl.Spec.AgentSpec.Workload.Manifests, podSettings(goc)); err != nil {
+		return nil, fmt.Errorf("placing the Argo CD components' pods: %w", err)
+	}
+	if err := spoke.ApplyConfigMapData(tmpl.Spec.AgentSpec.Workload.Manifests, configData(goc.Spec.ArgoCDAgentAddon.ArgoCDConfig)); err != nil {
+		return nil, err
+	}
+	if assigned && autoUserIDs(goc) {
+		tmpl.Annotations = map[string]string{v1alpha1.AnnotationUserIDs: string(v1alpha1.UserIDsAssigned)}
+	}
+	return tmpl, nil
+}
+
+// componentsTemplates are the GitOpsCluster's components templates: its own, and the one whose
+// pods name no UID for the clusters that report OpenShift (userIDs: Auto), built on first use.
+type componentsTemplates struct {
+	base     *addonv1alpha1.AddOnTemplate
+	assigned func() (*addonv1alpha1.AddOnTemplate, error)
 }
 
 // copyBehind reports whether the components addon's entry still names the user's Placement
@@ -150,11 +176,18 @@ func (w *Writer) writeTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster,
 	}
 	if err := w.createOrUpdate(ctx, tmpl, func(live client.Object) bool {
 		l := live.(*addonv1alpha1.AddOnTemplate)
-		if templateSpecsEqual(&l.Spec, &tmpl.Spec) && names.HasLabels(l.Labels, tmpl.Labels) {
+		userIDs := tmpl.Annotations[v1alpha1.AnnotationUserIDs]
+		if templateSpecsEqual(&l.Spec, &tmpl.Spec) && names.HasLabels(l.Labels, tmpl.Labels) && l.Annotations[v1alpha1.AnnotationUserIDs] == userIDs {
 			return false
 		}
 		l.Spec = tmpl.Spec
 		mergeLabels(l, tmpl.Labels)
+		// The one annotation a template's pods depend on; the others are left as they are.
+		if userIDs == "" {
+			delete(l.Annotations, v1alpha1.AnnotationUserIDs)
+		} else {
+			metav1.SetMetaDataAnnotation(&l.ObjectMeta, v1alpha1.AnnotationUserIDs, userIDs)
+		}
 		return true
 	}); err != nil {
 		return fmt.Errorf("writing AddOnTemplate %s: %w", tmpl.Name, err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -319,6 +320,87 @@ func TestLedger(t *testing.T) {
 		}
 	})
 
+	t.Run("a CLI-like writer at any step of a revocation: both keys stay", func(t *testing.T) {
+		// argocd-agentctl's add: three steps (read the keys, read the ConfigMap, write the
+		// whole data from the first read, conditional on the second). Every split of them
+		// around the revocation's read and write of the blocklist: before it, between its read
+		// and its write, after it; with the blocklist made by the revocation, or by a person
+		// before it.
+		refused, dropped := 0, 0
+		for _, exists := range []bool{false, true} {
+			for before := 0; before <= 3; before++ {
+				for between := 0; before+between <= 3; between++ {
+					name := fmt.Sprintf("cli-%v-%d-%d", exists, before, between)
+					s := newStore(t, env, name)
+					if exists {
+						if err := env.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Name: ledger.BlocklistName},
+							Data: map[string]string{strings.Repeat("CC", 32): ""}}); err != nil {
+							t.Fatal(err)
+						}
+					}
+					cert := issue(t, ca, "c1", time.Hour, now)
+					if err := s.Record(ctx, "c1", owner, cert, 0, now); err != nil {
+						t.Fatal(err)
+					}
+					const person = "00000000000000000000000000000000000000000000000000000000000000BB"
+					cli := &cliAdd{c: env.Client, ns: s.Namespace, fp: person}
+					for range before {
+						cli.step(ctx)
+					}
+					reader := &blocklistReads{Reader: s.Reader, after: func() {
+						for range between {
+							cli.step(ctx)
+						}
+					}}
+					s.Reader = reader
+					if _, err := s.RevokeClusters(ctx, []string{"c1"}, ledger.CauseRevoked, now); err != nil {
+						t.Fatalf("%s: the revocation: %v", name, err)
+					}
+					for !cli.done() {
+						cli.step(ctx)
+					}
+					if cli.err != nil {
+						// Refused on a conflict: the person runs it again.
+						refused++
+						cli = &cliAdd{c: env.Client, ns: s.Namespace, fp: person}
+						for !cli.done() {
+							cli.step(ctx)
+						}
+						if cli.err != nil {
+							t.Fatalf("%s: the person's second run: %v", name, cli.err)
+						}
+					}
+					bl, _ := s.Blocklist(ctx)
+					if _, ok := bl[person]; !ok {
+						t.Errorf("%s: the manager's write dropped the person's key", name)
+					}
+					fp := pki.Fingerprint(cert)
+					if _, ok := bl[fp]; !ok {
+						// Only the CLI's write can drop it, when its two reads straddle the
+						// manager's write; the record still holds it, and putting it back keeps
+						// the person's key.
+						dropped++
+						if n, err := s.Reassert(ctx, []string{fp}); err != nil || n != 1 {
+							t.Fatalf("%s: Reassert = %d, %v", name, n, err)
+						}
+						bl, _ = s.Blocklist(ctx)
+						if _, ok := bl[person]; !ok {
+							t.Errorf("%s: putting the manager's key back dropped the person's", name)
+						}
+					}
+					if _, ok := bl[strings.Repeat("CC", 32)]; exists && !ok {
+						t.Errorf("%s: a key listed before both writers was dropped", name)
+					}
+				}
+			}
+		}
+		// Both of the CLI's outcomes that involve the manager were met.
+		if refused == 0 || dropped == 0 {
+			t.Errorf("the CLI was refused %d time(s) and dropped the manager's key %d time(s); each should happen", refused, dropped)
+		}
+		t.Logf("20 interleavings: the CLI refused on a conflict %d time(s), the manager's key dropped by the CLI %d time(s)", refused, dropped)
+	})
+
 	t.Run("a 5000-cluster departure in one pass fits the blocklist", func(t *testing.T) {
 		// Three unexpired certificates a cluster: the agent's, the one it renews to, and the
 		// resource proxy's.
@@ -381,4 +463,55 @@ func (r *blocklistReads) Get(ctx context.Context, key client.ObjectKey, obj clie
 		}
 	}
 	return err
+}
+
+// cliAdd is `argocd-agentctl blocklist tls add <fp>` of argocd-agent v0.10.0 taken one step at
+// a time: read the blocklist's keys; read the ConfigMap again; set its whole data to the keys
+// of the first read plus fp, and update it with the second read's resourceVersion (create it
+// when the second read found none). A failed step ends the run with err; it is never retried.
+type cliAdd struct {
+	c     client.Client
+	ns    string
+	fp    string
+	n     int
+	keys  map[string]string
+	cm    *corev1.ConfigMap
+	err   error
+	empty bool
+}
+
+func (a *cliAdd) done() bool { return a.n == 3 || a.err != nil }
+
+func (a *cliAdd) step(ctx context.Context) {
+	if a.done() {
+		return
+	}
+	key := types.NamespacedName{Namespace: a.ns, Name: ledger.BlocklistName}
+	a.n++
+	switch a.n {
+	case 1:
+		a.keys = map[string]string{a.fp: ""}
+		cm := &corev1.ConfigMap{}
+		if err := a.c.Get(ctx, key, cm); err != nil && !apierrors.IsNotFound(err) {
+			a.err = err
+			return
+		}
+		for k := range cm.Data {
+			a.keys[k] = ""
+		}
+	case 2:
+		a.cm = &corev1.ConfigMap{}
+		err := a.c.Get(ctx, key, a.cm)
+		a.empty = apierrors.IsNotFound(err)
+		if err != nil && !a.empty {
+			a.err = err
+		}
+	case 3:
+		if a.empty {
+			a.err = a.c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: a.ns, Name: ledger.BlocklistName}, Data: a.keys})
+			return
+		}
+		a.cm.Data = a.keys
+		a.err = a.c.Update(ctx, a.cm)
+	}
 }

@@ -33,6 +33,8 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
@@ -121,10 +123,18 @@ func monitoringExpressions(t *testing.T, vals map[string]any) (exprs map[string]
 }
 
 type grafanaPanel struct {
-	Title   string `json:"title"`
+	ID         int    `json:"id"`
+	Title      string `json:"title"`
+	Datasource *struct {
+		UID string `json:"uid"`
+	} `json:"datasource"`
+	GridPos struct{ X, Y, W, H int } `json:"gridPos"`
 	Targets []struct {
-		Expr  string `json:"expr"`
-		RefID string `json:"refId"`
+		Expr       string `json:"expr"`
+		RefID      string `json:"refId"`
+		Datasource *struct {
+			UID string `json:"uid"`
+		} `json:"datasource"`
 	} `json:"targets"`
 	Panels []grafanaPanel `json:"panels"`
 }
@@ -164,6 +174,33 @@ func TestRenderMonitoring(t *testing.T) {
 	if strings.TrimSpace(data) != strings.TrimSpace(string(want)) {
 		t.Errorf("the ConfigMap does not carry dashboards/%s as it is (%d bytes, the file %d)", dashboardFile, len(data), len(want))
 	}
+	// Grafana lays the panels out on a 24-column grid: each fits, none covers another, ids are
+	// unique, and every query uses the dashboard's data source variable.
+	var dash struct {
+		Panels []grafanaPanel `json:"panels"`
+	}
+	if err := json.Unmarshal(want, &dash); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[int]bool{}
+	for i, p := range dash.Panels {
+		g := p.GridPos
+		if ids[p.ID] || g.X < 0 || g.W <= 0 || g.H <= 0 || g.X+g.W > 24 {
+			t.Errorf("panel %q: id %d (repeated: %v), gridPos %+v", p.Title, p.ID, ids[p.ID], g)
+		}
+		ids[p.ID] = true
+		for _, q := range dash.Panels[:i] {
+			o := q.GridPos
+			if g.X < o.X+o.W && o.X < g.X+g.W && g.Y < o.Y+o.H && o.Y < g.Y+g.H {
+				t.Errorf("panels %q and %q overlap: %+v, %+v", q.Title, p.Title, o, g)
+			}
+		}
+		for _, tg := range p.Targets {
+			if p.Datasource == nil || p.Datasource.UID != "${datasource}" || tg.Datasource == nil || tg.Datasource.UID != "${datasource}" {
+				t.Errorf("panel %q: a query does not use the data source variable", p.Title)
+			}
+		}
+	}
 	rule := find(objs, "PrometheusRule", releaseName)
 	if rule == nil {
 		t.Fatal("no PrometheusRule")
@@ -196,6 +233,16 @@ func TestRenderMonitoring(t *testing.T) {
 			t.Errorf("no alert %s among %v", a, alerts)
 		}
 	}
+	// Each alert's description points to its section of docs/monitoring.md.
+	doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "docs", "monitoring.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for a := range alerts {
+		if !strings.Contains(string(doc), "\n### "+a+"\n") {
+			t.Errorf("docs/monitoring.md has no section ### %s", a)
+		}
+	}
 
 	// The chart lints with them on, and the schema refuses what Prometheus would.
 	res := action.NewLint().Run([]string{chartDir()}, monitoringValues())
@@ -216,7 +263,8 @@ func TestRenderMonitoring(t *testing.T) {
 }
 
 // TestMonitoringNamesOnlyMetricsTheManagerServes runs the manager against a real API server
-// with a GitOpsCluster whose agent is available, scrapes its /metrics, and checks every
+// with a GitOpsCluster whose agent is available and a pull-model Application it must refuse,
+// scrapes its /metrics, and checks every
 // expression of the chart's dashboard and alerts: each metric it names is served, each label
 // it matches on is a label of that metric, and each value it matches is one the metric takes.
 // The docs list exactly the project's metrics the manager serves.
@@ -226,10 +274,10 @@ func TestMonitoringNamesOnlyMetricsTheManagerServes(t *testing.T) {
 		t.Fatalf("read only %d expressions from the dashboard and the alerts", len(exprs))
 	}
 
-	env := testenv.StartForTest(t, testenv.Options{})
+	env := testenv.StartForTest(t, testenv.Options{WithArgoCD: true})
 	ctx := context.Background()
 	admin := env.Client
-	for _, ns := range []string{releaseNS, "cluster1"} {
+	for _, ns := range []string{releaseNS, "cluster1", "argocd"} {
 		if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
@@ -259,6 +307,17 @@ func TestMonitoringNamesOnlyMetricsTheManagerServes(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A pull-model Application that names no cluster: its delivery is refused.
+	app := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+		"metadata": map[string]any{"namespace": "argocd", "name": "no-cluster", "labels": map[string]any{pullmodel.LabelPull: "true"}},
+		"spec": map[string]any{"project": "default", "destination": map[string]any{"server": "https://kubernetes.default.svc", "namespace": "guestbook"},
+			"source": map[string]any{"repoURL": "https://git.example.com/guestbook.git", "path": "."}},
+	}}
+	if err := admin.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+
 	// The manager as the binary runs it, with /metrics on plain HTTP.
 	opts := manager.DefaultOptions()
 	metricsAddr := freeAddr(t)
@@ -277,7 +336,7 @@ func TestMonitoringNamesOnlyMetricsTheManagerServes(t *testing.T) {
 	// The GitOpsCluster's status and its principal's PKI, as the fleet gauges report them.
 	gocSeries := map[string]string{"gitopscluster_namespace": releaseNS, "gitopscluster": goc.Name}
 	var served exposition
-	poll.Until(t, "the fleet metrics of a Ready GitOpsCluster with its PKI", 2*time.Minute, func() error {
+	poll.Until(t, "the fleet metrics of a Ready GitOpsCluster with its PKI, and a refused delivery", 2*time.Minute, func() error {
 		var err error
 		if served, err = scrapeExposition("http://" + metricsAddr + "/metrics"); err != nil {
 			return err
@@ -286,13 +345,17 @@ func TestMonitoringNamesOnlyMetricsTheManagerServes(t *testing.T) {
 			name   string
 			labels map[string]string
 			value  float64
+			// atLeast: a counter, which a second pass over the same object may raise again.
+			atLeast bool
 		}{
-			{"argocd_agent_addon_gitopscluster_selected_clusters", gocSeries, 1},
-			{"argocd_agent_addon_gitopscluster_available_agents", gocSeries, 1},
-			{"argocd_agent_addon_gitopscluster_condition", with(gocSeries, "condition", v1alpha1.ConditionReady), 1},
-			{"argocd_agent_addon_blocklist_entries", map[string]string{"principal_namespace": releaseNS}, 0},
+			{"argocd_agent_addon_gitopscluster_selected_clusters", gocSeries, 1, false},
+			{"argocd_agent_addon_gitopscluster_available_agents", gocSeries, 1, false},
+			{"argocd_agent_addon_gitopscluster_condition", with(gocSeries, "condition", v1alpha1.ConditionReady), 1, false},
+			{"argocd_agent_addon_blocklist_entries", map[string]string{"principal_namespace": releaseNS}, 0, false},
+			{"argocd_agent_addon_pull_model_enabled", nil, 1, false},
+			{"argocd_agent_addon_pull_model_deliveries_total", map[string]string{"result": "refused", "reason": propagation.ReasonMissingCluster}, 1, true},
 		} {
-			if got, ok := served.value(want.name, want.labels); !ok || got != want.value {
+			if got, ok := served.value(want.name, want.labels); !ok || got != want.value && !(want.atLeast && got > want.value) {
 				return fmt.Errorf("%s%v = %v (served: %v), want %v", want.name, want.labels, got, ok, want.value)
 			}
 		}

@@ -650,6 +650,7 @@ func (r *Reconciler) deleteWorksMatching(ctx context.Context, key string, keep *
 // setCondition sets or clears the delivery condition, with an Event when it appears or
 // changes; nothing is written when it is already as it should be.
 func (r *Reconciler) setCondition(ctx context.Context, app *unstructured.Unstructured, refusal *Refusal) error {
+	countPass(refusal)
 	msg := ""
 	if refusal != nil {
 		msg = refusal.String()

@@ -40,9 +40,10 @@ const (
 )
 
 // testArgoCDComponents installs an autonomous-mode GitOpsCluster with the default
-// argoCDComponents (Install) on cluster2 and follows what OCM's real work agent applies there: the Argo CD CRDs become
-// Established; the application-controller, repo-server and redis objects of Argo CD v3.4.3's
-// core install are in the agent namespace, owned by the work; the redis password Secret is made
+// argoCDComponents (Install) on cluster2 and follows what OCM's real work agent applies
+// there: the Argo CD CRDs become Established; the application-controller, repo-server and
+// redis objects of the core install of the default pair's Argo CD release are in the agent
+// namespace, owned by the work; the redis password Secret is made
 // on the cluster by redis's init container; every object the agent Deployment names exists;
 // the Argo CD pods become ready and every Service there reaches a ready pod; the agent pod's
 // cert-reloader runs while argocd-agent, on the agents' default image, waits for an image (this

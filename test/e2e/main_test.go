@@ -119,16 +119,17 @@ func runLane(t *testing.T, lane string, scenarios []scenario) {
 	}
 }
 
-// runSelects reports whether -run selects the subtest test/sub. It reads the pattern's first
-// two slash-separated parts as go test does, so that a lane starts no fleet when none of its
-// scenarios would run; a pattern it cannot read selects everything.
-func runSelects(test, sub string) bool {
+// runSelects reports whether -run selects the test named by names (the top-level test, then
+// its subtests). It reads the pattern's slash-separated parts as go test does, so that a lane
+// starts no fleet when none of its scenarios would run; a pattern it cannot read selects
+// everything.
+func runSelects(names ...string) bool {
 	f := flag.Lookup("test.run")
 	if f == nil || f.Value.String() == "" {
 		return true
 	}
-	parts := strings.SplitN(f.Value.String(), "/", 3)
-	for i, name := range []string{test, sub} {
+	parts := strings.Split(f.Value.String(), "/")
+	for i, name := range names {
 		if i >= len(parts) {
 			return true
 		}
@@ -206,6 +207,9 @@ type suite struct {
 	mu sync.Mutex
 	// issued are the fingerprints of every client certificate seen on each cluster, in order.
 	issued map[string][]string
+	// spokeArgoNS are the clusters whose own Argo CD a pull-model scenario moved out of the
+	// agent's namespace (moveSpokeArgoCD).
+	spokeArgoNS map[string]string
 }
 
 func TestMain(m *testing.M) {
@@ -225,7 +229,7 @@ func runSuite(m *testing.M) int {
 		skipWhy = "FLEET_E2E=0: local OCM fleet tests disabled"
 	case !requested:
 		skipWhy = node.SkipReason
-	case !runSelects("TestAgentScenarios", "") && !runSelects("TestArgoCDScenarios", ""):
+	case !runSelects("TestAgentScenarios") && !runSelects("TestArgoCDScenarios"):
 		skipWhy = "no e2e test selected by -run"
 	}
 	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
@@ -260,7 +264,7 @@ func logf(format string, args ...any) {
 // OCM's), adds the images built meanwhile to it, then installs the chart with Helm's SDK, as
 // a hub admin does: the manager runs as the chart's pod.
 func setUp(lane string) (*suite, error) {
-	s := &suite{lane: lane, spokes: map[string]client.Client{}, issued: map[string][]string{}, started: time.Now()}
+	s := &suite{lane: lane, spokes: map[string]client.Client{}, issued: map[string][]string{}, spokeArgoNS: map[string]string{}, started: time.Now()}
 	s.tmp = filepath.Join(prepared.tmp, lane)
 	if err := os.MkdirAll(s.tmp, 0o755); err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/nodeapps"
@@ -40,6 +42,9 @@ const (
 	// tenantNS is a second tenant's hub namespace, allowed for the pull model (the manager's
 	// --pull-model-namespaces) and bound to a set of its own.
 	tenantNS = "tenant-b"
+	// otherArgoNS is the namespace of the second cluster's own Argo CD: OpenShift GitOps's, set
+	// by the hub admin with a ManagedCluster label, beside the first cluster's plain "argocd".
+	otherArgoNS = "openshift-gitops"
 )
 
 // testPullModelApplicationSet runs the basic pull model on the real fleet: Argo CD's
@@ -58,6 +63,8 @@ func testPullModelApplicationSet(t *testing.T, s *suite) {
 	s.labelClusters(t)
 	clusters := s.f.Clusters()
 	s.stockWorkAgentRights(t, clusters)
+	// A mixed fleet: the second cluster's Argo CD serves another namespace than the first's.
+	s.moveSpokeArgoCD(t, clusters[1], otherArgoNS)
 
 	repo, sha := s.gitRepo(t, "git-pull", "guestbook", fleet.GuestbookFiles(1, s.guestbookImg1))
 
@@ -172,7 +179,7 @@ spec:
 		s.eventually(t, c+": the cluster's Argo CD synced the guestbook", 4*time.Minute, func(ctx context.Context) (bool, string) {
 			d := &appsv1.Deployment{}
 			if err := s.spokes[c].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, d); err != nil {
-				st, _ := fleet.GetApplicationState(ctx, s.spokes[c], fleet.ArgoCDNamespace, app)
+				st, _ := fleet.GetApplicationState(ctx, s.spokes[c], s.spokeArgoCD(c), app)
 				return false, getState(err, "Deployment") + "; spoke Application: " + st.String()
 			}
 			return d.Annotations["argocd.argoproj.io/tracking-id"] != "", "no tracking id"
@@ -234,7 +241,7 @@ spec:
 		if _, err := s.pullWork(ctx, gone, gone+"-guestbook"); err == nil {
 			left = append(left, "ManifestWork")
 		}
-		if err := s.spokes[gone].Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: gone + "-guestbook"}, pullmodel.NewApplication()); !apierrors.IsNotFound(err) {
+		if err := s.spokes[gone].Get(ctx, client.ObjectKey{Namespace: s.spokeArgoCD(gone), Name: gone + "-guestbook"}, pullmodel.NewApplication()); !apierrors.IsNotFound(err) {
 			left = append(left, "spoke Application")
 		}
 		if err := s.spokes[gone].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
@@ -263,7 +270,7 @@ func (s *suite) reportListsTheObjects(t *testing.T, clusters []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for _, c := range clusters {
-		if err := nodeapps.InstallResourceReporter(ctx, s.f, c, s.managerBin, s.reloaderImg, fleet.ArgoCDNamespace); err != nil {
+		if err := nodeapps.InstallResourceReporter(ctx, s.f, c, s.managerBin, s.reloaderImg, s.spokeArgoCD(c)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -372,7 +379,7 @@ func (s *suite) pullModelTenancy(ctx context.Context, t *testing.T, other, own s
 	}
 
 	spokeName := tenantNS + ".web"
-	s.eventually(t, fmt.Sprintf("%s: the tenant's Application applied by the work agent as %s/%s", own, fleet.ArgoCDNamespace, spokeName), 2*time.Minute, func(ctx context.Context) (bool, string) {
+	s.eventually(t, fmt.Sprintf("%s: the tenant's Application applied by the work agent as %s/%s", own, s.spokeArgoCD(own), spokeName), 2*time.Minute, func(ctx context.Context) (bool, string) {
 		w, err := s.pullWork(ctx, own, mine.GetName())
 		if err != nil {
 			return false, err.Error()
@@ -380,7 +387,7 @@ func (s *suite) pullModelTenancy(ctx context.Context, t *testing.T, other, own s
 		if !meta.IsStatusConditionTrue(w.Status.Conditions, workv1.WorkApplied) {
 			return false, fmt.Sprintf("ManifestWork %s conditions %v", w.Name, w.Status.Conditions)
 		}
-		err = s.spokes[own].Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: spokeName}, pullmodel.NewApplication())
+		err = s.spokes[own].Get(ctx, client.ObjectKey{Namespace: s.spokeArgoCD(own), Name: spokeName}, pullmodel.NewApplication())
 		return err == nil, fmt.Sprint("spoke Application: ", err)
 	})
 	for _, c := range []struct {
@@ -431,7 +438,7 @@ func (s *suite) forbiddenOperationNeverFetched(ctx context.Context, t *testing.T
 		t.Errorf("hub: the ManifestWork carries the forbidden operation")
 	}
 	spokeApp := pullmodel.NewApplication()
-	if err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: spokeName}, spokeApp); err != nil {
+	if err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: s.spokeArgoCD(cluster), Name: spokeName}, spokeApp); err != nil {
 		t.Fatal(err)
 	}
 	if raw, _ := json.Marshal(spokeApp.Object); strings.Contains(string(raw), forbidden.URL) {
@@ -459,20 +466,48 @@ func (s *suite) setClusterSet(ctx context.Context, cluster, set string) error {
 	return s.hub.Patch(ctx, mc, patch)
 }
 
-// showSpokeErrorOnTheHub delivers a hub Application whose path does not exist in Git to cluster:
-// the cluster's Argo CD fails to compare it, and the hub Application shows that error.
+// showSpokeErrorOnTheHub delivers two hub Applications to cluster and shows the spoke's errors
+// on the hub: one whose path does not exist in Git (the cluster's Argo CD fails to compare it),
+// and one whose errors come after a warning in the spoke's conditions, which Argo CD sorts by
+// type: a ConfigMap listed twice (RepeatedResourceWarning) beside one in a namespace that does
+// not exist, whose failed sync Argo CD reports as SyncError. A work agent that fed back only
+// the first condition would show the warning alone.
 func (s *suite) showSpokeErrorOnTheHub(t *testing.T, repoURL, cluster string) {
 	t.Helper()
 	ctx := ctxFor(t)
+	warned, _ := s.gitRepo(t, "git-warned", "warned", map[string]string{
+		"app/repeated.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: repeated}\ndata: {k: v}\n---\n" +
+			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: repeated}\ndata: {k: v}\n",
+		"app/lost.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: lost, namespace: no-such-namespace}\ndata: {k: v}\n",
+	})
 	broken := fleet.NewApplication("broken-path", fleet.ArgoCDNamespace, repoURL, "no-such-path", pullNS)
-	broken.SetLabels(map[string]string{pullmodel.LabelPull: "true"})
-	broken.SetAnnotations(map[string]string{pullmodel.AnnotationCluster: cluster, pullmodel.AnnotationSkipReconcile: "true"})
-	if err := s.hub.Create(ctx, broken); err != nil {
-		t.Fatalf("creating hub Application %s: %v", broken.GetName(), err)
+	failing := fleet.NewApplication("warned-and-failing", fleet.ArgoCDNamespace, warned.URL, "app", pullNS)
+	// Without retries: an automated sync retries a failed one five times (minutes of backoff)
+	// before Argo CD reports SyncError.
+	if err := unstructured.SetNestedField(failing.Object, map[string]any{"limit": int64(0)}, "spec", "syncPolicy", "retry"); err != nil {
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = client.IgnoreNotFound(s.hub.Delete(context.Background(), broken)) })
+	for _, app := range []*unstructured.Unstructured{broken, failing} {
+		app.SetLabels(map[string]string{pullmodel.LabelPull: "true"})
+		app.SetAnnotations(map[string]string{pullmodel.AnnotationCluster: cluster, pullmodel.AnnotationSkipReconcile: "true"})
+		if err := s.hub.Create(ctx, app); err != nil {
+			t.Fatalf("creating hub Application %s: %v", app.GetName(), err)
+		}
+		t.Cleanup(func() { _ = client.IgnoreNotFound(s.hub.Delete(context.Background(), app)) })
+	}
 	s.eventually(t, cluster+": the spoke's comparison error (path missing in Git) on the hub Application", 3*time.Minute, func(ctx context.Context) (bool, string) {
 		return hubCondition(ctx, s.hub, broken.GetName(), "ComparisonError", "path")
+	})
+	s.eventually(t, cluster+": a warning first, then the sync error, in the spoke Application's conditions", 3*time.Minute, func(ctx context.Context) (bool, string) {
+		st, err := fleet.GetApplicationState(ctx, s.spokes[cluster], s.spokeArgoCD(cluster), failing.GetName())
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(st.Conditions) >= 2 && strings.HasPrefix(st.Conditions[0], "RepeatedResourceWarning:") &&
+			slices.ContainsFunc(st.Conditions, func(c string) bool { return strings.HasPrefix(c, "SyncError:") }), st.String()
+	})
+	s.eventually(t, cluster+": the sync error listed after the warning on the hub Application", time.Minute, func(ctx context.Context) (bool, string) {
+		return hubCondition(ctx, s.hub, failing.GetName(), "SyncError", "no-such-namespace")
 	})
 }
 
@@ -490,7 +525,7 @@ func (s *suite) refreshRunsOnceOnTheCluster(t *testing.T, cluster string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apps := spokeApps.Resource(pullmodel.ArgoGroupVersion.WithResource("applications")).Namespace(fleet.ArgoCDNamespace)
+	apps := spokeApps.Resource(pullmodel.ArgoGroupVersion.WithResource("applications")).Namespace(s.spokeArgoCD(cluster))
 	spokeState := func(ctx context.Context) (refresh bool, reconciledAt string, rv string, err error) {
 		u, err := apps.Get(ctx, app, metav1.GetOptions{})
 		if err != nil {
@@ -720,6 +755,55 @@ func hubCondition(ctx context.Context, hub client.Client, app, condType, text st
 	return false, fmt.Sprintf("conditions %v", pullmodel.Conditions(u))
 }
 
+// spokeArgoCD is the namespace of cluster's own Argo CD in the pull-model scenarios: the
+// agent's namespace unless moveSpokeArgoCD moved it.
+func (s *suite) spokeArgoCD(cluster string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ns, ok := s.spokeArgoNS[cluster]; ok {
+		return ns
+	}
+	return agentNS
+}
+
+// moveSpokeArgoCD is the hub admin's per-cluster setting for the rest of the test: the pull
+// model delivers cluster's Applications into namespace, where its own Argo CD runs (the
+// ManagedCluster label the cluster's own identities may not set).
+func (s *suite) moveSpokeArgoCD(t *testing.T, cluster, namespace string) {
+	t.Helper()
+	setLabel := func(value string) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			mc := &clusterv1.ManagedCluster{}
+			if err := s.hub.Get(context.Background(), client.ObjectKey{Name: cluster}, mc); err != nil {
+				return err
+			}
+			if value == "" {
+				delete(mc.Labels, propagation.LabelSpokeNamespace)
+			} else {
+				if mc.Labels == nil {
+					mc.Labels = map[string]string{}
+				}
+				mc.Labels[propagation.LabelSpokeNamespace] = value
+			}
+			return s.hub.Update(context.Background(), mc)
+		})
+	}
+	if err := setLabel(namespace); err != nil {
+		t.Fatalf("labelling ManagedCluster %s: %v", cluster, err)
+	}
+	s.mu.Lock()
+	s.spokeArgoNS[cluster] = namespace
+	s.mu.Unlock()
+	t.Cleanup(func() {
+		if err := setLabel(""); err != nil {
+			t.Errorf("unlabelling ManagedCluster %s: %v", cluster, err)
+		}
+		s.mu.Lock()
+		delete(s.spokeArgoNS, cluster)
+		s.mu.Unlock()
+	})
+}
+
 // grantPullModelWork applies, on each cluster, the ClusterRole the README tells the admin of a
 // cluster with its own Argo CD to apply (the Argo CD components addon applies it itself).
 // A test that grants starts with stockWorkAgentRights, which takes the grant back.
@@ -758,7 +842,7 @@ func (s *suite) stockWorkAgentRights(t *testing.T, clusters []string) {
 }
 
 // startPullModelArgoCD starts, for the rest of the test, Argo CD's repo-server and
-// application-controller on each cluster (in the agent's namespace, reconciling every
+// application-controller on each cluster (in its spokeArgoCD namespace, reconciling every
 // reconciliation period) and the applicationset-controller on the hub with hubCmdParams.
 func (s *suite) startPullModelArgoCD(t *testing.T, ctx context.Context, clusters []string, hubCmdParams map[string]string) {
 	t.Helper()
@@ -774,14 +858,14 @@ func (s *suite) startPullModelArgoCD(t *testing.T, ctx context.Context, clusters
 	})
 	for _, c := range clusters {
 		start := time.Now()
-		a, err := s.f.StartArgoCD(ctx, c, fleet.ArgoCDOptions{Namespace: agentNS, ArgoCDCM: map[string]string{
+		a, err := s.f.StartArgoCD(ctx, c, fleet.ArgoCDOptions{Namespace: s.spokeArgoCD(c), ArgoCDCM: map[string]string{
 			"timeout.reconciliation": reconciliation.String(), "timeout.reconciliation.jitter": "1s",
 		}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		argos = append(argos, a)
-		t.Logf("%-72s %7s", c+": Argo CD up (repo-server, application-controller)", time.Since(start).Round(10*time.Millisecond))
+		t.Logf("%-72s %7s", c+": Argo CD up in "+s.spokeArgoCD(c)+" (repo-server, application-controller)", time.Since(start).Round(10*time.Millisecond))
 	}
 	start := time.Now()
 	hubArgo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ApplicationSetOnly: true, CmdParams: hubCmdParams})

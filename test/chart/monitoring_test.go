@@ -26,10 +26,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
@@ -318,14 +321,30 @@ func TestMonitoringNamesOnlyMetricsTheManagerServes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The manager as the binary runs it, with /metrics on plain HTTP.
+	// The manager built as the binary builds it, serving /metrics on plain HTTP. Controller
+	// names may repeat: another test of the package may have run a manager in this process.
 	opts := manager.DefaultOptions()
-	metricsAddr := freeAddr(t)
-	opts.MetricsAddr, opts.MetricsSecure, opts.HealthProbeAddr = metricsAddr, false, "0"
 	opts.Fleet.ManagedNamespaces = []string{releaseNS}
+	metricsAddr := freeAddr(t)
+	scheme, err := manager.NewScheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mo := manager.ControllerOptions(scheme, opts)
+	mo.Metrics = metricsserver.Options{BindAddress: metricsAddr}
+	mo.HealthProbeBindAddress = "0"
+	mo.Controller.SkipNameValidation = ptr.To(true)
+	mgr, err := ctrl.NewManager(env.Config, mo)
+	if err != nil {
+		t.Fatal(err)
+	}
 	mctx, cancel := context.WithCancel(ctx)
+	if err := manager.Setup(mctx, mgr, opts); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
-	go func() { done <- manager.Run(mctx, env.Config, opts) }()
+	go func() { done <- mgr.Start(mctx) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {

@@ -152,10 +152,8 @@ func testCMPPluginInHubArgoCD(t *testing.T, s *suite) {
 	files["guestbook/namespace.yaml"] = "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + workloadNS + "}\n"
 	repo, sha := s.gitRepo(t, "git-cmp", "guestbook-cmp", files)
 	start := time.Now()
-	// The hub admin's step (README): the ManifestWork health check in argocd-cm.
-	// and Applications in another namespace (Argo CD's application.namespaces) for one tenant.
+	// Applications in another namespace (Argo CD's application.namespaces) for one tenant.
 	argo, err := s.f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{
-		ArgoCDCM:  map[string]string{cmp.HealthCheckKey: cmp.HealthCheck()},
 		CmdParams: map[string]string{"application.namespaces": cmpTenantNS}})
 	if err != nil {
 		t.Fatal(err)
@@ -166,11 +164,19 @@ func testCMPPluginInHubArgoCD(t *testing.T, s *suite) {
 			t.Errorf("stopping Argo CD: %v", err)
 		}
 	})
-	// The hub admin's step (docs/cmp.md): the chart's hook adds the sidecar.
+	// The hub admin's step (docs/cmp.md): the chart's hooks add the sidecar and the ManifestWork
+	// health check to argocd-cm.
 	if _, err := chartrender.Upgrade(s.f.HubKubeconfigPath(), filepath.Join(testenv.RepoRoot(), "charts", "argocd-agent-addon"), ns, testenv.ChartRelease,
 		map[string]any{"cmp": map[string]any{"enabled": true, "sidecar": map[string]any{"install": true}}}, 5*time.Minute, t.Logf); err != nil {
 		t.Fatalf("helm upgrade --set cmp.sidecar.install=true: %v\n%s", err, nodeapps.PodReport(ctx, s.f, "hub", ns))
 	}
+	s.eventually(t, "hub: the chart's hook put the ManifestWork health check into argocd-cm", time.Minute, func(ctx context.Context) (bool, string) {
+		cm := &corev1.ConfigMap{}
+		if err := s.hub.Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: "argocd-cm"}, cm); err != nil {
+			return false, err.Error()
+		}
+		return cm.Data[cmp.HealthCheckKey] == cmp.HealthCheck(), fmt.Sprintf("%d bytes under %s", len(cm.Data[cmp.HealthCheckKey]), cmp.HealthCheckKey)
+	})
 	repoServer := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: fleet.ArgoCDNamespace, Name: fleet.ArgoCDRepoServer}}
 	s.eventually(t, "hub: Argo CD's repo-server rolled out with the plugin sidecar the chart's hook added", 4*time.Minute, func(ctx context.Context) (bool, string) {
 		ok, state := fleet.WorkloadReady(ctx, s.hub, repoServer)

@@ -20,6 +20,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 )
 
 var componentsAddon = config.ComponentsAddonName(addonName)
@@ -123,8 +124,9 @@ func TestArgoCDComponentsInstalledByDefault(t *testing.T) {
 		t.Errorf("the components template registers %v: OCM would mount the agent's certificate into Argo CD's pods", tpl.Spec.Registration)
 	}
 	vars := adcVariables(t, ns, goc.Status.AddOnDeploymentConfig)
-	if vars[addon.VarArgoCDImage] != "quay.io/argoproj/argocd:v3.4.3" || !strings.Contains(vars[addon.VarRedisImage], "redis") {
-		t.Errorf("config variables %v lack the paired Argo CD images", vars)
+	// The manager's default agent image is the default pair's agent.
+	if vars[addon.VarArgoCDImage] != "quay.io/argoproj/argocd:"+version.Default().ArgoCD || !strings.Contains(vars[addon.VarRedisImage], "redis") {
+		t.Errorf("config variables %v lack the default pair's Argo CD images", vars)
 	}
 	agentTpl := &addonv1alpha1.AddOnTemplate{}
 	if err := k8s.Get(ctx, types.NamespacedName{Name: goc.Status.AddOnTemplate}, agentTpl); err != nil {
@@ -263,7 +265,7 @@ func TestSpokeRegistryAndPullSecrets(t *testing.T) {
 			t.Errorf("%s = %q, not from the mirror", v, vars[v])
 		}
 	}
-	if vars[addon.VarArgoCDImage] != "mirror.example.com:5000/argoproj/argocd:v3.4.3" {
+	if vars[addon.VarArgoCDImage] != "mirror.example.com:5000/argoproj/argocd:"+version.Default().ArgoCD {
 		t.Errorf("Argo CD image %q", vars[addon.VarArgoCDImage])
 	}
 	for _, name := range []string{goc.Status.AddOnTemplate, names.ComponentsTemplateName(goc)} {

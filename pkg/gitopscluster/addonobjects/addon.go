@@ -115,13 +115,15 @@ func (w *Writer) applyDeploymentConfig(ctx context.Context, goc *v1alpha1.GitOps
 	if err != nil {
 		return nil, err
 	}
-	image = spoke.RewriteRegistry(image, w.Config.SpokeImageRegistry)
 	var argoCDImages spoke.Images
 	if componentsWanted(goc) {
-		if argoCDImages, err = w.spokeImages(); err != nil {
+		// The pair is the agent release's, read from the tag, which the registry setting and
+		// a cluster's mirrors leave as it is.
+		if argoCDImages, err = w.spokeImages(image); err != nil {
 			return nil, err
 		}
 	}
+	image = spoke.RewriteRegistry(image, w.Config.SpokeImageRegistry)
 	adc, err := addon.BuildDeploymentConfig(addon.DeploymentConfigInput{
 		Name: DeploymentConfigPrefix(goc) + "pending", Namespace: goc.Namespace, AgentInstallNamespace: w.installNamespace(goc),
 		ServerAddress: ep.Address, ServerPort: ep.Port, Mode: mode, AgentImage: image,

@@ -41,6 +41,8 @@ type ClusterConfigs struct {
 	mirrorsHeldByOthers []string
 	// userIDsNote says why userIDs: Auto cannot tell the clusters that report OpenShift.
 	userIDsNote string
+	// pairNote says that the agent image is no supported release (reportUnpairedAgent).
+	pairNote string
 }
 
 // clusterWant is what one cluster's components ManagedClusterAddOn names itself: an
@@ -246,9 +248,10 @@ func (w *Writer) setConfigs(ctx context.Context, mca *addonv1alpha1.ManagedClust
 }
 
 // Notes says, for the AddOnConfigured condition, which entries of clusterArgoCDConfig are not
-// in effect and why; "" when all are.
+// in effect and why, and when the components are not the agent image's own pair; "" when
+// nothing is amiss.
 func (c ClusterConfigs) Notes() string {
-	var s string
+	s := c.pairNote
 	if len(c.unselected) > 0 {
 		s += "; clusterArgoCDConfig names clusters this GitOpsCluster does not select (unused): " + fleet.Summarize(c.unselected)
 	}

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -20,6 +23,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 )
 
 // The Argo CD components go to the clusters through an addon of their own (config.ComponentsAddonName),
@@ -35,9 +39,10 @@ func componentsWanted(goc *v1alpha1.GitOpsCluster) bool {
 	return goc.Spec.ArgoCDAgentAddon.ArgoCDComponents != v1alpha1.ArgoCDComponentsExisting
 }
 
-// spokeImages are the images of the paired Argo CD release, from the configured registry.
-func (w *Writer) spokeImages() (spoke.Images, error) {
-	imgs, err := spoke.UpstreamImages()
+// spokeImages are the images of the Argo CD release paired with agentImage's release, from the
+// configured registry.
+func (w *Writer) spokeImages(agentImage string) (spoke.Images, error) {
+	imgs, err := spoke.ImagesFor(agentImage)
 	if err != nil {
 		return spoke.Images{}, err
 	}
@@ -72,7 +77,10 @@ func (w *Writer) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluste
 		return false, ClusterConfigs{}, w.deleteOwnedTemplate(ctx, goc, name)
 	}
 	var cfg ClusterConfigs
-	tmpl, err := w.componentsTemplate(goc, name, cma.Name, mode, goc.Spec.ArgoCDAgentAddon.UserIDs == v1alpha1.UserIDsAssigned)
+	// Every components template of the GitOpsCluster is built for the pair of the agent image
+	// its shared config names, so that the manifests and the images variables agree.
+	agentImage := addon.Variable(adc, addon.VarAgentImage)
+	tmpl, err := w.componentsTemplate(goc, name, cma.Name, mode, agentImage, goc.Spec.ArgoCDAgentAddon.UserIDs == v1alpha1.UserIDsAssigned)
 	if err != nil {
 		return false, cfg, err
 	}
@@ -80,11 +88,12 @@ func (w *Writer) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluste
 		return false, cfg, err
 	}
 	tmpls := componentsTemplates{base: tmpl, assigned: func() (*addonv1alpha1.AddOnTemplate, error) {
-		return w.componentsTemplate(goc, AssignedTemplateName(goc), cma.Name, mode, true)
+		return w.componentsTemplate(goc, AssignedTemplateName(goc), cma.Name, mode, agentImage, true)
 	}}
 	if cfg, err = w.applyClusterConfigs(ctx, goc, tmpls, adc, owned); err != nil {
 		return false, cfg, err
 	}
+	cfg.pairNote = w.reportUnpairedAgent(ctx, goc, agentImage)
 	placement, err := w.applyComponentsPlacement(ctx, goc)
 	if err != nil {
 		return false, cfg, err
@@ -102,11 +111,12 @@ func (w *Writer) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluste
 	return false, cfg, nil
 }
 
-// componentsTemplate builds the GitOpsCluster's components template named name; assigned
-// leaves the user IDs to the platform.
-func (w *Writer) componentsTemplate(goc *v1alpha1.GitOpsCluster, name, addonName, mode string, assigned bool) (*addonv1alpha1.AddOnTemplate, error) {
+// componentsTemplate builds the GitOpsCluster's components template named name, of the Argo CD
+// release paired with agentImage's; assigned leaves the user IDs to the platform.
+func (w *Writer) componentsTemplate(goc *v1alpha1.GitOpsCluster, name, addonName, mode, agentImage string, assigned bool) (*addonv1alpha1.AddOnTemplate, error) {
 	tmpl, err := spoke.BuildAddOnTemplate(spoke.Input{
-		TemplateName: name, AddonName: addonName, Mode: mode, ImagePullSecrets: w.Config.SpokeImagePullSecrets, AssignedUserIDs: assigned,
+		TemplateName: name, AddonName: addonName, Mode: mode, AgentImage: agentImage,
+		ImagePullSecrets: w.Config.SpokeImagePullSecrets, AssignedUserIDs: assigned,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building the Argo CD components AddOnTemplate: %w", err)
@@ -250,4 +260,47 @@ func configData(c *v1alpha1.ArgoCDConfig) map[string]map[string]string {
 		out[spoke.ArgoCDSSHKnownHosts] = map[string]string{spoke.SSHKnownHostsKey: *c.SSHKnownHosts}
 	}
 	return out
+}
+
+// ReasonUnsupportedAgentRelease is the Event reason for an agent image whose tag is no supported
+// argocd-agent release.
+const ReasonUnsupportedAgentRelease = "UnsupportedAgentRelease"
+
+// reportUnpairedAgent says, for the AddOnConfigured condition, that agentImage is no supported
+// argocd-agent release and so gets the default pair's components, which may not be the Argo CD
+// it was built against; "" for a supported one. The Warning Event goes out when the image has
+// just become such, not on every pass.
+func (w *Writer) reportUnpairedAgent(ctx context.Context, goc *v1alpha1.GitOpsCluster, agentImage string) string {
+	if agentImage == "" {
+		return ""
+	}
+	pair, known := version.ComponentsPair(agentImage)
+	if known {
+		return ""
+	}
+	var supported []string
+	for _, p := range version.Pairs() {
+		supported = append(supported, p.Agent)
+	}
+	msg := fmt.Sprintf("agent image %s: its tag %q is no supported argocd-agent release (supported: %s); the Argo CD components are the default pair's (Argo CD %s)",
+		agentImage, version.ImageTag(agentImage), strings.Join(supported, ", "), pair.ArgoCD)
+	if w.agentImageChanged(ctx, goc, agentImage) {
+		w.Event(goc, corev1.EventTypeWarning, ReasonUnsupportedAgentRelease, "ApplyAddOn", "%s", msg)
+	}
+	return "; " + msg
+}
+
+// agentImageChanged reports whether the config the GitOpsCluster's status last named ran
+// another agent image than agentImage (or there is none): configs are named by a hash of their
+// spec, so that one still holds the image of the last completed pass.
+func (w *Writer) agentImageChanged(ctx context.Context, goc *v1alpha1.GitOpsCluster, agentImage string) bool {
+	prev := goc.Status.AddOnDeploymentConfig
+	if prev == "" {
+		return true
+	}
+	live := &addonv1alpha1.AddOnDeploymentConfig{}
+	if err := w.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: prev}, live); err != nil {
+		return apierrors.IsNotFound(err)
+	}
+	return addon.Variable(live, addon.VarAgentImage) != agentImage
 }

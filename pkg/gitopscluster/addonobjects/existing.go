@@ -86,8 +86,13 @@ func (w *Writer) ClearForComponents(ctx context.Context, goc *v1alpha1.GitOpsClu
 		return rep, err
 	}
 	probes := seen.probes
+	// The release compared with is the one the GitOpsCluster's own agent is built against.
+	agentImage, err := w.AgentImage(ctx, goc, names.PrincipalNamespace(goc))
+	if err != nil {
+		return rep, err
+	}
 	paired := ""
-	if imgs, err := spoke.UpstreamImages(); err == nil {
+	if imgs, err := spoke.ImagesFor(agentImage); err == nil {
 		paired = spoke.ImageTag(imgs.ArgoCD)
 	}
 	install := componentsWanted(goc)

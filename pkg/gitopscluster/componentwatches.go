@@ -48,7 +48,8 @@ func newComponentsAddOnCache(mgr ctrl.Manager, addonName string) (cache.Cache, e
 }
 
 // watchComponents adds the watches the components addon needs: its ManagedClusterAddOns (their
-// rollout holds configs in use) and the opt-out label of ManagedClusters.
+// rollout holds configs in use), and of ManagedClusters the opt-out label and the image mirrors
+// (a cluster's own components config follows them).
 func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*builder.Builder, error) {
 	if r.ComponentsAddOns == nil {
 		c, err := newComponentsAddOnCache(mgr, r.Config.AddonName)
@@ -87,11 +88,18 @@ func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*bui
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forManagedCluster), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(e event.CreateEvent) bool { return e.Object.GetLabels()[v1alpha1.LabelArgoCDComponents] != "" },
 			UpdateFunc: func(e event.UpdateEvent) bool {
-				return e.ObjectOld.GetLabels()[v1alpha1.LabelArgoCDComponents] != e.ObjectNew.GetLabels()[v1alpha1.LabelArgoCDComponents]
+				return e.ObjectOld.GetLabels()[v1alpha1.LabelArgoCDComponents] != e.ObjectNew.GetLabels()[v1alpha1.LabelArgoCDComponents] ||
+					imageRegistriesChanged(e.ObjectOld, e.ObjectNew)
 			},
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})), nil
+}
+
+// imageRegistriesChanged reports whether an update changed OCM's image-registries annotation,
+// which a ManagedClusterImageRegistry writes without touching anything else of the cluster.
+func imageRegistriesChanged(old, updated client.Object) bool {
+	return old.GetAnnotations()[clusterv1.ClusterImageRegistriesAnnotationKey] != updated.GetAnnotations()[clusterv1.ClusterImageRegistriesAnnotationKey]
 }
 
 // forManagedCluster wakes the GitOpsClusters selecting the cluster, as forManagedClusterAddOn

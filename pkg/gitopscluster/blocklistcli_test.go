@@ -3,6 +3,7 @@ package gitopscluster_test
 import (
 	"context"
 	"crypto/sha256"
+	"flag"
 	"fmt"
 	"slices"
 	"sort"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
@@ -101,9 +103,9 @@ func lacking(t *testing.T, ns string, want ...string) []string {
 	return out
 }
 
-// backWithin fails t unless every key of want is on the blocklist within d, and says how
-// long it took.
-func backWithin(t *testing.T, ns, what string, d time.Duration, want ...string) time.Duration {
+// backWithin fails t unless every key of want is on the blocklist within d, and logs how long
+// it took.
+func backWithin(t *testing.T, ns, what string, d time.Duration, want ...string) {
 	t.Helper()
 	start := time.Now()
 	err := poll.Wait(context.Background(), d, func(context.Context) (bool, string) {
@@ -115,9 +117,7 @@ func backWithin(t *testing.T, ns, what string, d time.Duration, want ...string) 
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
-	took := time.Since(start)
-	t.Logf("%s: %s", what, took.Round(time.Millisecond))
-	return took
+	t.Logf("%s: %s", what, time.Since(start).Round(time.Millisecond))
 }
 
 // blocklistEvents counts the Events of reason on the principal's blocklist, and returns the
@@ -141,22 +141,32 @@ func blocklistEvents(t *testing.T, ns, reason string) (int, string) {
 // revoke creates the AgentRevocation of cluster and waits for it to be enforced.
 func (f *revocationFixture) revoke(cluster string) {
 	f.t.Helper()
-	ctx := context.Background()
+	if err := f.tryRevoke(context.Background(), cluster); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// tryRevoke is revoke returning its failure instead, for goroutines other than the test's
+// (only the test goroutine may end a test).
+func (f *revocationFixture) tryRevoke(ctx context.Context, cluster string) error {
 	if err := k8s.Create(ctx, &v1alpha1.AgentRevocation{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: cluster},
 		Spec: v1alpha1.AgentRevocationSpec{Reason: "test"}}); err != nil {
-		f.t.Error(err)
-		return
+		return fmt.Errorf("creating the AgentRevocation of %s: %w", cluster, err)
 	}
-	eventually(f.t, "the AgentRevocation of "+cluster+" enforced", func() error {
+	err := poll.Wait(ctx, 30*time.Second, func(ctx context.Context) (bool, string) {
 		rev := &v1alpha1.AgentRevocation{}
 		if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: cluster}, rev); err != nil {
-			return err
+			return false, err.Error()
 		}
 		if !meta.IsStatusConditionTrue(rev.Status.Conditions, v1alpha1.ConditionEnforced) {
-			return fmt.Errorf("status %+v", rev.Status)
+			return false, fmt.Sprintf("status %+v", rev.Status)
 		}
-		return nil
+		return true, ""
 	})
+	if err != nil {
+		return fmt.Errorf("the AgentRevocation of %s enforced: %w", cluster, err)
+	}
+	return nil
 }
 
 func (f *revocationFixture) key(cluster string) string { return pki.Fingerprint(f.certs[cluster]) }
@@ -185,16 +195,20 @@ func quiet(t *testing.T, ns string, d time.Duration) {
 // conditional on, and never retries) and the manager never drop each other's keys for good.
 // The person's keys survive every manager write, whatever the interleaving; a manager key the
 // person's write drops (by `remove`, by the CLI's two reads straddling a manager write, or by
-// deleting the ConfigMap) is back well before the keeper's wait for a revocation on its way,
-// so a revoked agent gets no window to reconnect; a key the principal cannot match is reported.
+// deleting the ConfigMap) is back at once, not after the keeper's wait for a revocation on its
+// way, so a revoked agent gets no window to reconnect; a key the principal cannot match is
+// reported.
 func TestBlocklistSharedWithCLI(t *testing.T) {
 	ctx := context.Background()
+	// The keeper's wait for a revocation on its way, far beyond restoreTimeout: a dropped key
+	// back within restoreTimeout came back at once, by the keeper's memory of listed keys, and
+	// a slow machine only makes it take longer, never pass by the wait.
+	t.Cleanup(revocation.SetBlocklistSecondLookForTest(10 * time.Minute))
+	const restoreTimeout = 30 * time.Second
 	clusters := []string{"cli-a", "cli-b", "cli-c", "cli-d", "cli-e", "cli-f", "cli-g", "cli-h"}
 	f := newRevocationFixture(t, "cli-shared")
 	f.selectAll(clusters...)
 	f.issue("g", clusters...)
-	// Well under the keeper's wait before it puts back a key it never saw listed (3 s).
-	const atOnce = 1500 * time.Millisecond
 
 	// A person's key before the manager ever wrote the blocklist: agentctl creates it.
 	if err := agentctl(ctx, f.ns, true, personKey(0), nil); err != nil {
@@ -213,7 +227,10 @@ func TestBlocklistSharedWithCLI(t *testing.T) {
 	for i := 1; i <= added; i++ {
 		people = append(people, personKey(i))
 	}
-	done := make(chan error, 1)
+	// Each goroutine sends exactly one result; the test waits for all of them before it
+	// judges, so none outlives it.
+	raced := []string{"cli-b", "cli-c", "cli-d"}
+	results := make(chan error, 1+len(raced))
 	refused := 0
 	go func() {
 		for _, fp := range people[1:] {
@@ -226,27 +243,32 @@ func TestBlocklistSharedWithCLI(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			if err != nil {
-				done <- fmt.Errorf("adding %s: %w", fp, err)
+				results <- fmt.Errorf("adding %s: %w", fp, err)
 				return
 			}
 		}
-		done <- nil
+		results <- nil
 	}()
-	for i, c := range []string{"cli-b", "cli-c", "cli-d"} {
+	for i, c := range raced {
 		go func() {
 			time.Sleep(time.Duration(i) * 80 * time.Millisecond)
-			f.revoke(c)
+			results <- f.tryRevoke(ctx, c)
 		}()
 	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	for range 1 + len(raced) {
+		if err := <-results; err != nil {
+			t.Error(err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 	for _, c := range []string{"cli-b", "cli-c", "cli-d"} {
 		f.waitRevoked(c)
 	}
 	t.Logf("the person's commands refused on a conflict with the manager, and run again: %d", refused)
 	manager := []string{f.key("cli-a"), f.key("cli-b"), f.key("cli-c"), f.key("cli-d")}
-	backWithin(t, f.ns, "after the race, every key of both", 10*time.Second, append(slices.Clone(people), manager...)...)
+	backWithin(t, f.ns, "after the race, every key of both", restoreTimeout, append(slices.Clone(people), manager...)...)
 
 	// The CLI's two reads straddle a manager write: its update, conditional on the second
 	// read only, rewrites data from the first and drops the manager's new key.
@@ -261,9 +283,7 @@ func TestBlocklistSharedWithCLI(t *testing.T) {
 	}
 	people = append(people, personKey(added+1))
 	manager = append(manager, f.key("cli-e"))
-	if took := backWithin(t, f.ns, "cli-e's key dropped by the CLI's write back", 10*time.Second, f.key("cli-e")); took > atOnce {
-		t.Errorf("cli-e's key was off the blocklist for %s after the CLI dropped it; want at most %s", took, atOnce)
-	}
+	backWithin(t, f.ns, "cli-e's key dropped by the CLI's write back", restoreTimeout, f.key("cli-e"))
 	if l := lacking(t, f.ns, people...); len(l) > 0 {
 		t.Fatalf("putting cli-e back dropped a person's key")
 	}
@@ -274,9 +294,7 @@ func TestBlocklistSharedWithCLI(t *testing.T) {
 	if err := agentctl(ctx, f.ns, false, f.key("cli-b"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if took := backWithin(t, f.ns, "cli-b's key removed with the CLI back", 10*time.Second, f.key("cli-b")); took > atOnce {
-		t.Errorf("cli-b's key was off the blocklist for %s after a person removed it; want at most %s", took, atOnce)
-	}
+	backWithin(t, f.ns, "cli-b's key removed with the CLI back", restoreTimeout, f.key("cli-b"))
 	eventually(t, "a BlocklistRestored Event", func() error {
 		if n, _ := blocklistEvents(t, f.ns, "BlocklistRestored"); n <= restoredBefore {
 			return fmt.Errorf("none new")
@@ -343,20 +361,24 @@ func TestBlocklistSharedWithCLI(t *testing.T) {
 	if err := k8s.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: ledger.BlocklistName}}); err != nil {
 		t.Fatal(err)
 	}
-	if took := backWithin(t, f.ns, "the deleted blocklist back with the manager's keys", 10*time.Second, manager...); took > atOnce {
-		t.Errorf("the deleted blocklist was missing for %s; want at most %s", took, atOnce)
-	}
+	backWithin(t, f.ns, "the deleted blocklist back with the manager's keys", restoreTimeout, manager...)
 	if l := lacking(t, f.ns, people...); len(l) != len(people) {
 		t.Errorf("the re-created blocklist holds %d of the person's keys; the manager knows only its own", len(people)-len(l))
 	}
 }
 
+var measureTimeToBlocklist = flag.Bool("gitopscluster.time-to-blocklist", false, "run TestRevocationTimeToBlocklist, the measurement of a revocation's time to the blocklist that docs/pki.md quotes")
+
 // TestRevocationTimeToBlocklist measures the manager's part of a revocation's way to a v0.10
 // principal: from an AgentRevocation's creation, and from a cluster's departure from its
 // Placement (which waits for the settle period, departureSettle here), to the write of the
 // blocklist ConfigMap that holds its certificate, as a watch on the ConfigMap (what the
-// principal's informer runs) sees it.
+// principal's informer runs) sees it. Some 30 s for figures that docs/pki.md quotes, not a
+// check: it runs only when asked for.
 func TestRevocationTimeToBlocklist(t *testing.T) {
+	if !*measureTimeToBlocklist {
+		t.Skip("a measurement; run with -gitopscluster.time-to-blocklist")
+	}
 	ctx := context.Background()
 	const n = 5
 	var clusters []string

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,6 +57,26 @@ type BlocklistKeeper struct {
 // blocklistSecondLook is how long a recorded key must be seen missing from the blocklist
 // before it is put back: far longer than a revocation takes between its two writes.
 const blocklistSecondLook = 3 * time.Second
+
+// secondLookOverride, in nanoseconds, replaces blocklistSecondLook when positive
+// (SetBlocklistSecondLookForTest). Atomic: the keeper reads it on its own goroutines.
+var secondLookOverride atomic.Int64
+
+// SetBlocklistSecondLookForTest makes every keeper wait d, instead of 3 s, before it puts back a
+// recorded key no version of the blocklist was seen to hold, until restore is called. A test
+// that sets d far beyond its own timeouts knows that a key back within them came back by the
+// other path, at once, however slow the machine.
+func SetBlocklistSecondLookForTest(d time.Duration) (restore func()) {
+	before := secondLookOverride.Swap(int64(d))
+	return func() { secondLookOverride.Store(before) }
+}
+
+func secondLookDelay() time.Duration {
+	if d := secondLookOverride.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return blocklistSecondLook
+}
 
 // blocklistFullRetry is how soon a blocklist with no room for a recorded key is tried again.
 const blocklistFullRetry = time.Minute
@@ -149,6 +170,7 @@ func (k *BlocklistKeeper) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 // listed before, and those missing for blocklistSecondLook at now; and when to look again for
 // the others (0 if there are none). A key not found any more is forgotten.
 func (k *BlocklistKeeper) secondLook(ns string, found []string, now time.Time) (confirmed []string, lookAgain time.Duration) {
+	delay := secondLookDelay()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	before := k.missing[ns]
@@ -161,7 +183,7 @@ func (k *BlocklistKeeper) secondLook(ns string, found []string, now time.Time) (
 		seen[fp] = since
 		if k.listed[ns].Has(fp) {
 			confirmed = append(confirmed, fp)
-		} else if wait := blocklistSecondLook - now.Sub(since); wait <= 0 {
+		} else if wait := delay - now.Sub(since); wait <= 0 {
 			confirmed = append(confirmed, fp)
 		} else if lookAgain == 0 || wait < lookAgain {
 			lookAgain = wait

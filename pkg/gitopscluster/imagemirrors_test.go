@@ -118,8 +118,6 @@ func TestImageMirrorsReachTheStatefulSetAndInitContainers(t *testing.T) {
 	// The mirrors gone, the cluster's addon takes the GitOpsCluster's config again and the
 	// cluster's own is deleted once nothing names it.
 	setImageRegistries(t, "im-nested", `{"registries":[]}`)
-	// A change of the annotation alone does not wake the GitOpsCluster; one of its own does.
-	wake(t, ns, "fleet")
 	cfg, err := componentsDeploymentConfig("im-mirror")
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package pullmodel
 
 import (
 	"context"
+	"encoding/json"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +28,10 @@ const (
 	// IndexAppByClusterProject indexes marked Applications by ClusterProjectKey of their target
 	// cluster and the AppProject they name.
 	IndexAppByClusterProject = "pullmodel.app.clusterproject"
+	// IndexWorkByClusterProject indexes Applications' ManifestWorks by ClusterProjectKey of
+	// their cluster and the AppProject of the Application they carry: what runs under a project
+	// on a cluster, whether or not its hub Application is still authorized.
+	IndexWorkByClusterProject = "pullmodel.work.clusterproject"
 )
 
 // ClusterProjectKey is "<cluster>/<project>": the Applications of one cluster that name one
@@ -68,6 +73,14 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	}); err != nil {
 		return err
 	}
+	if err := idx.IndexField(ctx, &workv1.ManifestWork{}, IndexWorkByClusterProject, func(o client.Object) []string {
+		if p := DeliveredProject(o.(*workv1.ManifestWork)); p != "" {
+			return []string{ClusterProjectKey(o.GetNamespace(), p)}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	if err := idx.IndexField(ctx, NewApplication(), IndexAppByCluster, func(o client.Object) []string {
 		if c := TargetCluster(o); c != "" {
 			return []string{c}
@@ -92,6 +105,28 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 		}
 		return []string{ClusterProjectKey(TargetCluster(u), ProjectOf(u))}
 	})
+}
+
+// DeliveredProject is the AppProject the Application a pull-model ManifestWork carries names, or
+// "" for any other ManifestWork. Only the kind and the project are decoded: this runs at every
+// change of every cached ManifestWork, status writes included.
+func DeliveredProject(w *workv1.ManifestWork) string {
+	if !IsTrue(w.Labels[LabelPull]) || IsTrue(w.Labels[LabelProjectWork]) || len(w.Spec.Workload.Manifests) == 0 {
+		return ""
+	}
+	var app struct {
+		Kind string `json:"kind"`
+		Spec struct {
+			Project string `json:"project"`
+		} `json:"spec"`
+	}
+	if json.Unmarshal(w.Spec.Workload.Manifests[0].Raw, &app) != nil || app.Kind != "Application" {
+		return ""
+	}
+	if app.Spec.Project == "" {
+		return DefaultProject
+	}
+	return app.Spec.Project
 }
 
 // SpokeKey is "<cluster>/<namespace>/<name>" of an Application on a cluster.

@@ -31,17 +31,6 @@ func appIn(name, cluster, project string) *unstructured.Unstructured {
 	return app
 }
 
-// never checks for a while that cond does not hold.
-func never(t *testing.T, what string, d time.Duration, cond func(ctx context.Context) bool) {
-	t.Helper()
-	ctx := context.Background()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		if cond(ctx) {
-			t.Fatal(what)
-		}
-	}
-}
-
 // workExists reports whether the ManifestWork at key exists.
 func workExists(ctx context.Context, c client.Client, key client.ObjectKey) bool {
 	return c.Get(ctx, key, &workv1.ManifestWork{}) == nil
@@ -94,9 +83,14 @@ func TestNewApplicationWaitsForItsProject(t *testing.T) {
 	eventually(t, "the project's ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
 		return workExists(ctx, k8s, key), "not yet"
 	})
-	never(t, "the Application's ManifestWork was written before its project was applied", 2*time.Second, func(ctx context.Context) bool {
-		return workExists(ctx, k8s, appWork)
+	// The pass that says the Application waits is the one that held it back.
+	eventually(t, "WaitingForProject on the Application", 10*time.Second, func(ctx context.Context) (bool, string) {
+		msg, _ := pullmodel.DeliveryCondition(getApp(t, app.GetName()))
+		return strings.HasPrefix(msg, propagation.ReasonWaitingForProject+": "), msg
 	})
+	if workExists(context.Background(), k8s, appWork) {
+		t.Fatal("the Application's ManifestWork was written before its project was applied")
+	}
 
 	writeProjectFailure(t, key, `appprojects.argoproj.io "wait-project" is forbidden: User "system:serviceaccount:open-cluster-management-agent:klusterlet-work-sa" cannot create resource "appprojects"`)
 	waitRefusedIn(t, argoNS, app.GetName(), propagation.ReasonProjectNotApplied)
@@ -175,8 +169,11 @@ func TestLastApplicationRemovesProjectWork(t *testing.T) {
 		w := waitWork(t, b, cluster)
 		return payloadProjectOf(t, w) == "default", payloadProjectOf(t, w)
 	})
-	never(t, "the project's ManifestWork went while last-c still names the project", time.Second, func(ctx context.Context) bool {
-		return !workExists(ctx, k8s, key)
+	// An edit made after last-b moved reaches the cluster only through a pass that saw the move
+	// and kept the project's ManifestWork for last-c.
+	editProject(t, project, "after last-b moved")
+	eventually(t, "the project's ManifestWork kept, and current, while last-c still names the project", 10*time.Second, func(ctx context.Context) (bool, string) {
+		return projectEverywhere(ctx, []string{cluster}, project, "after last-b moved")
 	})
 
 	c := getApp(t, "last-c")
@@ -219,10 +216,11 @@ func TestProjectWorkFollowsTenancy(t *testing.T) {
 	create(t, unbound)
 	waitRefusedIn(t, tenantNS, foreign.GetName(), propagation.ReasonProjectForbids)
 	waitRefusedIn(t, tenantNS, unbound.GetName(), propagation.ReasonClusterNotBound)
-	never(t, "a refused Application brought its AppProject to a cluster", 2*time.Second, func(ctx context.Context) bool {
-		return workExists(ctx, k8s, client.ObjectKey{Namespace: "tenant-a-c1", Name: propagation.ProjectWorkName(argoOnly)}) ||
-			workExists(ctx, k8s, client.ObjectKey{Namespace: "pt-unbound", Name: propagation.ProjectWorkName(tenantNS)})
-	})
+	projectsIdle(t)
+	if workExists(context.Background(), k8s, client.ObjectKey{Namespace: "tenant-a-c1", Name: propagation.ProjectWorkName(argoOnly)}) ||
+		workExists(context.Background(), k8s, client.ObjectKey{Namespace: "pt-unbound", Name: propagation.ProjectWorkName(tenantNS)}) {
+		t.Fatal("a refused Application brought its AppProject to a cluster")
+	}
 
 	create(t, appIn("argo-project-app", "pt-unbound", argoOnly))
 	waitDelivered(t, "argo-project-app", "pt-unbound")

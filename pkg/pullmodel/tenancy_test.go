@@ -440,8 +440,8 @@ func TestSpokePlaces(t *testing.T) {
 // cluster in a ManifestWork of its own, sealed, one per cluster and project (without its hub
 // sourceNamespaces, orphaned so that the cluster never deletes it), and the Application's own
 // ManifestWork carries the Application alone; a change of the hub project reaches the cluster.
-// A project that no longer admits any Application of the cluster leaves it: its ManifestWork is
-// deleted (the copy on the cluster stays, orphaned) while the Applications stay as delivered.
+// A project tightened so that it admits no Application of the cluster keeps its ManifestWork,
+// with the tightened spec, while the refused Applications stay there as delivered.
 // The default project, which every Argo CD has, is not delivered.
 func TestProjectIsDeliveredWithTheApplication(t *testing.T) {
 	tenantSetup(t)
@@ -495,16 +495,16 @@ func TestProjectIsDeliveredWithTheApplication(t *testing.T) {
 		return fmt.Sprint(spec["sourceRepos"]) == "[https://git.example/* https://charts.example/*]", fmt.Sprint(p, why)
 	})
 
-	// The project tightened so that it refuses every Application of the cluster: its
-	// ManifestWork goes (a stale copy would otherwise keep being applied), the Application stays
-	// as it was delivered.
+	// The project tightened so that it refuses every Application of the cluster: the
+	// Application stays as it was delivered, and so the cluster gets the tightened project.
 	if err := k8s.Patch(context.Background(), hubProject, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"sourceRepos":["https://other.example/*"]}}`))); err != nil {
 		t.Fatal(err)
 	}
 	waitRefusedIn(t, tenantNS, app.GetName(), propagation.ReasonProjectForbids)
-	eventually(t, "the project's ManifestWork gone", 10*time.Second, func(ctx context.Context) (bool, string) {
-		err := k8s.Get(ctx, key, &workv1.ManifestWork{})
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	eventually(t, "the tightened project in its ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
+		p, _, why := projectIn(ctx)
+		spec, _ := p["spec"].(map[string]any)
+		return fmt.Sprint(spec["sourceRepos"]) == "[https://other.example/*]", fmt.Sprint(p, why)
 	})
 	if w := waitWork(t, app, "tenant-a-c1"); w.DeletionTimestamp != nil {
 		t.Error("the refused Application's ManifestWork is being deleted")

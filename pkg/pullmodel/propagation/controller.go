@@ -107,8 +107,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("pullmodel-projects").
-		WatchesRawSource(source.Kind[client.Object](r.Cache, pullmodel.NewApplication(), appProjectHandler(), projectInputChanged())).
+		WatchesRawSource(source.Kind[client.Object](r.Cache, pullmodel.NewApplication(), appProjectHandler(), applicationInputChanged(false))).
 		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(forProjectWork), projectWorkChanged())).
+		// An Application's ManifestWork keeps its project delivered, refused or not, until it goes.
+		WatchesRawSource(source.Kind[client.Object](r.Cache, &workv1.ManifestWork{}, appWorkProjectHandler(),
+			predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deleted()))).
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(keysOf(r.forCluster)), builder.WithPredicates(clusterAuthorizationChanged())).
 		WatchesRawSource(source.Kind[client.Object](r.Cache, &clusterv1beta2.ManagedClusterSetBinding{}, handler.EnqueueRequestsFromMapFunc(keysOf(r.forNamespace)))).
 		WatchesRawSource(source.Kind[client.Object](r.Cache, &clusterv1beta2.ManagedClusterSet{}, handler.EnqueueRequestsFromMapFunc(keysOf(r.forClusterSet)))).
@@ -315,9 +318,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 				return ctrl.Result{}, err
 			}
 			if wait && refusal == nil {
-				// The events of the project's ManifestWork wake it.
+				// The events of the project's ManifestWork wake it. Until then the Application
+				// says what it waits for, in place of whatever an earlier pass said.
 				log.FromContext(ctx).V(1).Info("waiting for the AppProject on the cluster", "cluster", cluster, "project", project.GetName())
-				return ctrl.Result{}, nil
+				return ctrl.Result{}, r.setCondition(ctx, app, &Refusal{ReasonWaitingForProject, fmt.Sprintf("AppProject %q is not applied on cluster %s yet (ManifestWork %s/%s); the Application is delivered once OCM's work agent there reports it applied", project.GetName(), cluster, cluster, ProjectWorkName(project.GetName()))})
 			}
 		}
 		if refusal == nil {
@@ -376,6 +380,11 @@ func (r *Reconciler) deliver(ctx context.Context, app *unstructured.Unstructured
 // ReasonProjectNotApplied refuses a new Application whose AppProject the cluster's work agent
 // could not apply.
 const ReasonProjectNotApplied = "ProjectNotApplied"
+
+// ReasonWaitingForProject holds back a new Application, or one moved to another AppProject,
+// until the cluster's work agent has applied the project: not a refusal, a wait of one round
+// trip of the work agent (or of the cluster's outage).
+const ReasonWaitingForProject = "WaitingForProject"
 
 // projectFor relates an authorized Application's delivery to the ManifestWork of its hub
 // AppProject on its cluster (project.go). Once the work agent has applied the project there,
@@ -670,9 +679,12 @@ func (r *Reconciler) setCondition(ctx context.Context, app *unstructured.Unstruc
 	if err := r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if refusal != nil {
+	switch {
+	case refusal != nil && refusal.Reason == ReasonWaitingForProject:
+		r.Recorder.Eventf(app, nil, corev1.EventTypeNormal, refusal.Reason, "Deliver", "%s", refusal.Message)
+	case refusal != nil:
 		r.Recorder.Eventf(app, nil, corev1.EventTypeWarning, refusal.Reason, "Deliver", "%s", refusal.Message)
-	} else {
+	default:
 		r.Recorder.Eventf(app, nil, corev1.EventTypeNormal, "Delivered", "Deliver", "delivered to cluster %s", pullmodel.TargetCluster(app))
 	}
 	return nil
@@ -841,10 +853,16 @@ func NewAppProject() *unstructured.Unstructured {
 // after it arrives, and the rule must follow both, or it is never added, or never removed and
 // every periodic refresh costs writes. Other status changes (health, sync, conditions, a
 // reconcile time that changes nothing) do not wake this controller.
-func deliveryInputChanged() predicate.Predicate {
+func deliveryInputChanged() predicate.Predicate { return applicationInputChanged(true) }
+
+// applicationInputChanged passes Application updates that change what the pull model reads of
+// it: spec, operation, labels, annotations, finalizers, owners, deletion, and, with
+// postSyncRule, the status that decides the post-sync reconcile rule.
+func applicationInputChanged(postSyncRule bool) predicate.Predicate {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, n := e.ObjectOld.(*unstructured.Unstructured), e.ObjectNew.(*unstructured.Unstructured)
-		if o == nil || n == nil {
+		o, okOld := e.ObjectOld.(*unstructured.Unstructured)
+		n, okNew := e.ObjectNew.(*unstructured.Unstructured)
+		if !okOld || !okNew {
 			return true
 		}
 		for _, f := range []string{"spec", "operation"} {
@@ -852,7 +870,7 @@ func deliveryInputChanged() predicate.Predicate {
 				return true
 			}
 		}
-		return reconcileAfterSyncPending(o) != reconcileAfterSyncPending(n) ||
+		return (postSyncRule && reconcileAfterSyncPending(o) != reconcileAfterSyncPending(n)) ||
 			!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
 			!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
 			!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||

@@ -28,6 +28,7 @@ var refusalReasons = []string{
 	ReasonHubItself, ReasonBadSpokeNamespace, ReasonNamespaceNotAllowed, ReasonAgentNamespace, ReasonAgentCopy, ReasonClusterNotBound,
 	ReasonProjectNotFound, ReasonProjectForbids, ReasonSpokeNamespaceNotAllowed, ReasonWorkNameTaken, ReasonSpokeNameTaken,
 	ReasonSpokePlaceChanged, ReasonOperationNotAllowed, ReasonProjectNotApplied,
+	ReasonWaitingForProject,
 }
 
 func init() {

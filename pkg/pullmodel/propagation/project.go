@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,8 +34,8 @@ import (
 // project, however many of the cluster's Applications name it: an edit of a project that N
 // Applications share is one ManifestWork write per cluster, not N. The project's ManifestWork
 // exists while at least one Application for that cluster naming the project is authorized
-// (Authorize), and goes when the last one does: deleted, moved, refused or unmarked. The
-// AppProject is orphaned, so that the work agent never deletes it on the cluster, neither
+// (Authorize), or one delivered before still runs there under it (its ManifestWork is kept when
+// it is refused), and goes when the last one does. The AppProject is orphaned, so that the work agent never deletes it on the cluster, neither
 // then nor when it leaves a ManifestWork: a project is policy, and one of that name may have
 // been the cluster's own before.
 
@@ -216,8 +215,9 @@ func (p *projectReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 }
 
 // desired is the ManifestWork of AppProject name for cluster, or nil when no Application for
-// the cluster that names it is authorized. The first authorized one decides where it lands
-// (all of them are delivered into the cluster's Argo CD namespace). An AppProject too large
+// the cluster that names it is authorized and no ManifestWork of the pull model delivers one
+// that names it there. The first authorized one decides where it lands (all of them are
+// delivered into the cluster's Argo CD namespace); without one, the place of a delivered one. An AppProject too large
 // for a ManifestWork is left as it is (its Applications are refused with TooLarge).
 func (p *projectReconciler) desired(ctx context.Context, cluster, name string) (*workv1.ManifestWork, error) {
 	r := p.r
@@ -244,14 +244,32 @@ func (p *projectReconciler) desired(ctx context.Context, cluster, name string) (
 		if refusal != nil {
 			continue
 		}
-		w, err := BuildProjectWork(cluster, policy.SpokeNamespace, project)
-		if err != nil {
-			log.FromContext(ctx).Error(err, "the AppProject is not delivered")
-			return nil, reconcile.TerminalError(err)
+		return buildProjectWork(ctx, cluster, policy.SpokeNamespace, project)
+	}
+	// An Application refused now keeps what was delivered before (a lost right never tears a
+	// workload down), and the cluster's Argo CD keeps running it under this project: the
+	// project must follow the hub, tightened included, for as long as any ManifestWork of the
+	// pull model still delivers such an Application there.
+	works := &workv1.ManifestWorkList{}
+	if err := r.Cache.List(ctx, works, client.InNamespace(cluster), client.MatchingFields{pullmodel.IndexWorkByClusterProject: pullmodel.ClusterProjectKey(cluster, name)}); err != nil {
+		return nil, err
+	}
+	for i := range works.Items {
+		w := &works.Items[i]
+		if at := pullmodel.SpokeApplicationOf(w); at.Namespace != "" && Owned(r.Sealer, w) {
+			return buildProjectWork(ctx, cluster, at.Namespace, project)
 		}
-		return w, nil
 	}
 	return nil, nil
+}
+
+func buildProjectWork(ctx context.Context, cluster, spokeNamespace string, project *unstructured.Unstructured) (*workv1.ManifestWork, error) {
+	w, err := BuildProjectWork(cluster, spokeNamespace, project)
+	if err != nil {
+		log.FromContext(ctx).Error(err, "the AppProject is not delivered")
+		return nil, reconcile.TerminalError(err)
+	}
+	return w, nil
 }
 
 // projectKeys are the project ManifestWorks an Application's delivery may need: its cluster's
@@ -355,24 +373,32 @@ func projectWorkChanged() predicate.Predicate {
 	)
 }
 
-// projectInputChanged passes Application events that can change which AppProjects its cluster
-// needs: anything deliveryInputChanged passes but the status that decides the post-sync
-// reconcile rule.
-func projectInputChanged() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		o, n := e.ObjectOld.(*unstructured.Unstructured), e.ObjectNew.(*unstructured.Unstructured)
-		if o == nil || n == nil {
-			return true
-		}
-		for _, f := range []string{"spec", "operation"} {
-			if !equality.Semantic.DeepEqual(o.Object[f], n.Object[f]) {
-				return true
+// appWorkProjectHandler enqueues the project ManifestWork of the AppProject an Application's
+// ManifestWork delivers under, before and after a change: its deletion, or its move to another
+// project, may end the last delivery under that project on the cluster.
+func appWorkProjectHandler() handler.EventHandler {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], objs ...client.Object) {
+		for _, o := range objs {
+			w, ok := o.(*workv1.ManifestWork)
+			if !ok {
+				continue
+			}
+			if p := pullmodel.DeliveredProject(w); p != "" && p != pullmodel.DefaultProject {
+				q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: w.Namespace, Name: p}})
 			}
 		}
-		return !equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
-			!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
-			(o.GetDeletionTimestamp() == nil) != (n.GetDeletionTimestamp() == nil)
-	}}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.ObjectOld, e.ObjectNew)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+	}
 }
 
 // appProjectHandler enqueues the project ManifestWorks an Application needs, before and after

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	workv1 "open-cluster-management.io/api/work/v1"
 
@@ -147,5 +148,32 @@ func TestProjectCopyOfAnEarlierDelivery(t *testing.T) {
 	}
 	if !NeedsUpdate(with, without) {
 		t.Error("dropping the copy is no update")
+	}
+}
+
+// TestDeliveredProjectOfEveryWork: the index that keeps a project delivered under refused
+// Applications reads the AppProject of the Application an Application's ManifestWork carries
+// ("default" when it names none), and nothing of a project's ManifestWork.
+func TestDeliveredProjectOfEveryWork(t *testing.T) {
+	app := hubApp()
+	app.Object["spec"].(map[string]any)["project"] = "team-a"
+	w, err := Build(Input{App: app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pullmodel.DeliveredProject(w); p != "team-a" {
+		t.Errorf("DeliveredProject of an Application's ManifestWork = %q, want team-a", p)
+	}
+	delete(app.Object["spec"].(map[string]any), "project")
+	if w, _ = Build(Input{App: app}); pullmodel.DeliveredProject(w) != pullmodel.DefaultProject {
+		t.Errorf("DeliveredProject without a project = %q, want default", pullmodel.DeliveredProject(w))
+	}
+	project := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject", "metadata": map[string]any{"namespace": "argocd", "name": "team-a"}, "spec": map[string]any{}}}
+	pw, err := BuildProjectWork("c1", "argocd", project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pullmodel.DeliveredProject(pw); p != "" {
+		t.Errorf("DeliveredProject of a project's ManifestWork = %q, want none", p)
 	}
 }

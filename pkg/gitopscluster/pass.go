@@ -405,6 +405,17 @@ func (p *pass) availability(ctx context.Context) *stop {
 		if p.status.AgentsOnOtherVersion, err = readiness.AgentsOnOtherVersion(ctx, r.Client, r.Config.AddonName, p.goc, sets.List(obs.Selected), want); err != nil {
 			return stopWith(err)
 		}
+		// OCM calls such an agent Available, as its pod runs, but the principal refuses it:
+		// the fleet is not Ready until the version change has reached every cluster.
+		if n := p.status.AgentsOnOtherVersion; n > 0 {
+			msg := fmt.Sprintf("%d run another version than the principal's %s, which refuses them until OCM moves them to it (status.agentsOnOtherVersion)", n, want)
+			if c := meta.FindStatusCondition(p.status.Conditions, v1alpha1.ConditionAgentsAvailable); c != nil && c.Status == metav1.ConditionFalse {
+				msg = c.Message + "; " + msg
+			} else {
+				msg = fmt.Sprintf("%d of %d agent(s) available to OCM; ", p.status.AvailableAgents, obs.Selected.Len()) + msg
+			}
+			p.setCond(v1alpha1.ConditionAgentsAvailable, false, v1alpha1.ReasonAgentsUnavailable, msg)
+		}
 	}
 	return nil
 }

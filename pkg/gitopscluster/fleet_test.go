@@ -29,6 +29,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/addonobjects"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
 func getSecret(t *testing.T, ns, name string) *corev1.Secret {
@@ -550,7 +551,10 @@ func TestDeletingEveryGitOpsClusterRemovesTheCMA(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "every GitOpsCluster finalized and the CMA gone", func() error {
+	// Every GitOpsCluster the package's tests left is finalized at once here (tens of them, each
+	// releasing its clusters, configs and PKI), on a machine that may be running fleets beside
+	// this suite: the wait is for their number, not for one.
+	poll.Until(t, "every GitOpsCluster finalized and the CMA gone", 2*time.Minute, func() error {
 		var left v1alpha1.GitOpsClusterList
 		if err := k8s.List(ctx, &left); err != nil {
 			return err

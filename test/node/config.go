@@ -89,6 +89,11 @@ failSwapOn: false
 makeIPTablesUtilChains: false
 rotateCertificates: false
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
+# No image garbage collection: the node's images are imported, not pulled, so one removed
+# (the pause image first) never comes back, and a machine whose disk is 85%% used would lose
+# them in the middle of a run.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 `, n.CgroupRoot(), n.ContainerdSocket(), n.NodeIP(), n.podLogsDir(), filepath.Join(kubelet, "volume-plugins"),
 		filepath.Join(kubelet, "client-ca.crt"))
 

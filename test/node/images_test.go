@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -185,9 +186,10 @@ func runArgoCDTools(ctx context.Context, t *testing.T, n *node.Node, cs kubernet
 }
 
 // runUpstreamRedis applies Argo CD's Redis Deployment, ServiceAccount and RBAC as the
-// project ships them, with the local images, and talks to Redis from the node's network.
+// project ships them for the default pair's Argo CD release, with the local images, and
+// talks to Redis from the node's network.
 func runUpstreamRedis(ctx context.Context, t *testing.T, n *node.Node, cs kubernetes.Interface, root, ns, apiServer string) {
-	dir := filepath.Join(root, "pkg", "spoke", "upstream")
+	dir := filepath.Join(root, "pkg", "spoke", "upstream", version.ArgoCDVersion)
 	var sa corev1.ServiceAccount
 	var role rbacv1.Role
 	var binding rbacv1.RoleBinding

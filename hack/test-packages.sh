@@ -7,8 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 slow=(
-	test/e2e            # ~1,100 s, real nodes
-	pkg/gitopscluster   # ~280 s
+	test/e2e            # ~800 s alone, ~1,240 s in make test; two fleets at once
+	pkg/gitopscluster   # ~400 to 780 s
 	pkg/ledger          # ~180 s
 	test/fault          # ~140 s
 	pkg/pullmodel       # ~140 s

@@ -580,8 +580,14 @@ func (s *suite) refreshRunsOnceOnTheCluster(t *testing.T, cluster string) {
 	if err := s.hub.Patch(ctx, hubApp, client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"hard"}}}`, pullmodel.AnnotationRefresh))); err != nil {
 		t.Fatal(err)
 	}
+	// The ManifestWork's generation once it carries the request: a manifest changed after that
+	// (a new hash) is one the work agent applies again, request included.
+	var requestedGeneration int64
 	s.eventually(t, cluster+": the refresh request in the ManifestWork", time.Minute, func(ctx context.Context) (bool, string) {
-		ok, _, err := workRequests(ctx)
+		ok, w, err := workRequests(ctx)
+		if ok {
+			requestedGeneration = w.Generation
+		}
 		return ok, fmt.Sprint("no refresh annotation in the manifest ", err)
 	})
 	stopped["manager"] = s.stopManager(t)
@@ -615,7 +621,8 @@ func (s *suite) refreshRunsOnceOnTheCluster(t *testing.T, cluster string) {
 			}
 			if u, isObj := ev.Object.(*unstructured.Unstructured); isObj {
 				if _, again := u.GetAnnotations()[pullmodel.AnnotationRefresh]; again {
-					t.Errorf("%s: the work agent put the cleared refresh request back (resourceVersion %s): the cluster refreshes again", cluster, u.GetResourceVersion())
+					t.Errorf("%s: the work agent put the cleared refresh request back (resourceVersion %s): the cluster refreshes again; the ManifestWork's generation was %d when it took the request and %d at the resync",
+						cluster, u.GetResourceVersion(), requestedGeneration, w.Generation)
 					done = true
 				}
 			}

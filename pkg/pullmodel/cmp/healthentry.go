@@ -2,6 +2,7 @@ package cmp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,18 +43,28 @@ func (h HealthCheckEntry) applyConfig(install bool) *unstructured.Unstructured {
 // a missing one is an error that says so. The entry is forced, so an older copy of it (added by
 // hand from `cmp health-check`) is replaced.
 func (h HealthCheckEntry) Apply(ctx context.Context, c dynamic.Interface, install bool) error {
-	res := c.Resource(configMaps).Namespace(h.Namespace)
-	if _, err := res.Get(ctx, h.ConfigMap, metav1.GetOptions{}); err != nil {
+	return applyToOwned(ctx, c.Resource(configMaps).Namespace(h.Namespace), h.ConfigMap, HealthCheckFieldManager, install,
+		func() *unstructured.Unstructured { return h.applyConfig(install) },
+		fmt.Sprintf("the ConfigMap %s/%s does not exist; install Argo CD first or name its settings ConfigMap", h.Namespace, h.ConfigMap),
+		"applying the ManifestWork health check to "+h.Namespace+"/"+h.ConfigMap)
+}
+
+// applyToOwned server-side applies, under fieldManager and forced, what build returns to the
+// object name, which another install owns: it never creates it. A missing object is nothing to
+// do on removal and the error missing on install.
+func applyToOwned(ctx context.Context, res dynamic.ResourceInterface, name, fieldManager string, install bool,
+	build func() *unstructured.Unstructured, missing, doing string) error {
+	if _, err := res.Get(ctx, name, metav1.GetOptions{}); err != nil {
 		if apierrors.IsNotFound(err) {
 			if !install {
 				return nil
 			}
-			return fmt.Errorf("the ConfigMap %s/%s does not exist; install Argo CD first or name its settings ConfigMap", h.Namespace, h.ConfigMap)
+			return errors.New(missing)
 		}
 		return err
 	}
-	if _, err := res.Apply(ctx, h.ConfigMap, h.applyConfig(install), metav1.ApplyOptions{FieldManager: HealthCheckFieldManager, Force: true}); err != nil {
-		return fmt.Errorf("applying the ManifestWork health check to %s/%s: %w", h.Namespace, h.ConfigMap, err)
+	if _, err := res.Apply(ctx, name, build(), metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+		return fmt.Errorf("%s: %w", doing, err)
 	}
 	return nil
 }

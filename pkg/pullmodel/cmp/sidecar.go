@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -80,22 +78,11 @@ func (s Sidecar) sidecarApply(install bool) *unstructured.Unstructured {
 // Applying the same configuration again changes nothing, so the pod is rolled only when the
 // sidecar changes.
 func (s Sidecar) Apply(ctx context.Context, c dynamic.Interface, install bool) error {
-	res := c.Resource(deployments).Namespace(s.Namespace)
-	if _, err := res.Get(ctx, s.Deployment, metav1.GetOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			if !install {
-				return nil
-			}
-			return fmt.Errorf("the repo-server Deployment %s/%s does not exist; install Argo CD first or name its repo-server", s.Namespace, s.Deployment)
-		}
-		return err
-	}
 	if install && (s.Image == "" || s.ConfigMap == "") {
 		return fmt.Errorf("the sidecar needs an image and the plugin.yaml ConfigMap")
 	}
-	_, err := res.Apply(ctx, s.Deployment, s.sidecarApply(install), metav1.ApplyOptions{FieldManager: SidecarFieldManager, Force: true})
-	if err != nil {
-		return fmt.Errorf("applying the plugin sidecar to %s/%s: %w", s.Namespace, s.Deployment, err)
-	}
-	return nil
+	return applyToOwned(ctx, c.Resource(deployments).Namespace(s.Namespace), s.Deployment, SidecarFieldManager, install,
+		func() *unstructured.Unstructured { return s.sidecarApply(install) },
+		fmt.Sprintf("the repo-server Deployment %s/%s does not exist; install Argo CD first or name its repo-server", s.Namespace, s.Deployment),
+		"applying the plugin sidecar to "+s.Namespace+"/"+s.Deployment)
 }

@@ -104,7 +104,7 @@ func TestClusterDNSAnswersForServicesOnly(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.helloImage()
+	helloBin := c.helloImage()
 	const svcName = "dns-target"
 	svc, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: svcName},
@@ -135,6 +135,12 @@ func TestClusterDNSAnswersForServicesOnly(t *testing.T) {
 			}
 		}
 		return false, nil
+	})
+	// kube-proxy programs the Service's rules after the EndpointSlice turns ready; until then
+	// its reject rule refuses the ClusterIP. The client pod below tests DNS, not that race.
+	c.poll("the ClusterIP of "+svcName+" answering on the node", time.Minute, func() (bool, error) {
+		out, err := n.InNetns(helloBin, "-get", "http://"+svc.Spec.ClusterIP+"/").CombinedOutput()
+		return err == nil && strings.Contains(string(out), "greeting=hi-over-dns"), fmt.Errorf("%v: %s", err, out)
 	})
 
 	// The client resolves as any program in a pod does: the kubelet's resolv.conf, with

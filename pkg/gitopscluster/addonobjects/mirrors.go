@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/sets"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -131,20 +132,21 @@ func configHash(goc *v1alpha1.GitOpsCluster, name string) string {
 // mirrors move an image, each only when it differs, and returns their names by cluster.
 func (w *Writer) mirroredConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, shared *addonv1alpha1.AddOnDeploymentConfig, owned sets.Set[string]) (map[string]string, error) {
 	out := map[string]string{}
-	var clusters clusterv1.ManagedClusterList
-	// Read-only walk over the cache's own objects: only the annotation is read.
-	if err := w.Client.List(ctx, &clusters, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
-	}
 	written := sets.New[string]()
-	for i := range clusters.Items {
-		mc := &clusters.Items[i]
-		if !owned.Has(mc.Name) {
-			continue
+	// One cache read per owned cluster, not a walk over the fleet: a hub of thousands of
+	// clusters and several GitOpsClusters would otherwise visit every cluster on every pass.
+	for _, name := range sets.List(owned) {
+		var mc clusterv1.ManagedCluster
+		// Read-only: only the annotation is read, so the cache's own object serves.
+		if err := w.Client.Get(ctx, client.ObjectKey{Name: name}, &mc, client.UnsafeDisableDeepCopy); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, err
 		}
-		adc, err := mirroredConfig(goc, shared, clusterMirrors(mc))
+		adc, err := mirroredConfig(goc, shared, clusterMirrors(&mc))
 		if err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", mc.Name, err)
+			return nil, fmt.Errorf("cluster %s: %w", name, err)
 		}
 		if adc == nil {
 			continue
@@ -155,7 +157,7 @@ func (w *Writer) mirroredConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluste
 			}
 			written.Insert(adc.Name)
 		}
-		out[mc.Name] = adc.Name
+		out[name] = adc.Name
 	}
 	return out, nil
 }

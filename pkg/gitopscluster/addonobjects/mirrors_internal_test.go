@@ -1,15 +1,23 @@
 package addonobjects
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 )
 
 // TestMirrorImageMovesAsOCMDoes: the rule OCM's addon-framework applies to Deployments'
@@ -103,5 +111,57 @@ func TestClusterMirrorsReadsOCMsAnnotation(t *testing.T) {
 	mc.Annotations[clusterv1.ClusterImageRegistriesAnnotationKey] = "{"
 	if clusterMirrors(mc) != nil {
 		t.Error("mirrors from an annotation that is not JSON")
+	}
+}
+
+// TestMirroredConfigsReadOnlyTheOwnedClusters: a pass reads the ManagedClusters it owns, one by
+// one, and never lists the fleet, so its cost follows its own clusters, not the hub's; the
+// configs are those a list would give (a cluster owned but gone is skipped).
+func TestMirroredConfigsReadOnlyTheOwnedClusters(t *testing.T) {
+	goc, shared := sharedConfig(t)
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clusterv1.Install, addonv1alpha1.Install, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mirrored := map[string]string{clusterv1.ClusterImageRegistriesAnnotationKey: `{"registries":[{"source":"quay.io/argoproj","mirror":"mirror.example.com/argoproj"}]}`}
+	var objs []client.Object
+	for name, annotations := range map[string]map[string]string{"mirrored": mirrored, "plain": nil, "foreign-1": mirrored, "foreign-2": nil} {
+		objs = append(objs, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations}})
+	}
+	var listed []string
+	read := sets.New[string]()
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*clusterv1.ManagedCluster); ok {
+				read.Insert(key.Name)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			listed = append(listed, fmt.Sprintf("%T", list))
+			return c.List(ctx, list, opts...)
+		},
+	}).Build()
+	w := &Writer{Hub: config.Hub{Client: c, Reader: c, Config: config.Default()}}
+	owned := sets.New("mirrored", "plain", "gone")
+	got, err := w.mirroredConfigs(context.Background(), goc, shared, owned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["mirrored"] == "" {
+		t.Errorf("configs by cluster %v, want one for the mirrored cluster", got)
+	}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: shared.Namespace, Name: got["mirrored"]}, &addonv1alpha1.AddOnDeploymentConfig{}); err != nil {
+		t.Errorf("the mirrored cluster's config: %v", err)
+	}
+	if !read.Equal(owned) {
+		t.Errorf("ManagedClusters read %v, want only the owned %v", sets.List(read), sets.List(owned))
+	}
+	for _, l := range listed {
+		if l == fmt.Sprintf("%T", &clusterv1.ManagedClusterList{}) {
+			t.Errorf("the pass listed every ManagedCluster")
+		}
 	}
 }

@@ -2,6 +2,7 @@
 package cmd
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -84,8 +85,9 @@ func newManagerCommand() *cobra.Command {
 		Short: "Run the hub controllers",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			// Bad flags fail before any connection to the API server is attempted.
-			if err := opts.Validate(); err != nil {
+			// Bad flags fail before any connection to the API server is attempted: the bounds
+			// first (values.schema.json carries the same), then what relates flags.
+			if err := errors.Join(validateFlags(c.Flags(), ManagerFlagBounds()), opts.Validate()); err != nil {
 				return err
 			}
 			ctrl.SetLogger(lazylog.New(zap.New(zap.UseFlagOptions(&zapOpts))))

@@ -374,7 +374,11 @@ func (r *Reconciler) deliver(ctx context.Context, app *unstructured.Unstructured
 		return refusal, nil
 	}
 	want.Annotations[seal.Annotation] = r.Sealer.Sign(SealFields(want))
-	return nil, r.apply(ctx, have, want)
+	wrote, err := r.apply(ctx, have, want)
+	if wrote {
+		countDelivered()
+	}
+	return nil, err
 }
 
 // ReasonProjectNotApplied refuses a new Application whose AppProject the cluster's work agent
@@ -589,13 +593,15 @@ func (r *Reconciler) deliveredProject(ctx context.Context, app *unstructured.Uns
 }
 
 // apply creates the ManifestWork or updates it when it differs; nothing is written otherwise.
-func (r *Reconciler) apply(ctx context.Context, have, want *workv1.ManifestWork) error {
+// wrote reports a write the API server took.
+func (r *Reconciler) apply(ctx context.Context, have, want *workv1.ManifestWork) (wrote bool, err error) {
 	if have == nil {
 		log.FromContext(ctx).Info("creating ManifestWork", "namespace", want.Namespace, "name", want.Name)
-		return r.Client.Create(ctx, want)
+		err := r.Client.Create(ctx, want)
+		return err == nil, err
 	}
 	if !NeedsUpdate(have, want) {
-		return nil
+		return false, nil
 	}
 	w := have.DeepCopy()
 	if w.Labels == nil {
@@ -616,7 +622,8 @@ func (r *Reconciler) apply(ctx context.Context, have, want *workv1.ManifestWork)
 	}
 	w.Spec = want.Spec
 	log.FromContext(ctx).Info("updating ManifestWork", "namespace", w.Namespace, "name", w.Name)
-	return r.Client.Update(ctx, w)
+	err = r.Client.Update(ctx, w)
+	return err == nil, err
 }
 
 // deleteWorks deletes the ManifestWorks the pull model made from the Application key, except
@@ -657,9 +664,8 @@ func (r *Reconciler) deleteWorksMatching(ctx context.Context, key string, keep *
 }
 
 // setCondition sets or clears the delivery condition, with an Event when it appears or
-// changes; nothing is written when it is already as it should be.
+// changes, and counts a refusal then; nothing is written when it is already as it should be.
 func (r *Reconciler) setCondition(ctx context.Context, app *unstructured.Unstructured, refusal *Refusal) error {
-	countPass(refusal)
 	msg := ""
 	if refusal != nil {
 		msg = refusal.String()
@@ -678,6 +684,9 @@ func (r *Reconciler) setCondition(ctx context.Context, app *unstructured.Unstruc
 	}
 	if err := r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return client.IgnoreNotFound(err)
+	}
+	if refusal != nil {
+		countRefused(refusal.Reason)
 	}
 	switch {
 	case refusal != nil && refusal.Reason == ReasonWaitingForProject:

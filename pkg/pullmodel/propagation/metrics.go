@@ -5,12 +5,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// MetricDeliveries counts the passes of the propagation controller over live hub Applications
-// by how they ended: delivered (the ManifestWork written or already as it should be) or
-// refused, with the refusal's reason.
+// MetricDeliveries counts deliveries of hub Applications, not passes over them: delivered, each
+// time an Application's ManifestWork is created or updated (a pass that finds it current writes
+// nothing and counts nothing), and refused, each time a refusal is recorded on an Application (its
+// delivery condition appears or changes), with the refusal's reason. A resync or a wake that
+// changes nothing thus leaves it as it is, and its rate is what reaches, or is kept from, the
+// clusters.
 const MetricDeliveries = "argocd_agent_addon_pull_model_deliveries_total"
 
-// Values of the result label of MetricDeliveries; a delivered pass has reason ReasonDelivered.
+// Values of the result label of MetricDeliveries; a delivery has reason ReasonDelivered.
 const (
 	ResultDelivered = "delivered"
 	ResultRefused   = "refused"
@@ -19,7 +22,7 @@ const (
 
 var deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: MetricDeliveries,
-	Help: "Pull-model passes over hub Applications, by result (delivered: the ManifestWork written or already current; refused) and reason.",
+	Help: "Pull-model deliveries of hub Applications, by result (delivered: the Application's ManifestWork created or updated; refused: a refusal recorded on the Application) and reason.",
 }, []string{"result", "reason"})
 
 // refusalReasons are the reasons a live Application's delivery may be refused with.
@@ -40,12 +43,8 @@ func init() {
 	}
 }
 
-// countPass records how a pass over a live Application ended: every such pass ends in
-// setCondition, with the refusal or nil.
-func countPass(refusal *Refusal) {
-	if refusal == nil {
-		deliveries.WithLabelValues(ResultDelivered, ReasonDelivered).Inc()
-	} else {
-		deliveries.WithLabelValues(ResultRefused, refusal.Reason).Inc()
-	}
-}
+// countDelivered records a write of an Application's ManifestWork.
+func countDelivered() { deliveries.WithLabelValues(ResultDelivered, ReasonDelivered).Inc() }
+
+// countRefused records a refusal newly set on an Application.
+func countRefused(reason string) { deliveries.WithLabelValues(ResultRefused, reason).Inc() }

@@ -11,14 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// TestDeliveriesCountEveryOutcome: a delivered pass and a refused one each add one to their
-// series.
+// TestDeliveriesCountEveryOutcome: a delivery and a refusal each add one to their series.
 func TestDeliveriesCountEveryOutcome(t *testing.T) {
 	delivered := deliveries.WithLabelValues(ResultDelivered, ReasonDelivered)
 	refused := deliveries.WithLabelValues(ResultRefused, ReasonTooLarge)
 	d0, r0 := testutil.ToFloat64(delivered), testutil.ToFloat64(refused)
-	countPass(nil)
-	countPass(&Refusal{ReasonTooLarge, "too large"})
+	countDelivered()
+	countRefused(ReasonTooLarge)
 	if d, r := testutil.ToFloat64(delivered)-d0, testutil.ToFloat64(refused)-r0; d != 1 || r != 1 {
 		t.Errorf("delivered +%v, refused +%v; want +1 each", d, r)
 	}

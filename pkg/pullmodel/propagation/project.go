@@ -211,7 +211,8 @@ func (p *projectReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		return ctrl.Result{}, nil
 	}
 	want.Annotations[seal.Annotation] = r.Sealer.Sign(ProjectSealFields(want))
-	return ctrl.Result{}, r.apply(ctx, have, want)
+	_, err = r.apply(ctx, have, want)
+	return ctrl.Result{}, err
 }
 
 // desired is the ManifestWork of AppProject name for cluster, or nil when no Application for

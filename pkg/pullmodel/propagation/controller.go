@@ -42,8 +42,11 @@ type Reconciler struct {
 	Client client.Client
 	// Cache holds the pull model's own objects (marked Applications, its ManifestWorks); its
 	// controllers watch and read them there.
-	Cache    cache.Cache
-	Recorder events.EventRecorder
+	Cache cache.Cache
+	// APIReader reads around the caches, to confirm a deletion the caches decided; the
+	// manager's when nil.
+	APIReader client.Reader
+	Recorder  events.EventRecorder
 	// Concurrency is how many Applications are reconciled at once.
 	Concurrency int
 	// SweepInterval is how often every ManifestWork of the pull model is checked for a hub
@@ -68,6 +71,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.Now == nil {
 		r.Now = time.Now
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
 	}
 	if r.Concurrency < 1 {
 		r.Concurrency = 1

@@ -202,6 +202,16 @@ func (p *projectReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		if have == nil || have.DeletionTimestamp != nil {
 			return ctrl.Result{}, nil
 		}
+		// The cache may not have seen an Application that needs it yet (created or moved to
+		// the project just now): the API server confirms before the ManifestWork goes.
+		needed, err := p.neededLive(ctx, cluster, name)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if needed {
+			// Its events wake this key; this is in case one is missed.
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
 		// The AppProject stays on the cluster (orphaned).
 		log.FromContext(ctx).Info("deleting the AppProject's ManifestWork: no Application for the cluster uses it", "namespace", have.Namespace, "name", have.Name)
 		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, have, client.Preconditions{UID: &have.UID}))
@@ -262,6 +272,73 @@ func (p *projectReconciler) desired(ctx context.Context, cluster, name string) (
 		}
 	}
 	return nil, nil
+}
+
+// liveListPage is the page size of the live reads that confirm a project ManifestWork's
+// deletion.
+const liveListPage = 500
+
+// neededLive reads around the cache what desired read in it, for a project ManifestWork the
+// cache says no one needs: whether the cluster's namespace holds a ManifestWork of the pull
+// model delivering an Application under the project, or the hub an authorized Application for
+// the cluster naming it that the cache has not seen as it is now. The Applications are listed
+// as metadata only (the cluster is an annotation) and only those the cache lacks or holds at
+// another version are read whole. It costs one list of the marked Applications' metadata per
+// deletion, which happens only when the last Application of a project on a cluster goes.
+func (p *projectReconciler) neededLive(ctx context.Context, cluster, name string) (bool, error) {
+	r := p.r
+	works := &workv1.ManifestWorkList{}
+	if err := r.APIReader.List(ctx, works, client.InNamespace(cluster), client.HasLabels{pullmodel.LabelPull}); err != nil {
+		return false, err
+	}
+	for i := range works.Items {
+		w := &works.Items[i]
+		if pullmodel.DeliveredProject(w) == name && pullmodel.SpokeApplicationOf(w).Namespace != "" && Owned(r.Sealer, w) {
+			return true, nil
+		}
+	}
+	opts := []client.ListOption{client.HasLabels{pullmodel.LabelPull}, client.Limit(liveListPage)}
+	for cont := ""; ; {
+		apps := &metav1.PartialObjectMetadataList{}
+		apps.SetGroupVersionKind(pullmodel.ArgoGroupVersion.WithKind("ApplicationList"))
+		if err := r.APIReader.List(ctx, apps, append(opts, client.Continue(cont))...); err != nil {
+			return false, err
+		}
+		for i := range apps.Items {
+			m := &apps.Items[i]
+			if !pullmodel.Marked(m) || pullmodel.TargetCluster(m) != cluster || m.DeletionTimestamp != nil {
+				continue
+			}
+			key := client.ObjectKeyFromObject(m)
+			cached := pullmodel.NewApplication()
+			if err := r.Cache.Get(ctx, key, cached); err == nil && cached.GetResourceVersion() == m.ResourceVersion {
+				continue // desired has judged it as it is
+			} else if client.IgnoreNotFound(err) != nil {
+				return false, err
+			}
+			app := pullmodel.NewApplication()
+			if err := r.APIReader.Get(ctx, key, app); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return false, err
+			}
+			if !pullmodel.Marked(app) || app.GetDeletionTimestamp() != nil || pullmodel.TargetCluster(app) != cluster || pullmodel.ProjectOf(app) != name {
+				continue
+			}
+			refusal, _, err := r.check(ctx, app)
+			if err != nil {
+				return false, err
+			}
+			if refusal == nil {
+				log.FromContext(ctx).Info("keeping the AppProject's ManifestWork: the cache has not seen an Application that needs it yet", "namespace", cluster, "project", name, "application", key.String())
+				return true, nil
+			}
+		}
+		if cont = apps.Continue; cont == "" {
+			return false, nil
+		}
+	}
 }
 
 func buildProjectWork(ctx context.Context, cluster, spokeNamespace string, project *unstructured.Unstructured) (*workv1.ManifestWork, error) {

@@ -4,7 +4,9 @@
 // the chart's RBAC, applies a GitOpsCluster that installs the components on all of them, waits
 // until OCM's addon-manager has rendered their ManifestWorks for every cluster, and prints the
 // growth of etcd's database (in use, after compaction) per cluster, with the ManifestWorks' own
-// size.
+// size, for each agent mode on a hub of its own. With --direct the clusters' namespaces are
+// created by the benchmark rather than by OCM's registration controller, which takes long to
+// make thousands.
 //
 // The simulated clusters run no work agent, so their ManifestWorks carry no status; on a real
 // fleet each also holds the work agent's status (about 300 bytes per manifest).
@@ -21,9 +23,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -34,6 +38,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/bench/internal/benchkit"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
@@ -42,84 +47,48 @@ const ns = "bench"
 
 func main() {
 	n := flag.Int("clusters", 200, "simulated managed clusters")
-	mode := flag.String("mode", "managed", "agent mode: managed or autonomous")
+	modes := flag.String("mode", "managed,autonomous", "agent modes, comma-separated: each is measured on a hub of its own")
 	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
+	flag.BoolVar(&direct, "direct", false, "create the simulated clusters' namespaces directly instead of waiting for OCM's registration controller to make them (for thousands of clusters)")
+	flag.DurationVar(&timeout, "timeout", timeout, "how long each wait may take")
+	results := benchkit.ResultsFlag()
 	flag.Parse()
-	if err := run(*n, *mode, *binary); err != nil {
+	out := benchkit.NewOutput()
+	var err error
+	for _, mode := range strings.Split(*modes, ",") {
+		if err = run(*n, strings.TrimSpace(mode), *binary, out); err != nil {
+			out.Printf("mode %s: error: %v\n", mode, err)
+			break
+		}
+	}
+	if aerr := out.Append(*results, "components"); aerr != nil {
+		fmt.Fprintln(os.Stderr, "error:", aerr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
 }
 
+// direct creates the clusters' namespaces without OCM's registration controller.
+var direct bool
+
+// timeout bounds each wait.
+var timeout = time.Hour
+
 func logf(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 }
 
-func run(n int, mode, binary string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+func run(n int, mode, binary string, out *benchkit.Output) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*timeout)
 	defer cancel()
-	bin, err := filepath.Abs(binary)
-	if err != nil {
-		return err
-	}
-	// The API server compacts etcd every 15 s (5 minutes by default), so that the sizes read
-	// below hold the objects' current revisions, not the history of their writes.
-	f, err := fleet.Start(ctx, fleet.Options{Clusters: []string{"cluster1"}, BindingNamespace: ns,
-		HubCRDPaths:   []string{filepath.Join(testenv.RepoRoot(), "manifests", "crds")},
-		APIServerArgs: []string{"--etcd-compaction-interval=15s"}, Logf: logf})
+	f, hub, err := startHub(ctx, binary)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = f.Stop() }()
-	scheme := fleet.Scheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	hub, err := client.New(f.HubConfig(), client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
-	if err := fleet.EnsureNamespaces(ctx, hub, ns); err != nil {
-		return err
-	}
-	install, err := testenv.InstallChart(ctx, hub, ns, map[string]any{"managedNamespaces": []any{ns}})
-	if err != nil {
-		return err
-	}
-	kubeconfig, _, err := f.HubUserKubeconfig("argocd-agent-addon-manager", fleet.ServiceAccountUser(ns, install.ServiceAccount), fleet.ServiceAccountGroups(ns)...)
-	if err != nil {
-		return err
-	}
-	if _, err := f.StartProcess(fleet.ProcessSpec{Name: "argocd-agent-addon-manager", Path: bin, Args: install.Args(
-		"--kubeconfig="+kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false")}); err != nil {
-		return err
-	}
-
-	logf("creating %d simulated managed clusters", n)
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("sim-%05d", i)
-	}
-	var firstErr error
-	parallel.Each(16, names, func(name string) {
-		mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			clusterv1beta2.ClusterSetLabel: f.ClusterSet(), "bench": "components"}},
-			Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}
-		if err := hub.Create(ctx, mc); err != nil && firstErr == nil {
-			firstErr = err
-		}
-	})
-	if firstErr != nil {
-		return firstErr
-	}
-	// OCM's registration controller makes each accepted cluster's namespace.
-	if err := waitFor(ctx, "the simulated clusters' namespaces", func() (bool, string) {
-		var list corev1.NamespaceList
-		if err := hub.List(ctx, &list, client.HasLabels{clusterv1.ClusterNameLabelKey}); err != nil {
-			return false, err.Error()
-		}
-		return len(list.Items) >= n+1, fmt.Sprintf("%d of %d", len(list.Items), n+1)
-	}); err != nil {
+	if err := createClusters(ctx, hub, f.ClusterSet(), n); err != nil {
 		return err
 	}
 	time.Sleep(40 * time.Second) // two compactions
@@ -127,9 +96,87 @@ func run(n int, mode, binary string) error {
 	if err != nil {
 		return err
 	}
+	start := time.Now()
+	if err := installEverywhere(ctx, hub, mode, n); err != nil {
+		return err
+	}
+	rendered := time.Since(start)
+	time.Sleep(40 * time.Second) // two compactions
+	after, err := etcdInUse(ctx, f.HubEtcdURL())
+	if err != nil {
+		return err
+	}
+	bytesBy, err := workBytes(ctx, hub)
+	if err != nil {
+		return err
+	}
+	how := "namespaces made by OCM's registration controller"
+	if direct {
+		how = "namespaces created by the benchmark (--direct)"
+	}
+	out.Printf("mode %s, %d simulated clusters (%s): components rendered for all in %s\n", mode, n, how, rendered.Round(time.Second))
+	out.Printf("  hub etcd database in use: %d -> %d bytes, %.0f bytes per cluster (every object of the install, compacted, with managed fields and etcd's own overhead)\n",
+		before, after, float64(after-before)/float64(n))
+	out.Printf("  ManifestWorks per cluster (JSON without managed fields): components %d bytes, agent %d bytes, probe %d bytes\n",
+		bytesBy["components"]/n, bytesBy["agent"]/(n+1), bytesBy["probe"]/max(1, n))
+	out.Printf("  the whole hub etcd in use: %.2f GB for %d clusters (default quota 2 GiB)\n", float64(after)/1e9, n)
+	return nil
+}
 
-	// No agent runs on the simulated clusters: OCM taints them unavailable, and no probe
-	// answers, so the GitOpsCluster takes the explicit choice to install everywhere.
+// startHub starts the local fleet's hub and the manager under the chart's RBAC.
+func startHub(ctx context.Context, binary string) (*fleet.Fleet, client.Client, error) {
+	bin, err := filepath.Abs(binary)
+	if err != nil {
+		return nil, nil, err
+	}
+	// The API server compacts etcd every 15 s (5 minutes by default), so that the sizes read
+	// below hold the objects' current revisions, not the history of their writes.
+	f, err := fleet.Start(ctx, fleet.Options{Clusters: []string{"cluster1"}, BindingNamespace: ns,
+		HubCRDPaths:   []string{filepath.Join(testenv.RepoRoot(), "manifests", "crds")},
+		APIServerArgs: []string{"--etcd-compaction-interval=15s"}, Logf: logf})
+	if err != nil {
+		return nil, nil, err
+	}
+	hub, err := startManager(ctx, f, bin)
+	if err != nil {
+		_ = f.Stop()
+		return nil, nil, err
+	}
+	return f, hub, nil
+}
+
+func startManager(ctx context.Context, f *fleet.Fleet, bin string) (client.Client, error) {
+	scheme := fleet.Scheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	hub, err := client.New(f.HubConfig(), client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	if err := fleet.EnsureNamespaces(ctx, hub, ns); err != nil {
+		return nil, err
+	}
+	install, err := testenv.InstallChart(ctx, hub, ns, map[string]any{"managedNamespaces": []any{ns}})
+	if err != nil {
+		return nil, err
+	}
+	kubeconfig, _, err := f.HubUserKubeconfig("argocd-agent-addon-manager", fleet.ServiceAccountUser(ns, install.ServiceAccount), fleet.ServiceAccountGroups(ns)...)
+	if err != nil {
+		return nil, err
+	}
+	_, err = f.StartProcess(fleet.ProcessSpec{Name: "argocd-agent-addon-manager", Path: bin, Args: install.Args(
+		"--kubeconfig="+kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false")})
+	return hub, err
+}
+
+const componentsAddon = "argocd-agent-addon-argocd"
+
+// installEverywhere applies a Placement of every simulated cluster and a GitOpsCluster that
+// installs the components on them, and waits until OCM's addon-manager has rendered them for
+// every cluster. No agent runs on the simulated clusters: OCM taints them unavailable, and no
+// probe answers, so the GitOpsCluster takes the explicit choice to install everywhere.
+func installEverywhere(ctx context.Context, hub client.Client, mode string, n int) error {
 	tolerate := []clusterv1beta1.Toleration{
 		{Key: clusterv1.ManagedClusterTaintUnavailable, Operator: clusterv1beta1.TolerationOpExists},
 		{Key: clusterv1.ManagedClusterTaintUnreachable, Operator: clusterv1beta1.TolerationOpExists},
@@ -142,16 +189,13 @@ func run(n int, mode, binary string) error {
 		PlacementRef: v1alpha1.PlacementReference{Kind: v1alpha1.PlacementKind, Name: pl.Name},
 		ArgoCDAgentAddon: v1alpha1.ArgoCDAgentAddonSpec{Mode: v1alpha1.AgentMode(mode), PrincipalServerAddress: "principal.example.com",
 			PrincipalServerPort: &intstr.IntOrString{Type: intstr.Int, IntVal: 443}, ExistingArgoCD: v1alpha1.ExistingArgoCDReplace}}}
-	start := time.Now()
 	for _, o := range []client.Object{pl, goc} {
 		if err := hub.Create(ctx, o); err != nil {
 			return err
 		}
 	}
-	const componentsAddon = "argocd-agent-addon-argocd"
-	var works workv1.ManifestWorkList
-	if err := waitFor(ctx, "OCM's addon-manager rendering the components for every cluster", func() (bool, string) {
-		works = workv1.ManifestWorkList{}
+	return waitFor(ctx, "OCM's addon-manager rendering the components for every cluster", func() (bool, string) {
+		works := workv1.ManifestWorkList{}
 		if err := hub.List(ctx, &works, client.MatchingLabels{"open-cluster-management.io/addon-name": componentsAddon}); err != nil {
 			return false, err.Error()
 		}
@@ -160,18 +204,15 @@ func run(n int, mode, binary string) error {
 			clusters[w.Namespace] = true
 		}
 		return len(clusters) >= n, fmt.Sprintf("%d of %d clusters", len(clusters), n)
-	}); err != nil {
-		return err
-	}
-	rendered := time.Since(start)
-	time.Sleep(40 * time.Second) // two compactions
-	after, err := etcdInUse(ctx, f.HubEtcdURL())
-	if err != nil {
-		return err
-	}
+	})
+}
+
+// workBytes sums the ManifestWorks' JSON (without managed fields) by kind: the components,
+// the agent, the probes, the rest.
+func workBytes(ctx context.Context, hub client.Client) (map[string]int, error) {
 	var all workv1.ManifestWorkList
 	if err := hub.List(ctx, &all); err != nil {
-		return err
+		return nil, err
 	}
 	bytesBy := map[string]int{}
 	for _, w := range all.Items {
@@ -189,18 +230,56 @@ func run(n int, mode, binary string) error {
 		}
 		bytesBy[kind] += len(raw)
 	}
-	per := float64(after-before) / float64(n)
-	fmt.Printf("mode %s, %d simulated clusters: components rendered for all in %s\n", mode, n, rendered.Round(time.Second))
-	fmt.Printf("  hub etcd database in use: %d -> %d bytes, %.0f bytes per cluster (every object of the install, compacted, with managed fields and etcd's own overhead)\n", before, after, per)
-	fmt.Printf("  ManifestWorks per cluster (JSON without managed fields): components %d bytes, agent %d bytes, probe %d bytes\n",
-		bytesBy["components"]/n, bytesBy["agent"]/(n+1), bytesBy["probe"]/max(1, n))
-	fmt.Printf("  at 5,000 clusters: about %.2f GB of etcd (default quota 2 GiB)\n", per*5000/1e9)
-	return nil
+	return bytesBy, nil
+}
+
+// createClusters creates n simulated ManagedClusters, accepted, with no agent, and waits for
+// their namespaces: made by OCM's registration controller, or with --direct by this benchmark.
+func createClusters(ctx context.Context, hub client.Client, set string, n int) error {
+	logf("creating %d simulated managed clusters", n)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("sim-%05d", i)
+	}
+	var mu sync.Mutex
+	var firstErr error
+	parallel.Each(16, names, func(name string) {
+		err := createCluster(ctx, hub, set, name)
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+	})
+	if firstErr != nil {
+		return firstErr
+	}
+	return waitFor(ctx, "the simulated clusters' namespaces", func() (bool, string) {
+		var list corev1.NamespaceList
+		if err := hub.List(ctx, &list, client.HasLabels{clusterv1.ClusterNameLabelKey}); err != nil {
+			return false, err.Error()
+		}
+		return len(list.Items) >= n+1, fmt.Sprintf("%d of %d", len(list.Items), n+1)
+	})
+}
+
+func createCluster(ctx context.Context, hub client.Client, set, name string) error {
+	if direct {
+		// As OCM's registration controller makes it: labelled with the cluster's name.
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{clusterv1.ClusterNameLabelKey: name}}}
+		if err := hub.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+		clusterv1beta2.ClusterSetLabel: set, "bench": "components"}},
+		Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}
+	return hub.Create(ctx, mc)
 }
 
 func waitFor(ctx context.Context, what string, cond func() (bool, string)) error {
 	last := ""
-	for deadline := time.Now().Add(30 * time.Minute); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(2 * time.Second) {
 		ok, state := cond()
 		if ok {
 			logf("%s: done", what)

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/bench/internal/benchkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,7 +30,7 @@ func splitCores() error {
 	if len(cores) < 2 {
 		return fmt.Errorf("--split-cores needs at least 2 cores, this process may use %d", len(cores))
 	}
-	servers, err := childrenNamed("kube-apiserver", "etcd")
+	servers, err := benchkit.ChildrenNamed("kube-apiserver", "etcd")
 	if err != nil {
 		return err
 	}
@@ -75,27 +75,4 @@ func pin(pid int, cores []int) error {
 			return nil
 		}
 	}
-}
-
-// childrenNamed returns the processes this one started whose command is one of names.
-func childrenNamed(names ...string) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		command, f, ok := procStat(pid)
-		if !ok || len(f) < 2 {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(f[1]); ppid == os.Getpid() && slices.Contains(names, command) {
-			out = append(out, pid)
-		}
-	}
-	return out, nil
 }

@@ -29,14 +29,14 @@ type profiler struct {
 	apiServer   *http.Client
 	apiHost     string
 	managerAddr string // the manager's pprof address, once it runs
-	prefix      string // the fleet size, so that the runs of several sizes keep their profiles
+	prefix      string // the fleet size and run, so that every run keeps its profiles
 	wg          sync.WaitGroup
 	mu          sync.Mutex
 	written     []string
 	errs        []error
 }
 
-func newProfiler(cfg *rest.Config, clusters int) (*profiler, error) {
+func newProfiler(cfg *rest.Config, prefix string) (*profiler, error) {
 	if profileDir == "" {
 		return nil, nil
 	}
@@ -47,7 +47,7 @@ func newProfiler(cfg *rest.Config, clusters int) (*profiler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &profiler{apiServer: hc, apiHost: strings.TrimSuffix(cfg.Host, "/"), prefix: fmt.Sprintf("%d-", clusters)}, nil
+	return &profiler{apiServer: hc, apiHost: strings.TrimSuffix(cfg.Host, "/"), prefix: prefix}, nil
 }
 
 // phase starts the profiles of a phase, once those of the phase before have ended: the API
@@ -127,4 +127,12 @@ func (p *profiler) wait() {
 		fmt.Fprintf(os.Stderr, "profiles of the first %d s of each phase in %s: %s\n", profileSeconds, profileDir, strings.Join(p.written, " "))
 	}
 	p.written, p.errs = nil, nil
+}
+
+// settle waits for the profiles being taken, so that the work after a phase (deleting what it
+// made) is not in the phase's profile.
+func (p *profiler) settle() {
+	if p != nil {
+		p.wg.Wait()
+	}
 }

@@ -21,50 +21,50 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/jsonpath"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-	clusterv1 "open-cluster-management.io/api/cluster/v1"
-	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/bench/internal/benchkit"
 )
 
 const argoNS = "argocd"
 
 func main() {
-	clusters := flag.Int("clusters", 500, "managed clusters")
-	apps := flag.Int("apps", 5000, "Applications, spread evenly over the clusters")
+	clusters := flag.Int("clusters", 1000, "managed clusters")
+	apps := flag.Int("apps", 10000, "Applications, spread evenly over the clusters")
 	flag.DurationVar(&phaseTimeout, "timeout", 20*time.Minute, "how long each phase may take")
 	appsets := flag.Int("appsets", 0, "ApplicationSets owning the Applications (round robin); default one per 100 Applications")
-	idle := flag.Duration("idle", time.Minute, "how long to watch the idle fleet for writes")
-	refresh := flag.Duration("refresh", 20*time.Second, "how often each spoke Argo CD refreshes each Application while idle (Argo CD's default is 120s; shorter packs more refreshes into the idle period)")
+	idle := flag.Duration("idle", 5*time.Minute, "how long Argo CD's periodic refresh is simulated on every spoke once the fleet is synced; every write meanwhile is a write at rest")
+	refresh := flag.Duration("refresh", 20*time.Second, "how often each spoke Argo CD refreshes each Application meanwhile (Argo CD's default is 120s; shorter packs more refreshes into the period)")
+	results := benchkit.ResultsFlag()
 	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
 	flag.Var(&managerArgs, "manager-arg", "an extra manager flag, e.g. --manager-arg=--pull-model-concurrency=16 (repeatable)")
 	flag.Parse()
 	if *appsets < 1 {
 		*appsets = max(1, *apps/100)
 	}
-	if err := run(*clusters, *apps, *appsets, *idle, *refresh, *binary); err != nil {
+	out := benchkit.NewOutput()
+	err := run(*clusters, *apps, *appsets, *idle, *refresh, *binary, out)
+	if err != nil {
+		out.Printf("error: %v\n", err)
+	}
+	if aerr := out.Append(*results, "pullmodel"); aerr != nil {
+		fmt.Fprintln(os.Stderr, "pullmodel bench:", aerr)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "pullmodel bench:", err)
 		os.Exit(1)
 	}
@@ -80,261 +80,6 @@ type stringList []string
 
 func (l *stringList) String() string     { return fmt.Sprint([]string(*l)) }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
-
-func run(nClusters, nApps, nSets int, idle, refresh time.Duration, binary string) error {
-	ctx := context.Background()
-	env, err := testenv.Start(testenv.Options{WithArgoCD: true})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = env.Stop() }()
-	env.Config.QPS, env.Config.Burst = 2000, 4000
-	c, err := client.New(env.Config, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		return err
-	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argoNS}}); err != nil {
-		return err
-	}
-	start := time.Now()
-	if err := parallel(nClusters, func(i int) error {
-		name := fmt.Sprintf("cluster-%04d", i)
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
-			return err
-		}
-		return c.Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{clusterv1beta2.ClusterSetLabel: benchSet}}, Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}})
-	}); err != nil {
-		return err
-	}
-	// A hub admin's steps: the clusters' set bound to the hub Argo CD namespace, and the default
-	// AppProject (argocd-server makes it on a real hub).
-	project := pullmodel.NewApplication()
-	project.SetKind("AppProject")
-	project.SetNamespace(argoNS)
-	project.SetName("default")
-	project.Object["spec"] = map[string]any{"sourceRepos": []any{"*"}, "destinations": []any{map[string]any{"server": "*", "namespace": "*"}}}
-	for _, o := range []client.Object{
-		&clusterv1beta2.ManagedClusterSet{ObjectMeta: metav1.ObjectMeta{Name: benchSet}},
-		&clusterv1beta2.ManagedClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: argoNS, Name: benchSet}, Spec: clusterv1beta2.ManagedClusterSetBindingSpec{ClusterSet: benchSet}},
-		project,
-	} {
-		if err := c.Create(ctx, o); err != nil {
-			return err
-		}
-	}
-	// ApplicationSets own the Applications, as a clusterDecisionResource generator's do: their
-	// Applications are the ones whose ManifestWorks read the spoke's reconcile time after a sync.
-	sets := make([]*unstructured.Unstructured, nSets)
-	for k := range sets {
-		set := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{
-			"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
-			"template":   map[string]any{"metadata": map[string]any{"name": "{{name}}"}, "spec": map[string]any{"project": "default", "destination": map[string]any{"server": pullmodel.InClusterServer}}},
-		}}}
-		set.SetGroupVersionKind(pullmodel.ApplicationSetGVK)
-		set.SetNamespace(argoNS)
-		set.SetName(fmt.Sprintf("set-%03d", k))
-		if err := c.Create(ctx, set); err != nil {
-			return err
-		}
-		sets[k] = set
-	}
-	if err := parallel(nApps, func(i int) error { return c.Create(ctx, application(i, nClusters, sets[i%nSets])) }); err != nil {
-		return err
-	}
-	fmt.Printf("setup: %d clusters, %d ApplicationSets and %d Applications created in %s\n", nClusters, nSets, nApps, time.Since(start).Round(10*time.Millisecond))
-
-	dir, err := os.MkdirTemp("", "pullmodel-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	kubeconfig, err := env.KubeconfigFile(dir)
-	if err != nil {
-		return err
-	}
-	before, err := testenv.APIWrites(ctx, env.Config)
-	if err != nil {
-		return err
-	}
-	args := append([]string{"manager", "--kubeconfig=" + kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--managed-namespaces=bench", "--zap-log-level=error"}, managerArgs...)
-	cmd := exec.Command(binary, args...)
-	logf, err := os.Create(filepath.Join(dir, "manager.log"))
-	if err != nil {
-		return err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	t0 := time.Now()
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() }()
-
-	if err := waitFor("every Application delivered", phaseTimeout, func() (bool, error) {
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(schema.GroupVersionKind{Group: workv1.GroupName, Version: "v1", Kind: "ManifestWorkList"})
-		if err := c.List(ctx, list, client.HasLabels{pullmodel.LabelPull}); err != nil {
-			return false, err
-		}
-		return len(list.Items) == nApps, nil
-	}); err != nil {
-		return err
-	}
-	propagate := time.Since(t0)
-	time.Sleep(2 * time.Second)
-	mid, err := testenv.APIWrites(ctx, env.Config)
-	if err != nil {
-		return err
-	}
-	d1 := testenv.DiffWrites(before, mid)
-
-	// The work agents' part: each spoke Application is Synced and Healthy, lists a warning
-	// first (Argo CD sorts conditions by type) and, for every tenth, a SyncError after it, and
-	// carries the resource reporter's list of its objects.
-	agent := &workAgent{c: c, last: map[string]map[string]string{}}
-	spokes := make([]*spokeApp, nApps)
-	for i := range spokes {
-		spokes[i] = &spokeApp{sync: "Synced", health: "Healthy", reconciledAt: time.Now().UTC().Add(-time.Hour).Format(time.RFC3339), syncError: i%10 == 0, resources: resourcesOf(i)}
-	}
-	t1 := time.Now()
-	if _, err := agent.report(ctx, spokes); err != nil {
-		return err
-	}
-	fed := time.Since(t1)
-	if err := waitApps(ctx, c, nApps, "every hub Application Healthy, with its resources and its SyncError", func(i int, a *unstructured.Unstructured) bool {
-		h, _, _ := unstructured.NestedString(a.Object, "status", "health", "status")
-		res, _, _ := unstructured.NestedSlice(a.Object, "status", "resources")
-		return h == "Healthy" && len(res) == len(spokes[i].resources) && hasCondition(a, "SyncError") == spokes[i].syncError
-	}); err != nil {
-		return err
-	}
-	statusTime := time.Since(t1)
-	time.Sleep(2 * time.Second)
-	after, err := testenv.APIWrites(ctx, env.Config)
-	if err != nil {
-		return err
-	}
-	d2 := testenv.DiffWrites(mid, after)
-
-	// A sync of every Application, in RollingSync's order: the ApplicationSet asks (its
-	// request on the hub Application), the spoke runs it and records its end, the hub clears
-	// the request, then the spoke reconciles once more, and progressive sync reads that time.
-	t2 := time.Now()
-	if err := parallel(nApps, func(i int) error {
-		app := pullmodel.NewApplication()
-		app.SetNamespace(argoNS)
-		app.SetName(appName(i))
-		return c.Patch(ctx, app, client.RawPatch(types.MergePatchType, []byte(rollingSyncOperation)))
-	}); err != nil {
-		return err
-	}
-	if err := waitWorks(ctx, c, nApps, "every ManifestWork carrying the request", func(w *workv1.ManifestWork) bool {
-		return propagation.Operation(w) != nil
-	}); err != nil {
-		return err
-	}
-	now := time.Now().UTC().Truncate(time.Second)
-	for _, sp := range spokes {
-		sp.opPhase, sp.opStarted, sp.opFinished = "Succeeded", now.Format(time.RFC3339), now.Add(time.Second).Format(time.RFC3339)
-	}
-	if _, err := agent.report(ctx, spokes); err != nil {
-		return err
-	}
-	if err := waitApps(ctx, c, nApps, "every hub request cleared", func(_ int, a *unstructured.Unstructured) bool {
-		_, op := a.Object["operation"]
-		phase, _, _ := unstructured.NestedString(a.Object, "status", "operationState", "phase")
-		return !op && phase == "Succeeded"
-	}); err != nil {
-		return err
-	}
-	reconciled := now.Add(3 * time.Second).Format(time.RFC3339)
-	for _, sp := range spokes {
-		sp.reconciledAt = reconciled
-	}
-	// The spoke's reconcile after the sync: reported under the rules each ManifestWork has now,
-	// again until no ManifestWork reads the reconcile time.
-	if err := waitFor("every hub Application showing the reconcile after its sync, and no ManifestWork reading the reconcile time", phaseTimeout, func() (bool, error) {
-		if _, err := agent.report(ctx, spokes); err != nil {
-			return false, err
-		}
-		works, err := listWorks(ctx, c)
-		if err != nil {
-			return false, err
-		}
-		for i := range works {
-			if propagation.FeedsBackReconcileTime(&works[i]) {
-				return false, nil
-			}
-		}
-		apps := pullmodel.NewApplicationList()
-		if err := c.List(ctx, apps, client.InNamespace(argoNS)); err != nil {
-			return false, err
-		}
-		for _, a := range apps.Items {
-			if at, _, _ := unstructured.NestedString(a.Object, "status", "reconciledAt"); at != reconciled {
-				return false, nil
-			}
-		}
-		return true, nil
-	}); err != nil {
-		return err
-	}
-	// The work agents' status write for the ManifestWorks' last change (the reconcile time's
-	// rule gone), as OCM's agent makes after a spec change.
-	if _, err := agent.report(ctx, spokes); err != nil {
-		return err
-	}
-	syncTime := time.Since(t2)
-	time.Sleep(2 * time.Second)
-	synced, err := testenv.APIWrites(ctx, env.Config)
-	if err != nil {
-		return err
-	}
-	d3 := testenv.DiffWrites(after, synced)
-
-	// Idle, with every spoke Argo CD refreshing every Application each period: only the
-	// reconcile time changes. The work agents read each ManifestWork's rules anew every round.
-	agentWrites := 0
-	idleStart := time.Now()
-	for time.Since(idleStart) < idle {
-		at := time.Now().UTC().Format(time.RFC3339)
-		for _, sp := range spokes {
-			sp.reconciledAt = at
-		}
-		n, err := agent.report(ctx, spokes)
-		if err != nil {
-			return err
-		}
-		agentWrites += n
-		time.Sleep(min(refresh, idle-time.Since(idleStart)))
-	}
-	idleFor := time.Since(idleStart)
-	final, err := testenv.APIWrites(ctx, env.Config)
-	if err != nil {
-		return err
-	}
-	d4 := testenv.DiffWrites(synced, final)
-	perMinute := func(n int) float64 { return float64(n) / idleFor.Minutes() }
-	peak, err := peakRSS(cmd.Process.Pid)
-	if err != nil {
-		return err
-	}
-
-	fmt.Printf("propagation: %d ManifestWorks in %s after the manager started; writes %v = %.2f per Application\n",
-		nApps, propagate.Round(10*time.Millisecond), d1, float64(testenv.TotalWrites(d1))/float64(nApps))
-	fmt.Printf("status:      feedback written in %s (benchmark's own %d ManifestWork status writes); every hub Application Healthy, with resources and errors, %s after the first; manager's Application writes %d = %.2f per Application\n",
-		fed.Round(10*time.Millisecond), d2["manifestworks/status"], statusTime.Round(10*time.Millisecond), d2["applications"], float64(d2["applications"])/float64(nApps))
-	fmt.Printf("sync:        %d RollingSync requests run and the reconcile after them shown in %s; per Application: %.2f ManifestWork writes, %.2f manager Application writes (besides the benchmark's own request), %.2f work-agent status writes\n",
-		nApps, syncTime.Round(10*time.Millisecond), float64(d3["manifestworks"])/float64(nApps), float64(d3["applications"]-nApps)/float64(nApps), float64(d3["manifestworks/status"])/float64(nApps))
-	fmt.Printf("idle:        %s with each of the %d spoke Applications refreshed every %s: work-agent status writes %.1f/min, hub Application writes %.1f/min, all writes %.1f/min %v\n",
-		idleFor.Round(time.Second), nApps, refresh, perMinute(agentWrites), perMinute(d4["applications"]), perMinute(testenv.TotalWrites(d4)), d4)
-	fmt.Printf("idle writes: %d (must be 0)\n", agentWrites+testenv.TotalWrites(d4))
-	fmt.Printf("memory:      manager peak RSS %d MiB\n", peak>>20)
-	if agentWrites+testenv.TotalWrites(d4) != 0 {
-		return fmt.Errorf("the idle fleet wrote %d times", agentWrites+testenv.TotalWrites(d4))
-	}
-	return nil
-}
 
 // rollingSyncOperation is the sync request Argo CD's ApplicationSet RollingSync puts on an
 // Application (v3.6 progressivesync.syncApplication).
@@ -529,24 +274,6 @@ func appIndex(name string) (int, bool) {
 	var i int
 	_, err := fmt.Sscanf(name, "app-%05d", &i)
 	return i, err == nil
-}
-
-// peakRSS is a process's peak resident set size (VmHWM), in bytes.
-func peakRSS(pid int) (int64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kb int64
-			if _, err := fmt.Sscan(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), &kb); err != nil {
-				return 0, err
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
 // benchSet is the ManagedClusterSet of the benchmark's clusters.

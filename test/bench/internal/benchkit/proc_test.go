@@ -58,12 +58,10 @@ func TestProcessCPUOfAKnownWorkload(t *testing.T) {
 		t.Skip("no sh here")
 	}
 	pid := cmd.Process.Pid
-	var read time.Duration
 	for Running(pid) {
-		read = ProcessCPU(pid)
 		time.Sleep(5 * time.Millisecond)
 	}
-	read = ProcessCPU(pid) // the zombie keeps its times until reaped
+	read := ProcessCPU(pid) // the zombie keeps its times until reaped
 	if err := cmd.Wait(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/clustersecrets"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+// rawSigner is the signer the raw pace's CSRs name: the manager does not serve it.
+const rawSigner = "bench.argocd-agent-addon.io/raw"
+
+// rawCSRs is the API server's own pace for the wave's work: each cluster's agent creates a CSR,
+// and a plain client with no rate limit and no checks approves it and publishes a certificate
+// (3 writes, the least any signer can do), 16 CSRs at a time. With ledgers (rawLedgers), the
+// client also records each certificate in its cluster's ledger-shaped ConfigMap before it
+// publishes it, as the manager's signer must so that every certificate that exists can be
+// revoked (4 writes: the least a signer that records can do). The CSRs name a signer the
+// manager does not serve; deleteRawCSRs deletes them.
+func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string, ledgers map[string]*corev1.ConfigMap) (time.Duration, error) {
+	newAgent, err := agentClients(ctx, env)
+	if err != nil {
+		return 0, err
+	}
+	admin, err := kubernetes.NewForConfig(unthrottled(env))
+	if err != nil {
+		return 0, err
+	}
+	ca, err := pki.NewCA("bench raw signer", time.Hour, time.Now())
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	err = fakehub.ParallelN(agentsInFlight, clusters, func(cluster string) error {
+		cs, err := newAgent(cluster)
+		if err != nil {
+			return err
+		}
+		csr, err := testenv.AgentCSR(cluster, cluster, addonName, rawSigner)
+		if err != nil {
+			return err
+		}
+		if csr, err = cs.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
+			Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Bench"})
+		if csr, err = admin.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{}); err != nil {
+			return err
+		}
+		block, _ := pem.Decode(csr.Spec.Request)
+		req, err := x509.ParseCertificateRequest(block.Bytes)
+		if err != nil {
+			return err
+		}
+		certPEM, cert, err := ca.SignClientCertificate(req.PublicKey, req.Subject, req.DNSNames, time.Hour, time.Now())
+		if err != nil {
+			return err
+		}
+		if cm := ledgers[cluster]; cm != nil {
+			cm.Data[pki.Fingerprint(cert)] = cert.NotAfter.UTC().Format(time.RFC3339)
+			if _, err := admin.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+		csr.Status.Certificate = certPEM
+		_, err = admin.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{})
+		return err
+	})
+	return time.Since(start), err
+}
+
+// rawCSRPace measures rawCSRs, with a ledger record before each certificate when recorded,
+// and deletes what the phase made, so that the phases after it do not pay for it. suffix ends
+// the phase's name in the profiles ("" before the manager starts).
+func (b *fleetRun) rawCSRPace(recorded bool, suffix string) (cpuShare, error) {
+	ctx, env, clusters := b.ctx, b.env, b.clusters
+	name, ledgers := "raw-csrs", map[string]*corev1.ConfigMap(nil)
+	if recorded {
+		var err error
+		if ledgers, err = rawLedgers(ctx, env, clusters); err != nil {
+			return cpuShare{}, err
+		}
+		name = "raw-recorded-csrs"
+	}
+	name += suffix
+	share, err := b.measure(name, func() (time.Duration, error) { return rawCSRs(ctx, env, clusters, ledgers) })
+	if err != nil {
+		return cpuShare{}, err
+	}
+	if err := deleteRawCSRs(ctx, env); err != nil {
+		return cpuShare{}, err
+	}
+	if recorded {
+		return share, deleteRawLedgers(ctx, env)
+	}
+	return share, nil
+}
+
+// rawCSRPaces measures the raw CSR pace with 3 writes per request, then with 4 (a ledger
+// record before each certificate).
+func (b *fleetRun) rawCSRPaces(suffix string) (three, four cpuShare, err error) {
+	if three, err = b.rawCSRPace(false, suffix); err != nil {
+		return cpuShare{}, cpuShare{}, fmt.Errorf("raw CSR pace: %w", err)
+	}
+	if four, err = b.rawCSRPace(true, suffix); err != nil {
+		return cpuShare{}, cpuShare{}, fmt.Errorf("raw CSR pace with ledger records: %w", err)
+	}
+	return three, four, nil
+}
+
+// rawLedgersNamespace holds rawLedgers' ConfigMaps.
+const rawLedgersNamespace = "raw-ledgers"
+
+// rawLedgers creates, for each cluster, a ConfigMap of the shape of the signer's ledger after a
+// registration (the ledger's own labels and one certificate's entry), which a renewal
+// updates. Their managed-by label is not the manager's, so its cache (ledger.Selector) never
+// holds them; deleteRawLedgers deletes them after each measurement and leaves the namespace
+// for the next.
+func rawLedgers(ctx context.Context, env *testenv.Env, clusters []string) (map[string]*corev1.ConfigMap, error) {
+	admin, err := kubernetes.NewForConfig(unthrottled(env))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rawLedgersNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	notAfter := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
+	var mu sync.Mutex
+	out := make(map[string]*corev1.ConfigMap, len(clusters))
+	err = fakehub.Parallel(clusters, func(cluster string) error {
+		labels := ledger.Labels(cluster, ledger.Owner{Namespace: namespace, Name: gitOpsClusterName})
+		labels[v1alpha1.LabelManagedBy] = "bench-raw-ledger"
+		cm, err := admin.CoreV1().ConfigMaps(rawLedgersNamespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: ledger.LedgerName(cluster), Labels: labels},
+			Data:       map[string]string{strings.Repeat("0", 64): notAfter},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		out[cluster] = cm
+		mu.Unlock()
+		return nil
+	})
+	return out, err
+}
+
+// deleteRawLedgers deletes rawLedgers' ConfigMaps.
+func deleteRawLedgers(ctx context.Context, env *testenv.Env) error {
+	admin, err := kubernetes.NewForConfig(unthrottled(env))
+	if err != nil {
+		return err
+	}
+	return admin.CoreV1().ConfigMaps(rawLedgersNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+}
+
+// deleteRawSecrets deletes the raw writes' Secrets (and their finalizers).
+func deleteRawSecrets(ctx context.Context, env *testenv.Env, namespaces ...string) error {
+	admin, err := kubernetes.NewForConfig(unthrottled(env))
+	if err != nil {
+		return err
+	}
+	for _, ns := range namespaces {
+		secrets := admin.CoreV1().Secrets(ns)
+		if err := secrets.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+			return err
+		}
+		left, err := secrets.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		finalized := []byte(`{"metadata":{"finalizers":null}}`)
+		if err := fakehub.Parallel(left.Items, func(s corev1.Secret) error {
+			_, err := secrets.Patch(ctx, s.Name, types.MergePatchType, finalized, metav1.PatchOptions{})
+			return client.IgnoreNotFound(err)
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteRawCSRs deletes the CSRs rawCSRs made.
+func deleteRawCSRs(ctx context.Context, env *testenv.Env) error {
+	admin, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		return err
+	}
+	return admin.CertificatesV1().CertificateSigningRequests().DeleteCollection(ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{FieldSelector: "spec.signerName=" + rawSigner})
+}
+
+// unthrottled is the env's admin connection with no client-side rate limit: the raw phases
+// measure the API server, not client-go's limiter.
+func unthrottled(env *testenv.Env) *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = -1, 0
+	return cfg
+}
+
+// rawWrites is the API server's own pace: n Secrets, secret(0) to secret(n-1), created in
+// namespace ns by a plain client with no client-side rate limit and 16 writers. Informed, the
+// writer keeps an informer on the Secrets it writes, as any controller must (a watch fan-out
+// of one), and the phase ends when its informer holds all n.
+func rawWrites(ctx context.Context, env *testenv.Env, ns string, n int, secret func(i int) *corev1.Secret, informed bool) (time.Duration, error) {
+	cfg := unthrottled(env)
+	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
+		return 0, err
+	}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return 0, err
+	}
+	secrets := make([]*corev1.Secret, n)
+	for i := range secrets {
+		secrets[i] = secret(i)
+		secrets[i].Namespace = ns
+	}
+	held := func() bool { return true }
+	if informed {
+		stop := make(chan struct{})
+		defer close(stop)
+		if held, err = secretInformer(cfg, ns, n, stop); err != nil {
+			return 0, err
+		}
+	}
+	start := time.Now()
+	if err := fakehub.Parallel(secrets, func(s *corev1.Secret) error { return c.Create(ctx, s) }); err != nil {
+		return 0, err
+	}
+	for deadline := time.Now().Add(10 * time.Minute); !held(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("the raw writer's informer did not see its %d Secrets in 10 minutes", n)
+		}
+	}
+	return time.Since(start), nil
+}
+
+// secretInformer starts an informer on the Secrets of ns, waits until it has synced, and
+// returns whether it holds n.
+func secretInformer(cfg *rest.Config, ns string, n int, stop chan struct{}) (func() bool, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().Secrets().Informer()
+	factory.Start(stop)
+	for typ, ok := range factory.WaitForCacheSync(stop) {
+		if !ok {
+			return nil, fmt.Errorf("the raw writer's informer of %v did not sync", typ)
+		}
+	}
+	return func() bool { return len(inf.GetStore().ListKeys()) >= n }, nil
+}
+
+// clusterSecretShape returns Secrets of the shape and size of the manager's agent cluster
+// secrets for clusters, built by the manager's own code, with a client certificate, key and CA
+// issued as the manager issues them (one set shared by all: the content does not change the
+// API server's work). The manager also copies a ManagedCluster's labels onto its secret; the
+// benchmark's ManagedClusters have none.
+func clusterSecretShape(clusters []string) (func(i int) *corev1.Secret, error) {
+	now := time.Now()
+	ca, err := pki.NewCA("raw-writes", 24*time.Hour, now)
+	if err != nil {
+		return nil, err
+	}
+	kp, err := ca.IssueClientCert(pkix.Name{CommonName: clusters[0]}, 24*time.Hour, now)
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig, err := agentsecret.NewConfig(kp, ca.CertPEM)
+	if err != nil {
+		return nil, err
+	}
+	owner := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: gitOpsClusterName}}
+	cfg := config.Default()
+	return func(i int) *corev1.Secret {
+		return clustersecrets.ClusterSecret(cfg, owner, namespace, clusters[i], tlsConfig)
+	}, nil
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	certificatesv1 "k8s.io/api/certificates/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/transport"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+// agentClients lets the benchmark ask for certificates as each cluster's registration agent:
+// it grants those identities what OCM's hub grants them for CSRs and returns a client maker
+// that impersonates one cluster's agent over a connection pool shared by all (a TLS handshake
+// per cluster would measure the benchmark's own client).
+func agentClients(ctx context.Context, env *testenv.Env) (func(cluster string) (kubernetes.Interface, error), error) {
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "bench-csr-requester"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "bench-csr-requester"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:open-cluster-management:managed-clusters"}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := env.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	base, err := rest.TransportFor(env.Config)
+	if err != nil {
+		return nil, err
+	}
+	return func(cluster string) (kubernetes.Interface, error) {
+		return kubernetes.NewForConfig(&rest.Config{Host: env.Config.Host, QPS: -1, Transport: transport.NewImpersonatingRoundTripper(transport.ImpersonationConfig{
+			UserName: signer.RequesterPrefix(cluster) + "agent",
+			Groups:   []string{signer.ClusterGroup(cluster), "system:open-cluster-management:managed-clusters", "system:authenticated"},
+		}, base)})
+	}, nil
+}
+
+// renewalWave makes every cluster's registration agent ask for a new certificate at once, as
+// each cluster's own identity, and times until all are signed.
+func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (took, createdIn time.Duration, err error) {
+	newAgent, err := agentClients(ctx, env)
+	if err != nil {
+		return 0, 0, err
+	}
+	// Watch rather than poll: listing thousands of CSRs with their certificates every few
+	// hundred milliseconds would load the API server more than the signer does.
+	admin, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		return 0, 0, err
+	}
+	// From now on only: CSRs of earlier phases do not count.
+	now, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return 0, 0, err
+	}
+	timeout := int64((30 * time.Minute).Seconds())
+	w, err := admin.CertificatesV1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{TimeoutSeconds: &timeout, ResourceVersion: now.ResourceVersion})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { w.Stop() }()
+	start := time.Now()
+	created := make(chan error, 1)
+	go func() {
+		created <- fakehub.ParallelN(agentsInFlight, clusters, func(cluster string) error {
+			cs, err := newAgent(cluster)
+			if err != nil {
+				return err
+			}
+			csr, err := testenv.AgentCSR(cluster, cluster, addonName, "open-cluster-management.io/"+addonName)
+			if err != nil {
+				return err
+			}
+			_, err = cs.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
+			return err
+		})
+	}()
+	signed := map[string]bool{}
+	deadline := time.After(20 * time.Minute)
+	for len(signed) < len(clusters) {
+		select {
+		case err := <-created:
+			if err != nil {
+				return 0, 0, err
+			}
+			createdIn = time.Since(start)
+			created = nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				// The API server drops a watcher that falls behind; catch up with one list
+				// and watch again from there.
+				list, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return 0, 0, err
+				}
+				for i := range list.Items {
+					if len(list.Items[i].Status.Certificate) > 0 {
+						signed[list.Items[i].Name] = true
+					}
+				}
+				if w, err = admin.CertificatesV1().CertificateSigningRequests().Watch(ctx,
+					metav1.ListOptions{TimeoutSeconds: &timeout, ResourceVersion: list.ResourceVersion}); err != nil {
+					return 0, 0, err
+				}
+				continue
+			}
+			csr, isCSR := ev.Object.(*certificatesv1.CertificateSigningRequest)
+			if !isCSR {
+				continue
+			}
+			for _, cond := range csr.Status.Conditions {
+				if cond.Type == certificatesv1.CertificateFailed {
+					return 0, 0, fmt.Errorf("CSR %s of the wave was refused: %s", csr.Name, cond.Message)
+				}
+			}
+			if len(csr.Status.Certificate) > 0 {
+				signed[csr.Name] = true
+			}
+		case <-deadline:
+			return 0, 0, fmt.Errorf("%d of %d CSRs signed after 20 minutes", len(signed), len(clusters))
+		}
+	}
+	return time.Since(start), createdIn, nil
+}

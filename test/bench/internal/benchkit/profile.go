@@ -21,6 +21,10 @@ var APIServerKinds = []Kind{
 	{"metrics scrapes", []string{"promhttp.", "metrics.HandlerWithReset"}},
 	{"watch: sending events", []string{"cacheWatcher", "serveWatch", "WatchServer", "watchcache.", "(*Cacher).dispatchEvent"}},
 	{"watch: reading etcd's stream", []string{"etcd3.(*watchChan)", "storage/etcd3.(*watcher)", "(*Cacher).processEvent", "(*watchCache)."}},
+	// Parts of every request, before the handler they sit in.
+	{"authorization (RBAC; none for system:masters)", []string{"authorizer/rbac."}},
+	{"admission (policies, webhooks)", []string{"admission/plugin/policy", "admission/plugin/webhook", "(*auditHandler).Validate", "(*auditHandler).Admit"}},
+	{"field manager (managed fields)", []string{"util/managedfields"}},
 	{"create", []string{"handlers.CreateResource", "createHandler"}},
 	{"update", []string{"handlers.UpdateResource"}},
 	{"patch and apply", []string{"handlers.PatchResource"}},

@@ -25,117 +25,13 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
-// call is one Kubernetes API call argocd-agent's agent makes on its cluster, and where in
-// argocd-agent's source it is made (docs/compatibility.md lists the same per release).
-type call struct {
-	what, verb, group, resource string
-	namespace                   string // "" cluster-wide; agentNS the agent's own
-	name                        string
-}
+// call is one Kubernetes API call of argocd-agent's agent (addon.AgentCallRows).
+type call = addon.AgentCall
 
-const agentNS = "<agent namespace>"
-
-// releaseCalls are the calls of each supported release, per mode: v0.9.0's read from its
-// agent/, internal/resync and resource proxy; v0.10.0 makes the same and, from its informer list
-// (docs/configuration/reference/agent.md, --informer-sync-timeout) and the adoption of
-// Applications (#987, #1007, agent/inbound.go), the ones marked below. The spoke cluster's name
-// is "cluster1".
-func releaseCalls(release, mode string) []call {
-	managed := []call{
-		{"application informer", "list", "argoproj.io", "applications", agentNS, ""},
-		{"application informer", "watch", "argoproj.io", "applications", agentNS, ""},
-		{"createApplication (inbound)", "create", "argoproj.io", "applications", agentNS, ""},
-		{"updateApplication (inbound)", "update", "argoproj.io", "applications", agentNS, "guestbook"},
-		{"updateApplication (inbound)", "patch", "argoproj.io", "applications", agentNS, "guestbook"},
-		{"deleteApplication (inbound)", "delete", "argoproj.io", "applications", agentNS, "guestbook"},
-		{"resync on reconnect, in the namespace named after the agent", "get", "argoproj.io", "applications", "cluster1", "guestbook"},
-		{"appproject informer", "watch", "argoproj.io", "appprojects", agentNS, ""},
-		{"processIncomingAppProject", "create", "argoproj.io", "appprojects", agentNS, ""},
-		{"processIncomingAppProject", "delete", "argoproj.io", "appprojects", agentNS, "default"},
-		{"repository informer", "list", "", "secrets", agentNS, ""},
-		{"repository informer", "watch", "", "secrets", agentNS, ""},
-		{"root CA secret", "get", "", "secrets", agentNS, "argocd-agent-ca"},
-		{"processIncomingRepository", "create", "", "secrets", agentNS, ""},
-		{"processIncomingRepository", "update", "", "secrets", agentNS, "repo-1"},
-		{"processIncomingGPGKey", "create", "", "configmaps", agentNS, ""},
-		{"event recorder", "create", "", "events", agentNS, ""},
-		{"namespace informer", "list", "", "namespaces", "", ""},
-		{"namespace informer", "watch", "", "namespaces", "", ""},
-		{"resource proxy: live object of an Application", "get", "apps", "deployments", "guestbook", "guestbook-ui"},
-		{"resource proxy: events", "list", "", "events", "guestbook", ""},
-	}
-	autonomous := []call{
-		{"application informer", "list", "argoproj.io", "applications", agentNS, ""},
-		{"application informer", "watch", "argoproj.io", "applications", agentNS, ""},
-		{"UpdateOperation (inbound)", "update", "argoproj.io", "applications", agentNS, "guestbook"},
-		{"UpdateOperation (inbound)", "patch", "argoproj.io", "applications", agentNS, "guestbook"},
-		{"hub-requested delete (inbound)", "delete", "argoproj.io", "applications", agentNS, "guestbook"},
-		{"appproject informer", "watch", "argoproj.io", "appprojects", agentNS, ""},
-		{"repository informer", "list", "", "secrets", agentNS, ""},
-		{"root CA secret", "get", "", "secrets", agentNS, "argocd-agent-ca"},
-		{"event recorder", "create", "", "events", agentNS, ""},
-		{"namespace informer", "list", "", "namespaces", "", ""},
-		{"namespace informer", "watch", "", "namespaces", "", ""},
-		{"resource proxy: live object of an Application", "get", "apps", "deployments", "guestbook", "guestbook-ui"},
-		{"resource proxy: events", "list", "", "events", "guestbook", ""},
-	}
-	calls := managed
-	if mode == addon.ModeAutonomous {
-		calls = autonomous
-	}
-	calls = slices.Clone(calls)
-	if release == "v0.10.0" {
-		calls = append(calls,
-			call{"GPG-key informer", "list", "", "configmaps", agentNS, ""},
-			call{"GPG-key informer", "watch", "", "configmaps", agentNS, ""},
-			call{"appproject informer", "list", "argoproj.io", "appprojects", agentNS, ""},
-		)
-		if mode == addon.ModeManaged {
-			// Adoption stamps the principal's source UID on an existing Application; with the
-			// policy the addon sets (never) it is not made, but an Application's own annotation
-			// may still ask for it.
-			calls = append(calls, call{"adoption of an existing Application (agent/inbound.go)", "update", "argoproj.io", "applications", agentNS, "guestbook"})
-		}
-	}
-	return calls
-}
-
-// destinationMappingCalls are what the agent calls beyond managed mode's with
-// --destination-based-mapping (agent/agent.go, agent/inbound.go), in both releases.
-var destinationMappingCalls = []call{
-	{"application informer over every namespace", "list", "argoproj.io", "applications", "", ""},
-	{"application informer over every namespace", "watch", "argoproj.io", "applications", "", ""},
-	{"populateSourceCache lists every namespace", "list", "argoproj.io", "applications", "", ""},
-	{"resync of an Application from another hub namespace", "get", "argoproj.io", "applications", "team-a", "guestbook"},
-}
-
-// mustNot are calls the agent does not need in either release; the template must not grant them.
-func mustNot(mode string, destination bool) []call {
-	switch {
-	case destination:
-		return []call{
-			{"namespace creation (--create-namespace, not set)", "create", "", "namespaces", "", ""},
-			{"applications in other namespaces (--allowed-namespaces, not set)", "create", "argoproj.io", "applications", "team-a", ""},
-			{"applications in other namespaces (--allowed-namespaces, not set)", "delete", "argoproj.io", "applications", "team-a", "guestbook"},
-		}
-	case mode == addon.ModeManaged:
-		return []call{
-			{"namespace creation", "create", "", "namespaces", "", ""},
-			{"applications of every namespace (destination-based mapping only)", "list", "argoproj.io", "applications", "", ""},
-			{"secrets of other namespaces", "list", "", "secrets", "kube-system", ""},
-			{"applications outside its namespace", "create", "argoproj.io", "applications", "cluster1", ""},
-			{"writes through the resource proxy", "delete", "apps", "deployments", "guestbook", "guestbook-ui"},
-			{"a shell in a pod (web terminal, not enabled)", "create", "", "pods/exec", "guestbook", "guestbook-ui"},
-		}
-	default:
-		return []call{
-			{"incoming creates are discarded", "create", "argoproj.io", "applications", agentNS, ""},
-			{"incoming creates are discarded", "create", "argoproj.io", "appprojects", agentNS, ""},
-			{"incoming creates are discarded", "create", "", "secrets", agentNS, ""},
-			{"namespace creation", "create", "", "namespaces", "", ""},
-			{"secrets of other namespaces", "list", "", "secrets", "kube-system", ""},
-		}
-	}
+// releaseCalls are the calls of a supported release's agent in mode, with destination-based
+// mapping or not.
+func releaseCalls(release, mode string, destination bool) []call {
+	return addon.AgentCalls(release, mode, destination)
 }
 
 // releaseFlags are the agent flags of each release that the template may pass
@@ -202,7 +98,7 @@ func render(t *testing.T, mode string, destination bool, ns string) rendered {
 func allows(rules []rbacv1.PolicyRule, c call) bool {
 	has := func(list []string, v string) bool { return slices.Contains(list, v) || slices.Contains(list, "*") }
 	for _, r := range rules {
-		if has(r.Verbs, c.verb) && has(r.APIGroups, c.group) && has(r.Resources, c.resource) && (len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, c.name)) {
+		if has(r.Verbs, c.Verb) && has(r.APIGroups, c.Group) && has(r.Resources, c.Resource) && (len(r.ResourceNames) == 0 || slices.Contains(r.ResourceNames, c.Name)) {
 			return true
 		}
 	}
@@ -210,7 +106,7 @@ func allows(rules []rbacv1.PolicyRule, c call) bool {
 }
 
 func (r rendered) allows(c call) bool {
-	return allows(r.cluster.Rules, c) || (c.namespace == agentNS && allows(r.role.Rules, c))
+	return allows(r.cluster.Rules, c) || (c.Namespace == addon.AgentNamespace && allows(r.role.Rules, c))
 }
 
 type rbacCase struct {
@@ -229,13 +125,7 @@ func rbacCases() []rbacCase {
 	return out
 }
 
-func (c rbacCase) calls() []call {
-	calls := releaseCalls(c.release, c.mode)
-	if c.destination {
-		calls = append(calls, destinationMappingCalls...)
-	}
-	return calls
-}
+func (c rbacCase) calls() []call { return releaseCalls(c.release, c.mode, c.destination) }
 
 // TestAgentTemplateCoversEachReleasesCalls: the rendered Role and ClusterRole allow every call
 // of each supported release's agent, per mode and mapping, and none it does not need.
@@ -245,12 +135,12 @@ func TestAgentTemplateCoversEachReleasesCalls(t *testing.T) {
 			r := render(t, c.mode, c.destination, "argocd")
 			for _, call := range c.calls() {
 				if !r.allows(call) {
-					t.Errorf("%s: %s %s/%s %q in %q is not allowed", call.what, call.verb, call.group, call.resource, call.name, call.namespace)
+					t.Errorf("%s (%s): %s %s/%s %q in %q is not allowed", call.Path, call.Source, call.Verb, call.Group, call.Resource, call.Name, call.Namespace)
 				}
 			}
-			for _, call := range mustNot(c.mode, c.destination) {
+			for _, call := range addon.AgentMustNot(c.mode, c.destination) {
 				if r.allows(call) {
-					t.Errorf("%s: %s %s/%s in %q is allowed", call.what, call.verb, call.group, call.resource, call.namespace)
+					t.Errorf("%s: %s %s/%s in %q is allowed", call.Path, call.Verb, call.Group, call.Resource, call.Namespace)
 				}
 			}
 		})
@@ -326,14 +216,14 @@ func TestAgentRBACOnARealAPIServer(t *testing.T) {
 			}
 			user := "system:serviceaccount:" + ns + ":" + addon.AgentName
 			check := func(cl call) (bool, error) {
-				at := cl.namespace
-				if at == agentNS {
+				at := cl.Namespace
+				if at == addon.AgentNamespace {
 					at = ns
 				}
-				resource, sub, _ := strings.Cut(cl.resource, "/")
+				resource, sub, _ := strings.Cut(cl.Resource, "/")
 				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
 					User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-					ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: cl.verb, Group: cl.group, Resource: resource, Subresource: sub, Namespace: at, Name: cl.name},
+					ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: cl.Verb, Group: cl.Group, Resource: resource, Subresource: sub, Namespace: at, Name: cl.Name},
 				}}
 				if err := env.Client.Create(ctx, sar); err != nil {
 					return false, err
@@ -352,15 +242,15 @@ func TestAgentRBACOnARealAPIServer(t *testing.T) {
 						break
 					}
 					if time.Now().After(deadline) {
-						t.Errorf("%s: %s %s/%s %q in %q is denied", cl.what, cl.verb, cl.group, cl.resource, cl.name, cl.namespace)
+						t.Errorf("%s (%s): %s %s/%s %q in %q is denied", cl.Path, cl.Source, cl.Verb, cl.Group, cl.Resource, cl.Name, cl.Namespace)
 						break
 					}
 					time.Sleep(100 * time.Millisecond)
 				}
 			}
-			for _, cl := range mustNot(c.mode, c.destination) {
+			for _, cl := range addon.AgentMustNot(c.mode, c.destination) {
 				if ok, err := check(cl); err != nil || ok {
-					t.Errorf("%s: %s %s/%s in %q allowed=%v (%v)", cl.what, cl.verb, cl.group, cl.resource, cl.namespace, ok, err)
+					t.Errorf("%s: %s %s/%s in %q allowed=%v (%v)", cl.Path, cl.Verb, cl.Group, cl.Resource, cl.Namespace, ok, err)
 				}
 			}
 		})

@@ -10,7 +10,10 @@
 //   - TestManagerFlagsExist: every --flag written in code in README.md and docs/*.md is a flag
 //     of `argocd-agent-addon manager`, unless otherPrograms lists it as another program's;
 //   - TestTroubleshootingCoversConditions: every condition type and reason declared in
-//     apis/v1alpha1 appears in docs/troubleshooting.md.
+//     apis/v1alpha1 appears in docs/troubleshooting.md;
+//   - TestAgentCallsTableIsTheCodes: docs/compatibility.md's table of argocd-agent's agent calls
+//     per release is the one pkg/addon makes from the list the agent template's RBAC is tested
+//     against.
 //
 // Only TestExamplesApply needs an API server (KUBEBUILDER_ASSETS, as make test sets it); it is
 // skipped with -short.

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -35,12 +37,17 @@ func TestPrincipalNamespaceOutsideManagedNamespaces(t *testing.T) {
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
 	cfg := testConfig()
 	cfg.ManagedNamespaces = []string{"somewhere-else"}
-	r := &gitopscluster.Reconciler{Client: k8s, Config: cfg}
+	recorded := &eventCounter{}
+	r := &gitopscluster.Reconciler{Client: k8s, Config: cfg, Recorder: recorded}
 	key := types.NamespacedName{Namespace: ns, Name: "fleet"}
-	for range 2 { // the first pass adds the finalizer
+	for range 4 { // the first pass adds the finalizer
 		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The first pass said it; the passes after it found nothing new to say.
+	if n := recorded.count(v1alpha1.ReasonNamespaceNotManaged); n != 1 {
+		t.Errorf("%d %s Events over four passes that found the same thing, want 1", n, v1alpha1.ReasonNamespaceNotManaged)
 	}
 	g := getGOC(t, ns, "fleet")
 	c := findCond(g, v1alpha1.ConditionCertificatesReady)
@@ -200,4 +207,25 @@ func TestAPassStoppedByAnErrorSaysSoInReady(t *testing.T) {
 	if c.Status != metav1.ConditionFalse || c.Reason != v1alpha1.ReasonReconcileError || !strings.Contains(c.Message, "discovery: ") || !strings.Contains(c.Message, "the API server is away") {
 		t.Errorf("Ready = %s/%s: %s", c.Status, c.Reason, c.Message)
 	}
+}
+
+// eventCounter is an EventRecorder that counts Events by reason.
+type eventCounter struct {
+	mu       sync.Mutex
+	byReason map[string]int
+}
+
+func (e *eventCounter) Eventf(_ runtime.Object, _ runtime.Object, _, reason, _, _ string, _ ...interface{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.byReason == nil {
+		e.byReason = map[string]int{}
+	}
+	e.byReason[reason]++
+}
+
+func (e *eventCounter) count(reason string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.byReason[reason]
 }

@@ -31,8 +31,8 @@ import (
 )
 
 // pass is one reconcile of a live GitOpsCluster: what its phases read and decided, and the
-// status they build. The status is written once, at the end, or by the phase that stops the
-// pass early (with the condition that says why).
+// status they build. No phase writes it: reconcileNormal writes it once, whether the phases
+// all ran or one stopped the pass, and every Event of the pass is born in note or event.
 type pass struct {
 	r           *Reconciler
 	goc         *v1alpha1.GitOpsCluster
@@ -53,27 +53,24 @@ type pass struct {
 	configRollout bool
 	// componentsWaiting: the components' entry waits for its Placement copy (see addonobjects.Applied).
 	componentsWaiting bool
-	// written: this pass has written the status.
-	written bool
-}
-
-// write writes the status built so far.
-func (p *pass) write(ctx context.Context) error {
-	p.written = true
-	return p.r.writeStatus(ctx, p.goc, p.status)
 }
 
 // stop ends a pass early with this result.
 type stop struct {
 	res ctrl.Result
 	err error
+	// said: the phase set the condition that says why it stopped, and Ready is left as it was.
+	said bool
+	// notReady, when set, is why the fleet is not Ready: what follows needs what is missing.
+	notReady string
 }
 
+// stopWith stops the pass on err, which Ready then reports (ReasonReconcileError).
 func stopWith(err error) *stop { return &stop{err: err} }
 
 // reconcileNormal runs the phases of a live GitOpsCluster in order; a phase that returns a stop
-// ends the pass there. Then Ready summarizes the conditions, the status is written, and the
-// probes follow what it says.
+// ends the pass there, and conclude says why in Ready. Otherwise Ready summarizes the
+// conditions. Then the status is written, once, and the probes follow what it says.
 func (r *Reconciler) reconcileNormal(ctx context.Context, goc *v1alpha1.GitOpsCluster) (ctrl.Result, error) {
 	p := &pass{r: r, goc: goc, status: goc.Status.DeepCopy(), principalNS: names.PrincipalNamespace(goc)}
 	p.status.ObservedGeneration = goc.Generation
@@ -91,22 +88,28 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, goc *v1alpha1.GitOpsCl
 		name string
 		run  func(context.Context) *stop
 	}{{"placement", p.placement}, {"discovery", p.discovery}, {"pki", p.pki}, {"agentRecords", p.agentRecords}, {"addOn", p.addOn}, {"availability", p.availability}}
+	var s *stop
 	for _, phase := range phases {
-		var s *stop
 		_ = timed(phase.name, func() error { s = phase.run(ctx); return nil })
 		if s != nil {
-			if s.err != nil && !p.written && !apierrors.IsConflict(s.err) {
-				// Ready says why this pass stopped until one gets past it (a write that lost
-				// a race is retried at once, and says nothing).
-				p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonReconcileError, fmt.Sprintf("%s: %v", phase.name, s.err))
-				s.err = errors.Join(s.err, p.write(ctx))
-			}
-			return s.res, s.err
+			s.err = p.conclude(ctx, phase.name, s)
+			break
 		}
 	}
-	p.summarize()
-	if err := timed("status", func() error { return p.write(ctx) }); err != nil {
-		return ctrl.Result{}, err
+	if s == nil {
+		p.summarize()
+	}
+	if s != nil && s.err != nil && !s.said && apierrors.IsConflict(s.err) {
+		// A write that lost a race is retried at once, and says nothing.
+		return s.res, s.err
+	}
+	// The pass's one status write.
+	written := timed("status", func() error { return p.r.writeStatus(ctx, goc, p.status) })
+	if s != nil {
+		return s.res, errors.Join(s.err, written)
+	}
+	if written != nil {
+		return ctrl.Result{}, written
 	}
 	var moreProbes bool
 	if err := timed("probes", func() (err error) { moreProbes, err = r.addOns().SyncProbes(ctx, goc, p.foreign); return err }); err != nil {
@@ -117,6 +120,22 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, goc *v1alpha1.GitOpsCl
 		return ctrl.Result{RequeueAfter: time.Second}, nil
 	}
 	return p.requeue(ctx), nil
+}
+
+// conclude sets Ready for a pass that phase stopped with s, and returns the pass's error.
+func (p *pass) conclude(ctx context.Context, phase string, s *stop) error {
+	switch {
+	case s.notReady != "":
+		if err := readiness.Agents(ctx, p.r.Client, p.r.Config.AddonName, p.obs, p.status, p.setCond); err != nil {
+			p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonReconcileError, fmt.Sprintf("%s: %v", phase, err))
+			return errors.Join(s.err, err)
+		}
+		p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, s.notReady)
+	case s.err != nil && !s.said && !apierrors.IsConflict(s.err):
+		// Ready says why this pass stopped until one gets past it.
+		p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonReconcileError, fmt.Sprintf("%s: %v", phase, s.err))
+	}
+	return s.err
 }
 
 // setCond sets a condition of the status being built.
@@ -131,30 +150,37 @@ func (p *pass) setCond(t string, ok bool, reason, msg string) {
 // noteCond is setCond that also emits an Event (Warning unless ok) when the condition did not
 // already say this: an Event per change, not per pass.
 func (p *pass) noteCond(t string, ok bool, reason, action, msg string) {
+	eventType := corev1.EventTypeWarning
+	if ok {
+		eventType = corev1.EventTypeNormal
+	}
+	p.note(eventType, t, ok, reason, action, msg)
+}
+
+// note is setCond with an Event of eventType when the condition changes status or reason. With
+// event, it is where the pass's Events are born.
+func (p *pass) note(eventType, t string, ok bool, reason, action, msg string) {
 	if c := meta.FindStatusCondition(p.goc.Status.Conditions, t); c == nil || c.Reason != reason || (c.Status == metav1.ConditionTrue) != ok {
-		eventType := corev1.EventTypeWarning
-		if ok {
-			eventType = corev1.EventTypeNormal
-		}
-		p.r.event(p.goc, eventType, reason, action, "%s", msg)
+		p.event(eventType, reason, action, msg)
 	}
 	p.setCond(t, ok, reason, msg)
 }
 
-// fail records err in condition t with reason, writes the status and stops the pass.
-func (p *pass) fail(ctx context.Context, t, reason string, err error) *stop {
-	p.setCond(t, false, reason, err.Error())
-	return stopWith(errors.Join(err, p.write(ctx)))
+// event records what the pass did (an Event that no condition stands for).
+func (p *pass) event(eventType, reason, action, msg string) {
+	p.r.event(p.goc, eventType, reason, action, "%s", msg)
 }
 
-// notReady writes the status with Ready False for msg, after the agents' availability, and
-// stops the pass: what follows needs what is missing.
-func (p *pass) notReady(ctx context.Context, msg string, res ctrl.Result) *stop {
-	if err := readiness.Agents(ctx, p.r.Client, p.r.Config.AddonName, p.obs, p.status, p.setCond); err != nil {
-		return stopWith(err)
-	}
-	p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, msg)
-	return &stop{res: res, err: p.write(ctx)}
+// fail records err in condition t with reason, with an Event when it says something new, and
+// stops the pass.
+func (p *pass) fail(t, reason, action string, err error) *stop {
+	p.noteCond(t, false, reason, action, err.Error())
+	return &stop{err: err, said: true}
+}
+
+// notReady stops the pass with Ready False for msg: what follows needs what is missing.
+func (p *pass) notReady(msg string, res ctrl.Result) *stop {
+	return &stop{res: res, notReady: msg}
 }
 
 // placement reads the selection.
@@ -162,7 +188,7 @@ func (p *pass) placement(ctx context.Context) *stop {
 	goc := p.goc
 	obs, err := selection.Observe(ctx, p.r.Client, goc, p.principalNS)
 	if err != nil {
-		return p.fail(ctx, v1alpha1.ConditionPlacementResolved, v1alpha1.ReasonPlacementReadFailed, err)
+		return p.fail(v1alpha1.ConditionPlacementResolved, v1alpha1.ReasonPlacementReadFailed, "ResolvePlacement", err)
 	}
 	p.obs = obs
 	if !obs.PlacementFound {
@@ -195,7 +221,7 @@ func (p *pass) discovery(ctx context.Context) *stop {
 	p.disc = disc
 	if disc.Endpoint != nil {
 		if p.status.Principal == nil || *p.status.Principal != *disc.Endpoint {
-			p.r.event(goc, corev1.EventTypeNormal, "PrincipalDiscovered", "Discover", disc.Message)
+			p.event(corev1.EventTypeNormal, "PrincipalDiscovered", "Discover", disc.Message)
 		}
 		p.status.Principal = disc.Endpoint
 	}
@@ -218,14 +244,9 @@ func (p *pass) pki(ctx context.Context) *stop {
 			reason = v1alpha1.ReasonPrincipalNotAllowed
 			msg = fmt.Sprintf("this GitOpsCluster may not use the principal in namespace %s: %s", principalNS, notAllowed)
 		}
-		p.setCond(v1alpha1.ConditionCertificatesReady, false, reason, msg)
+		p.noteCond(v1alpha1.ConditionCertificatesReady, false, reason, "IssueCertificates", msg)
 		p.setCond(v1alpha1.ConditionAddOnConfigured, false, reason, msg)
-		if err := readiness.Agents(ctx, r.Client, r.Config.AddonName, p.obs, p.status, p.setCond); err != nil {
-			return stopWith(err)
-		}
-		p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, msg)
-		r.event(goc, corev1.EventTypeWarning, reason, "IssueCertificates", msg)
-		return stopWith(p.write(ctx))
+		return p.notReady(msg, ctrl.Result{})
 	}
 	var hosts []string
 	if p.disc.Endpoint != nil {
@@ -256,23 +277,22 @@ func (p *pass) pki(ctx context.Context) *stop {
 	}
 	if problem, ok := principalpki.AsProblem(err); ok {
 		p.noteCond(v1alpha1.ConditionCertificatesReady, false, problem.Reason, "IssueCertificates", problem.Message)
-		return p.notReady(ctx, problem.Message, ctrl.Result{RequeueAfter: principalpki.CertManagerRecheck})
+		return p.notReady(problem.Message, ctrl.Result{RequeueAfter: principalpki.CertManagerRecheck})
 	}
 	if err != nil {
-		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonCertificatesFailed, "IssueCertificates", err.Error())
-		return p.fail(ctx, v1alpha1.ConditionCertificatesReady, v1alpha1.ReasonCertificatesFailed, err)
+		return p.fail(v1alpha1.ConditionCertificatesReady, v1alpha1.ReasonCertificatesFailed, "IssueCertificates", err)
 	}
 	if p.hub.EmergencyRotation != "" {
-		r.event(goc, corev1.EventTypeWarning, "CAEmergencyRotation", "IssueCertificates", "%s", p.hub.EmergencyRotation)
+		p.event(corev1.EventTypeWarning, "CAEmergencyRotation", "IssueCertificates", p.hub.EmergencyRotation)
 	}
 	if len(p.hub.Issued) > 0 {
-		r.event(goc, corev1.EventTypeNormal, "CertificatesIssued", "IssueCertificates", "issued %s in namespace %s", strings.Join(p.hub.Issued, ", "), principalNS)
+		p.event(corev1.EventTypeNormal, "CertificatesIssued", "IssueCertificates", fmt.Sprintf("issued %s in namespace %s", strings.Join(p.hub.Issued, ", "), principalNS))
 	}
 	if elder {
 		if restarted, err := keeper.RestartPrincipalIfNeeded(ctx, goc, principalNS, p.hub.PrincipalCertHash, p.hub.JWTKeyRotatedFor); err != nil {
 			return stopWith(err)
 		} else if restarted {
-			r.event(goc, corev1.EventTypeNormal, "PrincipalRestarted", "RestartPrincipal", "restarted Deployment %s/%s to load its new serving certificate or JWT signing key", principalNS, r.Config.PrincipalDeploymentName)
+			p.event(corev1.EventTypeNormal, "PrincipalRestarted", "RestartPrincipal", fmt.Sprintf("restarted Deployment %s/%s to load its new serving certificate or JWT signing key", principalNS, r.Config.PrincipalDeploymentName))
 		}
 	}
 	p.checkSignerExclusive(ctx)
@@ -289,17 +309,14 @@ func (p *pass) agentRecords(ctx context.Context) *stop {
 		return stopWith(err)
 	}
 	if p.clusterRenewal, err = r.clusterSecrets().Sync(ctx, goc, principalNS, obs, hub, rec.Secrets, rec.Revoked, r.revoker().Ledger(principalNS)); err != nil {
-		return p.fail(ctx, v1alpha1.ConditionCertificatesReady, v1alpha1.ReasonCertificatesFailed, err)
+		return p.fail(v1alpha1.ConditionCertificatesReady, v1alpha1.ReasonCertificatesFailed, "IssueCertificates", err)
 	}
 	revocation, revErr := r.revoker().Revoke(ctx, goc, principalNS, obs, rec)
 	p.revocation = revocation
 	p.status.RevokedAgents = int32(revocation.Revoked)
 	p.status.PendingDepartures = int32(revocation.Pending)
 	if revocation.Paused != "" {
-		if !meta.IsStatusConditionTrue(goc.Status.Conditions, v1alpha1.ConditionRevocationPaused) {
-			r.event(goc, corev1.EventTypeWarning, "RevocationPaused", "RevokeAgents", revocation.Paused)
-		}
-		p.setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonTooManyDepartures, revocation.Paused)
+		p.note(corev1.EventTypeWarning, v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonTooManyDepartures, "RevokeAgents", revocation.Paused)
 	} else if obs.TeardownBlocked != "" && revocation.Pending > 0 {
 		p.setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonSelectionUnknown,
 			fmt.Sprintf("%d agent(s) outside the selection are kept: %s; nothing is revoked until the selection is known", revocation.Pending, obs.TeardownBlocked))
@@ -309,7 +326,8 @@ func (p *pass) agentRecords(ctx context.Context) *stop {
 	}
 	r.revoker().ReportBlocklistRoom(goc, principalNS, revocation, p.setCond)
 	if revErr != nil {
-		return stopWith(errors.Join(revErr, p.write(ctx)))
+		// The conditions above say how revocation stands.
+		return &stop{err: revErr, said: true}
 	}
 	switch {
 	case hub.Problem != nil:
@@ -322,7 +340,9 @@ func (p *pass) agentRecords(ctx context.Context) *stop {
 		msg := fmt.Sprintf("CA, principal, resource-proxy and JWT secrets are in namespace %s (%s); %d agent cluster secret(s)", principalNS, p.setting, obs.Owned.Len())
 		if hub.Notice != "" {
 			msg += "; " + hub.Notice
-			r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonWaitingForTrustRollout, "IssueCertificates", hub.Notice)
+			if c := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionCertificatesReady); c == nil || !strings.Contains(c.Message, hub.Notice) {
+				p.event(corev1.EventTypeWarning, v1alpha1.ReasonWaitingForTrustRollout, "IssueCertificates", hub.Notice)
+			}
 		}
 		p.setCond(v1alpha1.ConditionCertificatesReady, true, v1alpha1.ReasonCertificatesIssued, msg)
 	}
@@ -362,8 +382,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 	}
 	applied, err := r.addOns().Apply(ctx, goc, p.principalNS, p.disc.Endpoint, p.hub, obs.TrustedOwned())
 	if err != nil {
-		r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonAddOnApplyFailed, "ApplyAddOn", err.Error())
-		return p.fail(ctx, v1alpha1.ConditionAddOnConfigured, v1alpha1.ReasonAddOnApplyFailed, err)
+		return p.fail(v1alpha1.ConditionAddOnConfigured, v1alpha1.ReasonAddOnApplyFailed, "ApplyAddOn", err)
 	}
 	p.componentsWaiting = applied.ComponentsWaiting
 	p.status.AddOnTemplate = applied.Template
@@ -428,13 +447,13 @@ func (p *pass) summarize() {
 	if ready {
 		p.setCond(v1alpha1.ConditionReady, true, v1alpha1.ReasonReady, fmt.Sprintf("%d of %d agent(s) available", p.status.AvailableAgents, p.status.SelectedClusters))
 		if !wasReady {
-			p.r.event(p.goc, corev1.EventTypeNormal, "Ready", "Reconcile", "the argocd-agent fleet is ready")
+			p.event(corev1.EventTypeNormal, "Ready", "Reconcile", "the argocd-agent fleet is ready")
 		}
 		return
 	}
 	p.setCond(v1alpha1.ConditionReady, false, v1alpha1.ReasonNotReady, "not true yet: "+strings.Join(notReady, ", "))
 	if wasReady {
-		p.r.event(p.goc, corev1.EventTypeWarning, "NotReady", "Reconcile", "the argocd-agent fleet is no longer ready: %s", strings.Join(notReady, ", "))
+		p.event(corev1.EventTypeWarning, "NotReady", "Reconcile", "the argocd-agent fleet is no longer ready: "+strings.Join(notReady, ", "))
 	}
 }
 
@@ -470,19 +489,16 @@ func (p *pass) requeue(ctx context.Context) ctrl.Result {
 // CA in principalNS, with an Event when it turns so. Reported, not fixed: the grant is not this
 // project's to remove. An unanswered check keeps the condition as it was.
 func (p *pass) checkSignerExclusive(ctx context.Context) {
-	r, goc, principalNS, setCond := p.r, p.goc, p.principalNS, p.setCond
+	r, principalNS := p.r, p.principalNS
 	secret, known := r.signerCheck.CAReadableByOCM(ctx, r.Client, principalNS)
 	if !known {
 		return
 	}
 	if secret != "" {
 		msg := fmt.Sprintf("OCM's addon-manager (%s) may read the hub CA secret %s/%s; with it, OCM signs any certificate request for this addon without the checks of this project's signer. Remove that grant", principalpki.OCMAddonManagerUser, principalNS, secret)
-		if !meta.IsStatusConditionFalse(goc.Status.Conditions, v1alpha1.ConditionSignerExclusive) {
-			r.event(goc, corev1.EventTypeWarning, v1alpha1.ReasonCAReadableByOCM, "CheckSigner", msg)
-		}
-		setCond(v1alpha1.ConditionSignerExclusive, false, v1alpha1.ReasonCAReadableByOCM, msg)
+		p.noteCond(v1alpha1.ConditionSignerExclusive, false, v1alpha1.ReasonCAReadableByOCM, "CheckSigner", msg)
 		return
 	}
-	setCond(v1alpha1.ConditionSignerExclusive, true, v1alpha1.ReasonCANotReadableByOCM,
+	p.setCond(v1alpha1.ConditionSignerExclusive, true, v1alpha1.ReasonCANotReadableByOCM,
 		fmt.Sprintf("only this project's signer can sign agent certificates: OCM's addon-manager cannot read %s/%s (nor cert-manager's copy %s) and the template names no readable signing CA", principalNS, names.CASecretName, certmanager.CAIssuedSecretName))
 }

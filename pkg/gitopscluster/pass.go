@@ -248,32 +248,27 @@ func (p *pass) pki(ctx context.Context) *stop {
 		p.setCond(v1alpha1.ConditionAddOnConfigured, false, reason, msg)
 		return p.notReady(msg, ctrl.Result{})
 	}
-	var hosts []string
-	if p.disc.Endpoint != nil {
-		hosts = append(hosts, p.disc.Endpoint.Address)
-	}
-	// The principal's members, read once: its PKI setting, the names on its serving
-	// certificate (one certificate covers every member's address, so two GitOpsClusters never
-	// re-issue it back and forth) and its application mapping all follow them.
+	// The principal's members, read once: its PKI decision and its application mapping
+	// follow them.
 	if p.members, err = fleet.PrincipalMembers(ctx, r.Client, principalNS); err != nil {
 		return stopWith(err)
 	}
-	others := p.members.AddressesOfOthers(goc)
-	setting, decider := principalpki.SettingFor(goc, p.members)
-	p.setting = setting
-	if own := principalpki.SettingOf(goc); !own.Equal(setting) {
-		err = &principalpki.Problem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
-			"this GitOpsCluster asks for %s, but the PKI of principal namespace %s follows the older GitOpsCluster %s/%s, which asks for %s; give every GitOpsCluster of that principal the same spec.argoCDAgentAddon.certManager",
-			own, principalNS, decider.Namespace, decider.Name, setting)}
+	var discovered string
+	if p.disc.Endpoint != nil {
+		discovered = p.disc.Endpoint.Address
 	}
+	decision := principalpki.Decide(goc, p.members, principalNS, discovered)
+	p.setting = decision.Setting
 	// The principal's PKI is decided and written once, by its elder; the others read what it
 	// keeps, and wait where it has yet to write.
-	keeper, elder := r.pki(), decider.Namespace == goc.Namespace && decider.Name == goc.Name
+	keeper, elder := r.pki(), decision.IsElder
 	if !elder {
-		keeper = keeper.ReadOnly(principalNS, decider.Namespace+"/"+decider.Name)
+		keeper = keeper.ReadOnly(principalNS, decision.Elder.String())
 	}
-	if err == nil {
-		p.hub, err = keeper.Ensure(ctx, principalNS, append(hosts, others...), setting)
+	if decision.Conflict != nil {
+		err = decision.Conflict
+	} else {
+		p.hub, err = keeper.Ensure(ctx, principalNS, decision.Hosts, decision.Setting)
 	}
 	if problem, ok := principalpki.AsProblem(err); ok {
 		p.noteCond(v1alpha1.ConditionCertificatesReady, false, problem.Reason, "IssueCertificates", problem.Message)

@@ -123,13 +123,40 @@ func (s Setting) String() string {
 	return fmt.Sprintf("cert-manager %s %s (group %s)", s.Issuer.Kind, s.Issuer.Name, s.Issuer.Group)
 }
 
-// SettingFor returns the PKI setting of a principal: the one of its oldest member (by
-// creation, then namespace/name), goc included. A PKI belongs to the principal namespace, so
-// one GitOpsCluster decides; a younger one that asks for something else is told so
+// Decision is how a principal's PKI is kept, as one GitOpsCluster of the principal sees it.
+type Decision struct {
+	// Setting is the PKI's: its elder's.
+	Setting Setting
+	// Elder is the member that keeps the PKI, and the only one that writes it.
+	Elder types.NamespacedName
+	// IsElder: the GitOpsCluster deciding is the elder.
+	IsElder bool
+	// Conflict, when set, is why the GitOpsCluster's own setting is not followed.
+	Conflict *Problem
+	// Hosts are the principal addresses its serving certificate names beside its Service's:
+	// every member's, so that two GitOpsClusters never re-issue it back and forth.
+	Hosts []string
+}
+
+// Decide returns how the PKI of principal namespace ns is kept, for goc among the principal's
+// members, with discovered the principal address goc found ("" if none). A PKI belongs to the
+// principal namespace, so one GitOpsCluster decides: the oldest member (by creation, then
+// namespace/name), goc included. A younger one that asks for something else is told so
 // (PKIConflict) instead of fighting over the secrets.
-func SettingFor(goc *v1alpha1.GitOpsCluster, members fleet.Members) (Setting, *v1alpha1.GitOpsCluster) {
-	decider := members.Elder(goc, func(*v1alpha1.GitOpsCluster) bool { return true })
-	return SettingOf(decider), decider
+func Decide(goc *v1alpha1.GitOpsCluster, members fleet.Members, ns, discovered string) Decision {
+	elder := members.Elder(goc, func(*v1alpha1.GitOpsCluster) bool { return true })
+	d := Decision{Setting: SettingOf(elder), Elder: types.NamespacedName{Namespace: elder.Namespace, Name: elder.Name}}
+	d.IsElder = d.Elder == types.NamespacedName{Namespace: goc.Namespace, Name: goc.Name}
+	if own := SettingOf(goc); !own.Equal(d.Setting) {
+		d.Conflict = &Problem{Reason: v1alpha1.ReasonPKIConflict, Message: fmt.Sprintf(
+			"this GitOpsCluster asks for %s, but the PKI of principal namespace %s follows the older GitOpsCluster %s, which asks for %s; give every GitOpsCluster of that principal the same spec.argoCDAgentAddon.certManager",
+			own, ns, d.Elder, d.Setting)}
+	}
+	if discovered != "" {
+		d.Hosts = append(d.Hosts, discovered)
+	}
+	d.Hosts = append(d.Hosts, members.AddressesOfOthers(goc)...)
+	return d
 }
 
 // ensureCertManagerPKI keeps the principal's PKI in namespace ns issued by cert-manager:

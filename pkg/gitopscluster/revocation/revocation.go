@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -431,11 +432,13 @@ func (v *Revoker) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsClus
 		return errs
 	}
 	leaving, agents := v.Departures.size(key, departing, rec.clusters())
-	if msg := v.circuitBreaker(goc, leaving, agents); msg != "" {
-		res.Paused = msg
+	breaker := judgeWave(Wave{Leaving: leaving, Agents: agents, MaxPercent: v.Config.MaxRevocationPercent, Settle: v.Config.DepartureSettle,
+		Approval: goc.Annotations[v1alpha1.AnnotationApproveRevocation], GitOpsCluster: types.NamespacedName{Namespace: goc.Namespace, Name: goc.Name}})
+	if breaker.Paused != "" {
+		res.Paused = breaker.Paused
 		return errs
 	}
-	approved, failed := v.circuitBreakerTripped(leaving, agents), len(errs)
+	approved, failed := breaker.Tripped, len(errs)
 	unregistered, blocked, err := v.revokeClusters(ctx, store, rec, confirmed, ledger.CauseDeparted, now, nil)
 	if err != nil {
 		errs = append(errs, err)
@@ -475,31 +478,63 @@ const blocklistNearFullPercent = 80
 // ReportBlocklistRoom sets BlocklistHasRoom from the revocation pass, with an Event when it
 // turns False.
 func (v *Revoker) ReportBlocklistRoom(goc *v1alpha1.GitOpsCluster, principalNS string, res Result, setCond func(string, bool, string, string)) {
-	pct := res.BlocklistBytes * 100 / ledger.BlocklistBudget
-	usage := fmt.Sprintf("the blocklist %s/%s holds %d key(s), %d%% of the %d bytes it may use", principalNS, ledger.BlocklistName, res.BlocklistKeys, pct, ledger.BlocklistBudget)
-	const advice = "; keys leave as their certificates expire: a shorter clientCertificateValidity keeps fewer of them (see docs/pki.md, Revocation)"
-	reason, msg := v1alpha1.ReasonBlocklistWithinCapacity, usage
-	// Full lasts from the pass that found no room until a retry blocks what waits, or room is
-	// made: the passes in between retry nothing and must not report it as merely near full.
 	prev := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionBlocklistHasRoom)
-	stillFull := prev != nil && prev.Reason == v1alpha1.ReasonBlocklistFull && res.AwaitingBlock > 0 && pct >= blocklistNearFullPercent
-	switch {
-	case res.BlocklistFull || stillFull:
-		reason, msg = v1alpha1.ReasonBlocklistFull, "certificates of departed or revoked clusters could not be blocked for want of room (their cluster secrets are deleted, so argocd-agent no longer registers them); "+usage+advice
-	case pct >= blocklistNearFullPercent:
-		reason, msg = v1alpha1.ReasonBlocklistNearFull, usage+advice
-	}
-	ok := reason == v1alpha1.ReasonBlocklistWithinCapacity
+	ok, reason, msg := blocklistRoom(prev, principalNS, res)
 	if !ok && (prev == nil || prev.Reason != reason) {
 		v.Event(goc, corev1.EventTypeWarning, reason, "RevokeAgents", msg)
 	}
 	setCond(v1alpha1.ConditionBlocklistHasRoom, ok, reason, msg)
 }
 
-// circuitBreakerTripped reports whether revoking n of agents at once needs a person's approval.
-func (v *Revoker) circuitBreakerTripped(n, agents int) bool {
-	pct := v.Config.MaxRevocationPercent
-	return pct > 0 && pct < 100 && agents > 0 && n*100 > pct*agents
+// blocklistRoom is BlocklistHasRoom after a revocation pass res, given the condition prev
+// said before.
+func blocklistRoom(prev *metav1.Condition, principalNS string, res Result) (ok bool, reason, msg string) {
+	pct := res.BlocklistBytes * 100 / ledger.BlocklistBudget
+	usage := fmt.Sprintf("the blocklist %s/%s holds %d key(s), %d%% of the %d bytes it may use", principalNS, ledger.BlocklistName, res.BlocklistKeys, pct, ledger.BlocklistBudget)
+	const advice = "; keys leave as their certificates expire: a shorter clientCertificateValidity keeps fewer of them (see docs/pki.md, Revocation)"
+	// Full lasts from the pass that found no room until a retry blocks what waits, or room is
+	// made: the passes in between retry nothing and must not report it as merely near full.
+	stillFull := prev != nil && prev.Reason == v1alpha1.ReasonBlocklistFull && res.AwaitingBlock > 0 && pct >= blocklistNearFullPercent
+	switch {
+	case res.BlocklistFull || stillFull:
+		return false, v1alpha1.ReasonBlocklistFull, "certificates of departed or revoked clusters could not be blocked for want of room (their cluster secrets are deleted, so argocd-agent no longer registers them); " + usage + advice
+	case pct >= blocklistNearFullPercent:
+		return false, v1alpha1.ReasonBlocklistNearFull, usage + advice
+	}
+	return true, v1alpha1.ReasonBlocklistWithinCapacity, usage
+}
+
+// Wave is what the circuit breaker judges: a wave of departures of one GitOpsCluster.
+type Wave struct {
+	// Leaving of Agents are leaving at once (departures less than Settle apart count together).
+	Leaving, Agents int
+	// MaxPercent is --max-revocation-percent; 0 or 100 and above turn the breaker off.
+	MaxPercent int
+	Settle     time.Duration
+	// Approval is the GitOpsCluster's approval annotation: the count of the wave a person let through.
+	Approval      string
+	GitOpsCluster types.NamespacedName
+}
+
+// Breaker is the circuit breaker's verdict on a Wave.
+type Breaker struct {
+	// Tripped: the wave is larger than the limit; it goes ahead only with a person's approval.
+	Tripped bool
+	// Paused is why the wave waits for a person ("" when it goes ahead).
+	Paused string
+}
+
+// judgeWave is the circuit breaker: a wave within the limit goes ahead; a larger one waits
+// until a person approves that very count.
+func judgeWave(w Wave) Breaker {
+	pct := w.MaxPercent
+	tripped := pct > 0 && pct < 100 && w.Agents > 0 && w.Leaving*100 > pct*w.Agents
+	if !tripped || w.Approval == strconv.Itoa(w.Leaving) {
+		return Breaker{Tripped: tripped}
+	}
+	return Breaker{Tripped: true, Paused: fmt.Sprintf("%d of %d agent(s) are leaving at once (departures less than %s apart count together, revoked or not), which exceeds the limit of %d%% (manager flag --max-revocation-percent); nothing more is revoked. "+
+		"If these clusters really left, approve with: kubectl annotate gitopscluster -n %s %s %s=%d --overwrite",
+		w.Leaving, w.Agents, w.Settle, pct, w.GitOpsCluster.Namespace, w.GitOpsCluster.Name, v1alpha1.AnnotationApproveRevocation, w.Leaving)}
 }
 
 // consumeApproval removes the approval annotation a pass has used.
@@ -512,20 +547,6 @@ func (v *Revoker) consumeApproval(ctx context.Context, goc *v1alpha1.GitOpsClust
 		return err
 	}
 	return client.IgnoreNotFound(v.Client.Patch(ctx, goc, client.RawPatch(types.MergePatchType, patch)))
-}
-
-// circuitBreaker returns why revoking a wave of n of agents must wait for a person, or "".
-func (v *Revoker) circuitBreaker(goc *v1alpha1.GitOpsCluster, n, agents int) string {
-	pct := v.Config.MaxRevocationPercent
-	if !v.circuitBreakerTripped(n, agents) {
-		return ""
-	}
-	if goc.Annotations[v1alpha1.AnnotationApproveRevocation] == strconv.Itoa(n) {
-		return ""
-	}
-	return fmt.Sprintf("%d of %d agent(s) are leaving at once (departures less than %s apart count together, revoked or not), which exceeds the limit of %d%% (manager flag --max-revocation-percent); nothing more is revoked. "+
-		"If these clusters really left, approve with: kubectl annotate gitopscluster -n %s %s %s=%d --overwrite",
-		n, agents, v.Config.DepartureSettle, pct, goc.Namespace, goc.Name, v1alpha1.AnnotationApproveRevocation, n)
 }
 
 // confirmDepartures returns the ripe departures a live read of every decision confirms: still

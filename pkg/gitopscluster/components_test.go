@@ -368,15 +368,6 @@ func setComponentsMCAConfig(t *testing.T, cluster, ns, adcName string) {
 	}
 }
 
-func consistently(t *testing.T, what string, d time.Duration, check func() error) {
-	t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		if err := check(); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-}
-
 // createComponentsMCA stands in for OCM's addon-manager, which creates the components addon's
 // ManagedClusterAddOn on every cluster of its placements.
 func createComponentsMCA(t *testing.T, cluster string) {

@@ -170,6 +170,12 @@ func eventually(t *testing.T, what string, check func() error) {
 	poll.Until(t, what, 30*time.Second, check)
 }
 
+// consistently fails the test if check returns an error within d.
+func consistently(t *testing.T, what string, d time.Duration, check func() error) {
+	t.Helper()
+	poll.Consistently(t, what, d, check)
+}
+
 func getGOC(t *testing.T, ns, name string) *v1alpha1.GitOpsCluster {
 	t.Helper()
 	g := &v1alpha1.GitOpsCluster{}

@@ -31,6 +31,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/nodeapps"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
 // Derived names, computed by the project's own naming functions so that a rename there is
@@ -59,28 +60,12 @@ func (s *suite) hint() string {
 func (s *suite) eventually(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, string)) time.Duration {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(timeout)
-	last := ""
-	for {
-		if err := s.f.Err(); err != nil {
-			t.Fatalf("waiting for %s: a fleet process died: %v\n%s", what, err, s.hint())
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		done, state := cond(ctx)
-		cancel()
-		if done {
-			took := time.Since(start)
-			t.Logf("%-72s %7s", what, took.Round(10*time.Millisecond))
-			return took
-		}
-		if state != "" {
-			last = state
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s\nlast seen: %s\n%s", timeout, what, last, s.hint())
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := (poll.Waiter{Every: 200 * time.Millisecond, Guard: s.f.Err}).Wait(context.Background(), timeout, cond); err != nil {
+		t.Fatalf("waiting for %s: %v\n%s", what, err, s.hint())
 	}
+	took := time.Since(start)
+	t.Logf("%-72s %7s", what, took.Round(10*time.Millisecond))
+	return took
 }
 
 // getState turns a Get into an eventually state: found, or a description of why not.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
 // TestFleetSmoke starts a hub and two managed clusters, checks registration, placement and the
@@ -236,24 +237,7 @@ func TestFleetStartFailureCleansUp(t *testing.T) {
 
 func waitFor(ctx context.Context, t *testing.T, f *fleet.Fleet, what string, cond func() (bool, error)) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	var lastErr error
-	for {
-		if err := f.Err(); err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		ok, err := cond()
-		if ok {
-			return
-		}
-		if err != nil {
-			lastErr = err
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s (last error: %v); logs in %s", what, lastErr, f.LogDir())
-		case <-time.After(250 * time.Millisecond):
-		}
+	if err := (poll.Waiter{Every: 250 * time.Millisecond, Guard: f.Err}).Wait(ctx, 2*time.Minute, poll.State(cond)); err != nil {
+		t.Fatalf("waiting for %s: %v; logs in %s", what, err, f.LogDir())
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
+	testpoll "github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
 // TestPodOnRealNode runs a pod from a locally built image on a real node joined to an
@@ -127,19 +128,8 @@ func freeIndex(t *testing.T, lo, hi int) int {
 
 func poll(ctx context.Context, t *testing.T, n *node.Node, what string, timeout time.Duration, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		if nerr := n.Err(); nerr != nil {
-			t.Fatalf("waiting for %s: %v", what, nerr)
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		}
-		time.Sleep(500 * time.Millisecond)
+	if err := (testpoll.Waiter{Every: 500 * time.Millisecond, Guard: n.Err}).Wait(ctx, timeout, testpoll.State(cond)); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 

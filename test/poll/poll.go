@@ -36,10 +36,34 @@ func UntilState(t testing.TB, what string, timeout time.Duration, cond func(ctx 
 // Wait checks cond every Interval until it holds, ctx ends, or timeout passes; the error names
 // the state cond last described.
 func Wait(ctx context.Context, timeout time.Duration, cond func(ctx context.Context) (bool, string)) error {
+	return Waiter{}.Wait(ctx, timeout, cond)
+}
+
+// Waiter is a wait with what Wait leaves at its defaults.
+type Waiter struct {
+	// Every is how often the condition is checked; Interval when zero. A wait on many
+	// objects of a busy fleet checks less often, to leave its API servers the CPU.
+	Every time.Duration
+	// Guard, when set, is checked before each check of the condition: its error ends the
+	// wait at once (a process the condition depends on has died).
+	Guard func() error
+}
+
+// Wait is the package's Wait, checking as w says.
+func (w Waiter) Wait(ctx context.Context, timeout time.Duration, cond func(ctx context.Context) (bool, string)) error {
+	every := w.Every
+	if every == 0 {
+		every = Interval
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := ""
 	for {
+		if w.Guard != nil {
+			if err := w.Guard(); err != nil {
+				return fmt.Errorf("stopped waiting: %w", err)
+			}
+		}
 		ok, state := cond(ctx)
 		if ok {
 			return nil
@@ -50,7 +74,29 @@ func Wait(ctx context.Context, timeout time.Duration, cond func(ctx context.Cont
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("not within %s; last seen: %s", timeout, last)
-		case <-time.After(Interval):
+		case <-time.After(every):
+		}
+	}
+}
+
+// State turns a condition that returns an error into one Wait takes: the error, when there is
+// one, is the state last seen.
+func State(cond func() (bool, error)) func(context.Context) (bool, string) {
+	return func(context.Context) (bool, string) {
+		ok, err := cond()
+		if err != nil {
+			return ok, err.Error()
+		}
+		return ok, ""
+	}
+}
+
+// Consistently checks check every Interval for d, and fails t at the first error.
+func Consistently(t testing.TB, what string, d time.Duration, check func() error) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(Interval) {
+		if err := check(); err != nil {
+			t.Fatalf("%s: %v", what, err)
 		}
 	}
 }

@@ -7,7 +7,10 @@ BIN := $(ROOT)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
 GIT_COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -s -w -X github.com/argocd-agent-addon/argocd-agent-addon/pkg/version.Version=$(VERSION) -X github.com/argocd-agent-addon/argocd-agent-addon/pkg/version.GitCommit=$(GIT_COMMIT)
-IMG ?= argocd-agent-addon:$(VERSION)
+# The image reference every image target builds, loads or pushes.
+IMAGE ?= argocd-agent-addon:$(VERSION)
+# The platforms of the image index, each a static binary cross-compiled into bin/<os>_<arch>/.
+PLATFORMS ?= linux/amd64 linux/arm64
 
 # Pinned tools, built from the Go module proxy into the cache that hack/lib/binary-cache.sh
 # shares between the clones of this machine (a checkout's own bin/tools when it has them).
@@ -25,23 +28,41 @@ TEST_PACKAGES_AT_ONCE ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n 
 TEST_TIMEOUT ?= 45m
 
 .PHONY: help
-help: ## List the targets.
-	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z0-9_.-]+:.*## /{printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+help: ## List the targets, by section.
+	@awk 'BEGIN{FS=":.*## "} /^##@ /{printf "\n%s\n", substr($$0, 5); next} /^[a-zA-Z0-9_.-]+:.*## /{printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 ##@ Build
 .PHONY: build
-build: ## Build bin/argocd-agent-addon.
+build: ## Build bin/argocd-agent-addon for this machine.
 	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/argocd-agent-addon ./cmd/argocd-agent-addon
 
-IMAGE ?= argocd-agent-addon:$(VERSION)
-.PHONY: image
-image: build ## Build the container image without a container engine (bin/image, bin/argocd-agent-addon-image.tar); PUSH=1 pushes it to IMAGE.
-	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} \
-	go run ./hack/image --binary $(BIN)/argocd-agent-addon --version $(VERSION) --revision $(GIT_COMMIT) --tag $(IMAGE) $(if $(PUSH),--push $(IMAGE))
+.PHONY: binaries
+binaries: ## Cross-compile the static binary for each of PLATFORMS into bin/<os>_<arch>/argocd-agent-addon.
+	for p in $(PLATFORMS); do \
+	  CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/$${p%/*}_$${p#*/}/argocd-agent-addon ./cmd/argocd-agent-addon; \
+	done
 
+.PHONY: image
+image: binaries ## Build the image index for PLATFORMS without a container engine (bin/image; bin/argocd-agent-addon-image.tar holds this machine's platform); PUSH=1 pushes it to IMAGE.
+	SOURCE_DATE_EPOCH=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || echo 0)} \
+	go run ./hack/image $(foreach p,$(PLATFORMS),--platform-binary $(p)=$(BIN)/$(subst /,_,$(p))/argocd-agent-addon) \
+	  --out $(BIN)/image --tar $(BIN)/argocd-agent-addon-image.tar \
+	  --version $(VERSION) --revision $(GIT_COMMIT) --tag $(IMAGE) $(if $(PUSH),--push $(IMAGE))
+
+# docker-build loads the image `make image` builds instead of building another one from the
+# Dockerfile: one version, one image (the same layer and digest), whichever target made it.
 .PHONY: docker-build
-docker-build: ## Build the container image (needs a Docker engine).
-	docker build --build-arg VERSION=$(VERSION) --build-arg GIT_COMMIT=$(GIT_COMMIT) -t $(IMG) .
+docker-build: image ## Build the image as make image does and load it into a Docker engine as IMAGE.
+	docker load --input $(BIN)/argocd-agent-addon-image.tar
+
+##@ Release
+.PHONY: release
+release: ## From a clean tree, VERSION=vX.Y.Z: the image index tagged VERSION (IMAGE; PUSH=1 pushes it) and the chart packaged as that version, with its CHANGELOG section, in bin/release/VERSION.
+	go run ./hack/release check --version '$(VERSION)' --image '$(IMAGE)'
+	$(MAKE) image VERSION='$(VERSION)' IMAGE='$(IMAGE)'
+	rm -rf $(BIN)/release/$(VERSION) && mkdir -p $(BIN)/release/$(VERSION)
+	cp -R $(BIN)/image $(BIN)/release/$(VERSION)/image
+	go run ./hack/release package --version '$(VERSION)' --image '$(IMAGE)' --out $(BIN)/release/$(VERSION)
 
 ##@ Code generation
 .PHONY: generate

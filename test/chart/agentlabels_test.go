@@ -2,6 +2,7 @@ package chart
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -23,6 +24,129 @@ import (
 // them from setting, changing or removing the project's labels (such as the cluster's pull-model
 // Argo CD namespace), which the hub admin alone sets; their other labels and updates pass.
 func TestManagedClusterAgentLabelPolicy(t *testing.T) {
+	p := startAgentPolicy(t)
+	ctx, admin, agent, bootstrap, patch := p.ctx, p.admin, p.agent, p.bootstrap, p.patch
+	set := `{"metadata":{"labels":{"` + propagation.LabelSpokeNamespace + `":"openshift-gitops"}}}`
+	// The policy takes effect once the API server has loaded it: wait for a refusal.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := patch(agent, set)
+		if err != nil && strings.Contains(err.Error(), "they are the hub admin's") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster's agent set its pull-model namespace: %v", err)
+		}
+		_ = patch(admin, `{"metadata":{"labels":{"`+propagation.LabelSpokeNamespace+`":null}}}`)
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := patch(admin, set); err != nil {
+		t.Fatalf("the hub admin was refused: %v", err)
+	}
+	for name, body := range map[string]string{
+		"changing the namespace label":        `{"metadata":{"labels":{"` + propagation.LabelSpokeNamespace + `":"argocd"}}}`,
+		"removing the namespace label":        `{"metadata":{"labels":{"` + propagation.LabelSpokeNamespace + `":null}}}`,
+		"opting itself out of the components": `{"metadata":{"labels":{"argocd-agent-addon.open-cluster-management.io/argocd-components":"Existing"}}}`,
+		"clearing itself for the components":  `{"metadata":{"labels":{"argocd-agent-addon.open-cluster-management.io/components-abc":"true"}}}`,
+	} {
+		if err := patch(agent, body); err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("agent %s: allowed (%v)", name, err)
+		}
+	}
+	// The agent's other updates pass, with the project's label left as it is.
+	if err := patch(agent, `{"metadata":{"labels":{"env":"dev"}}}`); err != nil {
+		t.Errorf("the agent's own label was refused: %v", err)
+	}
+	got := &clusterv1.ManagedCluster{}
+	if err := admin.Get(ctx, client.ObjectKey{Name: "mc2"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels[propagation.LabelSpokeNamespace] != "openshift-gitops" {
+		t.Errorf("labels %v: the hub admin's value changed", got.Labels)
+	}
+	// A bootstrap identity cannot create a ManagedCluster that carries one.
+	withLabel := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "mc3", Labels: map[string]string{propagation.LabelSpokeNamespace: "kube-system"}}}
+	if err := bootstrap.Create(ctx, withLabel); err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		t.Errorf("bootstrap created a ManagedCluster with the project's label (%v)", err)
+	}
+	if err := bootstrap.Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "mc4", Labels: map[string]string{"env": "prod"}}}); err != nil {
+		t.Errorf("bootstrap was refused a plain ManagedCluster: %v", err)
+	}
+}
+
+// TestManagedClusterAgentImageRegistriesPolicy: OCM's image-registries annotation on a
+// ManagedCluster moves the images of the cluster's agent and Argo CD components to its mirrors.
+// OCM lets the cluster's own identities write their ManagedCluster's annotations; the chart's
+// policy keeps them from setting, changing or removing that one, so that a cluster cannot point
+// its own components at images of its choosing. The hub (here its admin) still sets it, and the
+// agent's other annotations pass.
+func TestManagedClusterAgentImageRegistriesPolicy(t *testing.T) {
+	p := startAgentPolicy(t)
+	ctx, admin, agent, bootstrap, patch := p.ctx, p.admin, p.agent, p.bootstrap, p.patch
+	const key = clusterv1.ClusterImageRegistriesAnnotationKey
+	annotate := func(value string) string {
+		if value == "" {
+			return `{"metadata":{"annotations":{"` + key + `":null}}}`
+		}
+		raw, err := json.Marshal(value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return `{"metadata":{"annotations":{"` + key + `":` + string(raw) + `}}}`
+	}
+	attacker := annotate(`{"registries":[{"source":"quay.io/argoproj","mirror":"attacker.example.com/argoproj"}]}`)
+	// The policy takes effect once the API server has loaded it: wait for a refusal.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := patch(agent, attacker)
+		if err != nil && strings.Contains(err.Error(), "it decides where the cluster's images come from") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the cluster's agent set its image mirrors: %v", err)
+		}
+		_ = patch(admin, annotate(""))
+		time.Sleep(200 * time.Millisecond)
+	}
+	hubs := `{"registries":[{"source":"quay.io/argoproj","mirror":"mirror.example.com/argoproj"}]}`
+	if err := patch(admin, annotate(hubs)); err != nil {
+		t.Fatalf("the hub admin was refused: %v", err)
+	}
+	for name, body := range map[string]string{
+		"changing the mirrors": attacker,
+		"removing the mirrors": annotate(""),
+	} {
+		if err := patch(agent, body); err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("agent %s: allowed (%v)", name, err)
+		}
+	}
+	if err := patch(agent, `{"metadata":{"annotations":{"example.com/note":"the agent's own"}}}`); err != nil {
+		t.Errorf("the agent's own annotation was refused: %v", err)
+	}
+	got := &clusterv1.ManagedCluster{}
+	if err := admin.Get(ctx, client.ObjectKey{Name: "mc2"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Annotations[key] != hubs {
+		t.Errorf("annotations %v: the hub's mirrors changed", got.Annotations)
+	}
+	// A bootstrap identity cannot create a ManagedCluster that carries them.
+	withMirrors := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "mc3", Annotations: map[string]string{key: hubs}}}
+	if err := bootstrap.Create(ctx, withMirrors); err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+		t.Errorf("bootstrap created a ManagedCluster with image mirrors (%v)", err)
+	}
+}
+
+// agentPolicy is the chart's policy on a cluster's own identities, loaded into a real API server
+// with the rights OCM grants them, and ManagedCluster mc2 to try it on.
+type agentPolicy struct {
+	ctx                     context.Context
+	admin, agent, bootstrap client.Client
+	patch                   func(c client.Client, body string) error
+}
+
+func startAgentPolicy(t *testing.T) agentPolicy {
+	t.Helper()
 	objs, err := render(t, map[string]any{})
 	if err != nil {
 		t.Fatal(err)
@@ -72,50 +196,5 @@ func TestManagedClusterAgentLabelPolicy(t *testing.T) {
 	patch := func(c client.Client, body string) error {
 		return c.Patch(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "mc2"}}, client.RawPatch(types.MergePatchType, []byte(body)))
 	}
-	set := `{"metadata":{"labels":{"` + propagation.LabelSpokeNamespace + `":"openshift-gitops"}}}`
-	// The policy takes effect once the API server has loaded it: wait for a refusal.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := patch(agent, set)
-		if err != nil && strings.Contains(err.Error(), "they are the hub admin's") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the cluster's agent set its pull-model namespace: %v", err)
-		}
-		_ = patch(admin, `{"metadata":{"labels":{"`+propagation.LabelSpokeNamespace+`":null}}}`)
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err := patch(admin, set); err != nil {
-		t.Fatalf("the hub admin was refused: %v", err)
-	}
-	for name, body := range map[string]string{
-		"changing the namespace label":        `{"metadata":{"labels":{"` + propagation.LabelSpokeNamespace + `":"argocd"}}}`,
-		"removing the namespace label":        `{"metadata":{"labels":{"` + propagation.LabelSpokeNamespace + `":null}}}`,
-		"opting itself out of the components": `{"metadata":{"labels":{"argocd-agent-addon.open-cluster-management.io/argocd-components":"Existing"}}}`,
-		"clearing itself for the components":  `{"metadata":{"labels":{"argocd-agent-addon.open-cluster-management.io/components-abc":"true"}}}`,
-	} {
-		if err := patch(agent, body); err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
-			t.Errorf("agent %s: allowed (%v)", name, err)
-		}
-	}
-	// The agent's other updates pass, with the project's label left as it is.
-	if err := patch(agent, `{"metadata":{"labels":{"env":"dev"}}}`); err != nil {
-		t.Errorf("the agent's own label was refused: %v", err)
-	}
-	got := &clusterv1.ManagedCluster{}
-	if err := admin.Get(ctx, client.ObjectKey{Name: "mc2"}, got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Labels[propagation.LabelSpokeNamespace] != "openshift-gitops" {
-		t.Errorf("labels %v: the hub admin's value changed", got.Labels)
-	}
-	// A bootstrap identity cannot create a ManagedCluster that carries one.
-	withLabel := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "mc3", Labels: map[string]string{propagation.LabelSpokeNamespace: "kube-system"}}}
-	if err := bootstrap.Create(ctx, withLabel); err == nil || !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
-		t.Errorf("bootstrap created a ManagedCluster with the project's label (%v)", err)
-	}
-	if err := bootstrap.Create(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "mc4", Labels: map[string]string{"env": "prod"}}}); err != nil {
-		t.Errorf("bootstrap was refused a plain ManagedCluster: %v", err)
-	}
+	return agentPolicy{ctx, admin, agent, bootstrap, patch}
 }

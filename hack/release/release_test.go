@@ -159,3 +159,30 @@ func TestReleasePackagesAVersionedChart(t *testing.T) {
 		t.Errorf("release notes:\n%s", n)
 	}
 }
+
+// TestMakeHelpShowsSections: `make help` prints each section of the Makefile as a heading,
+// with its targets under it, the release among them.
+func TestMakeHelpShowsSections(t *testing.T) {
+	cmd := exec.Command("make", "-s", "help")
+	cmd.Dir = testenv.RepoRoot()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make help: %v\n%s", err, out)
+	}
+	section := ""
+	under := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		switch {
+		case line == "":
+		case !strings.HasPrefix(line, " "):
+			section = line
+		default:
+			under[strings.Fields(line)[0]] = section
+		}
+	}
+	for target, want := range map[string]string{"build": "Build", "image": "Build", "release": "Release", "lint": "Checks and tests", "demo": "Run"} {
+		if under[target] != want {
+			t.Errorf("make help lists %s under %q, want %q:\n%s", target, under[target], want, out)
+		}
+	}
+}

@@ -17,10 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 )
 
 // TestPrincipalNamespaceOutsideManagedNamespaces runs one reconcile with a manager limited to
@@ -115,7 +115,7 @@ func TestPrincipalPKIIsWrittenByItsElderOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := fleet.SetupIndexes(ctx, informers); err != nil {
+	if err := ownership.SetupIndexes(ctx, informers); err != nil {
 		t.Fatal(err)
 	}
 	go func() { _ = informers.Start(cacheCtx) }()

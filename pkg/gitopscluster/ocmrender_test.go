@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
@@ -234,11 +234,11 @@ func decideWithOCM(t *testing.T, namespace, name string, clusters ...string) []s
 		if meta.FindStatusCondition(live.Status.Conditions, clusterv1beta1.PlacementConditionSatisfied) == nil {
 			return fmt.Errorf("not scheduled yet: %+v", live.Status)
 		}
-		got, pages, err := fleet.SelectedClustersAndPages(ctx, c, namespace, name)
+		got, pages, err := ownership.SelectedClustersAndPages(ctx, c, namespace, name)
 		if err != nil {
 			return err
 		}
-		if reason := fleet.SelectionUnknown(live, got, pages); reason != "" {
+		if reason := ownership.SelectionUnknown(live, got, pages); reason != "" {
 			return errors.New(reason)
 		}
 		decided = sets.List(got)

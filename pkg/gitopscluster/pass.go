@@ -20,13 +20,13 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/addonobjects"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/readiness"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
 )
 
@@ -42,7 +42,7 @@ type pass struct {
 	obs  *selection.Observation
 	disc principal.Result
 	// members are the GitOpsClusters that may use the principal (read in the pki phase).
-	members        fleet.Members
+	members        ownership.Members
 	setting        principalpki.Setting
 	hub            *principalpki.PKI
 	clusterRenewal time.Time
@@ -198,7 +198,7 @@ func (p *pass) placement(ctx context.Context) *stop {
 	} else {
 		msg := fmt.Sprintf("Placement %s selects %d cluster(s)", goc.Spec.PlacementRef.Name, obs.Selected.Len())
 		if len(obs.Invalid) > 0 {
-			msg += fmt.Sprintf("; skipped cluster names that are not valid agent names: %s", fleet.Summarize(slices.Sorted(maps.Keys(obs.Invalid))))
+			msg += fmt.Sprintf("; skipped cluster names that are not valid agent names: %s", ownership.Summarize(slices.Sorted(maps.Keys(obs.Invalid))))
 		}
 		p.setCond(v1alpha1.ConditionPlacementResolved, true, v1alpha1.ReasonPlacementResolved, msg)
 	}
@@ -233,7 +233,7 @@ func (p *pass) discovery(ctx context.Context) *stop {
 // use the principal namespace, and restarts the principal when its certificate changed.
 func (p *pass) pki(ctx context.Context) *stop {
 	r, goc, principalNS := p.r, p.goc, p.principalNS
-	notAllowed, err := fleet.PrincipalAllowed(ctx, r.Client, goc)
+	notAllowed, err := ownership.PrincipalAllowed(ctx, r.Client, goc)
 	if err != nil {
 		return stopWith(err)
 	}
@@ -250,7 +250,7 @@ func (p *pass) pki(ctx context.Context) *stop {
 	}
 	// The principal's members, read once: its PKI decision and its application mapping
 	// follow them.
-	if p.members, err = fleet.PrincipalMembers(ctx, r.Client, principalNS); err != nil {
+	if p.members, err = ownership.PrincipalMembers(ctx, r.Client, principalNS); err != nil {
 		return stopWith(err)
 	}
 	var discovered string
@@ -357,7 +357,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 	}
 	// One GitOpsCluster per Placement writes its entry of the ClusterManagementAddOn (entries
 	// are keyed by Placement): the oldest.
-	placementOwner, err := fleet.PlacementOwner(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
+	placementOwner, err := ownership.PlacementOwner(ctx, r.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
 	if err != nil {
 		return stopWith(err)
 	}
@@ -395,7 +395,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 	switch {
 	case len(obs.Conflict) > 0:
 		p.setCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonClusterConflict,
-			"clusters selected by more than one GitOpsCluster (one ManagedClusterAddOn can carry only one configuration): "+fleet.Summarize(obs.Conflict))
+			"clusters selected by more than one GitOpsCluster (one ManagedClusterAddOn can carry only one configuration): "+ownership.Summarize(obs.Conflict))
 	case mappingConflict != "":
 		p.noteCond(v1alpha1.ConditionAddOnConfigured, false, v1alpha1.ReasonApplicationMappingConflict, "ApplyAddOn", mappingConflict)
 	default:

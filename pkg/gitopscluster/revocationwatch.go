@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 )
 
 // forRevocation maps an AgentRevocation to the GitOpsClusters it changes: those of its
@@ -15,7 +15,7 @@ import (
 // its cluster wherever their principal is (a lift must let them register it again).
 func (r *Reconciler) forRevocation(ctx context.Context, o client.Object) []reconcile.Request {
 	out := r.ofPrincipal(ctx, o.GetNamespace())
-	selectors, err := fleet.SelectorsOf(ctx, r.Client, o.GetName())
+	selectors, err := ownership.SelectorsOf(ctx, r.Client, o.GetName())
 	if err != nil {
 		return out
 	}

@@ -24,11 +24,11 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/recorder"
 )
@@ -53,7 +53,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.GitOpsCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&clusterv1beta1.Placement{}, handler.EnqueueRequestsFromMapFunc(r.forPlacement)).
 		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(r.forPlacementDecision),
-			builder.WithPredicates(fleet.DecisionsChanged())).
+			builder.WithPredicates(ownership.DecisionsChanged())).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace), builder.WithPredicates(r.principalServices())).
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace),
 			builder.WithPredicates(r.named(r.Config.PrincipalDeploymentName), podTemplateChanged())).
@@ -88,7 +88,7 @@ func (r *Reconciler) forPlacement(ctx context.Context, o client.Object) []reconc
 }
 
 func (r *Reconciler) forPlacementDecision(ctx context.Context, o client.Object) []reconcile.Request {
-	p := o.GetLabels()[fleet.PlacementLabel]
+	p := o.GetLabels()[ownership.PlacementLabel]
 	if p == "" {
 		return nil
 	}
@@ -96,7 +96,7 @@ func (r *Reconciler) forPlacementDecision(ctx context.Context, o client.Object) 
 }
 
 func (r *Reconciler) requestsForPlacement(ctx context.Context, ns, name string) []reconcile.Request {
-	keys, err := fleet.GitOpsClustersForPlacement(ctx, r.Client, ns, name)
+	keys, err := ownership.GitOpsClustersForPlacement(ctx, r.Client, ns, name)
 	if err != nil {
 		return nil
 	}
@@ -174,7 +174,7 @@ func (r *Reconciler) forSecret(ctx context.Context, o client.Object) []reconcile
 }
 
 func (r *Reconciler) forManagedClusterAddOn(ctx context.Context, o client.Object) []reconcile.Request {
-	gocs, err := fleet.SelectorsOf(ctx, r.Client, o.GetNamespace())
+	gocs, err := ownership.SelectorsOf(ctx, r.Client, o.GetNamespace())
 	if err != nil {
 		return nil
 	}

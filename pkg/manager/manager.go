@@ -38,7 +38,6 @@ import (
 
 	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleetmetrics"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
@@ -46,6 +45,7 @@ import (
 	gitopsconfig "github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/namespaceindex"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/clusters"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
@@ -229,7 +229,7 @@ func NewScheme() (*runtime.Scheme, error) {
 
 // Setup registers the field indexes and every hub controller with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
-	if err := fleet.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := ownership.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	if err := (&gitopscluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Fleet}).SetupWithManager(mgr); err != nil {

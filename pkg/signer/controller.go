@@ -25,9 +25,9 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/recorder"
 )
@@ -185,7 +185,7 @@ func (r *Reconciler) freshAPIReader() *freshReader {
 	return r.fresh
 }
 
-// SetupWithManager registers the controller. fleet.SetupIndexes must have been called.
+// SetupWithManager registers the controller. ownership.SetupIndexes must have been called.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := r.Config.Validate(); err != nil {
 		return fmt.Errorf("signer configuration: %w", err)
@@ -374,7 +374,7 @@ func (r *Reconciler) evaluate(ctx context.Context, csr *certificatesv1.Certifica
 		return rejected(d, rej)
 	}
 
-	selectors, err := fleet.SelectorsOf(ctx, r.Client, cluster)
+	selectors, err := ownership.SelectorsOf(ctx, r.Client, cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -449,7 +449,7 @@ func (r *Reconciler) ownerAdmits(ctx context.Context, owner *v1alpha1.GitOpsClus
 	if rej, err := r.revoked(ctx, owner, principalNS, cluster); err != nil || rej != nil {
 		return rej, err
 	}
-	if why, err := fleet.PrincipalAllowed(ctx, r.Client, owner); err != nil {
+	if why, err := ownership.PrincipalAllowed(ctx, r.Client, owner); err != nil {
 		return nil, err
 	} else if why != "" {
 		return reject(ReasonPrincipalNotAllowed, "GitOpsCluster %s/%s may not use the principal in namespace %s: %s", owner.Namespace, owner.Name, principalNS, why), nil
@@ -489,7 +489,7 @@ func (r *Reconciler) stillEntitled(ctx context.Context, cluster string, owner *v
 	if rej, err := judgeRevocation(<-revocation, live, names.PrincipalNamespace(live), cluster); err != nil || rej != nil {
 		return rej, err
 	}
-	selected, err := fleet.SelectsLive(ctx, r.Client, fresh, live.Namespace, live.Spec.PlacementRef.Name, cluster)
+	selected, err := ownership.SelectsLive(ctx, r.Client, fresh, live.Namespace, live.Spec.PlacementRef.Name, cluster)
 	if err != nil {
 		return nil, err
 	}

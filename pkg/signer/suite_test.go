@@ -36,9 +36,9 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
@@ -289,7 +289,7 @@ func (h *hubFixture) startSigner() error {
 		cancel()
 		return err
 	}
-	if err := fleet.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+	if err := ownership.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		cancel()
 		return err
 	}

@@ -23,9 +23,9 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 )
 
@@ -95,7 +95,7 @@ func printOne(ctx context.Context, r client.Reader, w io.Writer, goc *v1alpha1.G
 		fmt.Fprintf(w, "  %s\n", line)
 	}
 
-	selected, err := fleet.SelectedClusters(ctx, r, goc.Namespace, goc.Spec.PlacementRef.Name)
+	selected, err := ownership.SelectedClusters(ctx, r, goc.Namespace, goc.Spec.PlacementRef.Name)
 	if err != nil {
 		return fmt.Errorf("reading the decisions of Placement %s/%s: %w", goc.Namespace, goc.Spec.PlacementRef.Name, err)
 	}

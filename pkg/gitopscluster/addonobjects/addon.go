@@ -22,10 +22,10 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
@@ -274,7 +274,7 @@ func (w *Writer) applyCMAEntryTo(ctx context.Context, goc *v1alpha1.GitOpsCluste
 
 // placementShared reports whether another live GitOpsCluster names goc's Placement.
 func (w *Writer) placementShared(ctx context.Context, goc *v1alpha1.GitOpsCluster) (bool, error) {
-	owner, err := fleet.PlacementOwner(ctx, w.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
+	owner, err := ownership.PlacementOwner(ctx, w.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
 	if err != nil {
 		return false, err
 	}
@@ -282,7 +282,7 @@ func (w *Writer) placementShared(ctx context.Context, goc *v1alpha1.GitOpsCluste
 		return true, nil
 	}
 	// goc may be the owner; any younger live one shares it too.
-	keys, err := fleet.GitOpsClustersForPlacement(ctx, w.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
+	keys, err := ownership.GitOpsClustersForPlacement(ctx, w.Client, goc.Namespace, goc.Spec.PlacementRef.Name)
 	if err != nil {
 		return false, err
 	}
@@ -290,7 +290,7 @@ func (w *Writer) placementShared(ctx context.Context, goc *v1alpha1.GitOpsCluste
 		if k.Namespace == goc.Namespace && k.Name == goc.Name {
 			continue
 		}
-		if live, err := fleet.Live(ctx, w.Client, k); err != nil || live {
+		if live, err := ownership.Live(ctx, w.Client, k); err != nil || live {
 			return live, err
 		}
 	}
@@ -484,7 +484,7 @@ func addConfigsInUse(ctx context.Context, reader client.Reader, goc *v1alpha1.Gi
 // so all managed GitOpsClusters of one principal namespace must ask for the same mapping; the
 // oldest decides, as for the PKI. The agents are configured all the same (a CA rotation must
 // still reach them); the condition says that the principal routes one of the two wrongly.
-func ApplicationMappingConflict(goc *v1alpha1.GitOpsCluster, principalNS string, members fleet.Members) string {
+func ApplicationMappingConflict(goc *v1alpha1.GitOpsCluster, principalNS string, members ownership.Members) string {
 	if !managedMode(goc) {
 		return ""
 	}

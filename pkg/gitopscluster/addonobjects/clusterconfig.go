@@ -15,8 +15,8 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 )
 
@@ -253,14 +253,14 @@ func (w *Writer) setConfigs(ctx context.Context, mca *addonv1alpha1.ManagedClust
 func (c ClusterConfigs) Notes() string {
 	s := c.pairNote
 	if len(c.unselected) > 0 {
-		s += "; clusterArgoCDConfig names clusters this GitOpsCluster does not select (unused): " + fleet.Summarize(c.unselected)
+		s += "; clusterArgoCDConfig names clusters this GitOpsCluster does not select (unused): " + ownership.Summarize(c.unselected)
 	}
 	if len(c.heldByOthers) > 0 {
-		s += "; clusterArgoCDConfig not applied where the components ManagedClusterAddOn already names another AddOnTemplate (remove that config to use this one): " + fleet.Summarize(c.heldByOthers)
+		s += "; clusterArgoCDConfig not applied where the components ManagedClusterAddOn already names another AddOnTemplate (remove that config to use this one): " + ownership.Summarize(c.heldByOthers)
 	}
 	s += c.userIDsNote
 	if len(c.mirrorsHeldByOthers) > 0 {
-		s += "; image mirrors not applied to the Argo CD components' StatefulSet and init containers where the components ManagedClusterAddOn already names another AddOnDeploymentConfig (remove that config to use the cluster's own): " + fleet.Summarize(c.mirrorsHeldByOthers)
+		s += "; image mirrors not applied to the Argo CD components' StatefulSet and init containers where the components ManagedClusterAddOn already names another AddOnDeploymentConfig (remove that config to use the cluster's own): " + ownership.Summarize(c.mirrorsHeldByOthers)
 	}
 	return s
 }

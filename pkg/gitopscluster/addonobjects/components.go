@@ -19,9 +19,9 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 )
@@ -163,7 +163,7 @@ func (w *Writer) copyBehind(ctx context.Context, goc *v1alpha1.GitOpsCluster, cm
 	if err := w.Client.List(ctx, &cleared, client.UnsafeDisableDeepCopy, client.HasLabels{names.ComponentsClearedLabel(goc)}); err != nil {
 		return false, err
 	}
-	decided, _, err := fleet.SelectedClustersAndPages(ctx, w.Client, goc.Namespace, placement)
+	decided, _, err := ownership.SelectedClustersAndPages(ctx, w.Client, goc.Namespace, placement)
 	if err != nil {
 		return false, err
 	}

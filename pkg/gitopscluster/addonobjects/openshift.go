@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 )
 
 // With userIDs: Auto the components of a cluster that reports OpenShift leave the user IDs to
@@ -129,11 +129,11 @@ func (w *Writer) openShiftClusters(ctx context.Context, goc *v1alpha1.GitOpsClus
 		// Its decisions were for the old spec: unknown until OCM has decided again.
 		return nil, false, "", w.Client.Update(ctx, updated)
 	}
-	decided, pages, err := fleet.SelectedClustersAndPages(ctx, w.Client, goc.Namespace, name)
+	decided, pages, err := ownership.SelectedClustersAndPages(ctx, w.Client, goc.Namespace, name)
 	if err != nil {
 		return nil, false, "", err
 	}
-	if fleet.SelectionUnknown(live, decided, pages) != "" {
+	if ownership.SelectionUnknown(live, decided, pages) != "" {
 		return nil, false, "", nil
 	}
 	return decided, true, "", nil

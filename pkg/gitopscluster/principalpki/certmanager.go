@@ -21,8 +21,8 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -143,7 +143,7 @@ type Decision struct {
 // principal namespace, so one GitOpsCluster decides: the oldest member (by creation, then
 // namespace/name), goc included. A younger one that asks for something else is told so
 // (PKIConflict) instead of fighting over the secrets.
-func Decide(goc *v1alpha1.GitOpsCluster, members fleet.Members, ns, discovered string) Decision {
+func Decide(goc *v1alpha1.GitOpsCluster, members ownership.Members, ns, discovered string) Decision {
 	elder := members.Elder(goc, func(*v1alpha1.GitOpsCluster) bool { return true })
 	d := Decision{Setting: SettingOf(elder), Elder: types.NamespacedName{Namespace: elder.Namespace, Name: elder.Name}}
 	d.IsElder = d.Elder == types.NamespacedName{Namespace: goc.Namespace, Name: goc.Name}

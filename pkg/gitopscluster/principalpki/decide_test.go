@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 )
 
 func TestDecide(t *testing.T) {
@@ -32,19 +32,19 @@ func TestDecide(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		goc        *v1alpha1.GitOpsCluster
-		members    fleet.Members
+		members    ownership.Members
 		discovered string
 		elder      types.NamespacedName
 		isElder    bool
 		conflict   bool
 		hosts      []string
 	}{
-		{"alone", older, fleet.Members{older}, "a.example.com", types.NamespacedName{Namespace: "a", Name: "older"}, true, false, []string{"a.example.com"}},
+		{"alone", older, ownership.Members{older}, "a.example.com", types.NamespacedName{Namespace: "a", Name: "older"}, true, false, []string{"a.example.com"}},
 		{"alone, nothing discovered", older, nil, "", types.NamespacedName{Namespace: "a", Name: "older"}, true, false, nil},
-		{"the elder keeps it, the others' addresses named", older, fleet.Members{older, younger}, "a.example.com", types.NamespacedName{Namespace: "a", Name: "older"}, true, false, []string{"a.example.com", "b.example.com"}},
-		{"a younger member reads it", younger, fleet.Members{older, younger}, "b.example.com", types.NamespacedName{Namespace: "a", Name: "older"}, false, false, []string{"b.example.com", "a.example.com"}},
-		{"a younger member asking for cert-manager is told", youngerCM, fleet.Members{older, youngerCM}, "", types.NamespacedName{Namespace: "a", Name: "older"}, false, true, []string{"a.example.com"}},
-		{"equal age: namespace order", twin, fleet.Members{older, twin}, "", types.NamespacedName{Namespace: "a", Name: "older"}, false, false, []string{"a.example.com"}},
+		{"the elder keeps it, the others' addresses named", older, ownership.Members{older, younger}, "a.example.com", types.NamespacedName{Namespace: "a", Name: "older"}, true, false, []string{"a.example.com", "b.example.com"}},
+		{"a younger member reads it", younger, ownership.Members{older, younger}, "b.example.com", types.NamespacedName{Namespace: "a", Name: "older"}, false, false, []string{"b.example.com", "a.example.com"}},
+		{"a younger member asking for cert-manager is told", youngerCM, ownership.Members{older, youngerCM}, "", types.NamespacedName{Namespace: "a", Name: "older"}, false, true, []string{"a.example.com"}},
+		{"equal age: namespace order", twin, ownership.Members{older, twin}, "", types.NamespacedName{Namespace: "a", Name: "older"}, false, false, []string{"a.example.com"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := principalpki.Decide(tc.goc, tc.members, "principal", tc.discovered)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 )
 
@@ -42,7 +42,7 @@ func (t trustRollout) done() bool { return t.pending == 0 }
 func (t trustRollout) String() string {
 	msg := fmt.Sprintf("%d of %d available agent(s) have applied the trust bundle that verifies it", t.counted-t.pending, t.counted)
 	if len(t.staleTemplates) > 0 {
-		msg += fmt.Sprintf("; AddOnTemplate(s) %s do not carry it yet", fleet.Summarize(t.staleTemplates))
+		msg += fmt.Sprintf("; AddOnTemplate(s) %s do not carry it yet", ownership.Summarize(t.staleTemplates))
 	}
 	return msg
 }

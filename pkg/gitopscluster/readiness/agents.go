@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 )
 
 // Agents counts the selected clusters whose ManagedClusterAddOn is Available and lists
@@ -55,8 +55,8 @@ func Agents(ctx context.Context, reader client.Reader, addonName string, obs *se
 	}
 	status.AvailableAgents = available
 	total := len(unavailable)
-	if len(unavailable) > fleet.MaxListedClusters {
-		unavailable = unavailable[:fleet.MaxListedClusters]
+	if len(unavailable) > ownership.MaxListedClusters {
+		unavailable = unavailable[:ownership.MaxListedClusters]
 	}
 	status.UnavailableClusters = unavailable
 	switch {

@@ -22,11 +22,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/recorder"
 )
 
@@ -328,7 +328,7 @@ func (v *Revoker) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCl
 		// this one's: an AgentRevocation holds on every principal, and the new owner's people
 		// could not lift one made here.
 		if !obs.Owned.Has(c) {
-			selectors, err := fleet.SelectorsOf(ctx, v.Client, c)
+			selectors, err := ownership.SelectorsOf(ctx, v.Client, c)
 			if err != nil {
 				errs = append(errs, err)
 				continue

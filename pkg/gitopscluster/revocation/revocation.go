@@ -22,11 +22,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/parallel"
 )
 
@@ -286,7 +286,7 @@ func (v *Revoker) ReadRecords(ctx context.Context, goc *v1alpha1.GitOpsCluster, 
 		live, seen := ownerLive[owner]
 		if !seen {
 			var err error
-			if live, err = fleet.Live(ctx, v.Client, owner); err != nil {
+			if live, err = ownership.Live(ctx, v.Client, owner); err != nil {
 				return rec, err
 			}
 			ownerLive[owner] = live
@@ -384,7 +384,7 @@ func (v *Revoker) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsCluste
 		}
 		if len(unregistered) > 0 {
 			v.Event(goc, corev1.EventTypeWarning, "AgentRevoked", "RevokeAgent",
-				"revoked the agents of %s: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
+				"revoked the agents of %s: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", ownership.Summarize(unregistered), blocked, principalNS)
 		}
 	}
 	if err := v.requestRevocations(ctx, goc, principalNS, obs, rec); err != nil {
@@ -447,7 +447,7 @@ func (v *Revoker) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsClus
 	res.Pending -= len(unregistered)
 	if len(unregistered) > 0 {
 		v.Event(goc, corev1.EventTypeNormal, "AgentRevoked", "RevokeAgent",
-			"%s left the selection: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
+			"%s left the selection: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", ownership.Summarize(unregistered), blocked, principalNS)
 	}
 	// An approval covers the wave it approves: once all of it is revoked, it is taken back, so a
 	// later mass departure of the same count waits for a person again.
@@ -608,21 +608,21 @@ func (v *Revoker) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (
 	for i := range gocs.Items {
 		g := &gocs.Items[i]
 		if g.DeletionTimestamp.IsZero() {
-			k := fleet.PlacementKey(g.Namespace, g.Spec.PlacementRef.Name)
+			k := ownership.PlacementKey(g.Namespace, g.Spec.PlacementRef.Name)
 			byPlacement[k] = append(byPlacement[k], g)
 		}
 	}
 	owners := map[string]*v1alpha1.GitOpsCluster{}
-	own := fleet.PlacementKey(goc.Namespace, goc.Spec.PlacementRef.Name)
+	own := ownership.PlacementKey(goc.Namespace, goc.Spec.PlacementRef.Name)
 	ownPages, ownSelected := 0, sets.New[string]()
 	var list clusterv1beta1.PlacementDecisionList
 	for {
-		if err := reader.List(ctx, &list, client.HasLabels{fleet.PlacementLabel}, client.Limit(500), client.Continue(list.Continue)); err != nil {
+		if err := reader.List(ctx, &list, client.HasLabels{ownership.PlacementLabel}, client.Limit(500), client.Continue(list.Continue)); err != nil {
 			return nil, "", false, fmt.Errorf("listing PlacementDecisions: %w", err)
 		}
 		for i := range list.Items {
 			pd := &list.Items[i]
-			key := fleet.PlacementKey(pd.Namespace, pd.Labels[fleet.PlacementLabel])
+			key := ownership.PlacementKey(pd.Namespace, pd.Labels[ownership.PlacementLabel])
 			if key == own {
 				ownPages++
 				for _, d := range pd.Status.Decisions {
@@ -633,7 +633,7 @@ func (v *Revoker) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (
 			}
 			for _, g := range byPlacement[key] {
 				for _, d := range pd.Status.Decisions {
-					if o := owners[d.ClusterName]; o == nil || fleet.Less(g, o) {
+					if o := owners[d.ClusterName]; o == nil || ownership.Less(g, o) {
 						owners[d.ClusterName] = g
 					}
 				}
@@ -645,7 +645,7 @@ func (v *Revoker) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (
 	}
 	// The same rule as the cached read: pages that disagree with the Placement's own count are
 	// mid-rewrite.
-	if why := fleet.SelectionUnknown(pl, ownSelected, ownPages); why != "" {
+	if why := ownership.SelectionUnknown(pl, ownSelected, ownPages); why != "" {
 		return nil, why, ownPages == 0, nil
 	}
 	return owners, "", false, nil
@@ -809,7 +809,7 @@ func (v *Revoker) RevokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsClu
 	var leaving []string
 	var errs []error
 	for _, c := range sets.List(rec.clusters()) {
-		selectors, err := fleet.SelectorsOf(ctx, v.Client, c)
+		selectors, err := ownership.SelectorsOf(ctx, v.Client, c)
 		if err != nil {
 			return err
 		}
@@ -827,7 +827,7 @@ func (v *Revoker) RevokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsClu
 	unregistered, blocked, err := v.revokeClusters(ctx, store, rec, leaving, ledger.CauseDeparted, now, rec.forget)
 	if len(unregistered) > 0 {
 		v.Event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
-			"unregistered %s and blocked %d certificate(s) on the principal in %s", fleet.Summarize(unregistered), blocked, principalNS)
+			"unregistered %s and blocked %d certificate(s) on the principal in %s", ownership.Summarize(unregistered), blocked, principalNS)
 	}
 	if err != nil && len(unregistered) == len(leaving) && onlyForWantOfRoom(err) {
 		// Every agent is unregistered; only room in the blocklist is missing. The deletion

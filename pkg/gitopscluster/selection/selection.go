@@ -12,8 +12,8 @@ import (
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,12 +61,12 @@ func Observe(ctx context.Context, reader client.Reader, goc *v1alpha1.GitOpsClus
 		return nil, fmt.Errorf("reading Placement %s/%s: %w", goc.Namespace, goc.Spec.PlacementRef.Name, err)
 	}
 	obs.PlacementFound = true
-	selected, pages, err := fleet.SelectedClustersAndPages(ctx, reader, goc.Namespace, goc.Spec.PlacementRef.Name)
+	selected, pages, err := ownership.SelectedClustersAndPages(ctx, reader, goc.Namespace, goc.Spec.PlacementRef.Name)
 	if err != nil {
 		return nil, err
 	}
 	obs.Selected = selected
-	obs.TeardownBlocked = fleet.SelectionUnknown(pl, selected, pages)
+	obs.TeardownBlocked = ownership.SelectionUnknown(pl, selected, pages)
 	obs.Unseen = pages == 0 || !pl.DeletionTimestamp.IsZero()
 	// Ownership in one pass: every other live GitOpsCluster's selection is read once (from the
 	// cache), not looked up again for each selected cluster.
@@ -89,7 +89,7 @@ func Observe(ctx context.Context, reader client.Reader, goc *v1alpha1.GitOpsClus
 			if o.goc.Namespace != goc.Namespace || o.goc.Spec.PlacementRef.Name != goc.Spec.PlacementRef.Name {
 				otherNames = append(otherNames, o.goc.Namespace+"/"+o.goc.Name)
 			}
-			if fleet.Less(o.goc, goc) {
+			if ownership.Less(o.goc, goc) {
 				ownedByUs = false
 			}
 		}
@@ -122,17 +122,17 @@ func otherSelections(ctx context.Context, reader client.Reader, goc *v1alpha1.Gi
 		if (o.Namespace == goc.Namespace && o.Name == goc.Name) || !o.DeletionTimestamp.IsZero() {
 			continue
 		}
-		key := fleet.PlacementKey(o.Namespace, o.Spec.PlacementRef.Name)
+		key := ownership.PlacementKey(o.Namespace, o.Spec.PlacementRef.Name)
 		sel, ok := byPlacement[key]
 		if !ok {
 			var err error
-			if sel, err = fleet.SelectedClusters(ctx, reader, o.Namespace, o.Spec.PlacementRef.Name); err != nil {
+			if sel, err = ownership.SelectedClusters(ctx, reader, o.Namespace, o.Spec.PlacementRef.Name); err != nil {
 				return nil, err
 			}
 			byPlacement[key] = sel
 		}
 		out = append(out, selection{goc: o, selected: sel})
 	}
-	sort.Slice(out, func(i, j int) bool { return fleet.Less(out[i].goc, out[j].goc) })
+	sort.Slice(out, func(i, j int) bool { return ownership.Less(out[i].goc, out[j].goc) })
 	return out, nil
 }

@@ -26,7 +26,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownwrites"
 )
 
@@ -126,7 +126,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, reg *v1alpha1.ArgoCDCl
 		}
 		return metav1.Condition{}, 0, 0, err
 	}
-	selected, pages, err := fleet.SelectedClustersAndPages(ctx, r.Client, reg.Namespace, pl.Name)
+	selected, pages, err := ownership.SelectedClustersAndPages(ctx, r.Client, reg.Namespace, pl.Name)
 	if err != nil {
 		return metav1.Condition{}, 0, 0, err
 	}
@@ -135,7 +135,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, reg *v1alpha1.ArgoCDCl
 		return metav1.Condition{}, 0, 0, err
 	}
 	count += int32(out.created)
-	unknown := fleet.SelectionUnknown(pl, selected, pages)
+	unknown := ownership.SelectionUnknown(pl, selected, pages)
 	var recheck time.Duration
 	if unknown == "" {
 		removed, errs, err := r.removeDepartures(ctx, reg, pl, selected, owned, &out)
@@ -253,7 +253,7 @@ func (r *Reconciler) removeDepartures(ctx context.Context, reg *v1alpha1.ArgoCDC
 			out.kept = append(out.kept, kept{cluster: cluster, until: until})
 			continue
 		}
-		still, err := fleet.SelectsLive(ctx, r.Client, r.APIReader, reg.Namespace, pl.Name, cluster)
+		still, err := ownership.SelectsLive(ctx, r.Client, r.APIReader, reg.Namespace, pl.Name, cluster)
 		if err != nil {
 			return removed, errs, err
 		}

@@ -22,8 +22,8 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/recorder"
 )
 
@@ -51,7 +51,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string, gr
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &v1alpha1.ArgoCDClusterRegistration{}, IndexPlacement, func(o client.Object) []string {
 		reg := o.(*v1alpha1.ArgoCDClusterRegistration)
-		return []string{fleet.PlacementKey(reg.Namespace, reg.Spec.PlacementRef.Name)}
+		return []string{ownership.PlacementKey(reg.Namespace, reg.Spec.PlacementRef.Name)}
 	}); err != nil {
 		return fmt.Errorf("indexing ArgoCDClusterRegistrations: %w", err)
 	}
@@ -64,11 +64,11 @@ func Setup(ctx context.Context, mgr ctrl.Manager, managedNamespaces []string, gr
 			return r.forPlacement(ctx, o.GetNamespace(), o.GetName())
 		})).
 		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			if p := o.GetLabels()[fleet.PlacementLabel]; p != "" {
+			if p := o.GetLabels()[ownership.PlacementLabel]; p != "" {
 				return r.forPlacement(ctx, o.GetNamespace(), p)
 			}
 			return nil
-		}), builder.WithPredicates(fleet.DecisionsChanged())).
+		}), builder.WithPredicates(ownership.DecisionsChanged())).
 		// A selected cluster registered on the hub after the Placement chose it.
 		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forCluster), builder.WithPredicates(createOrDelete())).
 		// An outage beginning or ending on a cluster that has secrets: one kept through it may
@@ -94,7 +94,7 @@ func registeredCluster(o client.Object) string {
 
 func (r *Reconciler) forPlacement(ctx context.Context, ns, placement string) []reconcile.Request {
 	var list v1alpha1.ArgoCDClusterRegistrationList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexPlacement: fleet.PlacementKey(ns, placement)}); err != nil {
+	if err := r.Client.List(ctx, &list, client.MatchingFields{IndexPlacement: ownership.PlacementKey(ns, placement)}); err != nil {
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(list.Items))
@@ -110,13 +110,13 @@ func (r *Reconciler) forCluster(ctx context.Context, o client.Object) []reconcil
 	// Only the namespace and labels are read: the cache's own objects, not copies of every
 	// decision page naming the cluster (this runs for every ManagedCluster event of a fleet).
 	var pds clusterv1beta1.PlacementDecisionList
-	if err := r.Client.List(ctx, &pds, client.MatchingFields{fleet.IndexDecisionClusters: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, &pds, client.MatchingFields{ownership.IndexDecisionClusters: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	seen := sets.New[types.NamespacedName]()
 	var out []reconcile.Request
 	for i := range pds.Items {
-		p := pds.Items[i].Labels[fleet.PlacementLabel]
+		p := pds.Items[i].Labels[ownership.PlacementLabel]
 		if p == "" {
 			continue
 		}

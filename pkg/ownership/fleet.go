@@ -1,7 +1,7 @@
-// Package fleet answers which managed clusters a GitOpsCluster selects, and which GitOpsCluster
+// Package ownership answers which managed clusters a GitOpsCluster selects, and which GitOpsCluster
 // owns a cluster when several select it. The reconciler and the signer share these answers so
 // that they never disagree about who may do what for a cluster.
-package fleet
+package ownership
 
 import (
 	"context"

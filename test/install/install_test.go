@@ -8,10 +8,14 @@ package install
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,7 +35,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/cmd"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -216,8 +219,8 @@ func apply(t *testing.T, c client.Client, u *unstructured.Unstructured) {
 	}
 }
 
-// runChartManager runs the manager the chart installed, in this process: the arguments of the
-// chart's Deployment, authenticated with a token of the chart's ServiceAccount (so the chart's
+// runChartManager runs the manager the chart installed, as a process of the project's binary:
+// the arguments of the chart's Deployment, authenticated with a token of the chart's ServiceAccount (so the chart's
 // RBAC is all it has), its ports moved off the chart's to free ones. It stops with the test.
 func runChartManager(t *testing.T, env *testenv.Env, namespace, deployment string) {
 	t.Helper()
@@ -250,17 +253,43 @@ func runChartManager(t *testing.T, env *testenv.Env, namespace, deployment strin
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		t.Fatal(err)
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	root := cmd.NewRootCommand()
-	root.SetArgs(append(args, "--kubeconfig="+path, "--metrics-bind-address=0", "--health-probe-bind-address="+freeAddr(t)))
-	go func() { done <- root.ExecuteContext(mctx) }()
+	bin := managerBinary(t)
+	proc := exec.Command(bin, append(args, "--kubeconfig="+path, "--metrics-bind-address=0", "--health-probe-bind-address="+freeAddr(t))...)
+	proc.Stdout, proc.Stderr = io.Discard, io.Discard
+	if testing.Verbose() {
+		proc.Stdout, proc.Stderr = os.Stderr, os.Stderr
+	}
+	if err := proc.Start(); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
+		_ = proc.Process.Signal(syscall.SIGTERM)
+		_ = proc.Wait()
 	})
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// managerBinary builds the project's binary once for the package; the manager runs as its own
+// process, as in the chart's pod.
+func managerBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "install-test-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin, buildErr = testenv.BuildManager(dir)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
 }
 
 func freeAddr(t *testing.T) string {
@@ -294,4 +323,12 @@ func argValue(args []string, name string) string {
 		}
 	}
 	return ""
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if builtBin != "" {
+		_ = os.RemoveAll(filepath.Dir(builtBin))
+	}
+	os.Exit(code)
 }

@@ -52,6 +52,7 @@ var otherPrograms = map[string][]owner{
 	"create-namespace":    {helmKubectl},
 	"set":                 {helmKubectl},
 	"overwrite":           {helmKubectl},
+	"type":                {helmKubectl},
 	"clusterrole":         {helmKubectl},
 	"group":               {helmKubectl},
 	"include-crds":        {{what: "helm template"}},
@@ -85,6 +86,10 @@ var otherPrograms = map[string][]owner{
 	"admin":              {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"manager-log":        {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"manager-log-level":  {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"runs":               {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"memory-limit":       {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"direct":             {{what: "the components benchmark", goMain: "test/bench/components"}},
+	"results":            {{what: "the benchmarks", goMain: "test/bench/internal/benchkit"}},
 }
 
 // flagToken is a --flag as written in code: two dashes, then a lower-case name.

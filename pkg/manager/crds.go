@@ -20,6 +20,7 @@ var projectKinds = map[string]string{
 	"GitOpsCluster":             "gitopsclusters",
 	"ArgoCDClusterRegistration": "argocdclusterregistrations",
 	"AgentRevocation":           "agentrevocations",
+	reportKind:                  "multiclusterapplicationsetreports",
 }
 
 // upgradeHint says how to bring the CRDs up to date: Helm installs a chart's CRDs only on a
@@ -32,12 +33,23 @@ const foreignHint = "argocd-pull-integration (v1alpha1) and Red Hat ACM's multic
 	"gitopsclusters.apps.open-cluster-management.io too; only one of them can be installed on a hub (docs/install.md, " +
 	"\"A hub with another GitOpsCluster CRD\")"
 
+// reportKind is the pull model's report. Its CRD carries the revision annotation since
+// revision 3; an older install of the chart left it without one, so an unmarked CRD of that
+// name is reported rather than refused (Red Hat ACM's multicloud-integrations defines the same
+// name).
+const reportKind = "MulticlusterApplicationSetReport"
+
 // CheckCRDs returns an error when one of the project's kinds is not served by this project's
 // CRD (none at all, or one of another project of the same name: the manager never runs against
 // a foreign schema), and warnings for CRDs whose revision is older than this build needs
-// (AnnotationCRDRevision), or that cannot be read.
-func CheckCRDs(ctx context.Context, mapper meta.RESTMapper, reader client.Reader) (warnings []string, err error) {
-	for _, kind := range []string{"GitOpsCluster", "ArgoCDClusterRegistration", "AgentRevocation"} {
+// (AnnotationCRDRevision), or that cannot be read. With pullModel, the pull model's report
+// kind is checked too.
+func CheckCRDs(ctx context.Context, mapper meta.RESTMapper, reader client.Reader, pullModel bool) (warnings []string, err error) {
+	kinds := []string{"GitOpsCluster", "ArgoCDClusterRegistration", "AgentRevocation"}
+	if pullModel {
+		kinds = append(kinds, reportKind)
+	}
+	for _, kind := range kinds {
 		plural := projectKinds[kind]
 		name := plural + "." + v1alpha1.GroupVersion.Group
 		crd := &unstructured.Unstructured{}
@@ -45,9 +57,14 @@ func CheckCRDs(ctx context.Context, mapper meta.RESTMapper, reader client.Reader
 		readErr := reader.Get(ctx, types.NamespacedName{Name: name}, crd)
 		if readErr == nil {
 			rev, marked := crd.GetAnnotations()[v1alpha1.AnnotationCRDRevision]
-			if !marked || !servesVersion(crd, v1alpha1.GroupVersion.Version) {
+			if !servesVersion(crd, v1alpha1.GroupVersion.Version) || (!marked && kind != reportKind) {
 				return nil, fmt.Errorf("CRD %s is not this project's (it carries no %s annotation or does not serve %s): the manager will not run against another schema; %s",
 					name, v1alpha1.AnnotationCRDRevision, v1alpha1.GroupVersion.Version, foreignHint)
+			}
+			if !marked {
+				warnings = append(warnings, fmt.Sprintf("CRD %s carries no %s annotation: it is an older install's, or Red Hat ACM's of the same name; the pull model writes its reports with this project's schema; %s",
+					name, v1alpha1.AnnotationCRDRevision, upgradeHint))
+				rev = strconv.Itoa(v1alpha1.CRDRevision)
 			}
 			if n, _ := strconv.Atoi(rev); n < v1alpha1.CRDRevision {
 				warnings = append(warnings, fmt.Sprintf("CRD %s is at revision %s, older than the %d this manager needs: new fields and validation are missing; %s",

@@ -2,6 +2,8 @@ package manager_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -29,7 +32,7 @@ func TestCRDsOlderThanTheManagerAreReported(t *testing.T) {
 	check := func() ([]string, error) {
 		t.Helper()
 		mapper := freshMapper(t, env.Config)
-		return manager.CheckCRDs(ctx, mapper, env.Client)
+		return manager.CheckCRDs(ctx, mapper, env.Client, true)
 	}
 	if warnings, err := check(); err != nil || len(warnings) > 0 {
 		t.Fatalf("the CRDs of this build: warnings %q, error %v", warnings, err)
@@ -103,7 +106,7 @@ func TestAnotherProjectsGitOpsClusterCRDStopsTheManager(t *testing.T) {
 	if err := env.Client.Patch(ctx, crd, patch); err != nil {
 		t.Fatal(err)
 	}
-	_, err := manager.CheckCRDs(ctx, freshMapper(t, env.Config), env.Client)
+	_, err := manager.CheckCRDs(ctx, freshMapper(t, env.Config), env.Client, true)
 	foreign(t, err)
 
 	// ACM's: v1beta1 only.
@@ -130,6 +133,49 @@ func TestAnotherProjectsGitOpsClusterCRDStopsTheManager(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	_, err = manager.CheckCRDs(ctx, freshMapper(t, env.Config), env.Client)
+	_, err = manager.CheckCRDs(ctx, freshMapper(t, env.Config), env.Client, true)
 	foreign(t, err)
+}
+
+// TestReportCRDJoinsTheChecks: with the pull model on, the MulticlusterApplicationSetReport CRD
+// is checked as the project's others are: one of an older install (no revision annotation) is a
+// warning that says how to update it, one that does not serve v1alpha1 stops the manager, and a
+// missing one stops it too; with the pull model off, it is not looked at.
+func TestReportCRDJoinsTheChecks(t *testing.T) {
+	env := testenv.StartForTest(t, testenv.Options{WithoutOCM: true})
+	ctx := context.Background()
+	const name = "multiclusterapplicationsetreports.apps.open-cluster-management.io"
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := env.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
+		t.Fatal(err)
+	}
+	if crd.Annotations[v1alpha1.AnnotationCRDRevision] != strconv.Itoa(v1alpha1.CRDRevision) {
+		t.Fatalf("the report CRD of this build is at revision %q, want %d", crd.Annotations[v1alpha1.AnnotationCRDRevision], v1alpha1.CRDRevision)
+	}
+	patch := client.MergeFrom(crd.DeepCopy())
+	delete(crd.Annotations, v1alpha1.AnnotationCRDRevision)
+	if err := env.Client.Patch(ctx, crd, patch); err != nil {
+		t.Fatal(err)
+	}
+	warnings, err := manager.CheckCRDs(ctx, freshMapper(t, env.Config), env.Client, true)
+	if err != nil || len(warnings) != 1 || !strings.Contains(warnings[0], name) || !strings.Contains(warnings[0], "kubectl apply") {
+		t.Fatalf("an unmarked report CRD: warnings %q, error %v", warnings, err)
+	}
+	if warnings, err := manager.CheckCRDs(ctx, freshMapper(t, env.Config), env.Client, false); err != nil || len(warnings) != 0 {
+		t.Fatalf("the pull model off: warnings %q, error %v", warnings, err)
+	}
+
+	if err := env.Client.Delete(ctx, crd); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, "a missing report CRD stops the manager", 30*time.Second, func() error {
+		_, err := manager.CheckCRDs(ctx, freshMapper(t, env.Config), env.Client, true)
+		if err == nil || !strings.Contains(err.Error(), "MulticlusterApplicationSetReport") {
+			return fmt.Errorf("error %v", err)
+		}
+		return nil
+	})
+	if _, err := manager.CheckCRDs(ctx, freshMapper(t, env.Config), env.Client, false); err != nil {
+		t.Fatalf("the pull model off, no report CRD: %v", err)
+	}
 }

@@ -439,7 +439,7 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	warnings, err := CheckCRDs(ctx, mgr.GetRESTMapper(), mgr.GetAPIReader())
+	warnings, err := CheckCRDs(ctx, mgr.GetRESTMapper(), mgr.GetAPIReader(), opts.PullModel.Enabled)
 	if err != nil {
 		return err
 	}

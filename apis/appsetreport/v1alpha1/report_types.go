@@ -10,6 +10,7 @@ import (
 // status feedback only.
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Namespaced,shortName=appsetreport;appsetreports
+// +kubebuilder:metadata:annotations="argocd-agent-addon.open-cluster-management.io/crd-revision=3"
 // +kubebuilder:printcolumn:name="Clusters",type=string,JSONPath=`.statuses.summary.clusters`
 // +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.statuses.summary.synced`
 // +kubebuilder:printcolumn:name="Healthy",type=string,JSONPath=`.statuses.summary.healthy`

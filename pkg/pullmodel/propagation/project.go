@@ -203,10 +203,17 @@ func (p *projectReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return ctrl.Result{}, nil
 		}
 		// The cache may not have seen an Application that needs it yet (created or moved to
-		// the project just now): the API server confirms before the ManifestWork goes.
-		needed, err := p.neededLive(ctx, cluster, name)
+		// the project just now): the API server confirms before the ManifestWork goes. A hub
+		// AppProject that is gone has nothing left to deliver, whoever still names it.
+		gone, err := p.projectGone(ctx, name)
 		if err != nil {
 			return ctrl.Result{}, err
+		}
+		needed := false
+		if !gone {
+			if needed, err = p.neededLive(ctx, cluster, name); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 		if needed {
 			// Its events wake this key; this is in case one is missed.
@@ -272,6 +279,23 @@ func (p *projectReconciler) desired(ctx context.Context, cluster, name string) (
 		}
 	}
 	return nil, nil
+}
+
+// projectGone reports whether the hub has no AppProject name, as the API server says (the
+// cache may not have seen a new one yet).
+func (p *projectReconciler) projectGone(ctx context.Context, name string) (bool, error) {
+	r := p.r
+	key := client.ObjectKey{Namespace: r.Policy.ArgoCDNamespace, Name: name}
+	if err := r.Cache.Get(ctx, key, NewAppProject()); !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	live := &metav1.PartialObjectMetadata{}
+	live.SetGroupVersionKind(pullmodel.AppProjectGVK)
+	err := r.APIReader.Get(ctx, key, live)
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
 }
 
 // liveListPage is the page size of the live reads that confirm a project ManifestWork's

@@ -2,6 +2,7 @@ package propagation_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -151,5 +152,56 @@ func TestProjectWorkKeptForAnApplicationTheCacheHasNotSeen(t *testing.T) {
 	}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(pw), live); !apierrors.IsNotFound(err) && (err != nil || live.DeletionTimestamp == nil) {
 		t.Errorf("the project's ManifestWork once no Application needs it: %v; want it deleted", err)
+	}
+
+	// The hub AppProject deleted while an Application still names it: there is nothing left
+	// to deliver. The ManifestWork goes (the cluster keeps its copy, orphaned) and the key is
+	// not polled while the Application stays.
+	poll.Until(t, "the project's ManifestWork gone", 10*time.Second, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(pw), &workv1.ManifestWork{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v)", err)
+		}
+		return nil
+	})
+	pw.ResourceVersion = ""
+	if err := c.Create(ctx, pw); err != nil {
+		t.Fatal(err)
+	}
+	app.SetResourceVersion("")
+	app.SetName("stays")
+	if err := c.Create(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	// And its ManifestWork, delivering it under the project.
+	aw, err := propagation.Build(propagation.Input{App: app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aw.Annotations[seal.Annotation] = sealer.Sign(propagation.SealFields(aw))
+	if err := c.Create(ctx, aw); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, appProject(project)); err != nil {
+		t.Fatal(err)
+	}
+	r.Cache = informers
+	poll.Until(t, "the cache without the AppProject and with the Application", 10*time.Second, func() error {
+		if err := informers.Get(ctx, client.ObjectKey{Namespace: argoNS, Name: project}, propagation.NewAppProject()); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("AppProject: %v", err)
+		}
+		if err := informers.Get(ctx, client.ObjectKeyFromObject(aw), &workv1.ManifestWork{}); err != nil {
+			return err
+		}
+		return informers.Get(ctx, client.ObjectKeyFromObject(app), pullmodel.NewApplication())
+	})
+	res, err := r.ReconcileProjectWork(ctx, cluster, project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter != 0 {
+		t.Errorf("a pass over a deleted AppProject's ManifestWork asks to come back after %s: it would poll for as long as the Application stays", res.RequeueAfter)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pw), live); !apierrors.IsNotFound(err) && (err != nil || live.DeletionTimestamp == nil) {
+		t.Errorf("the ManifestWork of a deleted AppProject: %v; want it deleted", err)
 	}
 }

@@ -72,6 +72,11 @@ func (r release) check() error {
 	if err != nil {
 		return fmt.Errorf("IMAGE %q: %w", r.Image, err)
 	}
+	// The packaged chart's default image is this one: without a registry it would name Docker
+	// Hub's library namespace, where no release is pushed.
+	if _, err := name.NewTag(r.Image, name.StrictValidation); err != nil {
+		return fmt.Errorf("IMAGE %s names no registry: a release is pushed where clusters pull it (IMAGE=registry.example.com/gitops/argocd-agent-addon:%s)", r.Image, r.Version)
+	}
 	if ref.TagStr() != r.Version {
 		return fmt.Errorf("IMAGE %s is tagged %q, not the version %s: leave the tag to the release (IMAGE=%s:%s)", r.Image, ref.TagStr(), r.Version, ref.Context(), r.Version)
 	}

@@ -74,6 +74,11 @@ func TestReleaseRefuses(t *testing.T) {
 		}
 	}
 	r := ok
+	r.Image = "argocd-agent-addon:v1.2.3"
+	if err := r.check(); err == nil || !strings.Contains(err.Error(), "names no registry") {
+		t.Errorf("an image without a registry (make's default IMAGE): %v", err)
+	}
+	r = ok
 	r.Image = "registry.example.com/gitops/argocd-agent-addon:latest"
 	if err := r.check(); err == nil || !strings.Contains(err.Error(), "not the version") {
 		t.Errorf("an image tag other than the version: %v", err)

@@ -58,8 +58,12 @@ func CheckCRDs(ctx context.Context, mapper meta.RESTMapper, reader client.Reader
 		if readErr == nil {
 			rev, marked := crd.GetAnnotations()[v1alpha1.AnnotationCRDRevision]
 			if !servesVersion(crd, v1alpha1.GroupVersion.Version) || (!marked && kind != reportKind) {
+				hint := foreignHint
+				if kind == reportKind {
+					hint = "Red Hat ACM's multicloud-integrations defines it too; the pull model needs this project's, " + upgradeHint
+				}
 				return nil, fmt.Errorf("CRD %s is not this project's (it carries no %s annotation or does not serve %s): the manager will not run against another schema; %s",
-					name, v1alpha1.AnnotationCRDRevision, v1alpha1.GroupVersion.Version, foreignHint)
+					name, v1alpha1.AnnotationCRDRevision, v1alpha1.GroupVersion.Version, hint)
 			}
 			if !marked {
 				warnings = append(warnings, fmt.Sprintf("CRD %s carries no %s annotation: it is an older install's, or Red Hat ACM's of the same name; the pull model writes its reports with this project's schema; %s",

@@ -165,6 +165,19 @@ func TestReportCRDJoinsTheChecks(t *testing.T) {
 		t.Fatalf("the pull model off: warnings %q, error %v", warnings, err)
 	}
 
+	// One that serves another version only is another project's schema.
+	if err := env.Client.Get(ctx, types.NamespacedName{Name: name}, crd); err != nil {
+		t.Fatal(err)
+	}
+	patch = client.MergeFrom(crd.DeepCopy())
+	crd.Spec.Versions[0].Served = false
+	if err := env.Client.Patch(ctx, crd, patch); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := manager.CheckCRDs(ctx, freshMapper(t, env.Config), env.Client, true); err == nil || !strings.Contains(err.Error(), "not this project's") || !strings.Contains(err.Error(), "Red Hat ACM") {
+		t.Fatalf("a report CRD that does not serve v1alpha1: %v", err)
+	}
+
 	if err := env.Client.Delete(ctx, crd); err != nil {
 		t.Fatal(err)
 	}

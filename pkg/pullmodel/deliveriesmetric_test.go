@@ -147,7 +147,7 @@ func TestDeliveriesCountWritesNotPasses(t *testing.T) {
 		if err := k8s.Patch(context.Background(), binding, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "passes over the namespace's Applications", 10*time.Second, func(context.Context) (bool, string) {
+		eventually(t, "passes over the namespace's Applications", 30*time.Second, func(context.Context) (bool, string) {
 			n := counter(t, "controller_runtime_reconcile_total", passesOf) - before
 			return n >= 2, fmt.Sprint(n, " passes")
 		})
@@ -157,14 +157,14 @@ func TestDeliveriesCountWritesNotPasses(t *testing.T) {
 	if err := k8s.Patch(context.Background(), app, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"source":{"targetRevision":"v2"}}}`))); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the new revision in the ManifestWork", 10*time.Second, func(context.Context) (bool, string) {
+	eventually(t, "the new revision in the ManifestWork", 30*time.Second, func(context.Context) (bool, string) {
 		rev, _, _ := unstructured.NestedString(payload(t, waitWork(t, app, cluster)).Object, "spec", "source", "targetRevision")
 		return rev == "v2", rev
 	})
 	waitQuiet(t)
 
 	var d, r, p float64
-	eventually(t, "every ManifestWork write counted once", 10*time.Second, func(context.Context) (bool, string) {
+	eventually(t, "every ManifestWork write counted once", 30*time.Second, func(context.Context) (bool, string) {
 		d = counter(t, propagation.MetricDeliveries, delivered) - d0
 		return int(d) == writes.count(), fmt.Sprintf("deliveries +%v, Applications' ManifestWork writes %d", d, writes.count())
 	})

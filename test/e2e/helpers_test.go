@@ -60,7 +60,7 @@ func (s *suite) hint() string {
 func (s *suite) eventually(t *testing.T, what string, timeout time.Duration, cond func(ctx context.Context) (bool, string)) time.Duration {
 	t.Helper()
 	start := time.Now()
-	if err := (poll.Waiter{Every: 200 * time.Millisecond, Guard: s.f.Err}).Wait(context.Background(), timeout, cond); err != nil {
+	if err := (poll.Waiter{Every: 200 * time.Millisecond, Guard: s.f.Err, CheckTimeout: 10 * time.Second}).Wait(context.Background(), timeout, cond); err != nil {
 		t.Fatalf("waiting for %s: %v\n%s", what, err, s.hint())
 	}
 	took := time.Since(start)

@@ -47,6 +47,9 @@ type Waiter struct {
 	// Guard, when set, is checked before each check of the condition: its error ends the
 	// wait at once (a process the condition depends on has died).
 	Guard func() error
+	// CheckTimeout, when set, bounds each check of the condition, so that one call that hangs
+	// (to a frozen cluster) is retried instead of taking the whole wait.
+	CheckTimeout time.Duration
 }
 
 // Wait is the package's Wait, checking as w says.
@@ -64,7 +67,7 @@ func (w Waiter) Wait(ctx context.Context, timeout time.Duration, cond func(ctx c
 				return fmt.Errorf("stopped waiting: %w", err)
 			}
 		}
-		ok, state := cond(ctx)
+		ok, state := w.check(ctx, cond)
 		if ok {
 			return nil
 		}
@@ -77,6 +80,16 @@ func (w Waiter) Wait(ctx context.Context, timeout time.Duration, cond func(ctx c
 		case <-time.After(every):
 		}
 	}
+}
+
+// check runs cond once, within CheckTimeout when it is set.
+func (w Waiter) check(ctx context.Context, cond func(ctx context.Context) (bool, string)) (bool, string) {
+	if w.CheckTimeout == 0 {
+		return cond(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.CheckTimeout)
+	defer cancel()
+	return cond(ctx)
 }
 
 // State turns a condition that returns an error into one Wait takes: the error, when there is

@@ -33,6 +33,9 @@ type Images struct {
 	Manager, ArgoCD, Redis, Hello, Agent string
 	// ManagerTag is the project image's tag in the fleet's registry.
 	ManagerTag string
+	// ManagerBinary is the project's static binary the image holds: it also runs on this
+	// machine, for the commands a person runs, without a second build of the project.
+	ManagerBinary string
 }
 
 // Tags names each image as the manifests that run it do once spoke.imageRegistry is the
@@ -142,6 +145,7 @@ func StartBuild(ctx context.Context, dir, managerTag string, logf func(string, .
 		if err := node.BuildStatic(root, "./cmd/argocd-agent-addon", bin); err != nil {
 			return err
 		}
+		b.set.ManagerBinary = bin
 		b.set.Manager = filepath.Join(dir, "manager.tar")
 		cmd := exec.CommandContext(ctx, "go", "run", "./hack/image", "--binary", bin, "--out", filepath.Join(dir, "oci"), "--tar", b.set.Manager, "--tag", "localhost/argocd-agent-addon:"+managerTag)
 		cmd.Dir = root

@@ -114,18 +114,12 @@ argocd-binaries: ## Build or locate Argo CD (one binary for every component) and
 # and the fleet's own real-node tests on real nodes).
 E2E_PACKAGES := ./test/e2e/ ./test/fleet/
 
-# The lint runs beside the tests, at a lower priority: it reads the tree and needs the CPU
-# only while the tests leave some (the suite ends waiting on the e2e fleets); its output comes
-# after theirs. The generated-files check rewrites files, so it runs before anything compiles.
 .PHONY: test
-test: verify ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
-	mkdir -p $(BIN); nice -n 10 $(MAKE) --no-print-directory lint >$(BIN)/lint.log 2>&1 & lint=$$!; \
+test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
 	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
 	before="$$(hack/leftovers.sh list)"; \
 	rc=0; go test $(GO_TEST_FLAGS) -p $(TEST_PACKAGES_AT_ONCE) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh) || rc=$$?; \
-	hack/leftovers.sh check "$$before" || rc=1; \
-	lintrc=0; wait $$lint || lintrc=$$?; cat $(BIN)/lint.log; \
-	if [[ $$lintrc != 0 ]]; then echo "make lint failed (exit $$lintrc)"; rc=1; fi; exit $$rc
+	hack/leftovers.sh check "$$before" || rc=1; exit $$rc
 
 # The test binaries: built once per machine into the shared cache, then only looked up. The
 # four scripts run at once (each builds alone under its own lock). The real nodes' Debian

@@ -9,17 +9,17 @@
 //     service-account and root-CA publisher controllers), OCM's hub CRDs (from the
 //     open-cluster-management.io/api module this repository requires), namespace
 //     open-cluster-management-hub, OCM's bootstrap ClusterRole, and the OCM v1.2.1 hub
-//     controllers: `registration controller` (auto-approves the bootstrap identity's CSRs and
-//     accepts its clusters: --feature-gates=ManagedClusterAutoApproval=true
-//     --auto-approved-csr-users=fleet-bootstrap), `placement controller`, `addon manager`
+//     controllers: `registration controller`, `placement controller`, `addon manager`
 //     (renders AddOnTemplates into ManifestWorks, approves and signs addon CSRs);
 //   - each managed cluster (default cluster1, cluster2): its own etcd, kube-apiserver,
 //     kube-controller-manager and CA, the klusterlet CRDs (ClusterClaim, AppliedManifestWork),
 //     namespaces open-cluster-management-agent and open-cluster-management-agent-addon, and one
 //     `registration-operator agent` process (registration and work agents in one process, as a
 //     Singleton klusterlet) joined through a bootstrap kubeconfig;
-//   - then every ManagedCluster is labelled into the ManagedClusterSet Options.ClusterSet
-//     (default "fleet"), which is bound to Options.BindingNamespace.
+//   - then the fleet accepts each cluster as `clusteradm accept` does, once its agent has
+//     created the ManagedCluster (its bootstrap CSRs approved, hubAcceptsClient set), and
+//     labels it into the ManagedClusterSet Options.ClusterSet (default "fleet"), which is
+//     bound to Options.BindingNamespace.
 //
 // On request, on a fleet with real nodes, Argo CD too: Fleet.StartArgoCD installs Argo CD v3.6
 // on the hub or a managed cluster from the release's install.yaml (its ConfigMaps with the

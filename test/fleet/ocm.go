@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -36,8 +37,8 @@ const (
 	// AgentNamespace and AddonNamespace must exist on a managed cluster before its agent starts.
 	AgentNamespace = "open-cluster-management-agent"
 	AddonNamespace = "open-cluster-management-agent-addon"
-	// BootstrapUser is the hub identity in every cluster's bootstrap kubeconfig; the
-	// registration controller auto-approves its CSRs and accepts its clusters.
+	// BootstrapUser is the hub identity in every cluster's bootstrap kubeconfig; the fleet
+	// accepts the clusters it registers as `clusteradm accept` does.
 	BootstrapUser  = "fleet-bootstrap"
 	bootstrapGroup = "system:bootstrappers:managedcluster"
 )
@@ -213,13 +214,6 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 	if err := f.installHubRBAC(ctx); err != nil {
 		return err
 	}
-	hubArgs := map[string][]string{
-		"registration-controller": {"controller",
-			"--feature-gates=ManagedClusterAutoApproval=true",
-			"--auto-approved-csr-users=" + BootstrapUser},
-		"placement-controller": {"controller"},
-		"addon-manager":        {"manager"},
-	}
 	for _, p := range hubComponents {
 		kubeconfig, _, err := f.hub.userKubeconfig(p.name, ServiceAccountUser(HubNamespace, p.serviceAccount), ServiceAccountGroups(HubNamespace))
 		if err != nil {
@@ -229,7 +223,7 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		args := append(hubArgs[p.name],
+		args := append(slices.Clone(hubControllerArgs[p.name]),
 			"--kubeconfig="+kubeconfig,
 			"--namespace="+HubNamespace,
 			"--listen=127.0.0.1:"+strconv.Itoa(port),
@@ -246,6 +240,16 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 	}
 	f.logf("hub: OCM controllers started")
 	return nil
+}
+
+// hubControllerArgs are the OCM hub controllers' own flags. No auto-approval: OCM's approves a
+// bootstrap CSR without waiting for the cluster's ManagedCluster, and an agent whose
+// certificate arrives before its ManagedCluster was created stops creating it and never joins;
+// the fleet accepts its clusters itself (acceptCluster).
+var hubControllerArgs = map[string][]string{
+	"registration-controller": {"controller"},
+	"placement-controller":    {"controller"},
+	"addon-manager":           {"manager"},
 }
 
 // joinSpoke prepares a managed cluster (CRDs, agent namespaces, bootstrap kubeconfig) and starts
@@ -319,39 +323,8 @@ func (f *Fleet) acceptAndBind(ctx context.Context) error {
 	c := f.hubClient
 	set := f.opts.ClusterSet
 	for _, name := range f.opts.Clusters {
-		var seen time.Time
 		if err := f.poll(ctx, "ManagedCluster "+name+" to register", f.opts.StartTimeout, func(ctx context.Context) (bool, error) {
-			mc := &clusterv1.ManagedCluster{}
-			if err := c.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
-				return false, client.IgnoreNotFound(err)
-			}
-			if seen.IsZero() {
-				seen = time.Now()
-			}
-			// Auto-approval accepts new clusters within a second or two; accept explicitly
-			// (as `clusteradm accept` would) only if it has not after a while.
-			if !mc.Spec.HubAcceptsClient && time.Since(seen) < 20*time.Second {
-				return false, nil
-			}
-			if !mc.Spec.HubAcceptsClient {
-				f.logf("%s: not auto-accepted after 20s; setting hubAcceptsClient", name)
-				patch := client.MergeFrom(mc.DeepCopy())
-				mc.Spec.HubAcceptsClient = true
-				if err := c.Patch(ctx, mc, patch); err != nil {
-					return false, err
-				}
-			}
-			if mc.Labels[clusterv1beta2.ClusterSetLabel] != set {
-				patch := client.MergeFrom(mc.DeepCopy())
-				if mc.Labels == nil {
-					mc.Labels = map[string]string{}
-				}
-				mc.Labels[clusterv1beta2.ClusterSetLabel] = set
-				if err := c.Patch(ctx, mc, patch); err != nil {
-					return false, err
-				}
-			}
-			return true, nil
+			return acceptCluster(ctx, c, name, set)
 		}); err != nil {
 			return err
 		}

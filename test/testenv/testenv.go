@@ -108,6 +108,10 @@ func CertManagerCRDDir() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// startStopTimeout bounds each of the test API server's processes (etcd, kube-apiserver) in
+// starting and stopping.
+const startStopTimeout = 2 * time.Minute
+
 var (
 	argoOnce sync.Once
 	argoDir  string
@@ -198,6 +202,10 @@ func Start(opts Options) (*Env, error) {
 		// envtest waits 10 s by default for installed CRDs to be served; Argo CD's are large,
 		// and a machine busy with other builds needs longer.
 		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: time.Minute},
+		// envtest allows each process 20 s to start and stop; beside the suite's fleets (a
+		// load of 20 and more on two cores) an API server's post-start hooks take longer.
+		ControlPlaneStartTimeout: startStopTimeout,
+		ControlPlaneStopTimeout:  startStopTimeout,
 	}
 	api := env.ControlPlane.GetAPIServer()
 	if opts.APIServerAddress != "" {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chartutil"
@@ -129,12 +128,9 @@ func TestPlacementGeneratorRBACOnARealAPIServer(t *testing.T) {
 		}
 		return sar.Status.Allowed
 	}
-	// The API server's RBAC authorizer sees new Roles through an informer: give it a moment.
-	for deadline := time.Now().Add(15 * time.Second); !can("gitops", "list") || !can("gitops", "watch"); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the ApplicationSet controller cannot list PlacementDecisions in the Argo CD namespace")
-		}
-	}
+	untilAuthorized(t, "the ApplicationSet controller to list and watch PlacementDecisions in the Argo CD namespace", func() bool {
+		return can("gitops", "list") && can("gitops", "watch")
+	})
 	if can("elsewhere", "list") || can("gitops", "update") {
 		t.Error("the ApplicationSet controller got more than reading PlacementDecisions in the Argo CD namespace")
 	}

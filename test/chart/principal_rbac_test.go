@@ -131,16 +131,11 @@ func TestPrincipalRBACOnARealAPIServer(t *testing.T) {
 		}
 		return sar.Status.Allowed, sar.Status.Reason
 	}
-	// The API server's RBAC authorizer sees new Roles through an informer: give it a moment.
 	first := principalCalls()[0]
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if ok, _ := review(first.attrs); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the principal's RBAC is not in effect after 15s (%s)", first.source)
-		}
-	}
+	untilAuthorized(t, "the principal's RBAC to be in effect ("+first.source+")", func() bool {
+		ok, _ := review(first.attrs)
+		return ok
+	})
 
 	for _, c := range principalCalls() {
 		if ok, reason := review(c.attrs); !ok {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -120,16 +121,11 @@ func TestPrincipalReadsItsBlocklistOnARealAPIServer(t *testing.T) {
 	cms := kubernetes.NewForConfigOrDie(asSA).CoreV1().ConfigMaps(principalNS)
 	byName := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", ledger.BlocklistName).String()}
 
-	// The Role reaches the API server's authorizer through an informer: give it a moment.
 	var cm *corev1.ConfigMap
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if cm, err = cms.Get(ctx, ledger.BlocklistName, metav1.GetOptions{}); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("the principal cannot get its blocklist at start (blocklist.LoadFromConfigMap): %v", err)
-	}
+	poll.Until(t, "the principal to get its blocklist at start (blocklist.LoadFromConfigMap)", rbacCatchUp, func() error {
+		cm, err = cms.Get(ctx, ledger.BlocklistName, metav1.GetOptions{})
+		return err
+	})
 	if len(cm.Data) != 1 {
 		t.Errorf("blocklist read as %v", cm.Data)
 	}

@@ -3,7 +3,6 @@ package chart
 import (
 	"context"
 	"testing"
-	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -68,12 +67,9 @@ func TestRevokersCannotLiftAndLiftersCannotUnblock(t *testing.T) {
 	revocations := func(verb, subresource string) authorizationv1.ResourceAttributes {
 		return authorizationv1.ResourceAttributes{Verb: verb, Group: v1alpha1.GroupVersion.Group, Resource: "agentrevocations", Subresource: subresource, Name: "c1"}
 	}
-	// The API server's RBAC authorizer sees new bindings through an informer.
-	for deadline := time.Now().Add(15 * time.Second); !review(revoker, revocations("create", "")) || !review(lifter, revocations("delete", "")); time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the revocation roles are not in effect after 15s")
-		}
-	}
+	untilAuthorized(t, "the revocation roles to be in effect", func() bool {
+		return review(revoker, revocations("create", "")) && review(lifter, revocations("delete", ""))
+	})
 
 	for _, verb := range []string{"delete", "deletecollection", "update", "patch"} {
 		for _, sub := range []string{"", "status"} {

@@ -32,7 +32,6 @@ import (
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/lint/support"
 	"helm.sh/helm/v3/pkg/strvals"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -57,6 +56,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/cmd"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/chartrender"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
@@ -532,9 +532,8 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 // helmConfig points Helm's actions at the test API server, storing releases as Secrets.
 func helmConfig(t *testing.T, kubeconfig string) *action.Configuration {
 	t.Helper()
-	ac := &action.Configuration{}
-	flags := kube.GetConfig(kubeconfig, "", releaseNS)
-	if err := ac.Init(flags, releaseNS, "secret", func(string, ...any) {}); err != nil {
+	ac, err := chartrender.Config(kubeconfig, releaseNS, func(string, ...any) {})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return ac

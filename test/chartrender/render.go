@@ -75,12 +75,22 @@ func load(kubeconfig, chartDir, namespace string, logf func(string, ...any)) (*c
 	if err != nil {
 		return nil, nil, err
 	}
+	cfg, err := Config(kubeconfig, namespace, logf)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ch, cfg, nil
+}
+
+// Config is Helm's configuration for the cluster of kubeconfig, as the helm command makes it
+// with --kubeconfig and --namespace: releases are stored as Secrets in namespace.
+func Config(kubeconfig, namespace string, logf func(string, ...any)) (*action.Configuration, error) {
 	getter := genericclioptions.NewConfigFlags(false)
 	getter.KubeConfig = &kubeconfig
 	getter.Namespace = &namespace
 	cfg := &action.Configuration{}
 	if err := cfg.Init(getter, namespace, "secret", logf); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return ch, cfg, nil
+	return cfg, nil
 }

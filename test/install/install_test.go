@@ -21,7 +21,6 @@ import (
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/kube"
 	"helm.sh/helm/v3/pkg/strvals"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -35,6 +34,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/chartrender"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -102,6 +103,26 @@ func section(t *testing.T, page, heading string) string {
 	return rest
 }
 
+// hubBeforeInstall starts a hub as the install pages find it: OCM's CRDs, a managed cluster
+// cluster1 with the addon's name, and the hub's Argo CD namespace argocd (Argo CD itself does not
+// run here). It returns the hub and a kubeconfig file for Helm.
+func hubBeforeInstall(t *testing.T) (*testenv.Env, string) {
+	t.Helper()
+	env := testenv.StartForTest(t, testenv.Options{WithoutProjectCRDs: true})
+	kubeconfig, err := env.KubeconfigFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fakehub.CreateClusters(ctx, env.Client, []string{"cluster1"}, fakehub.Options{Addon: "argocd-agent-addon"}); err != nil {
+		t.Fatal(err)
+	}
+	return env, kubeconfig
+}
+
 // helmInstallCmd is a `helm install` command line of a page.
 type helmInstallCmd struct {
 	release, chart, namespace string
@@ -145,8 +166,8 @@ func (h helmInstallCmd) run(t *testing.T, kubeconfig string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ac := &action.Configuration{}
-	if err := ac.Init(kube.GetConfig(kubeconfig, "", h.namespace), h.namespace, "secret", func(string, ...any) {}); err != nil {
+	ac, err := chartrender.Config(kubeconfig, h.namespace, func(string, ...any) {})
+	if err != nil {
 		t.Fatal(err)
 	}
 	install := action.NewInstall(ac)

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -66,21 +65,10 @@ func TestReadmeInstallReachesTheChartsPrincipal(t *testing.T) {
 		}
 	}
 
-	env := testenv.StartForTest(t, testenv.Options{WithoutProjectCRDs: true})
+	// What the hub has before step 2 (the principal uses the hub's Argo CD namespace).
+	env, kubeconfig := hubBeforeInstall(t)
 	ctx := context.Background()
 	c := env.Client
-	kubeconfig, err := env.KubeconfigFile(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// What the hub has before step 2: OCM, a managed cluster, and the hub's Argo CD namespace
-	// (the principal uses that Argo CD; Argo CD itself does not run here).
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := fakehub.CreateClusters(ctx, c, []string{"cluster1"}, fakehub.Options{Addon: "argocd-agent-addon"}); err != nil {
-		t.Fatal(err)
-	}
 
 	// Step 2.
 	h.run(t, kubeconfig)

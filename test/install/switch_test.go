@@ -29,7 +29,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 const gitopsClusterCRD = "gitopsclusters.apps.open-cluster-management.io"
@@ -146,17 +145,9 @@ func mustCreate(t *testing.T, c client.Client, o client.Object) {
 // serving certificates are the manager's and chain to it, and the addon objects of the shared
 // name are this manager's.
 func TestSwitchFromPullIntegrationChart(t *testing.T) {
-	env := testenv.StartForTest(t, testenv.Options{WithoutProjectCRDs: true})
+	env, kubeconfig := hubBeforeInstall(t)
 	ctx := context.Background()
 	c := env.Client
-	kubeconfig, err := env.KubeconfigFile(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustCreate(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}})
-	if err := fakehub.CreateClusters(ctx, c, []string{"cluster1"}, fakehub.Options{Addon: "argocd-agent-addon"}); err != nil {
-		t.Fatal(err)
-	}
 	ca, err := pki.NewCA("argocd-agent-ca", 24*time.Hour*365, time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -114,11 +114,15 @@ argocd-binaries: ## Build or locate Argo CD (one binary for every component) and
 # and the fleet's own real-node tests on real nodes).
 E2E_PACKAGES := ./test/e2e/ ./test/fleet/
 
+# The e2e package runs last and alone: its two fleets of real nodes keep 2 cores busy by
+# themselves, and beside the other packages their API servers stopped answering in time (TLS
+# handshake timeouts, envtest start timeouts) under a load average of 40 to 80.
 .PHONY: test
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
 	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
 	before="$$(hack/leftovers.sh list)"; \
 	rc=0; go test $(GO_TEST_FLAGS) -p $(TEST_PACKAGES_AT_ONCE) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh) || rc=$$?; \
+	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./test/e2e/ || rc=$$?; \
 	hack/leftovers.sh check "$$before" || rc=1; exit $$rc
 
 # The test binaries: built once per machine into the shared cache, then only looked up. The

@@ -259,11 +259,11 @@ func (p *pass) pki(ctx context.Context) *stop {
 	}
 	decision := principalpki.Decide(goc, p.members, principalNS, discovered)
 	p.setting = decision.Setting
-	// The principal's PKI is decided and written once, by its elder; the others read what it
-	// keeps, and wait where it has yet to write.
+	// The principal's PKI is decided and written once, by its elder; the others observe what
+	// it keeps, and report what it has yet to write.
 	keeper, elder := r.pki(), decision.IsElder
 	if !elder {
-		keeper = keeper.ReadOnly(principalNS, decision.Elder.String())
+		keeper = keeper.Observer(principalNS, decision.Elder.String())
 	}
 	if decision.Conflict != nil {
 		err = decision.Conflict

@@ -37,6 +37,9 @@ const CertManagerRecheck = 30 * time.Second
 type Problem struct {
 	Reason  string
 	Message string
+	// Pending, with reason PrincipalPKIPending, is the write the principal's elder has yet to
+	// make.
+	Pending *Change
 }
 
 func (p *Problem) Error() string { return p.Message }
@@ -368,7 +371,7 @@ func (k *Keeper) promoteServingCert(ctx context.Context, ns string, now time.Tim
 		Data: map[string][]byte{corev1.TLSCertKey: issued.Data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: issued.Data[corev1.TLSPrivateKeyKey],
 			"ca.crt": caPEM},
 	}
-	if err := k.writeSecret(ctx, served, secret); err != nil {
+	if err := k.apply(ctx, secretWrite(served, secret)); err != nil {
 		return nil, err
 	}
 	out.Issued = append(out.Issued, names.PrincipalTLSSecretName)
@@ -383,14 +386,14 @@ func (k *Keeper) markSelfIssued(ctx context.Context, s *corev1.Secret) error {
 	if s == nil || s.Annotations[cmapi.IssuerNameAnnotationKey] != "" {
 		return nil
 	}
-	patch := client.MergeFrom(s.DeepCopy())
+	p := client.MergeFrom(s.DeepCopy())
 	if s.Annotations == nil {
 		s.Annotations = map[string]string{}
 	}
 	s.Annotations[cmapi.IssuerNameAnnotationKey] = certmanager.SelfManagedIssuerName
 	s.Annotations[cmapi.IssuerKindAnnotationKey] = certmanager.SelfManagedIssuerKind
 	s.Annotations[cmapi.IssuerGroupAnnotationKey] = certmanager.SelfManagedIssuerGroup
-	return k.Client.Patch(ctx, s, patch)
+	return k.apply(ctx, patch(s, p))
 }
 
 // explainNotReady turns Certificates that are not Ready into one problem, naming the issuer
@@ -438,7 +441,7 @@ func (k *Keeper) applyCertificate(ctx context.Context, desired *cmapi.Certificat
 	err := k.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 	if apierrors.IsNotFound(err) {
 		c := desired.DeepCopy()
-		if err := k.Client.Create(ctx, c); err != nil {
+		if err := k.apply(ctx, create(c)); err != nil {
 			return nil, err
 		}
 		return c, nil
@@ -458,7 +461,7 @@ func (k *Keeper) applyCertificate(ctx context.Context, desired *cmapi.Certificat
 	for k, v := range desired.Labels {
 		updated.Labels[k] = v
 	}
-	if err := k.Client.Update(ctx, updated); err != nil {
+	if err := k.apply(ctx, update(updated)); err != nil {
 		return nil, err
 	}
 	return updated, nil
@@ -507,7 +510,7 @@ func (k *Keeper) mirrorCA(ctx context.Context, ns string, existing *corev1.Secre
 	if existing == nil || !slices.Equal(existing.Data[corev1.TLSCertKey], ca.CertPEM) {
 		secret.Annotations[v1alpha1.AnnotationCARotatedAt] = now.UTC().Format(time.RFC3339)
 	}
-	if err := k.writeSecret(ctx, existing, secret); err != nil {
+	if err := k.apply(ctx, secretWrite(existing, secret)); err != nil {
 		return nil, err
 	}
 	out.Issued = append(out.Issued, names.CASecretName)
@@ -534,7 +537,7 @@ func (k *Keeper) leaveCertManager(ctx context.Context, ns string) error {
 		if !names.ManagedByUs(c) {
 			continue
 		}
-		if err := k.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
+		if err := k.apply(ctx, remove(c)); err != nil {
 			if p := forbidden(err, ns); p != nil {
 				return p
 			}
@@ -545,7 +548,7 @@ func (k *Keeper) leaveCertManager(ctx context.Context, ns string) error {
 	if err != nil || issued == nil || !names.ManagedByUs(issued) {
 		return err
 	}
-	return client.IgnoreNotFound(k.Client.Delete(ctx, issued))
+	return k.apply(ctx, remove(issued))
 }
 
 // forbidden turns an API server's refusal to let the manager at cert-manager's kinds into the

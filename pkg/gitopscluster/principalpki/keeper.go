@@ -16,4 +16,6 @@ type Keeper struct {
 	// JWTKeys hands out the JWT signing keys it writes, the first one made ahead of need;
 	// nil makes each when it is needed.
 	JWTKeys *pki.SpareKey
+	// observing, when set, makes this keeper an Observer: it writes nothing.
+	observing *observed
 }

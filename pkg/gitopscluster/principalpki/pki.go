@@ -129,36 +129,30 @@ func (k *Keeper) ensureCA(ctx context.Context, ns string, now time.Time, out *PK
 	if err != nil {
 		return nil, nil, err
 	}
-	leaving := fromCertManager(existing)
+	d := decideCA(existing, now)
+	out.Distrusted = d.distrusted
+	switch d.step {
+	case caAdopted:
+		if d.invalid != nil {
+			return nil, nil, fmt.Errorf("the CA secret %s/%s was not created by argocd-agent-addon and cannot be used: %w", ns, names.CASecretName, d.invalid)
+		}
+		kp := d.current
+		bundle := kp.CertPEM
+		if extra := existing.Data["ca.crt"]; len(extra) > 0 {
+			bundle = mergeBundles(pki.EncodeCertificates(kp.Cert), extra)
+		}
+		out.RenewBy(pki.RenewalTime(kp.Cert))
+		return kp, bundle, nil
+	case caKept:
+		out.RenewBy(pki.RenewalTime(d.current.Cert))
+		return d.current, existing.Data["ca.crt"], nil
+	}
+	leaving, emergency := d.leaving, d.emergency
 	if leaving {
 		// Back from cert-manager: stop it re-issuing the serving secrets, then mint a CA of
 		// our own below, keeping cert-manager's trusted until it expires.
 		if err := k.leaveCertManager(ctx, ns); err != nil {
 			return nil, nil, err
-		}
-	}
-	emergency := false
-	if existing != nil && !leaving {
-		kp, perr := pki.ParseKeyPair(existing.Data[corev1.TLSCertKey], existing.Data[corev1.TLSPrivateKeyKey])
-		if !names.ManagedByUs(existing) {
-			// Adopted: the user's CA is used as it is, never written.
-			if perr != nil {
-				return nil, nil, fmt.Errorf("the CA secret %s/%s was not created by argocd-agent-addon and cannot be used: %w", ns, names.CASecretName, perr)
-			}
-			bundle := kp.CertPEM
-			if extra := existing.Data["ca.crt"]; len(extra) > 0 {
-				bundle = mergeBundles(pki.EncodeCertificates(kp.Cert), extra)
-			}
-			out.RenewBy(pki.RenewalTime(kp.Cert))
-			return kp, bundle, nil
-		}
-		token := existing.Annotations[v1alpha1.AnnotationRotateCANow]
-		emergency = token != "" && token != existing.Annotations[v1alpha1.AnnotationCARotatedFor]
-		distrustedAt := existing.Annotations[v1alpha1.AnnotationCADistrustedAt]
-		out.Distrusted = emergency || (distrustedAt != "" && distrustedAt == existing.Annotations[v1alpha1.AnnotationCARotatedAt])
-		if perr == nil && !pki.NeedsRenewal(kp.Cert, now) && !emergency {
-			out.RenewBy(pki.RenewalTime(kp.Cert))
-			return kp, existing.Data["ca.crt"], nil
 		}
 	}
 
@@ -189,12 +183,62 @@ func (k *Keeper) ensureCA(ctx context.Context, ns string, now time.Time, out *PK
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{corev1.TLSCertKey: ca.CertPEM, corev1.TLSPrivateKeyKey: ca.KeyPEM, "ca.crt": bundle},
 	}
-	if err := k.writeSecret(ctx, existing, secret); err != nil {
+	if err := k.apply(ctx, secretWrite(existing, secret)); err != nil {
 		return nil, nil, err
 	}
 	out.Issued = append(out.Issued, names.CASecretName)
 	out.RenewBy(pki.RenewalTime(ca.Cert))
 	return ca, bundle, nil
+}
+
+// caStep is what becomes of the principal's CA.
+type caStep int
+
+const (
+	// caMade: a new CA of ours is made (none yet, a renewal, an emergency rotation, or back
+	// from cert-manager).
+	caMade caStep = iota
+	// caKept: ours, and not due for renewal.
+	caKept
+	// caAdopted: the user's, used as it is and never written.
+	caAdopted
+)
+
+// caDecision is what decideCA decided.
+type caDecision struct {
+	step caStep
+	// current is the CA in place, kept or adopted; invalid is why an adopted one cannot be used.
+	current *pki.KeyPair
+	invalid error
+	// leaving: the CA in place is cert-manager's, whose Certificates go before a CA of ours
+	// is made.
+	leaving bool
+	// emergency: a requested rotation that drops every previous CA; distrusted: the CA in
+	// place came from one, so the principal moves to it without waiting for the agents.
+	emergency, distrusted bool
+}
+
+// decideCA decides, from the principal's CA secret (nil if none), whether its CA is kept,
+// adopted or made anew.
+func decideCA(existing *corev1.Secret, now time.Time) caDecision {
+	if existing == nil {
+		return caDecision{step: caMade}
+	}
+	if fromCertManager(existing) {
+		return caDecision{step: caMade, leaving: true}
+	}
+	kp, perr := pki.ParseKeyPair(existing.Data[corev1.TLSCertKey], existing.Data[corev1.TLSPrivateKeyKey])
+	if !names.ManagedByUs(existing) {
+		return caDecision{step: caAdopted, current: kp, invalid: perr}
+	}
+	token := existing.Annotations[v1alpha1.AnnotationRotateCANow]
+	d := caDecision{step: caMade, emergency: token != "" && token != existing.Annotations[v1alpha1.AnnotationCARotatedFor]}
+	distrustedAt := existing.Annotations[v1alpha1.AnnotationCADistrustedAt]
+	d.distrusted = d.emergency || (distrustedAt != "" && distrustedAt == existing.Annotations[v1alpha1.AnnotationCARotatedAt])
+	if perr == nil && !pki.NeedsRenewal(kp.Cert, now) && !d.emergency {
+		d.step, d.current = caKept, kp
+	}
+	return d
 }
 
 // previousCAs are the CAs a new CA's bundle keeps trusting: every CA agents may still trust or
@@ -308,11 +352,8 @@ func (k *Keeper) ensureServingCert(ctx context.Context, ns, name, cn string, hos
 			// A serving certificate the user provided is theirs to manage.
 			return certHash(existing.Data[corev1.TLSCertKey]), nil
 		}
-		if kp, err := pki.ParseKeyPair(existing.Data[corev1.TLSCertKey], existing.Data[corev1.TLSPrivateKeyKey]); err == nil &&
-			pki.SANsMatch(kp.Cert, dnsNames, ips) && !pki.NeedsRenewal(kp.Cert, now) &&
-			pki.VerifyChain(kp.Cert, []*x509.Certificate{ca.Cert}, x509.ExtKeyUsageServerAuth, now) == nil &&
-			bytes.Equal(existing.Data["ca.crt"], ca.CertPEM) {
-			out.RenewBy(pki.RenewalTime(kp.Cert))
+		if cert, fits := servingCertFits(existing, dnsNames, ips, ca, now); fits {
+			out.RenewBy(pki.RenewalTime(cert))
 			return certHash(existing.Data[corev1.TLSCertKey]), nil
 		}
 		if name == names.PrincipalTLSSecretName && !out.Distrusted {
@@ -332,7 +373,7 @@ func (k *Keeper) ensureServingCert(ctx context.Context, ns, name, cn string, hos
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{corev1.TLSCertKey: kp.CertPEM, corev1.TLSPrivateKeyKey: kp.KeyPEM, "ca.crt": ca.CertPEM},
 	}
-	if err := k.writeSecret(ctx, existing, secret); err != nil {
+	if err := k.apply(ctx, secretWrite(existing, secret)); err != nil {
 		return "", err
 	}
 	out.Issued = append(out.Issued, name)
@@ -340,70 +381,72 @@ func (k *Keeper) ensureServingCert(ctx context.Context, ns, name, cn string, hos
 	return certHash(kp.CertPEM), nil
 }
 
+// servingCertFits decides whether a serving secret of ours stays as it is: its certificate
+// covers dnsNames and ips, is not due for renewal, and verifies against ca, which its ca.crt
+// holds alone. It returns the certificate.
+func servingCertFits(existing *corev1.Secret, dnsNames []string, ips []net.IP, ca *pki.KeyPair, now time.Time) (*x509.Certificate, bool) {
+	kp, err := pki.ParseKeyPair(existing.Data[corev1.TLSCertKey], existing.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return nil, false
+	}
+	return kp.Cert, pki.SANsMatch(kp.Cert, dnsNames, ips) && !pki.NeedsRenewal(kp.Cert, now) &&
+		pki.VerifyChain(kp.Cert, []*x509.Certificate{ca.Cert}, x509.ExtKeyUsageServerAuth, now) == nil &&
+		bytes.Equal(existing.Data["ca.crt"], ca.CertPEM)
+}
+
 func (k *Keeper) ensureJWTKey(ctx context.Context, ns string, out *PKI) error {
 	existing, err := k.getSecret(ctx, ns, names.JWTSecretName)
 	if err != nil {
 		return err
 	}
-	var token string
-	if existing != nil && names.ManagedByUs(existing) {
-		out.JWTKeyRotatedFor = existing.Annotations[v1alpha1.AnnotationJWTKeyRotatedFor]
-		if t := existing.Annotations[v1alpha1.AnnotationRotateJWTKeyNow]; t != "" && t != out.JWTKeyRotatedFor {
-			token = t
-		}
-	}
-	if existing != nil && token == "" && (!names.ManagedByUs(existing) || pki.ValidateJWTSigningKey(existing.Data[names.JWTSecretKey]) == nil) {
+	due, token, rotatedFor := jwtKeyDue(existing)
+	out.JWTKeyRotatedFor = rotatedFor
+	if !due {
 		return nil
-	}
-	if ro, ok := k.Client.(readOnlyClient); ok {
-		return ro.pending // the elder writes it: no key is made in vain
-	}
-	key, err := k.JWTKeys.Take(ctx)
-	if err != nil {
-		return err
 	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: names.JWTSecretName, Namespace: ns, Labels: names.ManagedLabels()},
 		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{names.JWTSecretKey: key},
 	}
 	if token != "" {
 		secret.Annotations = map[string]string{v1alpha1.AnnotationJWTKeyRotatedFor: token}
-		out.JWTKeyRotatedFor = token
 	}
-	if err := k.writeSecret(ctx, existing, secret); err != nil {
+	w := secretWrite(existing, secret)
+	writeKey := w.make
+	// The key is taken only when it is written: an Observer leaves the spare key to the elder.
+	w.make = func(ctx context.Context, c client.Client) error {
+		key, err := k.JWTKeys.Take(ctx)
+		if err != nil {
+			return err
+		}
+		secret.Data = map[string][]byte{names.JWTSecretKey: key}
+		return writeKey(ctx, c)
+	}
+	if err := k.apply(ctx, w); err != nil {
 		return err
+	}
+	if token != "" {
+		out.JWTKeyRotatedFor = token
 	}
 	out.Issued = append(out.Issued, names.JWTSecretName)
 	return nil
 }
 
-// writeSecret creates desired, or replaces the data of existing (type is immutable).
-func (k *Keeper) writeSecret(ctx context.Context, existing, desired *corev1.Secret) error {
+// jwtKeyDue decides on the JWT signing key from its Secret (nil if none): whether a key is to
+// be written, the rotation token it answers ("" for none), and the token of the key in place.
+// A Secret the user put there is theirs, whatever it holds.
+func jwtKeyDue(existing *corev1.Secret) (due bool, token, rotatedFor string) {
 	if existing == nil {
-		return k.Client.Create(ctx, desired)
+		return true, "", ""
 	}
-	if existing.Type != desired.Type {
-		if err := k.Client.Delete(ctx, existing); err != nil && !apierrors.IsNotFound(err) {
-			return err
-		}
-		return k.Client.Create(ctx, desired)
+	if !names.ManagedByUs(existing) {
+		return false, "", ""
 	}
-	updated := existing.DeepCopy()
-	updated.Data = desired.Data
-	if updated.Labels == nil {
-		updated.Labels = map[string]string{}
+	rotatedFor = existing.Annotations[v1alpha1.AnnotationJWTKeyRotatedFor]
+	if t := existing.Annotations[v1alpha1.AnnotationRotateJWTKeyNow]; t != "" && t != rotatedFor {
+		return true, t, rotatedFor
 	}
-	for key, val := range desired.Labels {
-		updated.Labels[key] = val
-	}
-	if updated.Annotations == nil && len(desired.Annotations) > 0 {
-		updated.Annotations = map[string]string{}
-	}
-	for key, val := range desired.Annotations {
-		updated.Annotations[key] = val
-	}
-	return k.Client.Update(ctx, updated)
+	return pki.ValidateJWTSigningKey(existing.Data[names.JWTSecretKey]) != nil, "", rotatedFor
 }
 
 func splitHosts(hosts []string) ([]string, []net.IP) {
@@ -454,7 +497,7 @@ func (k *Keeper) RestartPrincipalIfNeeded(ctx context.Context, goc *v1alpha1.Git
 	if annotations[v1alpha1.AnnotationPrincipalTLSHash] == certHash && (jwtRotation == "" || annotations[v1alpha1.AnnotationJWTKeyRotatedFor] == jwtRotation) {
 		return false, nil
 	}
-	patch := client.MergeFrom(dep.DeepCopy())
+	p := client.MergeFrom(dep.DeepCopy())
 	if dep.Spec.Template.Annotations == nil {
 		dep.Spec.Template.Annotations = map[string]string{}
 	}
@@ -462,7 +505,7 @@ func (k *Keeper) RestartPrincipalIfNeeded(ctx context.Context, goc *v1alpha1.Git
 	if jwtRotation != "" {
 		dep.Spec.Template.Annotations[v1alpha1.AnnotationJWTKeyRotatedFor] = jwtRotation
 	}
-	if err := k.Client.Patch(ctx, dep, patch); err != nil {
+	if err := k.apply(ctx, patch(dep, p)); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -8,15 +8,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # test/e2e is not among them: make test runs it alone, after these.
 slow=(
-	pkg/gitopscluster   # ~400 to 780 s
-	pkg/ledger          # ~180 s
-	test/fault          # ~140 s
-	pkg/pullmodel       # ~140 s
-	test/chart          # ~100 s
+	test/node           # 120 to 740 s, real nodes; mostly waiting on kubelets, little CPU
+	pkg/gitopscluster   # 400 to 780 s
+	pkg/pullmodel       # ~300 s
+	test/fleet          # ~280 s, real nodes
+	test/chart          # ~230 s
+	test/fault          # ~190 s
+	pkg/ledger          # 110 to 220 s
 	pkg/pullmodel/clusters
 	test/certmanager
-	test/fleet
-	test/node           # ~120 s, real nodes
 )
 module=$(go list -m)
 exclude=()

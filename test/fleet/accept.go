@@ -2,7 +2,11 @@ package fleet
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"slices"
+	"strings"
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -35,7 +39,7 @@ func acceptCluster(ctx context.Context, c client.Client, name, set string) (bool
 	approved := false
 	for i := range csrs.Items {
 		csr := &csrs.Items[i]
-		if csr.Spec.Username != BootstrapUser || csr.Spec.SignerName != certificatesv1.KubeAPIServerClientSignerName {
+		if csr.Spec.Username != BootstrapUser || csr.Spec.SignerName != certificatesv1.KubeAPIServerClientSignerName || !requestsIdentityOf(csr, name) {
 			continue
 		}
 		switch csrState(csr) {
@@ -67,6 +71,22 @@ func acceptCluster(ctx context.Context, c client.Client, name, set string) (bool
 		}
 	}
 	return approved, nil
+}
+
+// requestsIdentityOf reports whether csr asks for an identity of cluster name, as OCM's hub
+// checks before it approves: the organization system:open-cluster-management:<name> and a common
+// name under it. The name label alone is the requester's word; the bootstrap identity is shared.
+func requestsIdentityOf(csr *certificatesv1.CertificateSigningRequest, name string) bool {
+	block, _ := pem.Decode(csr.Spec.Request)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return false
+	}
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return false
+	}
+	group := "system:open-cluster-management:" + name
+	return slices.Contains(req.Subject.Organization, group) && strings.HasPrefix(req.Subject.CommonName, group+":")
 }
 
 // csrState is Approved or Denied once a CSR is decided, else empty.

@@ -37,7 +37,8 @@ func TestHubControllersDoNotAutoApprove(t *testing.T) {
 }
 
 // A joining cluster's bootstrap CSR is approved only once its ManagedCluster exists, and then
-// the cluster is accepted into the set; a CSR of anyone else for the same cluster is left alone.
+// the cluster is accepted into the set; a CSR of anyone else for the same cluster, or one for
+// another cluster's identity under its label, is left alone.
 func TestAcceptClusterWaitsForTheManagedCluster(t *testing.T) {
 	env := testenv.StartForTest(t, testenv.Options{WithoutProjectCRDs: true})
 	ctx := context.Background()
@@ -55,7 +56,7 @@ func TestAcceptClusterWaitsForTheManagedCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	requestAs := func(user string, groups ...string) *certificatesv1.CertificateSigningRequest {
+	requestAs := func(subjectCluster, user string, groups ...string) *certificatesv1.CertificateSigningRequest {
 		t.Helper()
 		cfg := rest.CopyConfig(env.Config)
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
@@ -68,7 +69,7 @@ func TestAcceptClusterWaitsForTheManagedCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{
-			CommonName: "system:open-cluster-management:cluster1:abcde", Organization: []string{"system:open-cluster-management:cluster1"}}}, key)
+			CommonName: "system:open-cluster-management:" + subjectCluster + ":abcde", Organization: []string{"system:open-cluster-management:" + subjectCluster}}}, key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,8 +85,11 @@ func TestAcceptClusterWaitsForTheManagedCluster(t *testing.T) {
 		poll.Until(t, user+" to create a CSR", 2*time.Minute, func() error { return c.Create(ctx, csr) })
 		return csr
 	}
-	agent := requestAs(BootstrapUser, bootstrapGroup)
-	other := requestAs("someone")
+	agent := requestAs("cluster1", BootstrapUser, bootstrapGroup)
+	other := requestAs("cluster1", "someone")
+	// The bootstrap identity is shared by every cluster: a request labelled cluster1 for
+	// cluster2's identity is not cluster1's.
+	forged := requestAs("cluster2", BootstrapUser, bootstrapGroup)
 
 	if done, err := acceptCluster(ctx, admin, "cluster1", "fleet"); err != nil || done {
 		t.Fatalf("accepted a cluster with no ManagedCluster: done=%v err=%v", done, err)
@@ -105,6 +109,9 @@ func TestAcceptClusterWaitsForTheManagedCluster(t *testing.T) {
 	}
 	if state := stateOf(t, admin, other); state != "" {
 		t.Errorf("a CSR of another user for the cluster was %s", state)
+	}
+	if state := stateOf(t, admin, forged); state != "" {
+		t.Errorf("a CSR labelled cluster1 for cluster2's identity was %s", state)
 	}
 	mc := &clusterv1.ManagedCluster{}
 	if err := admin.Get(ctx, client.ObjectKey{Name: "cluster1"}, mc); err != nil {

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
@@ -196,15 +195,9 @@ func (r *Enforcer) enforce(ctx context.Context, revNS, cluster string) (principa
 	now := r.Config.Now()
 	var errs []error
 	for _, s := range secrets {
-		store := r.Ledger(s.Namespace)
-		if cert, _ := agentsecret.Contents(s); cert.Fingerprint != "" {
-			owner := ledger.Owner{Namespace: s.Labels[v1alpha1.LabelOwnerNamespace], Name: s.Labels[v1alpha1.LabelOwnerName]}
-			if err := store.Merge(ctx, cluster, owner, ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
-				return principals, before, before, fmt.Errorf("recording the cluster secret's certificate of %s in %s: %w", cluster, s.Namespace, err)
-			}
-		}
-		if err := r.Client.Delete(ctx, s); client.IgnoreNotFound(err) != nil {
-			errs = append(errs, fmt.Errorf("deleting the cluster secret %s/%s of revoked cluster %s: %w", s.Namespace, s.Name, cluster, err))
+		owner := ledger.Owner{Namespace: s.Labels[v1alpha1.LabelOwnerNamespace], Name: s.Labels[v1alpha1.LabelOwnerName]}
+		if err := retireSecret(ctx, r.Client, r.Ledger(s.Namespace), cluster, owner, s, now); err != nil {
+			errs = append(errs, fmt.Errorf("unregistering revoked cluster %s: %w", cluster, err))
 		}
 	}
 	for _, ns := range sets.List(records) {

@@ -725,15 +725,27 @@ func (v *Revoker) unregister(ctx context.Context, store ledger.Store, rec Record
 	if s == nil {
 		return nil
 	}
+	return retireSecret(ctx, v.Client, store, cluster, ledgerOwnerOf(rec, cluster), s, now)
+}
+
+// retireSecret records the certificate of cluster's secret s in store, then deletes s as it was
+// read and no other: a secret rewritten or replaced since holds a certificate the ledger has not
+// seen, and deleting it would unregister an agent whose certificate nothing blocks. Such a
+// secret is left for the next pass, which reads it and records its certificate first.
+func retireSecret(ctx context.Context, c client.Client, store ledger.Store, cluster string, owner ledger.Owner, s *corev1.Secret, now time.Time) error {
 	if cert, _ := agentsecret.Contents(s); cert.Fingerprint != "" {
-		if err := store.Merge(ctx, cluster, ledgerOwnerOf(rec, cluster), ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
-			return fmt.Errorf("recording the cluster secret's certificate of %s: %w", cluster, err)
+		if err := store.Merge(ctx, cluster, owner, ledger.Entries{cert.Fingerprint: cert.NotAfter}, now); err != nil {
+			return fmt.Errorf("recording the certificate of cluster %s's secret %s/%s: %w", cluster, s.Namespace, s.Name, err)
 		}
 	}
-	if err := v.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting the cluster secret of %s: %w", cluster, err)
+	err := c.Delete(ctx, s, client.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion})
+	switch {
+	case err == nil, apierrors.IsNotFound(err):
+		return nil
+	case apierrors.IsConflict(err):
+		return fmt.Errorf("cluster %s's secret %s/%s changed after it was read; it is recorded and deleted on the next pass: %w", cluster, s.Namespace, s.Name, err)
 	}
-	return nil
+	return fmt.Errorf("deleting cluster %s's secret %s/%s: %w", cluster, s.Namespace, s.Name, err)
 }
 
 // ledgerOwnerOf is the owner a ledger written during cluster's revocation carries: the one it

@@ -194,7 +194,7 @@ func run(ctx context.Context, dir string, exit bool) (err error) {
 	}
 
 	step("adding the images to the fleet's registry %s and to every node's containerd", f.RegistryHost())
-	if err := d.addImages(ctx, build, imgDir); err != nil {
+	if err := d.addImages(ctx, build); err != nil {
 		return err
 	}
 

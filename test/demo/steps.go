@@ -75,7 +75,7 @@ func startImages(ctx context.Context, dir string) *nodeapps.Build {
 	return nodeapps.StartBuild(ctx, dir, imageTag, progress)
 }
 
-func (d *demo) addImages(ctx context.Context, build *nodeapps.Build, dir string) error {
+func (d *demo) addImages(ctx context.Context, build *nodeapps.Build) error {
 	imgs, errs := build.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -84,7 +84,7 @@ func (d *demo) addImages(ctx context.Context, build *nodeapps.Build, dir string)
 		return err
 	}
 	d.images = imgs
-	if err := nodeapps.AddToFleet(ctx, d.f, imgs, dir); err != nil {
+	if err := nodeapps.AddToFleet(ctx, d.f, imgs); err != nil {
 		return err
 	}
 	for _, ref := range imgs.Refs(d.f.RegistryHost()) {

@@ -188,9 +188,7 @@ type suite struct {
 	spokes map[string]client.Client
 	// managerBin is the project's binary built for this machine (builds.managerBin).
 	managerBin string
-	// tmp holds the lane's copies of the images, retagged for its fleet's registry.
-	tmp     string
-	started time.Time
+	started    time.Time
 
 	// Images in the fleet's registry. reloaderImg is the project's image: the manager's and
 	// the cert-reloader's (the chart's --reloader-image). agentImage is the stand-in for
@@ -261,10 +259,6 @@ func logf(format string, args ...any) {
 // a hub admin does: the manager runs as the chart's pod.
 func setUp(lane string) (*suite, error) {
 	s := &suite{lane: lane, spokes: map[string]client.Client{}, issued: map[string][]string{}, spokeArgoNS: map[string]string{}, started: time.Now()}
-	s.tmp = filepath.Join(prepared.tmp, lane)
-	if err := os.MkdirAll(s.tmp, 0o755); err != nil {
-		return nil, err
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	f, err := fleet.Start(ctx, fleet.Options{
@@ -286,10 +280,12 @@ func setUp(lane string) (*suite, error) {
 		return nil, err
 	}
 	s.managerBin = prepared.managerBin
-	if err := nodeapps.AddToFleet(ctx, f, prepared.images, s.tmp); err != nil {
+	imagesStart := time.Now()
+	if err := nodeapps.AddToFleet(ctx, f, prepared.images); err != nil {
 		_ = s.tearDown()
 		return nil, err
 	}
+	s.logf("images added to the fleet in %s", time.Since(imagesStart).Round(100*time.Millisecond))
 	reg := f.RegistryHost()
 	s.reloaderImg = nodeapps.ManagerRepository(reg) + ":" + imageTag
 	s.agentImage, s.agentImage2 = nodeapps.StandInAgentRef(reg, ""), nodeapps.StandInAgentRef(reg, nodeapps.StandInAgentSecondTag)
@@ -375,7 +371,6 @@ func (s *suite) tearDown() error {
 		}
 		err = errors.Join(err, mErr, s.f.Stop())
 	}
-	_ = os.RemoveAll(s.tmp)
 	return err
 }
 

@@ -15,6 +15,8 @@ import (
 // libraries.
 var ApplicationGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"}
 
+var appProjectGVK = ApplicationGVK.GroupVersion().WithKind("AppProject")
+
 // NewApplication returns an Application in argoNamespace that deploys the directory path of
 // repoURL's main branch to destNamespace of the cluster its Argo CD runs on, with automated
 // sync (prune and self-heal) and the namespace created on sync.

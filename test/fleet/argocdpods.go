@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
 )
 
 // Argo CD as pods
@@ -216,7 +219,11 @@ func (p *argoPods) waitReady(ctx context.Context, timeout time.Duration) error {
 	err := p.f.poll(ctx, p.cluster+": Argo CD's pods ready", timeout, func(ctx context.Context) (bool, error) {
 		pending = pending[:0]
 		for _, w := range p.waited {
-			if ok, state := WorkloadReady(ctx, p.c, w); !ok {
+			ready := WorkloadReady
+			if w.GetName() == ArgoCDServer {
+				ready = p.serverStarted
+			}
+			if ok, state := ready(ctx, p.c, w); !ok {
 				pending = append(pending, fmt.Sprintf("%s: %s", w.GetName(), state))
 			}
 		}
@@ -239,6 +246,48 @@ func (p *argoPods) waitReady(ctx context.Context, timeout time.Duration) error {
 		return fmt.Errorf("%w: %s; pods in %s: %s", err, strings.Join(pending, "; "), p.namespace, podStates(sctx, p.c, p.namespace))
 	}
 	return nil
+}
+
+// serverStarted reports whether argocd-server has done what the fleet runs it for: its pod
+// runs, the "default" AppProject exists and argocd-secret holds server.secretkey (both written
+// by the server at start). Nothing in the fleet talks to argocd-server, and its readiness probe
+// (install.yaml: first 3 s after start, then every 30 s) misses a server still starting on a
+// busy machine, which alone would add half a minute to every install; the other workloads are
+// waited for until ready.
+func (p *argoPods) serverStarted(ctx context.Context, c client.Client, w client.Object) (bool, string) {
+	if err := c.Get(ctx, client.ObjectKeyFromObject(w), w); err != nil {
+		return false, err.Error()
+	}
+	dep := w.(*appsv1.Deployment)
+	if dep.Status.ObservedGeneration != dep.Generation || dep.Status.UpdatedReplicas != dep.Status.Replicas {
+		return false, fmt.Sprintf("rolling out: replicas %d, updated %d", dep.Status.Replicas, dep.Status.UpdatedReplicas)
+	}
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(p.namespace), client.MatchingLabels(p.selectors[ArgoCDServer])); err != nil {
+		return false, err.Error()
+	}
+	running := false
+	for _, pod := range pods.Items {
+		for _, cs := range pod.Status.ContainerStatuses {
+			running = running || (pod.DeletionTimestamp == nil && !p.restarted[pod.UID] && cs.State.Running != nil)
+		}
+	}
+	if !running {
+		return false, "no pod running"
+	}
+	project := &unstructured.Unstructured{}
+	project.SetGroupVersionKind(appProjectGVK)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: p.namespace, Name: "default"}, project); err != nil {
+		return false, "the default AppProject: " + err.Error()
+	}
+	secret := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: p.namespace, Name: "argocd-secret"}, secret); err != nil {
+		return false, "argocd-secret: " + err.Error()
+	}
+	if len(secret.Data["server.secretkey"]) == 0 {
+		return false, "argocd-secret has no server.secretkey yet"
+	}
+	return true, ""
 }
 
 // stop deletes the workloads StartArgoCD created and waits until their pods are gone. The
@@ -313,41 +362,52 @@ func WorkloadReady(ctx context.Context, c client.Client, w client.Object) (bool,
 // (node.BuildRedisImage) for the redis one. Their tags are install.yaml's, which may differ
 // from those of the components addon's manifests (spoke.UpstreamImages).
 func (f *Fleet) AddArgoCDImages(ctx context.Context, argoCDTar, redisTar string) error {
-	bin, _, err := ArgoCDBinaries()
+	argoCDRefs, redisRefs, err := ArgoCDInstallImages(f.RegistryHost())
 	if err != nil {
 		return err
+	}
+	if err := f.AddImageAs(ctx, argoCDTar, argoCDRefs...); err != nil {
+		return err
+	}
+	return f.AddImageAs(ctx, redisTar, redisRefs...)
+}
+
+// containerdName is the name containerd gives an image imported under tag: Docker Hub is
+// docker.io to it, where go-containerregistry says index.docker.io.
+func containerdName(tag name.Tag) string {
+	reg := tag.RegistryStr()
+	if reg == name.DefaultRegistry {
+		reg = "docker.io"
+	}
+	return reg + "/" + tag.RepositoryStr() + ":" + tag.TagStr()
+}
+
+// ArgoCDInstallImages are the images the workloads of the pinned install.yaml name once behind
+// the registry reg, Argo CD's and Redis's apart.
+func ArgoCDInstallImages(reg string) (argoCD, redis []string, _ error) {
+	bin, _, err := ArgoCDBinaries()
+	if err != nil {
+		return nil, nil, err
 	}
 	m, err := readArgoManifest(filepath.Join(bin, "install.yaml"))
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	refs := m.images(f.RegistryHost())
-	dir := filepath.Join(f.dir, "images")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for i, ref := range refs {
-		src := argoCDTar
+	for _, ref := range m.images(reg) {
 		r, err := name.ParseReference(ref, name.Insecure)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		switch path.Base(r.Context().RepositoryStr()) {
 		case "argocd":
+			argoCD = append(argoCD, ref)
 		case "redis":
-			src = redisTar
+			redis = append(redis, ref)
 		default:
-			return fmt.Errorf("install.yaml names image %s, which is neither Argo CD's nor Redis's", ref)
-		}
-		out := filepath.Join(dir, fmt.Sprintf("argocd-install-%d.tar", i))
-		if err := RetagImage(src, ref, out); err != nil {
-			return err
-		}
-		if err := f.AddImage(ctx, out); err != nil {
-			return err
+			return nil, nil, fmt.Errorf("install.yaml names image %s, which is neither Argo CD's nor Redis's", ref)
 		}
 	}
-	return nil
+	return argoCD, redis, nil
 }
 
 // images are the images of the workloads StartArgoCD may run, behind the registry reg.
@@ -369,18 +429,51 @@ func (m *argoManifest) images(reg string) []string {
 	return out
 }
 
-// RetagImage writes the single image of a tarball to out under ref.
-func RetagImage(tarPath, ref, out string) error {
-	if tarPath == "" {
-		return errors.New("retag " + ref + ": no image tarball")
+// AddImageAs adds the single image of the tarball src to the fleet under every name in refs:
+// pushed to the registry under each, imported into each node once and tagged there with each.
+func (f *Fleet) AddImageAs(ctx context.Context, src string, refs ...string) error {
+	if !f.opts.RealNodes {
+		return errors.New("AddImageAs: the fleet has no real nodes")
 	}
-	img, err := tarball.ImageFromPath(tarPath, nil)
+	if src == "" {
+		return fmt.Errorf("adding %v: no image tarball", refs)
+	}
+	manifest, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(src) })
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", src, err)
+	}
+	if len(manifest) != 1 || len(manifest[0].RepoTags) == 0 {
+		return fmt.Errorf("%s: want one image with a name, have %d image(s)", src, len(manifest))
+	}
+	start := time.Now()
+	img, err := tarball.ImageFromPath(src, nil)
 	if err != nil {
 		return err
 	}
-	tag, err := name.NewTag(ref, name.Insecure)
+	for _, ref := range refs {
+		tag, err := name.NewTag(ref, name.Insecure)
+		if err != nil {
+			return err
+		}
+		if tag.RegistryStr() != f.RegistryHost() {
+			return fmt.Errorf("image %s: its registry is not the fleet's (%s)", ref, f.RegistryHost())
+		}
+		if err := remote.Write(tag, img, remote.WithContext(ctx)); err != nil {
+			return fmt.Errorf("pushing %s: %w", ref, err)
+		}
+	}
+	pushed := time.Since(start)
+	imported, err := name.NewTag(manifest[0].RepoTags[0], name.Insecure)
 	if err != nil {
 		return err
 	}
-	return tarball.WriteToFile(out, tag, img)
+	err = f.onEveryNode(func(n *node.Node) error {
+		if err := n.ImportImage(src); err != nil {
+			return err
+		}
+		return n.TagImage(containerdName(imported), refs...)
+	})
+	f.logf("image %s as %d name(s): pushed in %s, imported into %d node(s) in %s", filepath.Base(src), len(refs),
+		pushed.Round(10*time.Millisecond), len(f.nodePlanes()), (time.Since(start) - pushed).Round(10*time.Millisecond))
+	return err
 }

@@ -337,9 +337,11 @@ func (f *Fleet) startHub(ctx context.Context) error {
 // controllers and agents first, then API servers, then etcd. Safe to call more than once.
 func (f *Fleet) Stop() error {
 	f.stopOnce.Do(func() {
-		// The nodes first, while their API servers answer (the kubelet's pods are deleted with
-		// their containers, not through the API).
-		f.stopErr = errors.Join(f.stopNodes(), f.stopAll())
+		// The nodes' processes first (the kubelet's pods are deleted with their containers, not
+		// through the API), then the fleet's, then the nodes' networks: an API server serves on
+		// the host end of its node's veth, and its shutdown waits for its clients' watches and
+		// for its requests to itself there.
+		f.stopErr = errors.Join(f.stopNodes((*node.Node).StopProcesses), f.stopAll(), f.stopNodes((*node.Node).Stop))
 		// In-process servers (Redis, Git) go after the processes that use them.
 		f.mu.Lock()
 		hooks := f.onStop

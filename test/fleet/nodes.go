@@ -72,8 +72,6 @@ type imageStore struct {
 	pauseOnce sync.Once
 	pauseTar  string
 	pauseErr  error
-	// added are the tarballs AddImage imported, for nodes that start later.
-	added []string
 	// dnsTar and dnsRef are the cluster DNS image every node imports.
 	dnsOnce        sync.Once
 	dnsTar, dnsRef string
@@ -161,19 +159,27 @@ func (f *Fleet) AddImage(ctx context.Context, tarPath string) error {
 	if !f.opts.RealNodes {
 		return errors.New("AddImage: the fleet has no real nodes")
 	}
+	start := time.Now()
 	if err := f.pushImage(ctx, tarPath); err != nil {
 		return err
 	}
-	f.images.mu.Lock()
-	f.images.added = append(f.images.added, tarPath)
-	f.images.mu.Unlock()
+	pushed := time.Since(start)
+	err := f.onEveryNode(func(n *node.Node) error { return n.ImportImage(tarPath) })
+	f.logf("image %s: pushed in %s, imported into %d node(s) in %s", filepath.Base(tarPath), pushed.Round(10*time.Millisecond),
+		len(f.nodePlanes()), (time.Since(start) - pushed).Round(10*time.Millisecond))
+	return err
+}
+
+// onEveryNode runs do on every node at once.
+func (f *Fleet) onEveryNode(do func(*node.Node) error) error {
+	planes := f.nodePlanes()
+	errs := make([]error, len(planes))
 	var wg sync.WaitGroup
-	errs := make([]error, len(f.nodePlanes()))
-	for i, cp := range f.nodePlanes() {
+	for i, cp := range planes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := cp.node.ImportImage(tarPath); err != nil {
+			if err := do(cp.node); err != nil {
 				errs[i] = fmt.Errorf("%s: %w", cp.name, err)
 			}
 		}()
@@ -417,23 +423,14 @@ func podStates(ctx context.Context, c client.Client, namespace string) string {
 	return strings.Join(out, "; ")
 }
 
-// stopNodes stops every node at once: its pods' containers, kubelet, kube-proxy, containerd,
-// its network namespace, cgroups and mounts.
-func (f *Fleet) stopNodes() error {
-	planes := f.nodePlanes()
-	errs := make([]error, len(planes))
-	var wg sync.WaitGroup
-	for i, cp := range planes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := cp.node.Stop(); err != nil {
-				errs[i] = fmt.Errorf("%s: stopping its node: %w", cp.name, err)
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+// stopNodes runs stop (a node's StopProcesses or Stop) on every node at once.
+func (f *Fleet) stopNodes(stop func(*node.Node) error) error {
+	return f.onEveryNode(func(n *node.Node) error {
+		if err := stop(n); err != nil {
+			return fmt.Errorf("stopping its node: %w", err)
+		}
+		return nil
+	})
 }
 
 // NodeLeftovers lists what the fleet's nodes left on the machine after Stop.

@@ -94,6 +94,9 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available
 # them in the middle of a run.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
+# A Secret or ConfigMap volume is brought up to date when the kubelet next syncs the pod, at
+# most this long after the change (1m by default): the suite's certificate rotations wait on it.
+syncFrequency: 10s
 `, n.CgroupRoot(), n.ContainerdSocket(), n.NodeIP(), n.podLogsDir(), filepath.Join(kubelet, "volume-plugins"),
 		filepath.Join(kubelet, "client-ca.crt"))
 

@@ -64,9 +64,7 @@ func startRealCluster(ctx context.Context, t *testing.T, name string, lo, hi int
 	c.node = n
 	t.Cleanup(func() {
 		if !c.stopped {
-			for i := len(c.stopAll) - 1; i >= 0; i-- {
-				c.stopAll[i]()
-			}
+			c.stopInOrder()
 			if err := n.Stop(); err != nil {
 				t.Errorf("stopping the node: %v", err)
 			}
@@ -221,18 +219,28 @@ func (c *realCluster) waitPodReady(ns, name string, timeout time.Duration) *core
 
 // stop tears down the node first, while its API server still answers, then the control
 // plane, and checks that nothing is left: no link, netns, cgroup, mount or process.
+// stopInOrder stops the node's processes, then the control plane, leaving the node's network
+// to node.Stop: the API server's shutdown waits for its clients' watches to end, and for its
+// requests to itself on the host end of the node's veth.
+func (c *realCluster) stopInOrder() {
+	if err := c.node.StopProcesses(); err != nil {
+		c.t.Errorf("stopping the node's processes: %v", err)
+	}
+	for i := len(c.stopAll) - 1; i >= 0; i-- {
+		c.stopAll[i]()
+	}
+}
+
 func (c *realCluster) stop() {
 	t, n := c.t, c.node
 	t.Helper()
 	c.stopped = true
 	stopStart := time.Now()
+	c.stopInOrder()
 	if err := n.Stop(); err != nil {
 		t.Errorf("stopping the node: %v", err)
 	}
 	t.Logf("node stopped in %s", time.Since(stopStart).Round(100*time.Millisecond))
-	for i := len(c.stopAll) - 1; i >= 0; i-- {
-		c.stopAll[i]()
-	}
 	if left := n.Leftovers(); len(left) > 0 {
 		t.Errorf("the node left behind:\n%s", strings.Join(left, "\n"))
 	}

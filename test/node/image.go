@@ -112,7 +112,9 @@ type LayeredImage struct {
 func WriteLayeredImage(tarPath string, spec LayeredImage) error {
 	var layers []v1.Layer
 	for _, p := range spec.Layers {
-		l, err := newFileLayer(p)
+		// Stored compressed: an image pushed to a registry goes as gzip, and a layer kept
+		// uncompressed would be compressed again on every push.
+		l, err := tarball.LayerFromFile(p)
 		if err != nil {
 			return err
 		}
@@ -150,35 +152,6 @@ func writeImage(tarPath, ref string, layers []v1.Layer, c v1.Config) error {
 		return err
 	}
 	return tarball.WriteToFile(tarPath, r, img)
-}
-
-// fileLayer is an uncompressed layer tarball on disk: its digest is its diff ID.
-type fileLayer struct {
-	path   string
-	digest v1.Hash
-	size   int64
-}
-
-func newFileLayer(path string) (*fileLayer, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	h, size, err := v1.SHA256(f)
-	if err != nil {
-		return nil, err
-	}
-	return &fileLayer{path: path, digest: h, size: size}, nil
-}
-
-func (l *fileLayer) Digest() (v1.Hash, error)             { return l.digest, nil }
-func (l *fileLayer) DiffID() (v1.Hash, error)             { return l.digest, nil }
-func (l *fileLayer) Compressed() (io.ReadCloser, error)   { return os.Open(l.path) }
-func (l *fileLayer) Uncompressed() (io.ReadCloser, error) { return os.Open(l.path) }
-func (l *fileLayer) Size() (int64, error)                 { return l.size, nil }
-func (l *fileLayer) MediaType() (types.MediaType, error) {
-	return types.DockerUncompressedLayer, nil
 }
 
 // BuildStatic builds a main package of this module (for example ./test/node/images/pause,

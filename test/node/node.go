@@ -59,6 +59,8 @@ type Node struct {
 	mu      sync.Mutex
 	procs   []*proc
 	stopped bool
+	// processesStopped: StopProcesses has run.
+	processesStopped bool
 	// shimSockets are the node's tasks' shim sockets, named while the state folder exists.
 	shimSockets []string
 }
@@ -252,6 +254,18 @@ func (n *Node) ctr(args ...string) *exec.Cmd {
 func (n *Node) ImportImage(tarPath string) error {
 	if b, err := n.ctr("images", "import", "--snapshotter", "overlayfs", tarPath).CombinedOutput(); err != nil {
 		return fmt.Errorf("ctr images import %s: %v\n%s", tarPath, err, b)
+	}
+	return nil
+}
+
+// TagImage gives the image src, already in the node's containerd, the further names dsts, as
+// `ctr images tag` does: the kubelet finds it under each.
+func (n *Node) TagImage(src string, dsts ...string) error {
+	if len(dsts) == 0 {
+		return nil
+	}
+	if b, err := n.ctr(append([]string{"images", "tag", "--force", src}, dsts...)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ctr images tag %s: %v\n%s", src, err, b)
 	}
 	return nil
 }

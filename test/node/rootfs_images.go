@@ -13,7 +13,7 @@ import (
 
 // imageRecipe names the way the images below are assembled; it is part of their cache key, so
 // change it whenever what they hold changes for the same inputs.
-const imageRecipe = "rootfs-images/1"
+const imageRecipe = "rootfs-images/2"
 
 // ArgoCDUID is the user Argo CD's image runs as, and RedisUID the upstream Redis image's.
 const (

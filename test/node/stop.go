@@ -27,6 +27,37 @@ func (n *Node) Stop() error {
 		return nil
 	}
 	n.stopped = true
+	n.mu.Unlock()
+	errs := []error{n.StopProcesses()}
+	errs = append(errs, n.removeCgroups())
+	errs = append(errs, n.unmountAll())
+	errs = append(errs, n.removeNetwork())
+	// A shim killed rather than told to stop leaves its socket.
+	for _, p := range n.shimSockets {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	errs = append(errs, n.removeFixedPaths())
+	if len(mountsUnder(n.dir)) == 0 {
+		errs = append(errs, os.RemoveAll(n.dir))
+	} else {
+		errs = append(errs, fmt.Errorf("%s not removed: mounts remain under it", n.dir))
+	}
+	return errors.Join(errs...)
+}
+
+// StopProcesses stops the node's processes and containers and leaves its network, mounts and
+// folders to Stop. An API server the node's kubelet talks to shuts down at once after this, and
+// can still reach itself on the host end of the node's veth (see HostIP): once Stop has removed
+// the network, a shutdown still under way waits a minute and more on requests to itself.
+func (n *Node) StopProcesses() error {
+	n.mu.Lock()
+	if n.processesStopped {
+		n.mu.Unlock()
+		return nil
+	}
+	n.processesStopped = true
 	procs := append([]*proc(nil), n.procs...)
 	n.mu.Unlock()
 	var errs []error
@@ -49,21 +80,6 @@ func (n *Node) Stop() error {
 		errs = append(errs, containerd.stop(10*time.Second))
 	}
 	errs = append(errs, n.killStrays())
-	errs = append(errs, n.removeCgroups())
-	errs = append(errs, n.unmountAll())
-	errs = append(errs, n.removeNetwork())
-	// A shim killed rather than told to stop leaves its socket.
-	for _, p := range n.shimSockets {
-		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
-			errs = append(errs, err)
-		}
-	}
-	errs = append(errs, n.removeFixedPaths())
-	if len(mountsUnder(n.dir)) == 0 {
-		errs = append(errs, os.RemoveAll(n.dir))
-	} else {
-		errs = append(errs, fmt.Errorf("%s not removed: mounts remain under it", n.dir))
-	}
 	return errors.Join(errs...)
 }
 

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -187,21 +188,38 @@ func StartBuild(ctx context.Context, dir, managerTag string, logf func(string, .
 	return b
 }
 
-// AddToFleet retags every image for the fleet's registry (the tarballs go to dir) and adds it
-// to the fleet: pushed to the registry and imported into each node's containerd. Argo CD's and
-// Redis's images go in also under the names the pinned install.yaml gives them.
-func AddToFleet(ctx context.Context, f *fleet.Fleet, imgs Images, dir string) error {
+// AddToFleet adds every image to the fleet under its names for the fleet's registry (Tags),
+// Argo CD's and Redis's also under the names the pinned install.yaml gives them: pushed to the
+// registry and imported into each node's containerd, each image once with all its names.
+func AddToFleet(ctx context.Context, f *fleet.Fleet, imgs Images) error {
+	argoCD, redis, err := fleet.ArgoCDInstallImages(f.RegistryHost())
+	if err != nil {
+		return err
+	}
+	var order []string
+	refs := map[string][]string{}
+	add := func(tar string, names ...string) {
+		if _, ok := refs[tar]; !ok {
+			order = append(order, tar)
+		}
+		for _, n := range names {
+			if !slices.Contains(refs[tar], n) {
+				refs[tar] = append(refs[tar], n)
+			}
+		}
+	}
 	for _, img := range imgs.Tags(f.RegistryHost()) {
 		if img.Tar == "" {
 			return errors.New("adding " + img.Ref + ": no image was built")
 		}
-		out := filepath.Join(dir, filepath.Base(img.Tar)+".fleet")
-		if err := fleet.RetagImage(img.Tar, img.Ref, out); err != nil {
-			return err
-		}
-		if err := f.AddImage(ctx, out); err != nil {
+		add(img.Tar, img.Ref)
+	}
+	add(imgs.ArgoCD, argoCD...)
+	add(imgs.Redis, redis...)
+	for _, tar := range order {
+		if err := f.AddImageAs(ctx, tar, refs[tar]...); err != nil {
 			return err
 		}
 	}
-	return f.AddArgoCDImages(ctx, imgs.ArgoCD, imgs.Redis)
+	return nil
 }

@@ -119,7 +119,7 @@ E2E_PACKAGES := ./test/e2e/ ./test/fleet/
 # handshake timeouts, envtest start timeouts) under a load average of 40 to 80.
 .PHONY: test
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
-	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) $(TEST_GC) \
+	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
 	before="$$(hack/leftovers.sh list)"; \
 	rc=0; go test $(GO_TEST_FLAGS) -p $(TEST_PACKAGES_AT_ONCE) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh) || rc=$$?; \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./test/e2e/ || rc=$$?; \
@@ -143,19 +143,13 @@ TEST_ENV = mkdir -p $(BIN); \
 # detector (test/testenv/mutation.go); the demo does not.
 DETECT_CACHE_MUTATIONS = export KUBE_CACHE_MUTATION_DETECTOR=true;
 
-# The tests' Go processes (test binaries, API servers, etcd, the fleets' components; not the
-# pods) collect garbage less often: it cut pkg/pullmodel's CPU by a quarter (136 to 100
-# CPU-seconds, 226 to 209 s) for twice the memory, on a machine whose cores, not its memory,
-# bound the suite. GOMEMLIMIT makes a process collect sooner near it rather than grow.
-TEST_GC = export GOGC=400 GOMEMLIMIT=3GiB;
-
 .PHONY: test-unit
 test-unit: ## Unit tests only (no API server).
 	go test $(GO_TEST_FLAGS) -short ./...
 
 .PHONY: test-integration
 test-integration: ## Tests against a real API server (envtest), without the local fleet's e2e.
-	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) $(TEST_GC) \
+	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $$(go list ./... | grep -v -e /test/e2e -e /test/fleet)
 
 .PHONY: test-node
@@ -168,7 +162,7 @@ test-node: ## The real-node tests alone (root): test/node's nodes and the fleet 
 
 .PHONY: test-e2e
 test-e2e: ## The e2e suite on the local fleet with real nodes (root), and the fleet's own tests.
-	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) $(TEST_GC) \
+	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $(E2E_PACKAGES)
 
 .PHONY: fault

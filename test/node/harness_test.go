@@ -108,7 +108,13 @@ func startRealCluster(ctx context.Context, t *testing.T, name string, lo, hi int
 		t.Fatal(err)
 	}
 	env := c.env
-	c.stopAll = append(c.stopAll, func() { _ = env.Stop() })
+	c.stopAll = append(c.stopAll, func() {
+		// A stop past testenv's bound means the API server was left waiting on a client or on
+		// an address that is gone: stopInOrder's order is wrong.
+		if err := env.Stop(); err != nil {
+			t.Errorf("stopping the test API server: %v", err)
+		}
+	})
 	api := env.Environment.ControlPlane.APIServer
 	issueFn := func(user string, groups ...string) ([]byte, []byte, error) {
 		u, err := env.Environment.ControlPlane.AddUser(envtest.User{Name: user, Groups: groups}, nil)

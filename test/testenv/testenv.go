@@ -108,9 +108,15 @@ func CertManagerCRDDir() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// startStopTimeout bounds each of the test API server's processes (etcd, kube-apiserver) in
-// starting and stopping.
-const startStopTimeout = 2 * time.Minute
+// startTimeout bounds each of the test API server's processes (etcd, kube-apiserver) in
+// starting: beside the suite's fleets (a load of 20 and more on two cores) an API server's
+// post-start hooks take longer than envtest's 20 s.
+const startTimeout = 2 * time.Minute
+
+// stopTimeout bounds each of them in stopping; past it the process is killed and Stop fails.
+// An API server with no clients left stops in a second or two: one that takes longer still
+// has a client watching, or has lost the address it serves on (see test/node's harness).
+const stopTimeout = 30 * time.Second
 
 var (
 	argoOnce sync.Once
@@ -201,11 +207,9 @@ func Start(opts Options) (*Env, error) {
 		Scheme:                scheme,
 		// envtest waits 10 s by default for installed CRDs to be served; Argo CD's are large,
 		// and a machine busy with other builds needs longer.
-		CRDInstallOptions: envtest.CRDInstallOptions{MaxTime: time.Minute},
-		// envtest allows each process 20 s to start and stop; beside the suite's fleets (a
-		// load of 20 and more on two cores) an API server's post-start hooks take longer.
-		ControlPlaneStartTimeout: startStopTimeout,
-		ControlPlaneStopTimeout:  startStopTimeout,
+		CRDInstallOptions:        envtest.CRDInstallOptions{MaxTime: time.Minute},
+		ControlPlaneStartTimeout: startTimeout,
+		ControlPlaneStopTimeout:  stopTimeout,
 	}
 	api := env.ControlPlane.GetAPIServer()
 	if opts.APIServerAddress != "" {

@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -15,8 +13,6 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
 )
 
 // Argo CD as pods
@@ -266,13 +261,7 @@ func (p *argoPods) serverStarted(ctx context.Context, c client.Client, w client.
 	if err := c.List(ctx, pods, client.InNamespace(p.namespace), client.MatchingLabels(p.selectors[ArgoCDServer])); err != nil {
 		return false, err.Error()
 	}
-	running := false
-	for _, pod := range pods.Items {
-		for _, cs := range pod.Status.ContainerStatuses {
-			running = running || (pod.DeletionTimestamp == nil && !p.restarted[pod.UID] && cs.State.Running != nil)
-		}
-	}
-	if !running {
+	if !slices.ContainsFunc(pods.Items, p.serverRuns) {
 		return false, "no pod running"
 	}
 	project := &unstructured.Unstructured{}
@@ -288,6 +277,12 @@ func (p *argoPods) serverStarted(ctx context.Context, c client.Client, w client.
 		return false, "argocd-secret has no server.secretkey yet"
 	}
 	return true, ""
+}
+
+// serverRuns: pod is a current argocd-server pod whose container runs.
+func (p *argoPods) serverRuns(pod corev1.Pod) bool {
+	return pod.DeletionTimestamp == nil && !p.restarted[pod.UID] &&
+		slices.ContainsFunc(pod.Status.ContainerStatuses, func(cs corev1.ContainerStatus) bool { return cs.State.Running != nil })
 }
 
 // stop deletes the workloads StartArgoCD created and waits until their pods are gone. The
@@ -372,16 +367,6 @@ func (f *Fleet) AddArgoCDImages(ctx context.Context, argoCDTar, redisTar string)
 	return f.AddImageAs(ctx, redisTar, redisRefs...)
 }
 
-// containerdName is the name containerd gives an image imported under tag: Docker Hub is
-// docker.io to it, where go-containerregistry says index.docker.io.
-func containerdName(tag name.Tag) string {
-	reg := tag.RegistryStr()
-	if reg == name.DefaultRegistry {
-		reg = "docker.io"
-	}
-	return reg + "/" + tag.RepositoryStr() + ":" + tag.TagStr()
-}
-
 // ArgoCDInstallImages are the images the workloads of the pinned install.yaml name once behind
 // the registry reg, Argo CD's and Redis's apart.
 func ArgoCDInstallImages(reg string) (argoCD, redis []string, _ error) {
@@ -427,53 +412,4 @@ func (m *argoManifest) images(reg string) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// AddImageAs adds the single image of the tarball src to the fleet under every name in refs:
-// pushed to the registry under each, imported into each node once and tagged there with each.
-func (f *Fleet) AddImageAs(ctx context.Context, src string, refs ...string) error {
-	if !f.opts.RealNodes {
-		return errors.New("AddImageAs: the fleet has no real nodes")
-	}
-	if src == "" {
-		return fmt.Errorf("adding %v: no image tarball", refs)
-	}
-	manifest, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(src) })
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", src, err)
-	}
-	if len(manifest) != 1 || len(manifest[0].RepoTags) == 0 {
-		return fmt.Errorf("%s: want one image with a name, have %d image(s)", src, len(manifest))
-	}
-	start := time.Now()
-	img, err := tarball.ImageFromPath(src, nil)
-	if err != nil {
-		return err
-	}
-	for _, ref := range refs {
-		tag, err := name.NewTag(ref, name.Insecure)
-		if err != nil {
-			return err
-		}
-		if tag.RegistryStr() != f.RegistryHost() {
-			return fmt.Errorf("image %s: its registry is not the fleet's (%s)", ref, f.RegistryHost())
-		}
-		if err := remote.Write(tag, img, remote.WithContext(ctx)); err != nil {
-			return fmt.Errorf("pushing %s: %w", ref, err)
-		}
-	}
-	pushed := time.Since(start)
-	imported, err := name.NewTag(manifest[0].RepoTags[0], name.Insecure)
-	if err != nil {
-		return err
-	}
-	err = f.onEveryNode(func(n *node.Node) error {
-		if err := n.ImportImage(src); err != nil {
-			return err
-		}
-		return n.TagImage(containerdName(imported), refs...)
-	})
-	f.logf("image %s as %d name(s): pushed in %s, imported into %d node(s) in %s", filepath.Base(src), len(refs),
-		pushed.Round(10*time.Millisecond), len(f.nodePlanes()), (time.Since(start) - pushed).Round(10*time.Millisecond))
-	return err
 }

@@ -153,21 +153,82 @@ func (f *Fleet) RegistryHost() string {
 }
 
 // AddImage makes an image tarball (docker-archive, as node.WriteImage or `make image` write
-// it) available to every node: pushed to the fleet's registry under the names the tarball
-// records (which should start with RegistryHost) and imported into each node's containerd.
+// it) available to every node under the names the tarball records, which must start with
+// RegistryHost (see AddImageAs).
 func (f *Fleet) AddImage(ctx context.Context, tarPath string) error {
-	if !f.opts.RealNodes {
-		return errors.New("AddImage: the fleet has no real nodes")
-	}
-	start := time.Now()
-	if err := f.pushImage(ctx, tarPath); err != nil {
+	m, err := singleImage(tarPath)
+	if err != nil {
 		return err
 	}
+	return f.AddImageAs(ctx, tarPath, m.RepoTags...)
+}
+
+// AddImageAs adds the single image of the tarball src to the fleet under every name in refs:
+// pushed to the registry under each, imported into each node once and tagged there with each.
+func (f *Fleet) AddImageAs(ctx context.Context, src string, refs ...string) error {
+	if !f.opts.RealNodes {
+		return errors.New("AddImageAs: the fleet has no real nodes")
+	}
+	if src == "" {
+		return fmt.Errorf("adding %v: no image tarball", refs)
+	}
+	m, err := singleImage(src)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	img, err := tarball.ImageFromPath(src, nil)
+	if err != nil {
+		return err
+	}
+	for _, ref := range refs {
+		tag, err := name.NewTag(ref, name.Insecure)
+		if err != nil {
+			return err
+		}
+		if tag.RegistryStr() != f.RegistryHost() {
+			return fmt.Errorf("image %s: its registry is not the fleet's (%s)", ref, f.RegistryHost())
+		}
+		if err := remote.Write(tag, img, remote.WithContext(ctx)); err != nil {
+			return fmt.Errorf("pushing %s: %w", ref, err)
+		}
+	}
 	pushed := time.Since(start)
-	err := f.onEveryNode(func(n *node.Node) error { return n.ImportImage(tarPath) })
-	f.logf("image %s: pushed in %s, imported into %d node(s) in %s", filepath.Base(tarPath), pushed.Round(10*time.Millisecond),
-		len(f.nodePlanes()), (time.Since(start) - pushed).Round(10*time.Millisecond))
+	imported, err := name.NewTag(m.RepoTags[0], name.Insecure)
+	if err != nil {
+		return err
+	}
+	err = f.onEveryNode(func(n *node.Node) error {
+		if err := n.ImportImage(src); err != nil {
+			return err
+		}
+		return n.TagImage(containerdName(imported), refs...)
+	})
+	f.logf("image %s as %d name(s): pushed in %s, imported into %d node(s) in %s", filepath.Base(src), len(refs),
+		pushed.Round(10*time.Millisecond), len(f.nodePlanes()), (time.Since(start) - pushed).Round(10*time.Millisecond))
 	return err
+}
+
+// containerdName is the name containerd gives an image imported under tag: Docker Hub is
+// docker.io to it, where go-containerregistry says index.docker.io.
+func containerdName(tag name.Tag) string {
+	reg := tag.RegistryStr()
+	if reg == name.DefaultRegistry {
+		reg = "docker.io"
+	}
+	return reg + "/" + tag.RepositoryStr() + ":" + tag.TagStr()
+}
+
+// singleImage reads the manifest of a docker-archive tarball that holds one named image.
+func singleImage(tarPath string) (tarball.Descriptor, error) {
+	manifest, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(tarPath) })
+	if err != nil {
+		return tarball.Descriptor{}, fmt.Errorf("reading %s: %w", tarPath, err)
+	}
+	if len(manifest) != 1 || len(manifest[0].RepoTags) == 0 {
+		return tarball.Descriptor{}, fmt.Errorf("%s: want one image with a name, have %d image(s)", tarPath, len(manifest))
+	}
+	return manifest[0], nil
 }
 
 // onEveryNode runs do on every node at once.
@@ -186,34 +247,6 @@ func (f *Fleet) onEveryNode(do func(*node.Node) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// pushImage pushes every tag in the tarball to the fleet's registry.
-func (f *Fleet) pushImage(ctx context.Context, tarPath string) error {
-	host := f.RegistryHost()
-	manifest, err := tarball.LoadManifest(func() (io.ReadCloser, error) { return os.Open(tarPath) })
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", tarPath, err)
-	}
-	for _, m := range manifest {
-		for _, tag := range m.RepoTags {
-			ref, err := name.NewTag(tag, name.Insecure)
-			if err != nil {
-				return err
-			}
-			if ref.RegistryStr() != host {
-				return fmt.Errorf("image %s: its registry is not the fleet's (%s)", tag, host)
-			}
-			img, err := tarball.ImageFromPath(tarPath, &ref)
-			if err != nil {
-				return err
-			}
-			if err := remote.Write(ref, img, remote.WithContext(ctx)); err != nil {
-				return fmt.Errorf("pushing %s: %w", tag, err)
-			}
-		}
-	}
-	return nil
 }
 
 // apiServerNodeArgs are the kube-apiserver flags that depend on whether the cluster has a node.

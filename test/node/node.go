@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -261,6 +262,7 @@ func (n *Node) ImportImage(tarPath string) error {
 // TagImage gives the image src, already in the node's containerd, the further names dsts, as
 // `ctr images tag` does: the kubelet finds it under each.
 func (n *Node) TagImage(src string, dsts ...string) error {
+	dsts = slices.DeleteFunc(slices.Clone(dsts), func(d string) bool { return d == src })
 	if len(dsts) == 0 {
 		return nil
 	}

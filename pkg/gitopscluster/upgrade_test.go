@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -308,6 +309,39 @@ func handedNow(cfg string, clusters []string, moved map[string]bool) ([]string, 
 	return handed, nil
 }
 
+// settledGroup returns the clusters handed cfg once that set has stayed the same for a second:
+// OCM holds the others back until these are done.
+func settledGroup(t *testing.T, cfg string, clusters []string, moved map[string]bool, group []string) []string {
+	t.Helper()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(poll.Interval) {
+		now, err := handedNow(cfg, clusters, moved)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(now) > len(group) {
+			t.Logf("OCM hands %s to %v while %v are in flight (its cache had not seen them yet)", cfg, now, group)
+			group, end = now, time.Now().Add(time.Second)
+		}
+	}
+	return group
+}
+
+// nextWithWork waits for one of clusters to have its agent ManifestWork run image, and returns it.
+func nextWithWork(t *testing.T, clusters []string, image string) string {
+	t.Helper()
+	var next string
+	poll.Until(t, fmt.Sprintf("an agent work running %s on one of %v", image, clusters), time.Minute, func() error {
+		for _, c := range clusters {
+			if w, err := agentWork(c); err == nil && workAgentImage(w) == image {
+				next = c
+				return nil
+			}
+		}
+		return fmt.Errorf("none yet")
+	})
+	return next
+}
+
 // rollOut plays the clusters' work agents while OCM rolls cfg out with maxConcurrency 1: it
 // waits for OCM to hand cfg on, lets the hand-over settle for a second, applies cfg on the
 // clusters in flight and waits for them to report it applied, and returns the groups in the
@@ -330,36 +364,24 @@ func rollOut(t *testing.T, ns, name, cfg, image string, clusters []string, check
 			}
 			return err
 		})
-		// OCM holds the others back until these are done.
-		for settled := false; !settled; {
-			settled = true
-			for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(poll.Interval) {
-				now, err := handedNow(cfg, clusters, moved)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(now) > len(group) {
-					t.Logf("OCM hands %s to %v while %v are in flight (its cache had not seen them yet)", cfg, now, group)
-					group, settled = now, false
-					break
-				}
-			}
-		}
+		group = settledGroup(t, cfg, clusters, moved, group)
 		if len(group) > 1 {
 			t.Logf("OCM moves %v together", group)
 		}
 		check(len(clusters) - len(moved) - len(group))
-		for _, c := range group {
-			applyAgentWork(t, c, image)
-		}
-		for _, c := range group {
-			eventually(t, c+" reports "+cfg+" applied", func() error {
-				if _, applied, _, err := configRefs(c); err != nil || applied != cfg {
+		// OCM may have named cfg as desired for a cluster whose work it writes only once the
+		// others are done: the clusters move in the order their work comes.
+		for remaining := slices.Clone(group); len(remaining) > 0; {
+			next := nextWithWork(t, remaining, image)
+			applyAgentWork(t, next, image)
+			eventually(t, next+" reports "+cfg+" applied", func() error {
+				if _, applied, _, err := configRefs(next); err != nil || applied != cfg {
 					return fmt.Errorf("last applied %q (%v)", applied, err)
 				}
 				return nil
 			})
-			moved[c] = true
+			moved[next] = true
+			remaining = slices.DeleteFunc(remaining, func(c string) bool { return c == next })
 		}
 		order = append(order, group)
 	}

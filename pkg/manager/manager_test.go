@@ -38,9 +38,9 @@ func TestControllerOptionsDefaults(t *testing.T) {
 	if mo.PprofBindAddress != "" {
 		t.Errorf("pprof is on by default at %q", mo.PprofBindAddress)
 	}
-	// controller-runtime's own defaults, set explicitly so the flags show them.
+	// OCM's hub controllers' timings (library-go's defaults), set explicitly so the flags show them.
 	for name, got := range map[string]*time.Duration{"lease duration": mo.LeaseDuration, "renew deadline": mo.RenewDeadline, "retry period": mo.RetryPeriod} {
-		want := map[string]time.Duration{"lease duration": 15 * time.Second, "renew deadline": 10 * time.Second, "retry period": 2 * time.Second}[name]
+		want := map[string]time.Duration{"lease duration": 137 * time.Second, "renew deadline": 107 * time.Second, "retry period": 26 * time.Second}[name]
 		if got == nil || *got != want {
 			t.Errorf("%s = %v, want %s", name, got, want)
 		}
@@ -115,8 +115,8 @@ func TestValidate(t *testing.T) {
 		"pprof without port":         {func(o *Options) { o.PprofAddr = "127.0.0.1" }, "pprof-bind-address"},
 		"zero gitopscluster workers": {func(o *Options) { o.GitOpsClusterConcurrency = 0 }, "--gitopscluster-concurrency"},
 		"negative signer workers":    {func(o *Options) { o.SignerConcurrency = -1 }, "--signer-concurrency"},
-		"renew deadline past lease":  {func(o *Options) { o.RenewDeadline = 20 * time.Second }, "lease duration > renew deadline"},
-		"retry period past renew":    {func(o *Options) { o.RetryPeriod = 10 * time.Second }, "lease duration > renew deadline"},
+		"renew deadline past lease":  {func(o *Options) { o.RenewDeadline = o.LeaseDuration + time.Second }, "lease duration > renew deadline"},
+		"retry period past renew":    {func(o *Options) { o.RetryPeriod = o.RenewDeadline + time.Second }, "lease duration > renew deadline"},
 		"zero retry period":          {func(o *Options) { o.RetryPeriod = 0 }, "lease duration > renew deadline"},
 		"spoke mirror":               {func(o *Options) { o.Fleet.SpokeImageRegistry = "mirror.example.com:5000/argo" }, ""},
 		"spoke mirror with scheme":   {func(o *Options) { o.Fleet.SpokeImageRegistry = "https://mirror.example.com" }, "--spoke-image-registry"},

@@ -175,7 +175,7 @@ func TestRenderDefaults(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"--metrics-bind-address=:8443", "--metrics-secure=true", "--gitopscluster-concurrency=1", "--signer-concurrency=64", "--pull-model=true",
-		"--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s"} {
+		"--leader-elect-lease-duration=137s", "--leader-elect-renew-deadline=107s", "--leader-elect-retry-period=26s"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("manager args %s lack %s", args, want)
 		}

@@ -22,15 +22,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
@@ -66,6 +69,8 @@ func TestMain(m *testing.M) {
 }
 
 func setUp(m *testing.M) (int, error) {
+	// The manager runs as its own process; envtest's messages are not needed.
+	ctrllog.SetLogger(logr.Discard())
 	var err error
 	if dir, err = os.MkdirTemp("", "fault-"); err != nil {
 		return 0, err
@@ -101,10 +106,12 @@ func seeded(t *testing.T) *rand.Rand {
 	return rand.New(rand.NewPCG(seed, seed))
 }
 
-// manager is one manager process.
+// manager is one manager process; exited is closed once it has exited (a process that exited
+// but was not waited for would still accept signals, as a zombie).
 type manager struct {
-	cmd *exec.Cmd
-	log string
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{}
 }
 
 func startManager(t *testing.T, extra ...string) *manager {
@@ -123,22 +130,45 @@ func startManager(t *testing.T, extra ...string) *manager {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	m := &manager{cmd: cmd, log: log}
+	m := &manager{cmd: cmd, log: log, exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		_ = f.Close()
+		close(m.exited)
+	}()
 	t.Cleanup(m.kill)
 	return m
 }
 
 // kill sends SIGKILL: no graceful shutdown, no lease release, writes cut off mid-flight.
 func (m *manager) kill() {
-	if m.cmd.ProcessState != nil {
+	if !m.alive() {
 		return
 	}
 	_ = m.cmd.Process.Signal(syscall.SIGKILL)
-	_, _ = m.cmd.Process.Wait()
+	<-m.exited
 }
 
 func (m *manager) alive() bool {
-	return m.cmd.ProcessState == nil && m.cmd.Process.Signal(syscall.Signal(0)) == nil
+	select {
+	case <-m.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// requireAlive fails the test with the end of the manager's log when it has exited.
+func (m *manager) requireAlive(t *testing.T, when string) {
+	t.Helper()
+	if m.alive() {
+		return
+	}
+	out, _ := os.ReadFile(m.log)
+	if len(out) > 3000 {
+		out = out[len(out)-3000:]
+	}
+	t.Fatalf("the manager exited %s (%v); the end of its log:\n%s", when, m.cmd.ProcessState, out)
 }
 
 func eventually(t *testing.T, what string, timeout time.Duration, check func() error) {
@@ -380,16 +410,51 @@ func TestAPIServerRestartMidReconcile(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.waitConverged(t, 3*time.Minute)
-	if !m.alive() {
-		t.Fatal("the manager exited instead of recovering")
-	}
+	m.requireAlive(t, "instead of recovering")
 	// Watches resumed: a change made after the restart is followed.
 	f.grow(t, "rs-late-", 20)
 	f.waitConverged(t, 2*time.Minute)
 	f.checkCleanState(t)
-	if !m.alive() {
-		t.Fatal("the manager exited")
+	m.requireAlive(t, "after the restart")
+}
+
+// TestLeaderKeepsTheLeaseThroughAnAPIServerRestart: a leader with the default timings rides
+// out 30 s of hub API server downtime without losing its lease (controller-runtime's defaults
+// give up after 10 s and exit), then keeps following changes.
+func TestLeaderKeepsTheLeaseThroughAnAPIServerRestart(t *testing.T) {
+	ctx := context.Background()
+	const leaseName = "fault-outage"
+	lease := func() *coordinationv1.Lease {
+		l := &coordinationv1.Lease{}
+		if err := hub.Get(ctx, types.NamespacedName{Namespace: "default", Name: leaseName}, l); err != nil || l.Spec.HolderIdentity == nil {
+			return nil
+		}
+		return l
 	}
+	m := startManager(t, "--leader-elect", "--leader-election-namespace=default", "--leader-election-id="+leaseName)
+	var before *coordinationv1.Lease
+	eventually(t, "the manager leads", 30*time.Second, func() error {
+		if before = lease(); before == nil {
+			return fmt.Errorf("no lease holder yet")
+		}
+		return nil
+	})
+	f := newFleet(t, "outage", "ou-", 20, nil)
+	f.waitConverged(t, 2*time.Minute)
+
+	if err := env.RestartAPIServer(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	m.requireAlive(t, "while the API server was down")
+	f.grow(t, "ou-late-", 10)
+	f.waitConverged(t, 2*time.Minute)
+	m.requireAlive(t, "after the API server came back")
+	after := lease()
+	if after == nil || *after.Spec.HolderIdentity != *before.Spec.HolderIdentity ||
+		ptr.Deref(after.Spec.LeaseTransitions, 0) != ptr.Deref(before.Spec.LeaseTransitions, 0) {
+		t.Errorf("the lease changed hands: before %+v, after %+v", before.Spec, after)
+	}
+	f.checkCleanState(t)
 }
 
 // TestLeaderFailover: two replicas elect a leader; killing it lets the other take over and

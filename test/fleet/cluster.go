@@ -59,11 +59,11 @@ func (cp *controlPlane) adminClient(scheme *runtime.Scheme) (client.Client, erro
 	cp.adminMu.Lock()
 	defer cp.adminMu.Unlock()
 	if cp.admin == nil {
-		c, err := client.New(cp.adminConfig, client.Options{Scheme: scheme})
+		c, err := client.NewWithWatch(cp.adminConfig, client.Options{Scheme: scheme})
 		if err != nil {
 			return nil, err
 		}
-		cp.admin = c
+		cp.admin = retryingClient(c, busyRetryBudget)
 	}
 	return cp.admin, nil
 }
@@ -205,7 +205,9 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 	if err != nil {
 		return nil, err
 	}
-	if err := f.poll(ctx, name+" kube-apiserver", 90*time.Second, func(ctx context.Context) (bool, error) {
+	// Budgets, not sleeps: two lanes of real nodes starting on 2 cores beside the image builds
+	// have kept an API server from being ready for over 90 s.
+	if err := f.poll(ctx, name+" kube-apiserver", startBudget, func(ctx context.Context) (bool, error) {
 		body, err := kc.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err == nil && string(body) == "ok", err
 	}); err != nil {
@@ -260,7 +262,7 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 
 // waitKCM waits until the cluster's kube-controller-manager reports healthy.
 func (f *Fleet) waitKCM(ctx context.Context, cp *controlPlane) error {
-	return f.poll(ctx, cp.name+" kube-controller-manager", 60*time.Second, func(ctx context.Context) (bool, error) {
+	return f.poll(ctx, cp.name+" kube-controller-manager", startBudget, func(ctx context.Context) (bool, error) {
 		body, err := httpGet(ctx, cp.kcmHealthz, true)
 		return err == nil && body == "ok", err
 	})

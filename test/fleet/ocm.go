@@ -120,7 +120,7 @@ func (f *Fleet) installCRDs(ctx context.Context, cp *controlPlane, paths []strin
 		}
 	}
 	for _, crd := range crds {
-		if err := f.poll(ctx, cp.name+" CRD "+crd.Name+" to be established", 60*time.Second, func(ctx context.Context) (bool, error) {
+		if err := f.poll(ctx, cp.name+" CRD "+crd.Name+" to be established", startBudget, func(ctx context.Context) (bool, error) {
 			got := &apiextensionsv1.CustomResourceDefinition{}
 			if err := c.Get(ctx, client.ObjectKeyFromObject(crd), got); err != nil {
 				return false, err

@@ -207,6 +207,9 @@ func (f *Fleet) stopAll() error {
 	return errors.Join(errs...)
 }
 
+// startBudget is how long the harness waits for a process or object it started to be ready.
+const startBudget = 3 * time.Minute
+
 // poll calls cond every interval until it returns true or an error, the timeout passes, or a
 // fleet process dies.
 func (f *Fleet) poll(ctx context.Context, what string, timeout time.Duration, cond func(context.Context) (bool, error)) error {

@@ -78,6 +78,9 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 		}
 	}
 	cp := &controlPlane{name: name, dir: dir}
+	f.begunMu.Lock()
+	f.begun = append(f.begun, cp)
+	f.begunMu.Unlock()
 	var err error
 	if cp.ca, err = newCA(filepath.Join(dir, "pki"), name); err != nil {
 		return nil, err

@@ -75,6 +75,11 @@ type Fleet struct {
 	spokes    map[string]*controlPlane
 	ports     ports
 
+	// begun is every control plane whose start began, up or not: Stop stops the nodes of
+	// those that failed half-way too.
+	begunMu sync.Mutex
+	begun   []*controlPlane
+
 	mu       sync.Mutex
 	procs    []*Process
 	onStop   []func() error

@@ -78,10 +78,14 @@ type imageStore struct {
 	dnsErr         error
 }
 
+// nodePlanes returns the control planes with a node, including those that failed to start
+// after their node was made (their node must be stopped all the same).
 func (f *Fleet) nodePlanes() []*controlPlane {
+	f.begunMu.Lock()
+	defer f.begunMu.Unlock()
 	var out []*controlPlane
-	for _, cp := range append([]*controlPlane{f.hub}, f.spokeList()...) {
-		if cp != nil && cp.node != nil {
+	for _, cp := range f.begun {
+		if cp.node != nil {
 			out = append(out, cp)
 		}
 	}

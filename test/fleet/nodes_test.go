@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -148,5 +149,34 @@ func TestFleetRealNodes(t *testing.T) {
 	}
 	if left := f.NodeLeftovers(); len(left) > 0 {
 		t.Errorf("the nodes left behind:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+// TestFleetFailingToStartStopsItsNodes: a control plane that fails after its node was made (here
+// its etcd exits at once) still has its node stopped: nothing stays mounted in the run folder.
+func TestFleetFailingToStartStopsItsNodes(t *testing.T) {
+	skipUnlessRealNodes(t)
+	bin := t.TempDir()
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	f, err := fleet.Start(ctx, fleet.Options{Dir: dir, Clusters: []string{"cluster1"}, RealNodes: true, K8sBinDir: bin})
+	if err == nil {
+		_ = f.Stop()
+		t.Fatal("the fleet started with an etcd that exits at once")
+	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if fields := strings.Fields(line); len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
+			t.Errorf("still mounted after the failed start: %s", fields[4])
+		}
 	}
 }

@@ -32,8 +32,9 @@ func serverBusy(ctx context.Context, err error) bool {
 }
 
 // retryBusy runs call until it returns something other than a busy answer, or the next try
-// would start after budget (then the last busy answer is returned). A Create retried after a timeout may find the
-// object the first attempt made: callers treat AlreadyExists as success where that is right.
+// would start after budget (then the last busy answer is returned). A Create retried after a
+// timeout may find the object the first attempt made: callers treat AlreadyExists as success
+// where that is right.
 func retryBusy(ctx context.Context, budget time.Duration, call func() error) error {
 	var err error
 	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Cap: 10 * time.Second, Steps: 1 << 30}

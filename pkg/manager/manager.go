@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -103,9 +104,9 @@ func DefaultOptions() Options {
 		LeaderElectionID: "argocd-agent-addon.apps.open-cluster-management.io",
 		// The timings of OCM's own hub controllers (library-go's defaults): the leader keeps
 		// its lease through about 80 s of API server downtime (an upgrade, a restart, a stall
-		// under load) instead of exiting after 10 s as with controller-runtime's 15s/10s/2s;
-		// a standby takes over a crashed leader within 163 s, and one shut down cleanly (the
-		// lease is released) within 26 s.
+		// under load) instead of exiting after 10 s as with controller-runtime's 15s/10s/2s.
+		// A standby tries every 26 to 31 s (client-go's jitter), so it takes over a crashed
+		// leader within about 170 s, and one shut down cleanly (the lease released) within 31 s.
 		LeaseDuration:           137 * time.Second,
 		RenewDeadline:           107 * time.Second,
 		RetryPeriod:             26 * time.Second,
@@ -139,11 +140,11 @@ func (o Options) Validate() error {
 	if o.SignerConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("--signer-concurrency must be at least 1, got %d", o.SignerConcurrency))
 	}
-	// client-go's leader elector refuses other orderings, but only once the manager starts
-	// leading; say so before anything runs.
-	if o.RetryPeriod <= 0 || o.RenewDeadline <= o.RetryPeriod || o.LeaseDuration <= o.RenewDeadline {
-		errs = append(errs, fmt.Errorf("leader election needs lease duration > renew deadline > retry period > 0, got %s, %s, %s",
-			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+	// client-go's leader elector refuses these only when leader election starts (it needs the
+	// renew deadline past the retry period with its jitter); say so before anything runs.
+	if o.RetryPeriod <= 0 || o.RenewDeadline <= time.Duration(leaderelection.JitterFactor*float64(o.RetryPeriod)) || o.LeaseDuration <= o.RenewDeadline {
+		errs = append(errs, fmt.Errorf("leader election needs lease duration > renew deadline > %.1f × retry period > 0, got %s, %s, %s",
+			leaderelection.JitterFactor, o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
 	}
 	if err := o.Fleet.Validate(); err != nil {
 		errs = append(errs, err)

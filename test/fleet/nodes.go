@@ -79,7 +79,8 @@ type imageStore struct {
 }
 
 // nodePlanes returns the control planes with a node, including those that failed to start
-// after their node was made (their node must be stopped all the same).
+// after their node was made (their node must be stopped all the same). cp.node is written
+// while a control plane starts: callers run after up has returned.
 func (f *Fleet) nodePlanes() []*controlPlane {
 	f.begunMu.Lock()
 	defer f.begunMu.Unlock()

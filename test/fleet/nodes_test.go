@@ -170,6 +170,10 @@ func TestFleetFailingToStartStopsItsNodes(t *testing.T) {
 		_ = f.Stop()
 		t.Fatal("the fleet started with an etcd that exits at once")
 	}
+	// The failure must come after the nodes were made, or there is nothing to check.
+	if !strings.Contains(err.Error(), "etcd") || strings.Contains(err.Error(), "preparing its node") {
+		t.Fatalf("the start failed elsewhere than at etcd: %v", err)
+	}
 	mounts, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,7 @@ package fleet
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,32 +17,28 @@ import (
 const busyRetryBudget = 3 * time.Minute
 
 // serverBusy says whether err is an API server's answer that the request may succeed if sent
-// again: its own timeouts, throttling and unavailability, or the request's deadline passing
-// while the caller's context is still live. Anything else (a refusal, a conflict, a missing
-// object) is the caller's to handle.
-func serverBusy(ctx context.Context, err error) bool {
-	switch {
-	case err == nil:
-		return false
-	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsTooManyRequests(err), apierrors.IsServiceUnavailable(err):
-		return true
-	default:
-		return ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded)
-	}
+// again: its own timeouts, throttling and unavailability. Anything else (a refusal, a
+// conflict, a missing object) is the caller's to handle.
+func serverBusy(err error) bool {
+	return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err)
 }
 
 // retryBusy runs call until it returns something other than a busy answer, or the next try
-// would start after budget (then the last busy answer is returned). A Create retried after a
-// timeout may find the object the first attempt made: callers treat AlreadyExists as success
-// where that is right.
+// would start after budget (then the last busy answer is returned). A write retried after a
+// timeout may find what the first attempt did (AlreadyExists, NotFound): such an answer names
+// the busy one before it, and callers treat AlreadyExists as success where that is right.
 func retryBusy(ctx context.Context, budget time.Duration, call func() error) error {
-	var err error
+	var err, busy error
 	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Cap: 10 * time.Second, Steps: 1 << 30}
 	deadline := time.Now().Add(budget)
 	for {
-		if err = call(); !serverBusy(ctx, err) {
+		if err = call(); !serverBusy(err) {
+			if err != nil && busy != nil {
+				err = fmt.Errorf("%w (sent again after: %v)", err, busy)
+			}
 			return err
 		}
+		busy = err
 		next := backoff.Step()
 		if time.Now().Add(next).After(deadline) {
 			return err
@@ -61,6 +57,10 @@ func retryBusy(ctx context.Context, budget time.Duration, call func() error) err
 func retryingClient(c client.WithWatch, budget time.Duration) client.WithWatch {
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if obj.GetName() == "" && obj.GetGenerateName() != "" {
+				// Sent again, it could make a second object.
+				return c.Create(ctx, obj, opts...)
+			}
 			return retryBusy(ctx, budget, func() error { return c.Create(ctx, obj, opts...) })
 		},
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func TestRetryingClientSendsBusyWritesAgain(t *testing.T) {
 		"server timeout, then created":   {[]error{apierrors.NewServerTimeout(gr, "create", 1), nil}, 2, nil},
 		"throttled twice, then created":  {[]error{apierrors.NewTooManyRequests("slow down", 0), apierrors.NewTooManyRequests("slow down", 0), nil}, 3, nil},
 		"unavailable, then created":      {[]error{apierrors.NewServiceUnavailable("starting"), nil}, 2, nil},
-		"request deadline, then created": {[]error{context.DeadlineExceeded, nil}, 2, nil},
+		"created by the timed-out try":   {[]error{apierrors.NewTimeoutError("request did not complete within requested timeout", 0), apierrors.NewAlreadyExists(gr, "x")}, 2, apierrors.IsAlreadyExists},
 		"already exists: not sent again": {[]error{apierrors.NewAlreadyExists(gr, "x")}, 1, apierrors.IsAlreadyExists},
 		"forbidden: not sent again":      {[]error{apierrors.NewForbidden(gr, "x", nil)}, 1, apierrors.IsForbidden},
 		"still busy when the budget ends": {[]error{apierrors.NewTooManyRequests("slow down", 0), apierrors.NewTooManyRequests("slow down", 0),
@@ -42,14 +43,18 @@ func TestRetryingClientSendsBusyWritesAgain(t *testing.T) {
 				return c.Create(ctx, obj, opts...)
 			}
 			base := interceptor.NewClient(fake.NewClientBuilder().Build(), interceptor.Funcs{Create: answer})
-			// The last case's budget lets the first retry (after 500 ms) through and no more.
+			// The last case's budget lets the first retry (after 500 ms) through and not the
+			// second (1 s later).
 			budget := time.Minute
 			if name == "still busy when the budget ends" {
-				budget = 700 * time.Millisecond
+				budget = 1400 * time.Millisecond
 			}
 			err := retryingClient(base, budget).Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x"}})
 			if calls != tc.wantCalls {
 				t.Errorf("calls = %d, want %d", calls, tc.wantCalls)
+			}
+			if err != nil && calls > 1 && !serverBusy(err) && !strings.Contains(err.Error(), "sent again after") {
+				t.Errorf("err = %v does not name the busy answer before it", err)
 			}
 			switch {
 			case tc.wantErr == nil && err != nil:
@@ -77,5 +82,20 @@ func TestRetryingClientStopsWithTheCallersContext(t *testing.T) {
 	}
 	if waited := time.Since(start); waited > 10*time.Second {
 		t.Errorf("returned after %s, past the caller's deadline", waited)
+	}
+}
+
+// A Create by generateName is sent once: a second try could make a second object.
+func TestRetryingClientSendsAGeneratedNameOnce(t *testing.T) {
+	calls := 0
+	base := interceptor.NewClient(fake.NewClientBuilder().Build(), interceptor.Funcs{
+		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+			calls++
+			return apierrors.NewTimeoutError("request did not complete within requested timeout", 0)
+		},
+	})
+	err := retryingClient(base, time.Minute).Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "x-"}})
+	if !apierrors.IsTimeout(err) || calls != 1 {
+		t.Errorf("err = %v after %d call(s), want the timeout after one", err, calls)
 	}
 }

@@ -1263,3 +1263,64 @@ func (w *watchRecorder) firstOpenedAfter(t time.Time) []string {
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestGracePeriodOutlastsTheGracefulShutdown: the kubelet kills the manager at the end of the
+// pod's grace period, so the chart gives it more than the manager's graceful shutdown, in
+// which the manager releases its leader lease, and refuses values that would not.
+func TestGracePeriodOutlastsTheGracefulShutdown(t *testing.T) {
+	grace := func(t *testing.T, objs []*unstructured.Unstructured) (int64, time.Duration) {
+		t.Helper()
+		dep := find(objs, "Deployment", releaseName)
+		if dep == nil {
+			t.Fatal("no manager Deployment")
+		}
+		field, found, _ := unstructured.NestedFieldNoCopy(dep.Object, "spec", "template", "spec", "terminationGracePeriodSeconds")
+		number, isNumber := field.(float64) // JSON's numbers, as the rendered YAML is read
+		if !found || !isNumber || number != float64(int64(number)) {
+			t.Fatalf("the manager's pod has no whole terminationGracePeriodSeconds (%v): the kubelet's 30-s default is the manager's whole graceful shutdown", field)
+		}
+		seconds := int64(number)
+		for _, a := range managerArgs(t, objs) {
+			if v, ok := strings.CutPrefix(a, "--graceful-shutdown-timeout="); ok {
+				d, err := time.ParseDuration(v)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return seconds, d
+			}
+		}
+		t.Fatal("no --graceful-shutdown-timeout")
+		return 0, 0
+	}
+	objs, err := render(t, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seconds, shutdown := grace(t, objs); time.Duration(seconds)*time.Second <= shutdown+5*time.Second {
+		t.Errorf("default grace period %ds does not outlast the graceful shutdown %s by more than 5 s", seconds, shutdown)
+	}
+	for _, shutdown := range []string{"1m", "1m30s", "500ms", "2.5s", "90s"} {
+		d, err := time.ParseDuration(shutdown)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The longest grace the chart refuses, and the shortest it takes, in whole seconds.
+		refused := int64((d + 5*time.Second) / time.Second)
+		for _, tc := range []struct {
+			seconds int64
+			ok      bool
+		}{{refused, false}, {refused + 1, true}} {
+			objs, err := render(t, map[string]any{"gracefulShutdownTimeout": shutdown, "terminationGracePeriodSeconds": tc.seconds})
+			switch {
+			case tc.ok && err != nil:
+				t.Errorf("shutdown %s, grace %ds: refused: %v", shutdown, tc.seconds, err)
+			case !tc.ok && (err == nil || !strings.Contains(err.Error(), "terminationGracePeriodSeconds")):
+				t.Errorf("shutdown %s, grace %ds: want the chart to refuse it, got %v", shutdown, tc.seconds, err)
+			case tc.ok:
+				if got, _ := grace(t, objs); got != tc.seconds {
+					t.Errorf("shutdown %s: grace period %d rendered as %d", shutdown, tc.seconds, got)
+				}
+			}
+		}
+	}
+}

@@ -423,15 +423,8 @@ func TestAPIServerRestartMidReconcile(t *testing.T) {
 // out a hub API server restart (15 s down) without losing its lease (controller-runtime's defaults
 // give up after 10 s and exit), then keeps following changes.
 func TestLeaderKeepsTheLeaseThroughAnAPIServerRestart(t *testing.T) {
-	ctx := context.Background()
 	const leaseName = "fault-outage"
-	lease := func() *coordinationv1.Lease {
-		l := &coordinationv1.Lease{}
-		if err := hub.Get(ctx, types.NamespacedName{Namespace: "default", Name: leaseName}, l); err != nil || l.Spec.HolderIdentity == nil {
-			return nil
-		}
-		return l
-	}
+	lease := func() *coordinationv1.Lease { return heldLease(leaseName) }
 	m := startManager(t, "--leader-elect", "--leader-election-namespace=default", "--leader-election-id="+leaseName)
 	var before *coordinationv1.Lease
 	eventually(t, "the manager leads", 30*time.Second, func() error {
@@ -462,18 +455,25 @@ func TestLeaderKeepsTheLeaseThroughAnAPIServerRestart(t *testing.T) {
 	f.checkCleanState(t)
 }
 
+// heldLease returns the leader-election Lease name in default while someone holds it, else nil.
+func heldLease(name string) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{}
+	if err := hub.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: name}, l); err != nil || l.Spec.HolderIdentity == nil {
+		return nil
+	}
+	return l
+}
+
 // TestLeaderFailover: two replicas elect a leader; killing it lets the other take over and
 // converge a change made after the kill.
 func TestLeaderFailover(t *testing.T) {
-	ctx := context.Background()
 	ha := []string{"--leader-elect", "--leader-election-namespace=default", "--leader-election-id=fault-failover",
 		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=1s"}
 	holder := func() string {
-		lease := &coordinationv1.Lease{}
-		if err := hub.Get(ctx, types.NamespacedName{Namespace: "default", Name: "fault-failover"}, lease); err != nil || lease.Spec.HolderIdentity == nil {
-			return ""
+		if l := heldLease("fault-failover"); l != nil {
+			return *l.Spec.HolderIdentity
 		}
-		return *lease.Spec.HolderIdentity
+		return ""
 	}
 	// The first replica alone takes the lease; the second waits as a standby.
 	leader := startManager(t, ha...)

@@ -122,7 +122,7 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 	}, tierEtcd); err != nil {
 		return nil, err
 	}
-	if err := f.poll(ctx, name+" etcd", 60*time.Second, func(ctx context.Context) (bool, error) {
+	if err := f.poll(ctx, name+" etcd", startBudget, func(ctx context.Context) (bool, error) {
 		body, err := httpGet(ctx, etcdURL+"/health", false)
 		return err == nil && strings.Contains(body, `"health":"true"`), err
 	}); err != nil {

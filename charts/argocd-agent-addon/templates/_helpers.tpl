@@ -51,3 +51,16 @@ client certificates this project's signer issues (OCM's default CustomSigner sub
 {{- define "argocd-agent-addon.principalAuth" -}}
 {{- printf "mtls:subject:^CN=system:open-cluster-management:cluster:([^:]+):addon:%s:agent:%s-agent(?:,|$)" .Values.addon.name .Values.addon.name -}}
 {{- end -}}
+
+{{/*
+A Go duration of the schema's form (e.g. 1m30s, 500ms) in seconds, as a float.
+*/}}
+{{- define "argocd-agent-addon.durationSeconds" -}}
+{{- $unit := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 -}}
+{{- $total := 0.0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h)" (toString .) -1 -}}
+{{- $number := regexFind "^[0-9]+(\\.[0-9]+)?" . -}}
+{{- $total = addf $total (mulf (float64 $number) (get $unit (trimPrefix $number .))) -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}

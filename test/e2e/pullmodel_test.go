@@ -511,6 +511,48 @@ func (s *suite) showSpokeErrorOnTheHub(t *testing.T, repoURL, cluster string) {
 	})
 }
 
+// refreshServed follows the spoke Application app on cluster from resourceVersion since until
+// the work agent has applied a refresh request (the annotation arrives) and the cluster's Argo
+// CD has served it (the annotation goes), and returns the resourceVersion that cleared it. A
+// watch, not a poll: between two polls a periodic reconcile moves status.reconciledAt before the
+// request has even arrived, which a poll would take for the refresh.
+func refreshServed(ctx context.Context, t *testing.T, apps dynamic.ResourceInterface, cluster, app, since string, timeout time.Duration) string {
+	t.Helper()
+	start := time.Now()
+	watch, err := apps.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + app, ResourceVersion: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
+	arrived := false
+	deadline := time.After(timeout)
+	for {
+		select {
+		case ev, ok := <-watch.ResultChan():
+			if !ok {
+				t.Fatalf("%s: the watch on the spoke Application %s ended", cluster, app)
+			}
+			u, isObj := ev.Object.(*unstructured.Unstructured)
+			if !isObj {
+				t.Fatalf("%s: watching the spoke Application %s: %v", cluster, app, ev.Object)
+			}
+			_, requested := u.GetAnnotations()[pullmodel.AnnotationRefresh]
+			switch {
+			case requested:
+				arrived = true
+			case arrived:
+				t.Logf("%-72s %7s", cluster+": the work agent applied the refresh request and the cluster's Argo CD served it", time.Since(start).Round(10*time.Millisecond))
+				return u.GetResourceVersion()
+			}
+		case <-deadline:
+			if arrived {
+				t.Fatalf("%s: the cluster's Argo CD did not serve the refresh request within %s", cluster, timeout)
+			}
+			t.Fatalf("%s: the work agent did not apply the refresh request within %s", cluster, timeout)
+		}
+	}
+}
+
 // refreshRunsOnceOnTheCluster asks for a hard refresh on the hub Application and checks that it
 // runs once on the cluster: the spoke's Argo CD clears the request when it has refreshed, and
 // OCM's work agent, applying the same manifest again, must not put the request back while the
@@ -526,15 +568,6 @@ func (s *suite) refreshRunsOnceOnTheCluster(t *testing.T, cluster string) {
 		t.Fatal(err)
 	}
 	apps := spokeApps.Resource(pullmodel.ArgoGroupVersion.WithResource("applications")).Namespace(s.spokeArgoCD(cluster))
-	spokeState := func(ctx context.Context) (refresh bool, reconciledAt string, rv string, err error) {
-		u, err := apps.Get(ctx, app, metav1.GetOptions{})
-		if err != nil {
-			return false, "", "", err
-		}
-		_, refresh = u.GetAnnotations()[pullmodel.AnnotationRefresh]
-		reconciledAt, _, _ = unstructured.NestedString(u.Object, "status", "reconciledAt")
-		return refresh, reconciledAt, u.GetResourceVersion(), nil
-	}
 	workRequests := func(ctx context.Context) (bool, *workv1.ManifestWork, error) {
 		w, err := s.pullWork(ctx, cluster, app)
 		if err != nil {
@@ -547,7 +580,8 @@ func (s *suite) refreshRunsOnceOnTheCluster(t *testing.T, cluster string) {
 		_, ok := m.GetAnnotations()[pullmodel.AnnotationRefresh]
 		return ok, w, nil
 	}
-	_, before, _, err := spokeState(ctx)
+	// The spoke Application is watched from here on: see refreshServed.
+	before, err := apps.Get(ctx, app, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -592,15 +626,8 @@ func (s *suite) refreshRunsOnceOnTheCluster(t *testing.T, cluster string) {
 	})
 	stopped["manager"] = s.stopManager(t)
 	resume("klusterlet")
-	s.eventually(t, cluster+": the cluster's Argo CD ran the refresh and cleared the request", 2*time.Minute, func(ctx context.Context) (bool, string) {
-		refresh, at, _, err := spokeState(ctx)
-		return err == nil && !refresh && at != before, fmt.Sprintf("refresh annotation %v, reconciledAt %s (before %s) %v", refresh, at, before, err)
-	})
-	_, _, rv, err := spokeState(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	watch, err := apps.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + app, ResourceVersion: rv})
+	served := refreshServed(ctx, t, apps, cluster, app, before.GetResourceVersion(), 2*time.Minute)
+	watch, err := apps.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + app, ResourceVersion: served})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -723,13 +750,13 @@ func (s *suite) deleteWhileTheClusterIsOffline(t *testing.T, repoURL, cluster st
 // setLeaseDuration sets a ManagedCluster's lease period, as a hub admin may.
 func (s *suite) setLeaseDuration(t *testing.T, cluster string, seconds int32) {
 	t.Helper()
-	mc := &clusterv1.ManagedCluster{}
-	if err := s.hub.Get(context.Background(), client.ObjectKey{Name: cluster}, mc); err != nil {
-		t.Fatal(err)
-	}
-	mc.Spec.LeaseDurationSeconds = seconds
-	if err := s.hub.Update(context.Background(), mc); err != nil {
-		t.Fatal(err)
+	// A merge patch, not an update: the hub writes the ManagedCluster's status all the while
+	// (its availability changes when the klusterlet freezes and resumes), and an update sent
+	// with the resourceVersion of a moment ago is refused with a conflict.
+	mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: cluster}}
+	patch := fmt.Appendf(nil, `{"spec":{"leaseDurationSeconds":%d}}`, seconds)
+	if err := s.hub.Patch(context.Background(), mc, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatalf("setting ManagedCluster %s's lease duration to %d s: %v", cluster, seconds, err)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/retry"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -511,24 +512,19 @@ func (s *suite) showSpokeErrorOnTheHub(t *testing.T, repoURL, cluster string) {
 	})
 }
 
-// refreshServed follows the spoke Application app on cluster from resourceVersion since until
-// the work agent has applied a refresh request (the annotation arrives) and the cluster's Argo
-// CD has served it (the annotation goes), and returns the resourceVersion that cleared it. A
-// watch, not a poll: between two polls a periodic reconcile moves status.reconciledAt before the
-// request has even arrived, which a poll would take for the refresh.
-func refreshServed(ctx context.Context, t *testing.T, apps dynamic.ResourceInterface, cluster, app, since string, timeout time.Duration) string {
+// refreshServed reads events, on the spoke Application app of cluster, until the work agent has
+// applied a refresh request (the annotation arrives) and the cluster's Argo CD has served it
+// (the annotation goes). A watch, not a poll: between two polls a periodic reconcile moves
+// status.reconciledAt before the request has even arrived, which a poll would take for the
+// refresh.
+func refreshServed(t *testing.T, events watch.Interface, cluster, app string, timeout time.Duration) {
 	t.Helper()
 	start := time.Now()
-	watch, err := apps.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + app, ResourceVersion: since})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer watch.Stop()
 	arrived := false
 	deadline := time.After(timeout)
 	for {
 		select {
-		case ev, ok := <-watch.ResultChan():
+		case ev, ok := <-events.ResultChan():
 			if !ok {
 				t.Fatalf("%s: the watch on the spoke Application %s ended", cluster, app)
 			}
@@ -542,7 +538,7 @@ func refreshServed(ctx context.Context, t *testing.T, apps dynamic.ResourceInter
 				arrived = true
 			case arrived:
 				t.Logf("%-72s %7s", cluster+": the work agent applied the refresh request and the cluster's Argo CD served it", time.Since(start).Round(10*time.Millisecond))
-				return u.GetResourceVersion()
+				return
 			}
 		case <-deadline:
 			if arrived {
@@ -625,13 +621,15 @@ func (s *suite) refreshRunsOnceOnTheCluster(t *testing.T, cluster string) {
 		return ok, fmt.Sprint("no refresh annotation in the manifest ", err)
 	})
 	stopped["manager"] = s.stopManager(t)
-	resume("klusterlet")
-	served := refreshServed(ctx, t, apps, cluster, app, before.GetResourceVersion(), 2*time.Minute)
-	watch, err := apps.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + app, ResourceVersion: served})
+	// One watch from before the work agent resumes: it sees the request arrive and be served,
+	// then whatever the work agent does after.
+	watch, err := apps.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + app, ResourceVersion: before.GetResourceVersion()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer watch.Stop()
+	resume("klusterlet")
+	refreshServed(t, watch, cluster, app, 2*time.Minute)
 	still, w, err := workRequests(ctx)
 	if err != nil || !still {
 		t.Fatalf("the hub withdrew the refresh request while the manager was frozen (%v): nothing to check", err)

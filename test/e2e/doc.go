@@ -23,7 +23,9 @@
 //     relies on it);
 //  2. the Placement grows to cluster2, then drops cluster1: agents follow, cluster1's
 //     registration goes and its certificates are blocklisted;
-//  3. an agent image change rolls out Progressive (maxConcurrency 1), one cluster after the other;
+//  3. the agents roll back to the previous argocd-agent release and are upgraded again, each
+//     Progressive (maxConcurrency 1): the image tags change on one cluster after the other, and
+//     status.agentsOnOtherVersion counts the cluster still waiting;
 //  4. a client certificate is renewed by OCM, the kubelet updates the agent pod's volume, and
 //     the cert-reloader sidecar restarts the agent with it;
 //  5. a CSR made with cluster2's hub credentials for cluster1's identity is refused;

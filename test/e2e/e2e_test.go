@@ -56,7 +56,7 @@ func testFleetE2E(t *testing.T, s *suite) {
 	}{
 		{"1_ReadmeExampleInstallsAgentOnCluster1", s.scenarioInstall},
 		{"2_PlacementEditsMoveAgents", s.scenarioPlacementEdits},
-		{"3_ProgressiveImageRollout", s.scenarioProgressiveRollout},
+		{"3_ProgressiveRollbackAndUpgrade", s.scenarioProgressiveRollout},
 		{"4_CertificateRotationAndReload", s.scenarioRotation},
 		{"5_ForgedCSRIsRefused", s.scenarioForgedCSR},
 		{"6_RevokeActionAndUndo", s.scenarioRevokeAction},
@@ -325,21 +325,22 @@ func (s *suite) scenarioPlacementEdits(t *testing.T) {
 	s.waitReady(t, 1, 1)
 }
 
-// Scenario 3: with both clusters selected, an agent image change rolls out Progressive with
-// maxConcurrency 1: one cluster after the other.
+// Scenario 3: with both clusters selected, the agents are rolled back to the previous
+// argocd-agent release and upgraded again (the stand-in image under both releases' tags), each
+// Progressive with maxConcurrency 1: one cluster after the other.
 //
 // OCM v1.2.1's semantics (pkg/addon/controllers/addonconfiguration and addonprogressing): a
 // cluster's rollout Succeeds when its ManagedClusterAddOn's Progressing condition turns
 // Completed, which happens once the addon's ManifestWork with the new config is Applied and
 // Available. The work agent's Available means the resources exist on the managed cluster, not
 // that the Deployment is ready, so the next cluster is released once the first cluster's
-// Deployment was updated, whether or not its pod would run. The simulated kubelet still marks
-// each updated Deployment available at once, as a healthy cluster would be.
+// Deployment was updated, whether or not its pod would run; the kubelet then replaces the pod.
 //
 // What is asserted: OCM releases the clusters one at a time (the hub's rollout decisions, the
 // part this project configures), the first released cluster's Deployment is updated before the
 // second cluster is released, and the second cluster's Deployment changes only after its
-// release. That last point holds because each AddOnDeploymentConfig is named after its
+// release; meanwhile status.agentsOnOtherVersion counts the cluster not yet moved. That last
+// point holds because each AddOnDeploymentConfig is named after its
 // content: OCM v1.2.1 renders an addon's ManifestWork from the config it finds by name
 // (addon-framework v1.2.0 does not compare spec hashes there), so a cluster not yet released
 // keeps rendering its old config, which still exists under its old name.
@@ -359,7 +360,7 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 	s.waitAgentRunning(t, "cluster1")
 	s.waitReady(t, 2, 2)
 
-	// First the strategy alone (no config change), so the image change is rolled out under it.
+	// First the strategy alone (no config change), so the image changes are rolled out under it.
 	s.patchSpec(t, func(a *v1alpha1.ArgoCDAgentAddonSpec) {
 		a.RolloutStrategy = &clusterv1alpha1.RolloutStrategy{
 			Type:        clusterv1alpha1.Progressive,
@@ -379,6 +380,19 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 		return false, fmt.Sprintf("placements %+v", cma.Spec.InstallStrategy.Placements)
 	})
 
+	// A rollback to the previous argocd-agent release and the upgrade back, each a change of
+	// the agents' image tag under the strategy.
+	s.rollAgentsTo(t, s.previousAgentImage)
+	s.rollAgentsTo(t, s.agentImage)
+}
+
+// rollAgentsTo sets the GitOpsCluster's agent image to newImage and follows OCM's rollout of it
+// over cluster1 and cluster2 under maxConcurrency 1: the clusters' agent Deployments must take
+// the new image tag one after the other, each after OCM released it, and the GitOpsCluster
+// must count the clusters not yet moved in status.agentsOnOtherVersion meanwhile (0 at the end).
+func (s *suite) rollAgentsTo(t *testing.T, newImage string) {
+	t.Helper()
+	ctx := ctxFor(t)
 	// The AddOnDeploymentConfig's spec hash each cluster's ManagedClusterAddOn wants now.
 	oldHash := map[string]string{}
 	for _, c := range []string{"cluster1", "cluster2"} {
@@ -391,7 +405,6 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 		}
 	}
 
-	newImage := s.agentImage2
 	start := time.Now()
 	s.patchSpec(t, func(a *v1alpha1.ArgoCDAgentAddonSpec) { a.Image = newImage })
 
@@ -403,6 +416,9 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 		desired, image, completed int // poll round, 0 = not yet
 		otherOld                  bool
 	}
+	// The most agents the GitOpsCluster counted on another version than its image's, and the
+	// poll round it first counted that many in.
+	var mostBehind, mostBehindRound int
 	got := map[string]*seen{"cluster1": {}, "cluster2": {}}
 	var timeline []string
 	note := func(format string, args ...any) {
@@ -439,6 +455,10 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 				note("%s: ManagedClusterAddOn Progressing=Completed, rollout succeeded there (hub)", c)
 			}
 		}
+		if g, err := s.goc(ctx); err == nil && g.Status.AgentsOnOtherVersion > int32(mostBehind) {
+			mostBehind, mostBehindRound = int(g.Status.AgentsOnOtherVersion), round
+			note("hub: status.agentsOnOtherVersion %d", mostBehind)
+		}
 		images := map[string]string{}
 		for _, c := range []string{"cluster1", "cluster2"} {
 			d, err := s.agentDeployment(ctx, c)
@@ -458,7 +478,7 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("progressive rollout timeline:\n  %s", strings.Join(timeline, "\n  "))
+	t.Logf("progressive rollout of %s, timeline:\n  %s", newImage, strings.Join(timeline, "\n  "))
 	first, second := "cluster1", "cluster2"
 	if got[second].desired < got[first].desired {
 		first, second = second, first
@@ -491,6 +511,15 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 		s.waitAgentRunning(t, c)
 	}
 	s.waitReady(t, 2, 2)
+	// Before OCM released the second cluster, at least that one ran the other release; the
+	// count is the hub's view of the version skew that argocd-agent's handshake refuses.
+	if mostBehind == 0 || mostBehindRound > got[second].desired {
+		t.Errorf("status.agentsOnOtherVersion never counted %s as behind before its release (most %d, in round %d; released in round %d)",
+			second, mostBehind, mostBehindRound, got[second].desired)
+	}
+	if g, err := s.goc(ctx); err != nil || g.Status.AgentsOnOtherVersion != 0 {
+		t.Errorf("status.agentsOnOtherVersion after the rollout: want 0 (%v)", err)
+	}
 }
 
 func otherCluster(c string) string {

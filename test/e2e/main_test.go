@@ -19,6 +19,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/chartrender"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/node"
@@ -192,10 +193,11 @@ type suite struct {
 
 	// Images in the fleet's registry. reloaderImg is the project's image: the manager's and
 	// the cert-reloader's (the chart's --reloader-image). agentImage is the stand-in for
-	// argocd-agent's image (test/node/images/argocd-agent), which the scenarios'
-	// GitOpsClusters name with spec.argoCDAgentAddon.image; agentImage2 is a second tag of it.
+	// argocd-agent's image (test/node/images/argocd-agent) tagged as the default release, which
+	// the scenarios' GitOpsClusters name with spec.argoCDAgentAddon.image; previousAgentImage
+	// is the same image tagged as the previous supported release.
 	// guestbookImg1 and guestbookImg2 are two tags of the hello test image the guestbook runs.
-	reloaderImg, agentImage, agentImage2, guestbookImg1, guestbookImg2 string
+	reloaderImg, agentImage, previousAgentImage, guestbookImg1, guestbookImg2 string
 
 	// Filled in by the scenarios for later ones.
 	mu sync.Mutex
@@ -288,7 +290,8 @@ func setUp(lane string) (*suite, error) {
 	s.logf("images added to the fleet in %s", time.Since(imagesStart).Round(100*time.Millisecond))
 	reg := f.RegistryHost()
 	s.reloaderImg = nodeapps.ManagerRepository(reg) + ":" + imageTag
-	s.agentImage, s.agentImage2 = nodeapps.StandInAgentRef(reg, ""), nodeapps.StandInAgentRef(reg, nodeapps.StandInAgentSecondTag)
+	releases := version.Pairs()
+	s.agentImage, s.previousAgentImage = nodeapps.StandInAgentRef(reg, releases[0].Agent), nodeapps.StandInAgentRef(reg, releases[1].Agent)
 	s.guestbookImg1, s.guestbookImg2 = nodeapps.HelloRef(reg, 1), nodeapps.HelloRef(reg, 2)
 	if err := s.connect(); err != nil {
 		_ = s.tearDown()

@@ -54,12 +54,14 @@ func (s Images) Tags(reg string) []Image {
 			}
 		}
 	}
-	return append(out,
+	out = append(out,
 		Image{s.Hello, s.HelloRef(reg)},
 		Image{s.Hello, HelloRef(reg, 2)},
-		Image{s.Agent, StandInAgentRef(reg, "")},
-		Image{s.Agent, StandInAgentRef(reg, StandInAgentSecondTag)},
 	)
+	for _, p := range version.Pairs() {
+		out = append(out, Image{s.Agent, StandInAgentRef(reg, p.Agent)})
+	}
+	return out
 }
 
 // HelloRef is the hello test image's name in the registry reg.
@@ -69,17 +71,11 @@ func (s Images) HelloRef(reg string) string { return HelloRef(reg, 1) }
 // under two names, for a change of image).
 func HelloRef(reg string, n int) string { return fmt.Sprintf("%s/e2e/hello:%d", reg, n) }
 
-// StandInAgentSecondTag is a second tag of the stand-in agent image, for a change of image.
-const StandInAgentSecondTag = "rollout"
-
-// StandInAgentRef is the stand-in agent image's name in the registry reg: its tag is the
-// argocd-agent version the manager pairs with, followed by "-" and tag when tag is not empty.
-func StandInAgentRef(reg, tag string) string {
-	ref := reg + "/e2e/argocd-agent-standin:" + version.ArgoCDAgentVersion
-	if tag != "" {
-		ref += "-" + tag
-	}
-	return ref
+// StandInAgentRef is the stand-in agent image's name in the registry reg, tagged as the
+// argocd-agent release it stands in for ("v0.10.0"): the manager reads an agent's release, and
+// pairs its Argo CD, from that tag.
+func StandInAgentRef(reg, release string) string {
+	return reg + "/e2e/argocd-agent-standin:" + release
 }
 
 // Refs are the names of Tags.

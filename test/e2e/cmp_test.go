@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/yaml"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
@@ -359,10 +360,33 @@ spec:
 	if err := s.hub.Delete(ctx, app); err != nil {
 		t.Fatal(err)
 	}
+	defer s.logArgoCDTail(t, "hub", fleet.ArgoCDApplicationController)
 	s.eventually(t, cluster+": the overlay's Deployment removed with the tenant's Application", 2*time.Minute, func(ctx context.Context) (bool, string) {
 		err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: workloadNS, Name: "team-" + guestbookName}, &appsv1.Deployment{})
-		return apierrors.IsNotFound(err), fmt.Sprintf("still there (%v)", err)
+		if apierrors.IsNotFound(err) {
+			return true, ""
+		}
+		return false, fmt.Sprintf("still there (%v); hub: %s; %s", err, describeDeletion(ctx, s.hub, app), describeDeletion(ctx, s.hub, work))
 	})
+}
+
+// describeDeletion says where obj is in its deletion on c: gone, or its deletion time and the
+// finalizers that hold it.
+func describeDeletion(ctx context.Context, c client.Client, obj client.Object) string {
+	live := &unstructured.Unstructured{}
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return err.Error()
+	}
+	live.SetGroupVersionKind(gvk)
+	what := fmt.Sprintf("%s %s/%s", gvk.Kind, obj.GetNamespace(), obj.GetName())
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		return fmt.Sprintf("%s: %v", what, getState(err, gvk.Kind))
+	}
+	if live.GetDeletionTimestamp() == nil {
+		return what + " not being deleted"
+	}
+	return fmt.Sprintf("%s deleting since %s, finalizers %v", what, live.GetDeletionTimestamp().Format(time.TimeOnly), live.GetFinalizers())
 }
 
 // cmpApplication is a hub Application of the ocm-manifestwork plugin delivering path of repoURL

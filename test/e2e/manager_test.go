@@ -50,6 +50,33 @@ func containerLog(ctx context.Context, cs kubernetes.Interface, pod *corev1.Pod,
 	return string(b), err
 }
 
+// logArgoCDTail logs, when t has failed, the last lines of each running pod of an Argo CD
+// component on cluster ("hub" or a managed cluster): the reason Argo CD did or did not act is
+// there, and its pods go with the scenario's cleanup.
+func (s *suite) logArgoCDTail(t *testing.T, cluster, component string) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := s.clientset(cluster)
+	if err != nil {
+		t.Logf("%s: logs of %s: %v", cluster, component, err)
+		return
+	}
+	pods, err := cs.CoreV1().Pods(fleet.ArgoCDNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + component})
+	if err != nil {
+		t.Logf("%s: logs of %s: %v", cluster, component, err)
+		return
+	}
+	lines := int64(80)
+	for _, p := range pods.Items {
+		raw, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(ctx)
+		t.Logf("%s: last %d lines of pod %s (%v):\n%s", cluster, lines, p.Name, err, raw)
+	}
+}
+
 // clientset is a cluster's ("hub" or a managed cluster) admin clientset, for what
 // controller-runtime's client does not do (logs).
 func (s *suite) clientset(cluster string) (kubernetes.Interface, error) {

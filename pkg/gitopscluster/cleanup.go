@@ -23,7 +23,11 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 	if !controllerutil.ContainsFinalizer(goc, v1alpha1.Finalizer) {
 		return nil
 	}
-	if err := r.revoker().RevokeOwnedAgents(ctx, goc); err != nil {
+	events, err := r.revoker().RevokeOwnedAgents(ctx, goc)
+	for _, e := range events {
+		r.event(goc, e.Type, e.Reason, e.Action, "%s", e.Message)
+	}
+	if err != nil {
 		return err
 	}
 	if err := r.addOns().ReleaseEntries(ctx, goc); err != nil {

@@ -92,13 +92,18 @@ func (r *Reconciler) writeStatus(ctx context.Context, goc *v1alpha1.GitOpsCluste
 	return nil
 }
 
+// event is where every Event on a GitOpsCluster is born: the pass's (note, event, emit) and
+// the deletion's. The parts return theirs as values (config.Event).
 func (r *Reconciler) event(goc *v1alpha1.GitOpsCluster, eventType, reason, action, note string, args ...any) {
-	r.hub().Event(goc, eventType, reason, action, note, args...)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(goc, nil, eventType, reason, action, note, args...)
+	}
 }
 
-// hub is the hub as this reconciler's parts reach it: its clients, config and recorder.
+// hub is the hub as this reconciler's parts reach it: its clients and config.
 func (r *Reconciler) hub() config.Hub {
-	return config.Hub{Client: r.Client, Reader: r.apiReader(), Config: r.Config, Recorder: r.Recorder}
+	// No recorder: the parts return their Events (config.Event) and r.event emits them.
+	return config.Hub{Client: r.Client, Reader: r.apiReader(), Config: r.Config}
 }
 
 // pki is the principal PKI's keeper, over this reconciler's clients and config.

@@ -21,6 +21,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/addonobjects"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/principalpki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/readiness"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/revocation"
@@ -171,6 +172,13 @@ func (p *pass) event(eventType, reason, action, msg string) {
 	p.r.event(p.goc, eventType, reason, action, "%s", msg)
 }
 
+// emit records the Events a part returned with its result.
+func (p *pass) emit(events []config.Event) {
+	for _, e := range events {
+		p.event(e.Type, e.Reason, e.Action, e.Message)
+	}
+}
+
 // fail records err in condition t with reason, with an Event when it says something new, and
 // stops the pass.
 func (p *pass) fail(t, reason, action string, err error) *stop {
@@ -306,22 +314,27 @@ func (p *pass) agentRecords(ctx context.Context) *stop {
 	if p.clusterRenewal, err = r.clusterSecrets().Sync(ctx, goc, principalNS, obs, hub, rec.Secrets, rec.Revoked, r.revoker().Ledger(principalNS)); err != nil {
 		return p.fail(v1alpha1.ConditionCertificatesReady, v1alpha1.ReasonCertificatesFailed, "IssueCertificates", err)
 	}
-	revocation, revErr := r.revoker().Revoke(ctx, goc, principalNS, obs, rec)
-	p.revocation = revocation
-	p.status.RevokedAgents = int32(revocation.Revoked)
-	p.status.PendingDepartures = int32(revocation.Pending)
-	if revocation.Paused != "" {
-		p.note(corev1.EventTypeWarning, v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonTooManyDepartures, "RevokeAgents", revocation.Paused)
-	} else if obs.TeardownBlocked != "" && revocation.Pending > 0 {
+	revoked, revErr := r.revoker().Revoke(ctx, goc, principalNS, obs, rec)
+	p.emit(revoked.Events)
+	p.revocation = revoked
+	p.status.RevokedAgents = int32(revoked.Revoked)
+	p.status.PendingDepartures = int32(revoked.Pending)
+	if revoked.Paused != "" {
+		p.note(corev1.EventTypeWarning, v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonTooManyDepartures, "RevokeAgents", revoked.Paused)
+	} else if obs.TeardownBlocked != "" && revoked.Pending > 0 {
 		p.setCond(v1alpha1.ConditionRevocationPaused, true, v1alpha1.ReasonSelectionUnknown,
-			fmt.Sprintf("%d agent(s) outside the selection are kept: %s; nothing is revoked until the selection is known", revocation.Pending, obs.TeardownBlocked))
+			fmt.Sprintf("%d agent(s) outside the selection are kept: %s; nothing is revoked until the selection is known", revoked.Pending, obs.TeardownBlocked))
 	} else {
 		p.setCond(v1alpha1.ConditionRevocationPaused, false, v1alpha1.ReasonRevocationAllowed,
-			fmt.Sprintf("agents leaving the selection are revoked after %s and a live check; %d pending", r.Config.DepartureSettle, revocation.Pending))
+			fmt.Sprintf("agents leaving the selection are revoked after %s and a live check; %d pending", r.Config.DepartureSettle, revoked.Pending))
 	}
-	r.revoker().ReportBlocklistRoom(goc, principalNS, revocation, p.setCond)
+	if ok, reason, msg := revocation.BlocklistRoom(goc, principalNS, revoked); ok {
+		p.setCond(v1alpha1.ConditionBlocklistHasRoom, true, reason, msg)
+	} else {
+		p.noteCond(v1alpha1.ConditionBlocklistHasRoom, false, reason, "RevokeAgents", msg)
+	}
 	if revErr != nil {
-		// The conditions above say how revocation stands.
+		// The conditions above say how revoked stands.
 		return &stop{err: revErr, said: true}
 	}
 	switch {
@@ -379,6 +392,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 	if err != nil {
 		return p.fail(v1alpha1.ConditionAddOnConfigured, v1alpha1.ReasonAddOnApplyFailed, "ApplyAddOn", err)
 	}
+	p.emit(applied.Events)
 	p.componentsWaiting = applied.ComponentsWaiting
 	p.status.AddOnTemplate = applied.Template
 	p.status.AddOnDeploymentConfig = applied.Config
@@ -386,7 +400,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 		if p.status.ExistingArgoCDClusters, err = r.addOns().ExistingArgoCDClusters(ctx, goc, obs.Selected); err != nil {
 			return stopWith(err)
 		}
-		r.addOns().ReportForeign(goc, p.status, p.foreign, p.setCond)
+		p.emit(r.addOns().ReportForeign(goc, p.status, p.foreign, p.setCond))
 		if p.configRollout, err = r.addOns().PruneDeploymentConfigs(ctx, goc, applied.Config, sets.List(obs.Selected)); err != nil {
 			return stopWith(err)
 		}

@@ -72,6 +72,8 @@ type Applied struct {
 	ComponentsWaiting bool
 	// ClusterConfigs: the clusters' own Argo CD configurations (see applyClusterConfigs).
 	ClusterConfigs ClusterConfigs
+	// Events are for the caller to emit on the GitOpsCluster.
+	Events []config.Event
 }
 
 // Apply writes the AddOnDeploymentConfig, the AddOnTemplate and this GitOpsCluster's entry
@@ -105,7 +107,7 @@ func (w *Writer) Apply(ctx context.Context, goc *v1alpha1.GitOpsCluster, princip
 	if err := w.deleteUnreferencedTemplates(ctx, goc, tmpl.Name, clusterCfg.templates); err != nil {
 		return Applied{}, err
 	}
-	return Applied{Template: tmpl.Name, Config: adc.Name, ComponentsWaiting: componentsWaiting, ClusterConfigs: clusterCfg}, nil
+	return Applied{Template: tmpl.Name, Config: adc.Name, ComponentsWaiting: componentsWaiting, ClusterConfigs: clusterCfg, Events: clusterCfg.pairEvents}, nil
 }
 
 // applyDeploymentConfig writes the GitOpsCluster's AddOnDeploymentConfig (named by a hash of

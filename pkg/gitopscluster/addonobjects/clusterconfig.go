@@ -15,6 +15,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
@@ -41,8 +42,10 @@ type ClusterConfigs struct {
 	mirrorsHeldByOthers []string
 	// userIDsNote says why userIDs: Auto cannot tell the clusters that report OpenShift.
 	userIDsNote string
-	// pairNote says that the agent image is no supported release (reportUnpairedAgent).
-	pairNote string
+	// pairNote says that the agent image is no supported release (reportUnpairedAgent), and
+	// pairEvents are the Event that calls for when the image has just become such.
+	pairNote   string
+	pairEvents []config.Event
 }
 
 // clusterWant is what one cluster's components ManagedClusterAddOn names itself: an

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,7 +92,7 @@ func (w *Writer) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluste
 	if cfg, err = w.applyClusterConfigs(ctx, goc, tmpls, adc, owned); err != nil {
 		return false, cfg, err
 	}
-	cfg.pairNote = w.reportUnpairedAgent(ctx, goc, agentImage)
+	cfg.pairNote, cfg.pairEvents = w.reportUnpairedAgent(ctx, goc, agentImage)
 	placement, err := w.applyComponentsPlacement(ctx, goc)
 	if err != nil {
 		return false, cfg, err
@@ -270,13 +269,13 @@ const ReasonUnsupportedAgentRelease = "UnsupportedAgentRelease"
 // argocd-agent release and so gets the default pair's components, which may not be the Argo CD
 // it was built against; "" for a supported one. The Warning Event goes out when the image has
 // just become such, not on every pass.
-func (w *Writer) reportUnpairedAgent(ctx context.Context, goc *v1alpha1.GitOpsCluster, agentImage string) string {
+func (w *Writer) reportUnpairedAgent(ctx context.Context, goc *v1alpha1.GitOpsCluster, agentImage string) (string, []config.Event) {
 	if agentImage == "" {
-		return ""
+		return "", nil
 	}
 	pair, known := version.ComponentsPair(agentImage)
 	if known {
-		return ""
+		return "", nil
 	}
 	var supported []string
 	for _, p := range version.Pairs() {
@@ -284,10 +283,11 @@ func (w *Writer) reportUnpairedAgent(ctx context.Context, goc *v1alpha1.GitOpsCl
 	}
 	msg := fmt.Sprintf("agent image %s: its tag %q is no supported argocd-agent release (supported: %s); the Argo CD components are the default pair's (Argo CD %s)",
 		agentImage, version.ImageTag(agentImage), strings.Join(supported, ", "), pair.ArgoCD)
+	var events []config.Event
 	if w.agentImageChanged(ctx, goc, agentImage) {
-		w.Event(goc, corev1.EventTypeWarning, ReasonUnsupportedAgentRelease, "ApplyAddOn", "%s", msg)
+		events = append(events, config.Warning(ReasonUnsupportedAgentRelease, "ApplyAddOn", "%s", msg))
 	}
-	return "; " + msg
+	return "; " + msg, events
 }
 
 // agentImageChanged reports whether the config the GitOpsCluster's status last named ran

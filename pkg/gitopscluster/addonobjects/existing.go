@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -433,8 +432,10 @@ func (w *Writer) patchClusterLabel(ctx context.Context, cluster, key string, val
 }
 
 // ReportForeign writes the probes' findings into the status and the ForeignArgoCDFound
-// condition, with an Event when the set of such clusters grows.
-func (w *Writer) ReportForeign(goc *v1alpha1.GitOpsCluster, status *v1alpha1.GitOpsClusterStatus, rep ForeignReport, setCond func(string, bool, string, string)) {
+// condition, and returns the Events they call for: when the set of such clusters grows, and
+// when clearance labels could not be changed.
+func (w *Writer) ReportForeign(goc *v1alpha1.GitOpsCluster, status *v1alpha1.GitOpsClusterStatus, rep ForeignReport, setCond func(string, bool, string, string)) []config.Event {
+	var events []config.Event
 	status.ForeignArgoCDClusters = int32(len(rep.foreign))
 	status.ProbingClusters = int32(rep.probing)
 	listed := rep.foreign
@@ -445,16 +446,16 @@ func (w *Writer) ReportForeign(goc *v1alpha1.GitOpsCluster, status *v1alpha1.Git
 	status.OtherArgoCDVersionClusters = int32(len(rep.otherVersion))
 	status.OtherArgoCDVersions = slices.Clone(rep.otherVersion[:min(len(rep.otherVersion), maxForeignListed)])
 	if len(rep.otherVersion) > int(goc.Status.OtherArgoCDVersionClusters) {
-		w.Event(goc, corev1.EventTypeWarning, "ArgoCDVersionSkew", "ProbeClusters",
-			"%d selected cluster(s) keep their own Argo CD at another release than the agent's (first: %s: %s)", len(rep.otherVersion), rep.otherVersion[0].Cluster, rep.otherVersion[0].Found)
+		events = append(events, config.Warning("ArgoCDVersionSkew", "ProbeClusters",
+			"%d selected cluster(s) keep their own Argo CD at another release than the agent's (first: %s: %s)", len(rep.otherVersion), rep.otherVersion[0].Cluster, rep.otherVersion[0].Found))
 	}
 	if n := len(rep.labelFailures); n > 0 {
-		w.Event(goc, corev1.EventTypeWarning, "ClearanceFailed", "ProbeClusters",
-			"the clearance label of %d cluster(s) could not be changed (first: %s); they keep their components as they are", n, rep.labelFailures[0])
+		events = append(events, config.Warning("ClearanceFailed", "ProbeClusters",
+			"the clearance label of %d cluster(s) could not be changed (first: %s); they keep their components as they are", n, rep.labelFailures[0]))
 	}
 	if len(rep.foreign) == 0 {
 		setCond(v1alpha1.ConditionForeignArgoCD, false, v1alpha1.ReasonNoForeignArgoCD, "no selected cluster runs an Argo CD the addon did not install")
-		return
+		return events
 	}
 	clusters := make([]string, 0, len(listed))
 	for _, f := range listed {
@@ -470,7 +471,8 @@ func (w *Writer) ReportForeign(goc *v1alpha1.GitOpsCluster, status *v1alpha1.Git
 		reason, msg = v1alpha1.ReasonForeignArgoCDReplaced, fmt.Sprintf("%d selected cluster(s) ran an Argo CD the addon did not install, replaced as existingArgoCD: Replace asks: %s", len(rep.foreign), list)
 	}
 	if prev := goc.Status.ForeignArgoCDClusters; int(prev) < len(rep.foreign) || !equality.Semantic.DeepEqual(goc.Status.ForeignArgoCD, status.ForeignArgoCD) && int(prev) == 0 {
-		w.Event(goc, corev1.EventTypeWarning, "ForeignArgoCDFound", "ProbeClusters", "%s", msg)
+		events = append(events, config.Warning("ForeignArgoCDFound", "ProbeClusters", "%s", msg))
 	}
 	setCond(v1alpha1.ConditionForeignArgoCD, true, reason, msg)
+	return events
 }

@@ -1,10 +1,11 @@
 package config
 
 import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 )
 
 // Hub is the hub as every part of the GitOpsCluster reconciler reaches it.
@@ -14,13 +15,25 @@ type Hub struct {
 	// Reader reads around the cache where a stale read would do harm; never nil.
 	Reader client.Reader
 	Config Config
-	// Recorder emits Events; nil emits none.
+	// Recorder emits the Events of the controllers that own objects other than GitOpsClusters
+	// (the blocklist keeper, the AgentRevocation enforcer); nil emits none. The GitOpsCluster
+	// reconciler gives its parts none: they return their Events (Event).
 	Recorder events.EventRecorder
 }
 
-// Event emits an Event on goc.
-func (h Hub) Event(goc *v1alpha1.GitOpsCluster, eventType, reason, action, note string, args ...any) {
-	if h.Recorder != nil {
-		h.Recorder.Eventf(goc, nil, eventType, reason, action, note, args...)
-	}
+// Event is an Event a part of the reconciler decided on. The parts return them with their
+// results; the pass emits them, so that every Event on a GitOpsCluster is born in one place.
+type Event struct {
+	// Type is corev1.EventTypeNormal or corev1.EventTypeWarning.
+	Type, Reason, Action, Message string
+}
+
+// Warning is a Warning Event.
+func Warning(reason, action, format string, args ...any) Event {
+	return Event{Type: corev1.EventTypeWarning, Reason: reason, Action: action, Message: fmt.Sprintf(format, args...)}
+}
+
+// Normal is a Normal Event.
+func Normal(reason, action, format string, args ...any) Event {
+	return Event{Type: corev1.EventTypeNormal, Reason: reason, Action: action, Message: fmt.Sprintf(format, args...)}
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
@@ -303,9 +304,10 @@ func (r *Enforcer) setEnforced(ctx context.Context, rev *v1alpha1.AgentRevocatio
 // spec.revokedClusters and owns (or has records for) on its principal, so that the revocation
 // outlives the list: editing the list, re-creating the GitOpsCluster or another GitOpsCluster
 // taking the cluster over never lifts it. A GitOpsCluster cannot revoke a cluster it does not
-// own, nor one whose ledger has no live owner.
-func (v *Revoker) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, rec Records) error {
+// own, nor one whose ledger has no live owner. It returns an Event for each it made.
+func (v *Revoker) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, rec Records) ([]config.Event, error) {
 	var errs []error
+	var events []config.Event
 	// The principal's own: a revocation elsewhere may be lifted while this list still names
 	// the cluster.
 	for _, c := range sets.List(sets.New(goc.Spec.RevokedClusters...).Difference(rec.RevocationsHere)) {
@@ -339,12 +341,12 @@ func (v *Revoker) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCl
 		err := v.Client.Create(ctx, rev)
 		switch {
 		case err == nil:
-			v.Event(goc, corev1.EventTypeWarning, "AgentRevocationRequested", "RevokeAgent",
-				"cluster %s is listed in spec.revokedClusters: created AgentRevocation %s/%s, which holds until a person deletes it", c, principalNS, c)
+			events = append(events, config.Warning("AgentRevocationRequested", "RevokeAgent",
+				"cluster %s is listed in spec.revokedClusters: created AgentRevocation %s/%s, which holds until a person deletes it", c, principalNS, c))
 		case apierrors.IsAlreadyExists(err):
 		default:
 			errs = append(errs, fmt.Errorf("creating the AgentRevocation of cluster %s: %w", c, err))
 		}
 	}
-	return errors.Join(errs...)
+	return events, errors.Join(errs...)
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
@@ -204,6 +205,9 @@ type Result struct {
 	// own. A pass that does not retry their block (each departure waits its settle period
 	// again) still reports a full blocklist while they wait.
 	AwaitingBlock int
+	// Events are what the pass did that a person must hear of (revocations, requests), for
+	// the caller to emit on the GitOpsCluster.
+	Events []config.Event
 }
 
 // Records are the clusters a GitOpsCluster has an agent record for on its principal.
@@ -335,7 +339,7 @@ func (v *Revoker) Revoke(ctx context.Context, goc *v1alpha1.GitOpsCluster, princ
 	// 1. A person's revocation: immediate, whatever the Placement says, and lasting: a cluster
 	// listed in spec.revokedClusters gets an AgentRevocation on the principal, which only its
 	// deletion lifts (Enforcer).
-	res.Revoked, errs = v.revokeByPerson(ctx, goc, store, principalNS, obs, rec, now)
+	errs = v.revokeByPerson(ctx, goc, store, principalNS, obs, rec, now, &res)
 
 	// 2. Departures.
 	errs = append(errs, v.revokeDepartures(ctx, goc, store, principalNS, obs, rec, now, &res)...)
@@ -361,9 +365,9 @@ func (v *Revoker) Revoke(ctx context.Context, goc *v1alpha1.GitOpsCluster, princ
 }
 
 // revokeByPerson revokes the agents of the clusters in spec.revokedClusters that still have a
-// cluster secret or a ledger, and asks for their lasting AgentRevocations. It returns how many
-// revoked clusters the selection holds.
-func (v *Revoker) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *selection.Observation, rec Records, now time.Time) (int, []error) {
+// cluster secret or a ledger, and asks for their lasting AgentRevocations. It counts in res how
+// many revoked clusters the selection holds.
+func (v *Revoker) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *selection.Observation, rec Records, now time.Time, res *Result) []error {
 	var errs []error
 	selected := 0
 	var byPerson []string
@@ -383,14 +387,17 @@ func (v *Revoker) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsCluste
 			errs = append(errs, err)
 		}
 		if len(unregistered) > 0 {
-			v.Event(goc, corev1.EventTypeWarning, "AgentRevoked", "RevokeAgent",
-				"revoked the agents of %s: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", ownership.Summarize(unregistered), blocked, principalNS)
+			res.Events = append(res.Events, config.Warning("AgentRevoked", "RevokeAgent",
+				"revoked the agents of %s: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", ownership.Summarize(unregistered), blocked, principalNS))
 		}
 	}
-	if err := v.requestRevocations(ctx, goc, principalNS, obs, rec); err != nil {
+	requested, err := v.requestRevocations(ctx, goc, principalNS, obs, rec)
+	res.Events = append(res.Events, requested...)
+	if err != nil {
 		errs = append(errs, err)
 	}
-	return selected, errs
+	res.Revoked = selected
+	return errs
 }
 
 // revokeDepartures revokes the agents of clusters that left the selection: never while the
@@ -446,8 +453,8 @@ func (v *Revoker) revokeDepartures(ctx context.Context, goc *v1alpha1.GitOpsClus
 	v.Departures.revoked(key, unregistered, time.Now())
 	res.Pending -= len(unregistered)
 	if len(unregistered) > 0 {
-		v.Event(goc, corev1.EventTypeNormal, "AgentRevoked", "RevokeAgent",
-			"%s left the selection: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", ownership.Summarize(unregistered), blocked, principalNS)
+		res.Events = append(res.Events, config.Normal("AgentRevoked", "RevokeAgent",
+			"%s left the selection: cluster secrets deleted, %d certificate(s) blocked on the principal in %s", ownership.Summarize(unregistered), blocked, principalNS))
 	}
 	// An approval covers the wave it approves: once all of it is revoked, it is taken back, so a
 	// later mass departure of the same count waits for a person again.
@@ -475,15 +482,10 @@ func (v *Revoker) blocklistRoom(ctx context.Context, principalNS string, res *Re
 // nearly full.
 const blocklistNearFullPercent = 80
 
-// ReportBlocklistRoom sets BlocklistHasRoom from the revocation pass, with an Event when it
-// turns False.
-func (v *Revoker) ReportBlocklistRoom(goc *v1alpha1.GitOpsCluster, principalNS string, res Result, setCond func(string, bool, string, string)) {
-	prev := meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionBlocklistHasRoom)
-	ok, reason, msg := blocklistRoom(prev, principalNS, res)
-	if !ok && (prev == nil || prev.Reason != reason) {
-		v.Event(goc, corev1.EventTypeWarning, reason, "RevokeAgents", msg)
-	}
-	setCond(v1alpha1.ConditionBlocklistHasRoom, ok, reason, msg)
+// BlocklistRoom is the BlocklistHasRoom condition after the revocation pass res, given what
+// goc's status said before.
+func BlocklistRoom(goc *v1alpha1.GitOpsCluster, principalNS string, res Result) (ok bool, reason, msg string) {
+	return blocklistRoom(meta.FindStatusCondition(goc.Status.Conditions, v1alpha1.ConditionBlocklistHasRoom), principalNS, res)
 }
 
 // blocklistRoom is BlocklistHasRoom after a revocation pass res, given the condition prev
@@ -803,27 +805,28 @@ func (v *Revoker) deleteRevokedCSRs(ctx context.Context, cluster string) error {
 
 // RevokeOwnedAgents revokes, when a GitOpsCluster is deleted, every agent it has records for,
 // except those another GitOpsCluster of the same principal owns now. A deletion is always
-// honoured: no settle period, no circuit breaker.
-func (v *Revoker) RevokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+// honoured: no settle period, no circuit breaker. It returns the Events for the caller to emit.
+func (v *Revoker) RevokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsCluster) ([]config.Event, error) {
 	principalNS := names.PrincipalNamespace(goc)
 	if !v.Config.NamespaceManaged(principalNS) {
-		return nil
+		return nil, nil
 	}
 	if v.Departures != nil {
 		v.Departures.drop(waveKey(principalNS, goc))
 	}
 	rec, err := v.ReadRecords(ctx, goc, principalNS)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	store := v.Ledger(principalNS)
 	now := v.Config.Now()
 	var leaving []string
+	var events []config.Event
 	var errs []error
 	for _, c := range sets.List(rec.clusters()) {
 		selectors, err := ownership.SelectorsOf(ctx, v.Client, c)
 		if err != nil {
-			return err
+			return events, err
 		}
 		if len(selectors) > 0 && names.PrincipalNamespace(selectors[0]) == principalNS &&
 			(selectors[0].Namespace != goc.Namespace || selectors[0].Name != goc.Name) {
@@ -838,20 +841,20 @@ func (v *Revoker) RevokeOwnedAgents(ctx context.Context, goc *v1alpha1.GitOpsClu
 	// them there frees the secrets the cache has already dropped while the rest go on.
 	unregistered, blocked, err := v.revokeClusters(ctx, store, rec, leaving, ledger.CauseDeparted, now, rec.forget)
 	if len(unregistered) > 0 {
-		v.Event(goc, corev1.EventTypeNormal, "AgentCertificatesRevoked", "RevokeAgents",
-			"unregistered %s and blocked %d certificate(s) on the principal in %s", ownership.Summarize(unregistered), blocked, principalNS)
+		events = append(events, config.Normal("AgentCertificatesRevoked", "RevokeAgents",
+			"unregistered %s and blocked %d certificate(s) on the principal in %s", ownership.Summarize(unregistered), blocked, principalNS))
 	}
 	if err != nil && len(unregistered) == len(leaving) && onlyForWantOfRoom(err) {
 		// Every agent is unregistered; only room in the blocklist is missing. The deletion
 		// goes on: the ledgers it leaves have no live owner, so the principal's other
 		// GitOpsClusters block them as room appears.
-		v.Event(goc, corev1.EventTypeWarning, v1alpha1.ReasonBlocklistFull, "RevokeAgents", "%v", err)
+		events = append(events, config.Warning(v1alpha1.ReasonBlocklistFull, "RevokeAgents", "%v", err))
 		err = nil
 	}
 	if err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return events, errors.Join(errs...)
 }
 
 // onlyForWantOfRoom reports whether every error joined in err is the blocklist's want of room:

@@ -24,9 +24,7 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 		return nil
 	}
 	events, err := r.revoker().RevokeOwnedAgents(ctx, goc)
-	for _, e := range events {
-		r.event(goc, e.Type, e.Reason, e.Action, "%s", e.Message)
-	}
+	r.emit(goc, events)
 	if err != nil {
 		return err
 	}

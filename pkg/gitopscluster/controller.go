@@ -100,6 +100,13 @@ func (r *Reconciler) event(goc *v1alpha1.GitOpsCluster, eventType, reason, actio
 	}
 }
 
+// emit records on goc the Events a part returned with its result.
+func (r *Reconciler) emit(goc *v1alpha1.GitOpsCluster, events []config.Event) {
+	for _, e := range events {
+		r.event(goc, e.Type, e.Reason, e.Action, "%s", e.Message)
+	}
+}
+
 // hub is the hub as this reconciler's parts reach it: its clients and config.
 func (r *Reconciler) hub() config.Hub {
 	// No recorder: the parts return their Events (config.Event) and r.event emits them.

@@ -173,11 +173,7 @@ func (p *pass) event(eventType, reason, action, msg string) {
 }
 
 // emit records the Events a part returned with its result.
-func (p *pass) emit(events []config.Event) {
-	for _, e := range events {
-		p.event(e.Type, e.Reason, e.Action, e.Message)
-	}
-}
+func (p *pass) emit(events []config.Event) { p.r.emit(p.goc, events) }
 
 // fail records err in condition t with reason, with an Event when it says something new, and
 // stops the pass.
@@ -334,7 +330,7 @@ func (p *pass) agentRecords(ctx context.Context) *stop {
 		p.noteCond(v1alpha1.ConditionBlocklistHasRoom, false, reason, "RevokeAgents", msg)
 	}
 	if revErr != nil {
-		// The conditions above say how revoked stands.
+		// The conditions above say how revocation stands.
 		return &stop{err: revErr, said: true}
 	}
 	switch {

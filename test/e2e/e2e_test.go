@@ -340,10 +340,10 @@ func (s *suite) scenarioPlacementEdits(t *testing.T) {
 // part this project configures), the first released cluster's Deployment is updated before the
 // second cluster is released, and the second cluster's Deployment changes only after its
 // release; meanwhile status.agentsOnOtherVersion counts the cluster not yet moved. That last
-// point holds because each AddOnDeploymentConfig is named after its
-// content: OCM v1.2.1 renders an addon's ManifestWork from the config it finds by name
-// (addon-framework v1.2.0 does not compare spec hashes there), so a cluster not yet released
-// keeps rendering its old config, which still exists under its old name.
+// point holds because each AddOnDeploymentConfig is named after its content: OCM v1.2.1
+// renders an addon's ManifestWork from the config it finds by name (addon-framework v1.2.0
+// does not compare spec hashes there), so a cluster not yet released keeps rendering its old
+// config, which still exists under its old name.
 func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 	ctx := ctxFor(t)
 	s.setPlacement(t, "cluster1", "cluster2")
@@ -517,8 +517,10 @@ func (s *suite) rollAgentsTo(t *testing.T, newImage string) {
 		t.Errorf("status.agentsOnOtherVersion never counted %s as behind before its release (most %d, in round %d; released in round %d)",
 			second, mostBehind, mostBehindRound, got[second].desired)
 	}
-	if g, err := s.goc(ctx); err != nil || g.Status.AgentsOnOtherVersion != 0 {
-		t.Errorf("status.agentsOnOtherVersion after the rollout: want 0 (%v)", err)
+	if g, err := s.goc(ctx); err != nil {
+		t.Error(err)
+	} else if g.Status.AgentsOnOtherVersion != 0 {
+		t.Errorf("status.agentsOnOtherVersion after the rollout: %d, want 0", g.Status.AgentsOnOtherVersion)
 	}
 }
 

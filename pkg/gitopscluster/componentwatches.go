@@ -47,8 +47,8 @@ func newComponentsAddOnCache(mgr ctrl.Manager, addonName string) (cache.Cache, e
 	})
 }
 
-// watchComponents adds the watches the components addon needs: its ManagedClusterAddOns (their
-// rollout holds configs in use), and of ManagedClusters the opt-out label and the image mirrors
+// watchComponents adds the watches the components addon needs: its ManagedClusterAddOns (new
+// ones, and their rollout, which holds configs in use), and of ManagedClusters the opt-out label and the image mirrors
 // (a cluster's own components config follows them).
 func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*builder.Builder, error) {
 	if r.ComponentsAddOns == nil {
@@ -66,22 +66,17 @@ func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*bui
 		r.ComponentsAddOns = c
 	}
 	return b.
+		// A components addon's creation wakes the GitOpsClusters of its cluster: OCM creates it
+		// whenever it pleases, maybe after their last pass, and a cluster with a configuration of
+		// its own (clusterArgoCDConfig, image mirrors, OpenShift) must be pointed at it then.
+		// After that, its rollout holds configs in use.
 		WatchesRawSource(source.Kind[client.Object](r.ComponentsAddOns, &addonv1alpha1.ManagedClusterAddOn{},
 			handler.EnqueueRequestsFromMapFunc(r.forManagedClusterAddOn), predicate.Funcs{
-				CreateFunc: func(event.CreateEvent) bool { return false },
+				CreateFunc: func(event.CreateEvent) bool { return true },
 				UpdateFunc: func(e event.UpdateEvent) bool {
 					o, n := e.ObjectOld.(*addonv1alpha1.ManagedClusterAddOn), e.ObjectNew.(*addonv1alpha1.ManagedClusterAddOn)
 					return !equality.Semantic.DeepEqual(o.Status.ConfigReferences, n.Status.ConfigReferences)
 				},
-				DeleteFunc:  func(event.DeleteEvent) bool { return false },
-				GenericFunc: func(event.GenericEvent) bool { return false },
-			})).
-		// A new components addon of a cluster with its own Argo CD configuration must be
-		// pointed at that cluster's template.
-		WatchesRawSource(source.Kind[client.Object](r.ComponentsAddOns, &addonv1alpha1.ManagedClusterAddOn{},
-			handler.EnqueueRequestsFromMapFunc(r.forClusterConfig), predicate.Funcs{
-				CreateFunc:  func(event.CreateEvent) bool { return true },
-				UpdateFunc:  func(event.UpdateEvent) bool { return false },
 				DeleteFunc:  func(event.DeleteEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
@@ -106,26 +101,6 @@ func imageRegistriesChanged(old, updated client.Object) bool {
 // does for the cluster a ManagedClusterAddOn lives in.
 func (r *Reconciler) forManagedCluster(ctx context.Context, o client.Object) []reconcile.Request {
 	return r.forManagedClusterAddOn(ctx, &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: o.GetName()}})
-}
-
-// forClusterConfig wakes the GitOpsClusters that give the cluster of a ManagedClusterAddOn an
-// Argo CD configuration of its own.
-func (r *Reconciler) forClusterConfig(ctx context.Context, o client.Object) []reconcile.Request {
-	var list v1alpha1.GitOpsClusterList
-	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing GitOpsClusters for a new ManagedClusterAddOn", "cluster", o.GetNamespace())
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		for _, e := range list.Items[i].Spec.ArgoCDAgentAddon.ClusterArgoCDConfig {
-			if e.ClusterName == o.GetNamespace() {
-				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-				break
-			}
-		}
-	}
-	return out
 }
 
 // watchProbes wakes the GitOpsClusters of a cluster when its probe's status changes.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -153,4 +154,31 @@ func wake(t *testing.T, ns, name string) {
 	if err := k8s.Patch(context.Background(), g, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAComponentsAddOnCreatedLaterGetsItsClusterConfig: OCM creates a cluster's components
+// ManagedClusterAddOn when it pleases, possibly after the GitOpsCluster's last pass; its creation
+// alone must wake the GitOpsClusters of that cluster, or a cluster with image mirrors keeps the
+// shared config until something else happens to run a pass.
+func TestAComponentsAddOnCreatedLaterGetsItsClusterConfig(t *testing.T) {
+	const ns, cluster = "image-mirrors-late", "im-late"
+	createNamespace(t, ns)
+	createManagedClusters(t, cluster)
+	setImageRegistries(t, cluster, `{"registries":[{"source":"quay.io/argoproj","mirror":"mirror.example.com/argoproj"}]}`)
+	createPlacement(t, ns, "pl")
+	setDecisions(t, ns, "pl", 1, cluster)
+	createGitOpsCluster(t, ns, "fleet", "pl", withAddress("principal.example.com"))
+	goc := getGOC(t, ns, "fleet")
+	reportProbe(t, cluster, goc)
+	conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, v1alpha1.ReasonAddOnApplied)
+	// The passes the probe and the status write wake are over.
+	time.Sleep(2 * time.Second)
+
+	createComponentsMCA(t, cluster)
+	eventually(t, cluster+"'s new components addon names a config of its own", func() error {
+		if cfg, err := componentsDeploymentConfig(cluster); err != nil || cfg == "" {
+			return fmt.Errorf("names %q (%v)", cfg, err)
+		}
+		return nil
+	})
 }

@@ -116,6 +116,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, goc *v1alpha1.GitOpsCl
 	if err := timed("probes", func() (err error) { moreProbes, err = r.addOns().SyncProbes(ctx, goc, p.foreign); return err }); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := p.foreign.ClearanceError(); err != nil {
+		// Its Event said so; the labels are written again with the controller's backoff.
+		return ctrl.Result{}, err
+	}
 	if moreProbes {
 		// The next batch, and the probes held back until the cache shows them, a second later.
 		return ctrl.Result{RequeueAfter: time.Second}, nil

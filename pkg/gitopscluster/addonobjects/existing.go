@@ -416,6 +416,16 @@ func (w *Writer) DeleteProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 	})
 }
 
+// ClearanceError is the failed clearance label writes of this pass as an error, nil when every
+// one was written: the pass returns it so that the controller retries them with its backoff,
+// as it would any other failed write.
+func (rep ForeignReport) ClearanceError() error {
+	if len(rep.labelFailures) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the clearance label of %d cluster(s) could not be changed (first: %s)", len(rep.labelFailures), rep.labelFailures[0])
+}
+
 // patchClusterLabel sets (value non-nil) or removes one label of a ManagedCluster with a merge
 // patch, which touches nothing else of it.
 func (w *Writer) patchClusterLabel(ctx context.Context, cluster, key string, value *string) error {

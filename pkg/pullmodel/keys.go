@@ -42,10 +42,21 @@ const (
 	// AnnotationApplicationSet ("<namespace>/<name>") on a ManifestWork and a spoke
 	// Application names the ApplicationSet that owns the hub Application.
 	AnnotationApplicationSet = "apps.open-cluster-management.io/hosting-applicationset"
-	// AnnotationOperationBaseline on a ManifestWork carrying a sync operation, and on the spoke
-	// Application in it, is the spoke's last operation start time when the operation was first
-	// sent: a later start, finished, means the spoke ran it, and the hub's request can be
-	// cleared. In the payload it makes an equal request sent again a new payload.
+	// AnnotationOperationRequest on a ManifestWork carrying a sync operation names that request:
+	// the hub Application's resourceVersion when it was first sent. The spoke's copy of the
+	// request carries the name in its info (OperationRequestInfo), which Argo CD copies into the
+	// operation state of the run; fed back, it says which request the spoke ran. Start times
+	// cannot: they have whole seconds, and RollingSync asks again with the very same request,
+	// which the spoke may run within the second of the run before. The name also makes a request
+	// equal to one already run a new payload, which the work agent then hands to the spoke.
+	AnnotationOperationRequest = "apps.open-cluster-management.io/operation-request"
+	// OperationRequestInfo is the name of the info entry of the spoke's sync operation that
+	// holds AnnotationOperationRequest's value.
+	OperationRequestInfo = "apps.open-cluster-management.io/operation-request"
+	// AnnotationOperationBaseline, the spoke's last start time when a request was first sent,
+	// named requests before AnnotationOperationRequest did. The next update of a ManifestWork
+	// that has it removes it and sends the request again under a name (a request the spoke had
+	// already run, not yet cleared on the hub, runs once more: a sync of what is in sync).
 	AnnotationOperationBaseline = "apps.open-cluster-management.io/operation-baseline"
 	// AnnotationRefresh is Argo CD's refresh request on an Application; AnnotationRefreshBaseline
 	// on a ManifestWork carrying one is when it was first sent (RFC 3339): a later reconcile on

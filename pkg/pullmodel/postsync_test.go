@@ -12,6 +12,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 )
 
@@ -53,7 +54,8 @@ func TestPostSyncReconcileRule(t *testing.T) {
 		return propagation.Operation(cur) != nil && propagation.FeedsBackReconcileTime(cur), fmt.Sprintf("operation %v", propagation.Operation(cur))
 	})
 	spoke = maps.Clone(spoke)
-	maps.Copy(spoke, map[string]string{"operationStatePhase": "Running", "operationStateStartedAt": "2026-01-01T00:10:10Z", "reconciledAt": "2026-01-01T00:10:09Z"})
+	maps.Copy(spoke, map[string]string{"operationStatePhase": "Running", "operationStateStartedAt": "2026-01-01T00:10:10Z", "reconciledAt": "2026-01-01T00:10:09Z",
+		"operationStateRequest": readWork(context.Background()).Annotations[pullmodel.AnnotationOperationRequest]})
 	setFeedback(t, w, spoke)
 	// Finished: the spoke's last reconcile is from before the end; Argo CD reconciles again
 	// once it has recorded it.
@@ -78,6 +80,7 @@ func TestPostSyncReconcileRule(t *testing.T) {
 	// A sync the spoke started by itself (automated sync, self-heal): no request on the hub,
 	// only its status shows the finished operation, and that adds the rule.
 	maps.Copy(spoke, map[string]string{"operationStateStartedAt": "2026-01-01T00:20:00Z", "operationStateFinishedAt": "2026-01-01T00:20:02Z", "reconciledAt": "2026-01-01T00:19:58Z"})
+	delete(spoke, "operationStateRequest")
 	setFeedback(t, w, spoke)
 	eventually(t, "the rule added for the spoke's own sync", 10*time.Second, func(ctx context.Context) (bool, string) {
 		return propagation.FeedsBackReconcileTime(readWork(ctx)), "not read"

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -144,8 +145,8 @@ func TestDestinationAnnotations(t *testing.T) {
 	}
 }
 
-// TestOperationReachesSpokeOnce: a sync request on the hub goes into the ManifestWork and is
-// cleared on the hub only once the spoke reports an operation started after it was sent and
+// TestOperationReachesSpokeOnce: a sync request on the hub goes into the ManifestWork under a
+// name and is cleared on the hub only once the spoke reports that request's operation
 // finished; then the ManifestWork drops it.
 func TestOperationReachesSpokeOnce(t *testing.T) {
 	createCluster(t, "op1", true)
@@ -160,18 +161,19 @@ func TestOperationReachesSpokeOnce(t *testing.T) {
 	})
 
 	patchApp(t, app.GetName(), `{"operation":{"sync":{"revision":"main"},"initiatedBy":{"username":"alice"}}}`)
-	eventually(t, "the operation in the ManifestWork with the spoke's last start as baseline", 10*time.Second, func(ctx context.Context) (bool, string) {
+	var request string
+	eventually(t, "the operation in the ManifestWork, named", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := &workv1.ManifestWork{}
 		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
-		op := propagation.Operation(cur)
-		return op != nil && cur.Annotations[pullmodel.AnnotationOperationBaseline] == "2026-01-01T00:00:00Z", fmt.Sprintf("operation %v annotations %v", op, cur.Annotations)
+		request = cur.Annotations[pullmodel.AnnotationOperationRequest]
+		return propagation.Operation(cur) != nil && request != "" && sentName(cur) == request, fmt.Sprintf("operation %v annotations %v", propagation.OperationAsSent(cur), cur.Annotations)
 	})
 	// Not cleared while the spoke has not started it.
 	time.Sleep(2 * time.Second)
 	if _, ok := getApp(t, app.GetName()).Object["operation"]; !ok {
 		t.Fatal("the hub's sync request was cleared before the spoke started an operation")
 	}
-	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Running", "operationStateStartedAt": "2026-01-01T00:05:00Z"})
+	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Running", "operationStateStartedAt": "2026-01-01T00:05:00Z", "operationStateRequest": request})
 	eventually(t, "the running operation shown, the hub's sync request kept while it runs", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := getApp(t, app.GetName())
 		_, has := cur.Object["operation"]
@@ -179,7 +181,7 @@ func TestOperationReachesSpokeOnce(t *testing.T) {
 		user, _, _ := unstructured.NestedString(cur.Object, "status", "operationState", "operation", "initiatedBy", "username")
 		return has && phase == "Running" && user == "alice", fmt.Sprintf("operation present=%v phase=%s initiated by %q", has, phase, user)
 	})
-	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Failed", "operationStateStartedAt": "2026-01-01T00:05:00Z", "operationStateFinishedAt": "2026-01-01T00:05:03Z"})
+	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Failed", "operationStateStartedAt": "2026-01-01T00:05:00Z", "operationStateFinishedAt": "2026-01-01T00:05:03Z", "operationStateRequest": request})
 	eventually(t, "the hub's sync request cleared, the finished operation shown", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := getApp(t, app.GetName())
 		_, has := cur.Object["operation"]
@@ -189,9 +191,21 @@ func TestOperationReachesSpokeOnce(t *testing.T) {
 	eventually(t, "the ManifestWork without the operation", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := &workv1.ManifestWork{}
 		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
-		_, base := cur.Annotations[pullmodel.AnnotationOperationBaseline]
-		return propagation.Operation(cur) == nil && !base, fmt.Sprint(propagation.Operation(cur))
+		_, named := cur.Annotations[pullmodel.AnnotationOperationRequest]
+		return propagation.Operation(cur) == nil && !named, fmt.Sprint(propagation.Operation(cur))
 	})
+}
+
+// sentName is the name the request a ManifestWork carries has in its payload, "" if none.
+func sentName(w *workv1.ManifestWork) string {
+	info, _ := propagation.OperationAsSent(w)["info"].([]any)
+	for _, e := range info {
+		if m, _ := e.(map[string]any); m["name"] == pullmodel.OperationRequestInfo {
+			v, _ := m["value"].(string)
+			return v
+		}
+	}
+	return ""
 }
 
 func touch(t *testing.T, name string) {
@@ -299,7 +313,8 @@ const rollingSyncOperation = `{"operation":{"initiatedBy":{"username":"applicati
 // does; the ApplicationSet then asks again with the very same request when its step is still
 // Pending (the spoke's start fell within the second of its own transition time), and that
 // request reaches the spoke as a new delivery, even when the clear and the new request come
-// too close together for the ManifestWork to ever be written without an operation.
+// too close together for the ManifestWork to ever be written without an operation; and it is
+// cleared once run even when the spoke started it within the second of the run before.
 func TestRollingSyncOperationRoundTrip(t *testing.T) {
 	createCluster(t, "rs1", true)
 	app := newApp("rs-guestbook", "rs1")
@@ -315,17 +330,18 @@ func TestRollingSyncOperationRoundTrip(t *testing.T) {
 	}
 	patchApp(t, app.GetName(), rollingSyncOperation)
 	var first []byte
+	var request string
 	eventually(t, "the RollingSync request in the ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := readWork(ctx)
 		first = cur.Spec.Workload.Manifests[0].Raw
-		base, ok := cur.Annotations[pullmodel.AnnotationOperationBaseline]
-		return propagation.Operation(cur) != nil && ok && base == "", fmt.Sprintf("operation %v annotations %v", propagation.Operation(cur), cur.Annotations)
+		request = cur.Annotations[pullmodel.AnnotationOperationRequest]
+		return propagation.Operation(cur) != nil && request != "" && sentName(cur) == request, fmt.Sprintf("operation %v annotations %v", propagation.OperationAsSent(cur), cur.Annotations)
 	})
 
 	// Running on the spoke: the request stays on the hub (Argo CD keeps `operation` until the
 	// operation has finished), and the running operation shows.
 	setFeedback(t, w, map[string]string{"healthStatus": "Missing", "syncStatus": "OutOfSync", "syncRevision": "abc123", "reconciledAt": "2026-01-01T00:00:10Z",
-		"operationStatePhase": "Running", "operationStateStartedAt": "2026-01-01T00:00:10Z"})
+		"operationStatePhase": "Running", "operationStateStartedAt": "2026-01-01T00:00:10Z", "operationStateRequest": request})
 	eventually(t, "the running operation shown on the hub", 10*time.Second, func(ctx context.Context) (bool, string) {
 		phase, _, _ := unstructured.NestedString(getApp(t, app.GetName()).Object, "status", "operationState", "phase")
 		return phase == "Running", phase
@@ -337,7 +353,7 @@ func TestRollingSyncOperationRoundTrip(t *testing.T) {
 	// Finished on the spoke: cleared on the hub, in the same write that shows the finished
 	// operation, and taken out of the ManifestWork.
 	finished := map[string]string{"healthStatus": "Progressing", "syncStatus": "Synced", "syncRevision": "abc123", "reconciledAt": "2026-01-01T00:00:12Z",
-		"operationStatePhase": "Succeeded", "operationStateStartedAt": "2026-01-01T00:00:10Z", "operationStateFinishedAt": "2026-01-01T00:00:11Z"}
+		"operationStatePhase": "Succeeded", "operationStateStartedAt": "2026-01-01T00:00:10Z", "operationStateFinishedAt": "2026-01-01T00:00:11Z", "operationStateRequest": request}
 	setFeedback(t, w, finished)
 	eventually(t, "the hub's sync request cleared once the spoke finished it", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := getApp(t, app.GetName())
@@ -350,30 +366,33 @@ func TestRollingSyncOperationRoundTrip(t *testing.T) {
 		return propagation.Operation(readWork(ctx)) == nil, "still carries it"
 	})
 
-	// The same request again: delivered again, with the finished operation as baseline and a
-	// payload that differs from the first delivery (the work agent applies a payload only when
-	// it changed).
+	// The same request again: delivered again, under a new name, so with a payload that
+	// differs from the first delivery (the work agent applies a payload only when it changed).
 	patchApp(t, app.GetName(), rollingSyncOperation)
+	var again string
 	eventually(t, "the repeated request delivered anew", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := readWork(ctx)
-		ok := propagation.Operation(cur) != nil && cur.Annotations[pullmodel.AnnotationOperationBaseline] == "2026-01-01T00:00:10Z"
-		return ok && !jsonEqual(cur.Spec.Workload.Manifests[0].Raw, first), fmt.Sprintf("operation %v annotations %v", propagation.Operation(cur), cur.Annotations)
+		again = cur.Annotations[pullmodel.AnnotationOperationRequest]
+		ok := propagation.Operation(cur) != nil && again != "" && again != request && sentName(cur) == again
+		return ok && !jsonEqual(cur.Spec.Workload.Manifests[0].Raw, first), fmt.Sprintf("operation %v annotations %v", propagation.OperationAsSent(cur), cur.Annotations)
 	})
 	second := readWork(context.Background()).Spec.Workload.Manifests[0].Raw
-	finished["operationStateStartedAt"], finished["operationStateFinishedAt"], finished["operationStatePhase"] = "2026-01-01T00:00:20Z", "2026-01-01T00:00:21Z", "Succeeded"
+	// Run within the same second as the first run: only its name says it is the new request's.
+	finished["operationStateRequest"] = again
 	setFeedback(t, w, finished)
 	eventually(t, "the second run cleared too", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := getApp(t, app.GetName())
 		_, has := cur.Object["operation"]
-		st, _, _ := unstructured.NestedString(cur.Object, "status", "operationState", "startedAt")
-		return !has && st == "2026-01-01T00:00:20Z", fmt.Sprintf("operation present=%v startedAt=%s", has, st)
+		shown, _, _ := unstructured.NestedSlice(cur.Object, "status", "operationState", "operation", "info")
+		return !has && strings.Contains(fmt.Sprint(shown), again), fmt.Sprintf("operation present=%v operationState.operation.info=%v", has, shown)
 	})
 
 	// And a third time.
 	patchApp(t, app.GetName(), rollingSyncOperation)
 	eventually(t, "the third request delivered anew", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := readWork(ctx)
-		return propagation.Operation(cur) != nil && cur.Annotations[pullmodel.AnnotationOperationBaseline] == "2026-01-01T00:00:20Z" &&
+		third := cur.Annotations[pullmodel.AnnotationOperationRequest]
+		return propagation.Operation(cur) != nil && third != "" && third != again &&
 			!jsonEqual(cur.Spec.Workload.Manifests[0].Raw, second), fmt.Sprintf("annotations %v", cur.Annotations)
 	})
 }

@@ -359,7 +359,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 // differs from what the Application asks for, or returns why it cannot.
 func (r *Reconciler) deliver(ctx context.Context, app *unstructured.Unstructured, have *workv1.ManifestWork, policy Policy, projectCopy *unstructured.Unstructured) (*Refusal, error) {
 	cluster, name := pullmodel.TargetCluster(app), pullmodel.WorkName(app.GetName(), string(app.GetUID()))
-	want, err := Build(Input{App: app, OperationBaseline: operationBaseline(app, have), RefreshBaseline: refreshBaseline(app, have, r.Now()), Spoke: SpokePlace(policy, app), ProjectCopy: projectCopy})
+	want, err := Build(Input{App: app, OperationRequest: operationRequest(app, have), RefreshBaseline: refreshBaseline(app, have, r.Now()), Spoke: SpokePlace(policy, app), ProjectCopy: projectCopy})
 	var tooLarge *TooLargeError
 	var refusal *Refusal
 	switch {
@@ -618,6 +618,7 @@ func (r *Reconciler) apply(ctx context.Context, have, want *workv1.ManifestWork)
 	}
 	delete(w.Labels, pullmodel.LabelApplicationSet)
 	delete(w.Annotations, pullmodel.AnnotationApplicationSet)
+	delete(w.Annotations, pullmodel.AnnotationOperationRequest)
 	delete(w.Annotations, pullmodel.AnnotationOperationBaseline)
 	delete(w.Annotations, pullmodel.AnnotationRefreshBaseline)
 	for k, v := range want.Labels {
@@ -705,21 +706,25 @@ func (r *Reconciler) setCondition(ctx context.Context, app *unstructured.Unstruc
 	return nil
 }
 
-// operationBaseline is the spoke's last operation start time when the Application's current
-// sync operation was first sent: kept while the ManifestWork carries the same operation, else
-// read from its feedback now. The same operation is a new request once the spoke has run the
-// one sent and the hub shows it (the clear and the new request may follow each other too
-// closely for this controller to ever see the Application without an operation).
-func operationBaseline(app *unstructured.Unstructured, have *workv1.ManifestWork) string {
+// operationRequest names the Application's current sync request: the name it was first sent
+// under, kept while the ManifestWork carries the same request, else the Application's
+// resourceVersion now, which no earlier request of it had (each request, and each status write
+// that shows a run, is a write of the Application). The same request is a new one once the
+// spoke has run the one sent and the hub shows it (the clear and the new request may follow
+// each other too closely for this controller to ever see the Application without one).
+func operationRequest(app *unstructured.Unstructured, have *workv1.ManifestWork) string {
 	op, ok := app.Object["operation"].(map[string]any)
-	if !ok || have == nil {
+	if !ok {
 		return ""
 	}
-	fb := FeedbackValues(have)
-	if sent := Operation(have); sent != nil && SameOperation(sent, op) && !(OperationRun(have, fb) && OperationShown(app, fb)) {
-		return have.Annotations[pullmodel.AnnotationOperationBaseline]
+	if have != nil {
+		fb := FeedbackValues(have)
+		sentAs := have.Annotations[pullmodel.AnnotationOperationRequest]
+		if sent := Operation(have); sentAs != "" && SameOperation(sent, op) && !(OperationRun(have, fb) && OperationShown(app, fb)) {
+			return sentAs
+		}
 	}
-	return fb[FeedbackOperationStarted]
+	return app.GetResourceVersion()
 }
 
 // refreshBaseline is when the Application's current refresh request was first sent: kept while

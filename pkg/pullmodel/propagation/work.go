@@ -7,6 +7,7 @@ package propagation
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ const (
 	FeedbackOperationEnded   = "operationStateFinishedAt"
 	FeedbackOperationMessage = "operationStateMessage"
 	FeedbackReconciledAt     = "reconciledAt"
+	// FeedbackOperationRequest is the request the spoke's last operation ran
+	// (pullmodel.AnnotationOperationRequest), "" for one the hub did not send.
+	FeedbackOperationRequest = "operationStateRequest"
 )
 
 // Feedback names of list fields of the spoke Application (see FeedbackLists).
@@ -90,6 +94,8 @@ var feedbackPaths = []workv1.JsonPath{
 	{Name: FeedbackConditionMessages, Path: ".status.conditions[*].message"},
 	{Name: FeedbackConditionTimes, Path: ".status.conditions[*].lastTransitionTime"},
 	{Name: FeedbackSyncRevisions, Path: ".status.sync.revisions[*]"},
+	// One string, selected by name like the error conditions below.
+	{Name: FeedbackOperationRequest, Path: `.status.operationState.operation.info[?(@.name=="` + pullmodel.OperationRequestInfo + `")].value`},
 }
 
 // ErrorConditionTypes are the spoke Application's error conditions fed back by type: Argo CD's
@@ -169,9 +175,9 @@ var reconcileFeedback = workv1.JsonPath{Name: FeedbackReconciledAt, Path: ".stat
 type Input struct {
 	// App is the hub Application.
 	App *unstructured.Unstructured
-	// OperationBaseline is the spoke's last operation start time when the hub Application's
-	// current operation was first sent (see pullmodel.AnnotationOperationBaseline).
-	OperationBaseline string
+	// OperationRequest names the hub Application's current sync request (see
+	// pullmodel.AnnotationOperationRequest).
+	OperationRequest string
 	// RefreshBaseline is the spoke's last reconcile time when the hub Application's current
 	// refresh request was first sent (see pullmodel.AnnotationRefreshBaseline).
 	RefreshBaseline string
@@ -311,17 +317,9 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 		labels[pullmodel.LabelApplicationSet] = "true"
 		annotations[pullmodel.AnnotationApplicationSet] = app.GetNamespace() + "/" + set
 	}
-	if _, ok := spoke.Object["operation"]; ok {
-		annotations[pullmodel.AnnotationOperationBaseline] = in.OperationBaseline
-		// In the payload too: a request equal to one the spoke has already run (RollingSync
-		// asks again with the very same request) must change the payload, or the work agent,
-		// which applies a payload only when it changed, would never hand it to the spoke.
-		a := spoke.GetAnnotations()
-		if a == nil {
-			a = map[string]string{}
-		}
-		a[pullmodel.AnnotationOperationBaseline] = in.OperationBaseline
-		spoke.SetAnnotations(a)
+	if op, ok := spoke.Object["operation"].(map[string]any); ok {
+		annotations[pullmodel.AnnotationOperationRequest] = in.OperationRequest
+		spoke.Object["operation"] = named(op, in.OperationRequest)
 	}
 	_, refresh := spoke.GetAnnotations()[pullmodel.AnnotationRefresh]
 	if refresh {
@@ -433,7 +431,7 @@ func NeedsUpdate(have, want *workv1.ManifestWork) bool {
 			return true
 		}
 	}
-	for _, k := range []string{pullmodel.AnnotationApplicationSet, pullmodel.AnnotationOperationBaseline, pullmodel.AnnotationRefreshBaseline} {
+	for _, k := range []string{pullmodel.AnnotationApplicationSet, pullmodel.AnnotationOperationRequest, pullmodel.AnnotationOperationBaseline, pullmodel.AnnotationRefreshBaseline} {
 		if _, ok := want.Annotations[k]; !ok {
 			if _, has := have.Annotations[k]; has {
 				return true
@@ -484,21 +482,71 @@ func jsonEqual(a, b []byte) bool {
 	return equality.Semantic.DeepEqual(x, y)
 }
 
-// Operation returns the sync operation a ManifestWork carries, or nil.
+// Operation returns the sync request a ManifestWork carries, as the hub Application holds it
+// (without the request's name), or nil.
 func Operation(w *workv1.ManifestWork) map[string]any {
+	if op := OperationAsSent(w); op != nil {
+		return unnamed(op)
+	}
+	return nil
+}
+
+// OperationAsSent returns the sync request a ManifestWork carries, with the info entry that
+// names it, or nil.
+func OperationAsSent(w *workv1.ManifestWork) map[string]any {
 	op, _ := payload(w)["operation"].(map[string]any)
 	return op
 }
 
-// SameOperation reports whether two sync requests are the same request. They are compared as
-// JSON values: read from the API server a request carries integers (RollingSync's retry.limit)
-// where the same request decoded from a ManifestWork's payload carries floats.
+// named returns op with an info entry naming the request (and no other entry of that name).
+func named(op map[string]any, request string) map[string]any {
+	out := unnamed(op)
+	info, _ := out["info"].([]any)
+	out["info"] = append(slices.Clip(info), map[string]any{"name": pullmodel.OperationRequestInfo, "value": request})
+	return out
+}
+
+// unnamed returns a copy of op without the info entry that names the request; an info list
+// left empty goes, as Argo CD omits an empty one.
+func unnamed(op map[string]any) map[string]any {
+	out := maps.Clone(op)
+	info, _ := op["info"].([]any)
+	var keep []any
+	for _, e := range info {
+		if m, ok := e.(map[string]any); ok && m["name"] == pullmodel.OperationRequestInfo {
+			continue
+		}
+		keep = append(keep, e)
+	}
+	delete(out, "info")
+	if len(keep) > 0 {
+		out["info"] = keep
+	}
+	return out
+}
+
+// requestName is the name an operation's info gives its request, "" if none.
+func requestName(op map[string]any) string {
+	info, _ := op["info"].([]any)
+	for _, e := range info {
+		if m, ok := e.(map[string]any); ok && m["name"] == pullmodel.OperationRequestInfo {
+			v, _ := m["value"].(string)
+			return v
+		}
+	}
+	return ""
+}
+
+// SameOperation reports whether two sync requests are the same request, their names aside.
+// They are compared as JSON values: read from the API server a request carries integers
+// (RollingSync's retry.limit) where the same request decoded from a ManifestWork's payload
+// carries floats.
 func SameOperation(a, b map[string]any) bool {
 	if a == nil || b == nil {
 		return a == nil && b == nil
 	}
-	x, errA := json.Marshal(a)
-	y, errB := json.Marshal(b)
+	x, errA := json.Marshal(unnamed(a))
+	y, errB := json.Marshal(unnamed(b))
 	return errA == nil && errB == nil && jsonEqual(x, y)
 }
 
@@ -508,23 +556,31 @@ func OperationCompleted(phase string) bool {
 	return phase == "Succeeded" || phase == "Failed" || phase == "Error"
 }
 
+// RunsSentRequest reports whether the operation fb (w's feedback) reports on is the run of the
+// sync request w carries.
+func RunsSentRequest(w *workv1.ManifestWork, fb map[string]string) bool {
+	sent := w.Annotations[pullmodel.AnnotationOperationRequest]
+	return sent != "" && fb[FeedbackOperationRequest] == sent
+}
+
 // OperationRun reports whether the spoke has run the sync request w carries: fb, w's feedback,
-// shows an operation started after the request was sent, and finished. Until then the request
-// stays on the hub, as Argo CD keeps an Application's operation until it has finished: an equal
-// request sent while the spoke still runs this one would merge into it and never run.
+// shows that request's operation, finished. Until then the request stays on the hub, as Argo
+// CD keeps an Application's operation until it has finished: an equal request sent while the
+// spoke still runs this one would merge into it and never run.
 func OperationRun(w *workv1.ManifestWork, fb map[string]string) bool {
-	started := fb[FeedbackOperationStarted]
-	return started != "" && started != w.Annotations[pullmodel.AnnotationOperationBaseline] && OperationCompleted(fb[FeedbackOperationPhase])
+	return RunsSentRequest(w, fb) && OperationCompleted(fb[FeedbackOperationPhase])
 }
 
 // OperationShown reports whether the hub Application's status already shows the finished
-// operation fb reports. The status controller writes that in the same patch that clears the
-// request the operation ran; so once it shows, a request on the hub equal to the one w carries
-// is a new request (RollingSync asking again), not the old one waiting to be cleared.
+// operation fb reports, of a request the hub sent. The status controller writes that in the
+// same patch that clears the request the operation ran; so once it shows, a request on the
+// hub equal to the one w carries is a new request (RollingSync asking again), not the old one
+// waiting to be cleared.
 func OperationShown(app *unstructured.Unstructured, fb map[string]string) bool {
-	started, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "startedAt")
+	shown, _, _ := unstructured.NestedMap(app.Object, "status", "operationState", "operation")
 	phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
-	return started != "" && started == fb[FeedbackOperationStarted] && OperationCompleted(phase)
+	request := fb[FeedbackOperationRequest]
+	return request != "" && requestName(shown) == request && OperationCompleted(phase)
 }
 
 // Refresh returns the refresh request a ManifestWork carries, and whether it carries one.

@@ -182,10 +182,10 @@ func PatchWithProject(app *unstructured.Unstructured, w, project *workv1.Manifes
 		if phase, started := fb[propagation.FeedbackOperationPhase], fb[propagation.FeedbackOperationStarted]; phase != "" && started != "" {
 			// A field the spoke no longer reports is removed (null in a merge patch).
 			op := map[string]any{"phase": phase, "startedAt": started, "finishedAt": orNull(fb[propagation.FeedbackOperationEnded]), "message": orNull(truncate(fb[propagation.FeedbackOperationMessage]))}
-			// Required by the CRD: the request this operation runs, when the spoke started it
-			// after the ManifestWork's request was sent, else what was recorded before.
+			// Required by the CRD: the request this operation runs, named, when it is the
+			// ManifestWork's, else what was recorded before.
 			have, _, _ := unstructured.NestedMap(app.Object, "status", "operationState", "operation")
-			if sent := propagation.Operation(w); sent != nil && started != w.Annotations[pullmodel.AnnotationOperationBaseline] {
+			if sent := propagation.OperationAsSent(w); sent != nil && propagation.RunsSentRequest(w, fb) {
 				have = sent
 			}
 			if have == nil {

@@ -17,12 +17,15 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 )
 
-func work(op map[string]any, baseline string, fb map[string]string) *workv1.ManifestWork {
+// work is a ManifestWork of an Application, carrying op under the name request when op is not
+// nil, with fb as its feedback.
+func work(op map[string]any, request string, fb map[string]string) *workv1.ManifestWork {
 	w := &workv1.ManifestWork{}
 	raw := `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application"}`
 	if op != nil {
-		raw = `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","operation":{"sync":{"revision":"main"}}}`
-		w.Annotations = map[string]string{pullmodel.AnnotationOperationBaseline: baseline}
+		raw = `{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","operation":{"sync":{"revision":"main"},` +
+			`"info":[{"name":"` + pullmodel.OperationRequestInfo + `","value":"` + request + `"}]}}`
+		w.Annotations = map[string]string{pullmodel.AnnotationOperationRequest: request}
 	}
 	w.Spec.Workload.Manifests = []workv1.Manifest{{}}
 	w.Spec.Workload.Manifests[0].Raw = []byte(raw)
@@ -48,14 +51,15 @@ func TestPatchNothingWhenEqual(t *testing.T) {
 	}
 }
 
-func TestPatchClearsOperationOnlyAfterTheSpokeStartedIt(t *testing.T) {
+func TestPatchClearsOperationOnlyAfterTheSpokeRanIt(t *testing.T) {
 	op := map[string]any{"sync": map[string]any{"revision": "main"}}
 	app := pullmodel.NewApplication()
 	app.Object["operation"] = op
-	fb := map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "operationStatePhase": "Succeeded", "operationStateStartedAt": "T1"}
-	if p := Patch(app, work(op, "T1", fb)); p != nil {
+	// The spoke's last run is of an earlier request (or one it started by itself).
+	fb := map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "operationStatePhase": "Succeeded", "operationStateStartedAt": "T1", "operationStateRequest": "100"}
+	if p := Patch(app, work(op, "130", fb)); p != nil {
 		if _, ok := p["operation"]; ok {
-			t.Error("cleared while the spoke's last start is still the baseline")
+			t.Error("cleared while the spoke's last run is of another request")
 		}
 	}
 	if p := Patch(app, work(nil, "", fb)); p != nil {
@@ -63,17 +67,25 @@ func TestPatchClearsOperationOnlyAfterTheSpokeStartedIt(t *testing.T) {
 			t.Error("cleared although the ManifestWork does not carry the operation yet")
 		}
 	}
-	fb["operationStateStartedAt"] = "T2"
-	p := Patch(app, work(op, "T1", fb))
+	fb["operationStateRequest"], fb["operationStatePhase"] = "130", "Running"
+	if p := Patch(app, work(op, "130", fb)); p != nil {
+		if _, ok := p["operation"]; ok {
+			t.Error("cleared while the spoke still runs it")
+		}
+	}
+	// Run, and started within the second of the run before: only the name tells the runs apart.
+	fb["operationStatePhase"] = "Succeeded"
+	p := Patch(app, work(op, "130", fb))
 	if v, ok := p["operation"]; !ok || v != nil {
-		t.Errorf("not cleared after the spoke started a new operation: %v", p)
+		t.Errorf("not cleared after the spoke ran it: %v", p)
 	}
 	started, _, _ := unstructured.NestedString(p, "status", "operationState", "startedAt")
-	if started != "T2" {
-		t.Errorf("operationState.startedAt %q, want the spoke's T2 (RollingSync compares it)", started)
+	if started != "T1" {
+		t.Errorf("operationState.startedAt %q, want the spoke's T1 (RollingSync compares it)", started)
 	}
-	if rev, _, _ := unstructured.NestedString(p, "status", "operationState", "operation", "sync", "revision"); rev != "main" {
-		t.Errorf("operationState.operation %v, want the request that was delivered", p["status"])
+	shown, _, _ := unstructured.NestedMap(p, "status", "operationState", "operation")
+	if rev, _, _ := unstructured.NestedString(shown, "sync", "revision"); rev != "main" || !strings.Contains(fmt.Sprint(shown["info"]), "130") {
+		t.Errorf("operationState.operation %v, want the request that was delivered, with its name", shown)
 	}
 }
 

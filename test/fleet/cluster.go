@@ -45,6 +45,9 @@ type controlPlane struct {
 	adminConfig     *rest.Config
 	adminKubeconfig string
 	kcmHealthz      string
+	// serviceAccountKey signs the API server's ServiceAccount tokens; the controller manager
+	// signs with it too.
+	serviceAccountKey string
 	// node is the cluster's real node (Options.RealNodes), nil without; the API server listens
 	// on its host end.
 	node *node.Node
@@ -92,96 +95,92 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 		}
 		bindAddress = cp.node.HostIP()
 	}
+	if err := f.startEtcd(ctx, cp); err != nil {
+		return nil, err
+	}
+	if err := f.startAPIServer(ctx, cp, bindAddress); err != nil {
+		return nil, err
+	}
+	if err := f.startControllerManager(cp); err != nil {
+		return nil, err
+	}
+	if cp.node != nil {
+		if err := f.startNode(ctx, cp); err != nil {
+			return nil, err
+		}
+	}
+	f.logf("%s: API server up at %s", name, cp.url)
+	return cp, nil
+}
 
-	// etcd
+// startEtcd starts the cluster's etcd and waits until it is healthy.
+func (f *Fleet) startEtcd(ctx context.Context, cp *controlPlane) error {
 	clientPort, err := f.ports.next()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	peerPort, err := f.ports.next()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	etcdURL := "http://127.0.0.1:" + strconv.Itoa(clientPort)
 	cp.etcdURL = etcdURL
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peerPort)
 	if _, err := f.start(ProcessSpec{
-		Name: name + "-etcd",
+		Name: cp.name + "-etcd",
 		Path: filepath.Join(f.k8sBin, "etcd"),
 		Args: []string{
-			"--name=" + name,
-			"--data-dir=" + filepath.Join(dir, "etcd"),
+			"--name=" + cp.name,
+			"--data-dir=" + filepath.Join(cp.dir, "etcd"),
 			"--listen-client-urls=" + etcdURL,
 			"--advertise-client-urls=" + etcdURL,
 			"--listen-peer-urls=" + peerURL,
 			"--initial-advertise-peer-urls=" + peerURL,
-			"--initial-cluster=" + name + "=" + peerURL,
+			"--initial-cluster=" + cp.name + "=" + peerURL,
 			"--unsafe-no-fsync=true",
 			"--log-level=warn",
 		},
 	}, tierEtcd); err != nil {
-		return nil, err
+		return err
 	}
-	if err := f.poll(ctx, name+" etcd", startBudget, func(ctx context.Context) (bool, error) {
+	return f.poll(ctx, cp.name+" etcd", startBudget, func(ctx context.Context) (bool, error) {
 		body, err := httpGet(ctx, etcdURL+"/health", false)
 		return err == nil && strings.Contains(body, `"health":"true"`), err
-	}); err != nil {
-		return nil, err
-	}
+	})
+}
 
-	// kube-apiserver
+// startAPIServer starts the cluster's kube-apiserver on bindAddress, writes its admin
+// kubeconfig and waits until it is ready.
+func (f *Fleet) startAPIServer(ctx context.Context, cp *controlPlane, bindAddress string) error {
 	apiPort, err := f.ports.next()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cp.url = "https://" + bindAddress + ":" + strconv.Itoa(apiPort)
-	pki := filepath.Join(dir, "pki")
-	// 10.0.0.1 is the kubernetes Service's address in --service-cluster-ip-range: what pods use.
-	servingCert, servingKey, err := cp.ca.issue("kube-apiserver", nil, []string{
-		bindAddress, "127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default",
-		"kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
-	})
+	pki := filepath.Join(cp.dir, "pki")
+	saPub, err := cp.writeAPIServerPKI(bindAddress)
 	if err != nil {
-		return nil, err
-	}
-	// The front-proxy (aggregation) client, as kubeadm sets it up; with it, the
-	// extension-apiserver-authentication ConfigMap is complete and delegated authentication in
-	// kube-controller-manager and the OCM processes stops complaining.
-	proxyCert, proxyKey, err := cp.ca.issue("front-proxy-client", nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := writeFiles(map[string][]byte{
-		filepath.Join(pki, "apiserver.crt"):   servingCert,
-		filepath.Join(pki, "apiserver.key"):   servingKey,
-		filepath.Join(pki, "front-proxy.crt"): proxyCert,
-		filepath.Join(pki, "front-proxy.key"): proxyKey,
-	}); err != nil {
-		return nil, err
-	}
-	saPub, saKey, err := newServiceAccountKey(pki)
-	if err != nil {
-		return nil, err
+		return err
 	}
 	nodeArgs, err := cp.apiServerNodeArgs()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := f.start(ProcessSpec{
-		Name: name + "-kube-apiserver",
+		Name: cp.name + "-kube-apiserver",
 		Path: filepath.Join(f.k8sBin, "kube-apiserver"),
 		Args: append(append([]string{
-			"--etcd-servers=" + etcdURL,
+			"--etcd-servers=" + cp.etcdURL,
 			"--bind-address=" + bindAddress,
 			"--advertise-address=" + bindAddress,
 			"--secure-port=" + strconv.Itoa(apiPort),
-			"--cert-dir=" + filepath.Join(dir, "apiserver"),
+			"--cert-dir=" + filepath.Join(cp.dir, "apiserver"),
 			"--tls-cert-file=" + filepath.Join(pki, "apiserver.crt"),
 			"--tls-private-key-file=" + filepath.Join(pki, "apiserver.key"),
 			"--client-ca-file=" + cp.ca.certPath,
 			"--service-account-issuer=" + cp.url,
 			"--service-account-key-file=" + saPub,
-			"--service-account-signing-key-file=" + saKey,
+			"--service-account-signing-key-file=" + cp.serviceAccountKey,
 			"--service-cluster-ip-range=" + node.ServiceCIDR,
 			"--requestheader-client-ca-file=" + cp.ca.certPath,
 			"--requestheader-allowed-names=front-proxy-client",
@@ -194,42 +193,81 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 			"--profiling=false",
 		}, nodeArgs...), f.opts.APIServerArgs...),
 	}, tierAPIServer); err != nil {
-		return nil, err
+		return err
 	}
 	adminCert, adminKey, err := cp.ca.issue("fleet-admin", []string{"system:masters"}, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cp.adminKubeconfig = filepath.Join(dir, "admin.kubeconfig")
-	if cp.adminConfig, err = writeKubeconfig(cp.adminKubeconfig, name, cp.url, cp.ca.certPEM, adminCert, adminKey); err != nil {
-		return nil, err
+	cp.adminKubeconfig = filepath.Join(cp.dir, "admin.kubeconfig")
+	if cp.adminConfig, err = writeKubeconfig(cp.adminKubeconfig, cp.name, cp.url, cp.ca.certPEM, adminCert, adminKey); err != nil {
+		return err
 	}
 	kc, err := kubernetes.NewForConfig(cp.adminConfig)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Budgets, not sleeps: two lanes of real nodes starting on 2 cores beside the image builds
 	// have kept an API server from being ready for over 90 s.
-	if err := f.poll(ctx, name+" kube-apiserver", startBudget, func(ctx context.Context) (bool, error) {
+	if err := f.poll(ctx, cp.name+" kube-apiserver", startBudget, func(ctx context.Context) (bool, error) {
 		body, err := kc.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
 		return err == nil && string(body) == "ok", err
 	}); err != nil {
-		return nil, err
+		return err
 	}
+	return nil
+}
 
+// writeAPIServerPKI writes the API server's serving and front-proxy certificates and the
+// ServiceAccount signing key, and returns the key's public half.
+func (cp *controlPlane) writeAPIServerPKI(bindAddress string) (string, error) {
+	pki := filepath.Join(cp.dir, "pki")
+	// 10.0.0.1 is the kubernetes Service's address in --service-cluster-ip-range: what pods use.
+	servingCert, servingKey, err := cp.ca.issue("kube-apiserver", nil, []string{
+		bindAddress, "127.0.0.1", "localhost", "10.0.0.1", "kubernetes", "kubernetes.default",
+		"kubernetes.default.svc", "kubernetes.default.svc.cluster.local",
+	})
+	if err != nil {
+		return "", err
+	}
+	// The front-proxy (aggregation) client, as kubeadm sets it up; with it, the
+	// extension-apiserver-authentication ConfigMap is complete and delegated authentication in
+	// kube-controller-manager and the OCM processes stops complaining.
+	proxyCert, proxyKey, err := cp.ca.issue("front-proxy-client", nil, nil)
+	if err != nil {
+		return "", err
+	}
+	if err := writeFiles(map[string][]byte{
+		filepath.Join(pki, "apiserver.crt"):   servingCert,
+		filepath.Join(pki, "apiserver.key"):   servingKey,
+		filepath.Join(pki, "front-proxy.crt"): proxyCert,
+		filepath.Join(pki, "front-proxy.key"): proxyKey,
+	}); err != nil {
+		return "", err
+	}
+	saPub, saKey, err := newServiceAccountKey(pki)
+	if err != nil {
+		return "", err
+	}
+	cp.serviceAccountKey = saKey
+	return saPub, nil
+}
+
+// startControllerManager starts the cluster's kube-controller-manager.
+func (f *Fleet) startControllerManager(cp *controlPlane) error {
 	// kube-controller-manager, signing with the cluster CA the API server trusts for clients.
 	// As kubeadm runs it: its own user (which the API server's bootstrap RBAC grants what it
 	// needs), each controller with its own ServiceAccount's credentials.
 	kcmKubeconfig, _, err := cp.userKubeconfig("kcm", "system:kube-controller-manager", nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	kcmPort, err := f.ports.next()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := f.start(ProcessSpec{
-		Name: name + "-kube-controller-manager",
+		Name: cp.name + "-kube-controller-manager",
 		Path: filepath.Join(f.k8sBin, "kube-controller-manager"),
 		Args: []string{
 			"--kubeconfig=" + kcmKubeconfig,
@@ -237,30 +275,24 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 			"--authorization-kubeconfig=" + kcmKubeconfig,
 			"--bind-address=127.0.0.1",
 			"--secure-port=" + strconv.Itoa(kcmPort),
-			"--cert-dir=" + filepath.Join(dir, "kcm"),
+			"--cert-dir=" + filepath.Join(cp.dir, "kcm"),
 			"--leader-elect=false",
 			"--use-service-account-credentials=true",
 			"--controllers=" + strings.Join(cp.kcmControllers(), ","),
 			"--cluster-signing-cert-file=" + cp.ca.certPath,
 			"--cluster-signing-key-file=" + cp.ca.keyPath,
 			"--root-ca-file=" + cp.ca.certPath,
-			"--service-account-private-key-file=" + saKey,
+			"--service-account-private-key-file=" + cp.serviceAccountKey,
 			"--concurrent-gc-syncs=5",
 			"--profiling=false",
 		},
 	}, tierController); err != nil {
-		return nil, err
+		return err
 	}
 	// Nothing needs kube-controller-manager before an agent's CSR, so its health is checked at
 	// the end of Start (waitKCM) rather than here.
 	cp.kcmHealthz = fmt.Sprintf("https://127.0.0.1:%d/healthz", kcmPort)
-	if cp.node != nil {
-		if err := f.startNode(ctx, cp); err != nil {
-			return nil, err
-		}
-	}
-	f.logf("%s: API server up at %s", name, cp.url)
-	return cp, nil
+	return nil
 }
 
 // waitKCM waits until the cluster's kube-controller-manager reports healthy.

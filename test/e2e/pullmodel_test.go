@@ -150,7 +150,7 @@ spec:
 
 	for i, c := range clusters {
 		app := c + "-guestbook"
-		// The manager notices Argo CD's CRDs on the hub within a minute and starts delivering.
+		// The manager notices Argo CD's CRDs on the hub within ten seconds and starts delivering.
 		s.eventually(t, c+": hub Application "+app+" delivered as a ManifestWork", 3*time.Minute, func(ctx context.Context) (bool, string) {
 			w, err := s.pullWork(ctx, c, app)
 			if err != nil {

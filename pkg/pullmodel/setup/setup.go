@@ -41,7 +41,9 @@ type Config struct {
 	// SweepInterval is how often ManifestWorks are checked for a live hub Application, behind
 	// the event-driven cleanup.
 	SweepInterval time.Duration
-	// DetectInterval is how often a hub without Argo CD's Application API is asked again.
+	// DetectInterval is how often a hub without Argo CD's Application API is asked again: three
+	// discovery reads, cheap enough to ask often, so that the pull model starts soon after a
+	// person installs Argo CD.
 	DetectInterval time.Duration
 	// Policy is what the hub operator allows the pull model to deliver: from which hub
 	// namespaces, checked against which AppProjects, into which spoke namespace.
@@ -72,7 +74,7 @@ const DefaultSealSecretName = "argocd-agent-addon-pull-model-seal"
 // in 36 s with 16, 48 s with 4), a sweep every 10 minutes.
 func DefaultConfig() Config {
 	return Config{
-		Enabled: true, Concurrency: 16, SweepInterval: 10 * time.Minute, DetectInterval: time.Minute, OfflineRelease: 5 * time.Minute,
+		Enabled: true, Concurrency: 16, SweepInterval: 10 * time.Minute, DetectInterval: 10 * time.Second, OfflineRelease: 5 * time.Minute,
 		RegistrationGrace: DefaultRegistrationGrace,
 		Policy:            propagation.DefaultPolicy(),
 		SealSecret:        types.NamespacedName{Namespace: seal.OwnNamespace(), Name: DefaultSealSecretName},

@@ -40,10 +40,10 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 	if err := r.addOns().DeleteComponentsPlacement(ctx, goc); err != nil {
 		return err
 	}
-	if err := r.addOns().DropClearance(ctx, goc); err != nil {
+	if err := r.probes().DropClearance(ctx, goc); err != nil {
 		return err
 	}
-	if err := r.addOns().DeleteProbes(ctx, goc); err != nil {
+	if err := r.probes().DeleteProbes(ctx, goc); err != nil {
 		return err
 	}
 	owner := client.MatchingLabels{v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name}

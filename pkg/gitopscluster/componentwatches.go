@@ -26,10 +26,16 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/warmcache"
 )
 
-// addOns is the writer of the OCM addon objects, over this reconciler's clients, config, Events
-// and components addon cache.
+// addOns is the writer of the OCM addon objects, over this reconciler's clients, config and
+// components addon cache.
 func (r *Reconciler) addOns() *addonobjects.Writer {
-	return &addonobjects.Writer{Hub: r.hub(), ComponentsAddOns: r.ComponentsAddOns, ProbesInFlight: &r.probesInFlight}
+	return &addonobjects.Writer{Hub: r.hub(), ComponentsAddOns: r.ComponentsAddOns}
+}
+
+// probes is the prober of the selected clusters' own Argo CD and keeper of their clearance,
+// over the same, and this reconciler's probes in flight.
+func (r *Reconciler) probes() *addonobjects.Prober {
+	return &addonobjects.Prober{Hub: r.hub(), ComponentsAddOns: r.ComponentsAddOns, ProbesInFlight: &r.probesInFlight}
 }
 
 // newComponentsAddOnCache caches the ManagedClusterAddOns of the components addon only; the

@@ -30,6 +30,6 @@ const LedgerSettle = ledgerSettle
 // same record of those in flight.
 func PassesShareProbesInFlight() bool {
 	r := &Reconciler{}
-	first, second := r.addOns(), r.addOns()
+	first, second := r.probes(), r.probes()
 	return first.ProbesInFlight != nil && first.ProbesInFlight == second.ProbesInFlight
 }

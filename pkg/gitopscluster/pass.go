@@ -113,7 +113,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, goc *v1alpha1.GitOpsCl
 		return ctrl.Result{}, written
 	}
 	var moreProbes bool
-	if err := timed("probes", func() (err error) { moreProbes, err = r.addOns().SyncProbes(ctx, goc, p.foreign); return err }); err != nil {
+	if err := timed("probes", func() (err error) { moreProbes, err = r.probes().SyncProbes(ctx, goc, p.foreign); return err }); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := p.foreign.ClearanceError(); err != nil {
@@ -364,7 +364,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 	r, goc, obs := p.r, p.goc, p.obs
 	if obs.Selected != nil {
 		var err error
-		if p.foreign, err = r.addOns().ClearForComponents(ctx, goc, obs.Selected, obs.Invalid, obs.TeardownBlocked != ""); err != nil {
+		if p.foreign, err = r.probes().ClearForComponents(ctx, goc, obs.Selected, obs.Invalid, obs.TeardownBlocked != ""); err != nil {
 			return stopWith(err)
 		}
 	}
@@ -400,7 +400,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 		if p.status.ExistingArgoCDClusters, err = r.addOns().ExistingArgoCDClusters(ctx, goc, obs.Selected); err != nil {
 			return stopWith(err)
 		}
-		p.emit(r.addOns().ReportForeign(goc, p.status, p.foreign, p.setCond))
+		p.emit(r.probes().ReportForeign(goc, p.status, p.foreign, p.setCond))
 		if p.configRollout, err = r.addOns().PruneDeploymentConfigs(ctx, goc, applied.Config, sets.List(obs.Selected)); err != nil {
 			return stopWith(err)
 		}

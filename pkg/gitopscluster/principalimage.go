@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/addonobjects"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/principal"
 )
 
@@ -15,5 +16,5 @@ func (r *Reconciler) principalImage(ctx context.Context, goc *v1alpha1.GitOpsClu
 	if image, found, err := principal.Image(ctx, r.Client, types.NamespacedName{Namespace: principalNS, Name: r.Config.PrincipalDeploymentName}); err != nil || found {
 		return image, err
 	}
-	return r.addOns().AgentImage(ctx, goc, principalNS)
+	return addonobjects.AgentImage(ctx, r.hub(), goc, principalNS)
 }

@@ -54,14 +54,14 @@ func FieldManager(goc *v1alpha1.GitOpsCluster) string {
 
 // AgentImage picks the spec's image, else the principal's (agents must run its version), else
 // the default.
-func (w *Writer) AgentImage(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string) (string, error) {
+func AgentImage(ctx context.Context, hub config.Hub, goc *v1alpha1.GitOpsCluster, principalNS string) (string, error) {
 	if goc.Spec.ArgoCDAgentAddon.Image != "" {
 		return goc.Spec.ArgoCDAgentAddon.Image, nil
 	}
-	if image, found, err := principal.Image(ctx, w.Client, types.NamespacedName{Namespace: principalNS, Name: w.Config.PrincipalDeploymentName}); err != nil || found {
+	if image, found, err := principal.Image(ctx, hub.Client, types.NamespacedName{Namespace: principalNS, Name: hub.Config.PrincipalDeploymentName}); err != nil || found {
 		return image, err
 	}
-	return w.Config.DefaultAgentImage, nil
+	return hub.Config.DefaultAgentImage, nil
 }
 
 // Applied are the current AddOnTemplate and AddOnDeploymentConfig of a GitOpsCluster.
@@ -113,7 +113,7 @@ func (w *Writer) Apply(ctx context.Context, goc *v1alpha1.GitOpsCluster, princip
 // applyDeploymentConfig writes the GitOpsCluster's AddOnDeploymentConfig (named by a hash of
 // its spec, so a change rolls out under the rollout strategy) when it differs.
 func (w *Writer) applyDeploymentConfig(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, ep *v1alpha1.PrincipalEndpoint, mode string) (*addonv1alpha1.AddOnDeploymentConfig, error) {
-	image, err := w.AgentImage(ctx, goc, principalNS)
+	image, err := AgentImage(ctx, w.Hub, goc, principalNS)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (w *Writer) applyDeploymentConfig(ctx context.Context, goc *v1alpha1.GitOps
 	}
 	image = spoke.RewriteRegistry(image, w.Config.SpokeImageRegistry)
 	adc, err := addon.BuildDeploymentConfig(addon.DeploymentConfigInput{
-		Name: DeploymentConfigPrefix(goc) + "pending", Namespace: goc.Namespace, AgentInstallNamespace: w.installNamespace(goc),
+		Name: DeploymentConfigPrefix(goc) + "pending", Namespace: goc.Namespace, AgentInstallNamespace: installNamespace(w.Config, goc),
 		ServerAddress: ep.Address, ServerPort: ep.Port, Mode: mode, AgentImage: image,
 		ReloaderImage: spoke.RewriteRegistry(w.Config.ReloaderImage, w.Config.SpokeImageRegistry),
 		ArgoCDImage:   argoCDImages.ArgoCD, RedisImage: argoCDImages.Redis,

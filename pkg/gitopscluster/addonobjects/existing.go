@@ -59,11 +59,11 @@ type ForeignReport struct {
 }
 
 // installNamespace is where the GitOpsCluster's agent and components go on each cluster.
-func (w *Writer) installNamespace(goc *v1alpha1.GitOpsCluster) string {
+func installNamespace(cfg config.Config, goc *v1alpha1.GitOpsCluster) string {
 	if ns := goc.Spec.ArgoCDAgentAddon.AgentNamespace; ns != "" {
 		return ns
 	}
-	return w.Config.DefaultAgentNamespace
+	return cfg.DefaultAgentNamespace
 }
 
 // ClearForComponents probes the selected clusters, sets the clearance label on those the
@@ -74,19 +74,19 @@ func (w *Writer) installNamespace(goc *v1alpha1.GitOpsCluster) string {
 // With selectionPartial (the Placement is missing, being deleted, or its decision pages are
 // mid-update) clusters are only added: no label is removed and no probe deleted on a
 // selection that cannot be trusted to say who left.
-func (w *Writer) ClearForComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, selected sets.Set[string], invalid map[string]string, selectionPartial bool) (ForeignReport, error) {
+func (p *Prober) ClearForComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, selected sets.Set[string], invalid map[string]string, selectionPartial bool) (ForeignReport, error) {
 	var rep ForeignReport
 	if selected == nil {
 		return rep, nil
 	}
 	key := names.ComponentsClearedLabel(goc)
-	seen, err := w.readClearance(ctx, goc, key)
+	seen, err := p.readClearance(ctx, goc, key)
 	if err != nil {
 		return rep, err
 	}
 	probes := seen.probes
 	// The release compared with is the one the GitOpsCluster's own agent is built against.
-	agentImage, err := w.AgentImage(ctx, goc, names.PrincipalNamespace(goc))
+	agentImage, err := AgentImage(ctx, p.Hub, goc, names.PrincipalNamespace(goc))
 	if err != nil {
 		return rep, err
 	}
@@ -96,7 +96,7 @@ func (w *Writer) ClearForComponents(ctx context.Context, goc *v1alpha1.GitOpsClu
 	}
 	install := componentsWanted(goc)
 	replace := goc.Spec.ArgoCDAgentAddon.ExistingArgoCD == v1alpha1.ExistingArgoCDReplace
-	components := config.ComponentsAddonName(w.Config.AddonName)
+	components := config.ComponentsAddonName(p.Config.AddonName)
 	cleared := sets.New[string]()
 	var missing []string
 	// The clusters with the components addon installed, read once and only when a cluster's
@@ -104,7 +104,7 @@ func (w *Writer) ClearForComponents(ctx context.Context, goc *v1alpha1.GitOpsClu
 	var installed sets.Set[string]
 	// A probe that looks elsewhere than the components would go (the install namespace
 	// changed, say) is replaced, and reads as unanswered meanwhile.
-	installNS := w.installNamespace(goc)
+	installNS := installNamespace(p.Config, goc)
 	for _, probe := range probes {
 		if !spoke.ProbeCurrent(probe, installNS) {
 			rep.outdatedProbes = append(rep.outdatedProbes, probe)
@@ -139,7 +139,7 @@ func (w *Writer) ClearForComponents(ctx context.Context, goc *v1alpha1.GitOpsClu
 			cleared.Insert(c)
 		case clearedIfInstalled:
 			if installed == nil {
-				if installed, err = w.componentsInstalled(ctx); err != nil {
+				if installed, err = p.componentsInstalled(ctx); err != nil {
 					return rep, err
 				}
 			}
@@ -156,7 +156,7 @@ func (w *Writer) ClearForComponents(ctx context.Context, goc *v1alpha1.GitOpsClu
 	}
 	// Label changes first: a cluster leaves the components' Placement before anything else.
 	// A cluster whose label cannot be written stays as it was; the others go on.
-	rep.labelFailures = w.setClearance(ctx, key, seen.labelled, cleared)
+	rep.labelFailures = p.setClearance(ctx, key, seen.labelled, cleared)
 	rep.missingProbes = missing
 	for _, probe := range probes {
 		rep.staleProbes = append(rep.staleProbes, probe)
@@ -174,33 +174,33 @@ type clearanceSeen struct {
 	labelled  sets.Set[string]
 }
 
-func (w *Writer) readClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster, key string) (clearanceSeen, error) {
+func (p *Prober) readClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster, key string) (clearanceSeen, error) {
 	seen := clearanceSeen{probes: map[string]*workv1.ManifestWork{}, ownArgoCD: sets.New[string](), replace: sets.New[string](), labelled: sets.New[string]()}
 	// Read-only walks over the cache's own objects: a pass reads one probe and one
 	// ManagedCluster per selected cluster, and copies of them all were most of its garbage.
 	var probeList workv1.ManifestWorkList
-	if err := w.Client.List(ctx, &probeList, client.UnsafeDisableDeepCopy, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
+	if err := p.Client.List(ctx, &probeList, client.UnsafeDisableDeepCopy, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
 		return seen, err
 	}
 	for i := range probeList.Items {
 		seen.probes[probeList.Items[i].Namespace] = &probeList.Items[i]
 	}
 	var optedOut clusterv1.ManagedClusterList
-	if err := w.Client.List(ctx, &optedOut, client.UnsafeDisableDeepCopy, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {
+	if err := p.Client.List(ctx, &optedOut, client.UnsafeDisableDeepCopy, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {
 		return seen, err
 	}
 	for _, mc := range optedOut.Items {
 		seen.ownArgoCD.Insert(mc.Name)
 	}
 	var replaced clusterv1.ManagedClusterList
-	if err := w.Client.List(ctx, &replaced, client.UnsafeDisableDeepCopy, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: v1alpha1.LabelValueReplace}); err != nil {
+	if err := p.Client.List(ctx, &replaced, client.UnsafeDisableDeepCopy, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: v1alpha1.LabelValueReplace}); err != nil {
 		return seen, err
 	}
 	for _, mc := range replaced.Items {
 		seen.replace.Insert(mc.Name)
 	}
 	var current clusterv1.ManagedClusterList
-	if err := w.Client.List(ctx, &current, client.UnsafeDisableDeepCopy, client.HasLabels{key}); err != nil {
+	if err := p.Client.List(ctx, &current, client.UnsafeDisableDeepCopy, client.HasLabels{key}); err != nil {
 		return seen, err
 	}
 	for _, mc := range current.Items {
@@ -260,38 +260,38 @@ func decideClearance(in clearanceInput) clearance {
 // It creates at most ProbesPerPass probes, none that an earlier pass created and the cache
 // does not show yet (for at most 30 s), and reports whether more are missing or held back:
 // the caller runs the next pass a second later.
-func (w *Writer) SyncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster, rep ForeignReport) (more bool, err error) {
-	batch := w.Config.ProbesPerPass
+func (p *Prober) SyncProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster, rep ForeignReport) (more bool, err error) {
+	batch := p.Config.ProbesPerPass
 	if batch <= 0 {
 		batch = config.DefaultProbesPerPass
 	}
 	missing, name := rep.missingProbes, names.ProbeWorkName(goc)
-	if w.ProbesInFlight != nil {
+	if p.ProbesInFlight != nil {
 		// A probe held back is looked for again at the next pass, which more asks for.
-		missing, more = w.ProbesInFlight.holdBack(name, missing, time.Now())
+		missing, more = p.ProbesInFlight.holdBack(name, missing, time.Now())
 	}
 	if len(missing) > batch {
 		missing, more = missing[:batch], true
 	}
 	// One cluster's probe failing (its namespace gone, say) holds only that cluster.
-	parallel.Each(w.Config.WriteConcurrency, missing, func(c string) {
-		created, err := w.createProbe(ctx, goc, c)
+	parallel.Each(p.Config.WriteConcurrency, missing, func(c string) {
+		created, err := p.createProbe(ctx, goc, c)
 		if err != nil {
 			log.FromContext(ctx).Error(err, "probing a cluster for an Argo CD", "cluster", c)
 			return
 		}
 		// One that existed already is not on its way to the cache: if the cache does not
 		// show it, waiting would not change that.
-		if created && w.ProbesInFlight != nil {
-			w.ProbesInFlight.add(name, c, time.Now())
+		if created && p.ProbesInFlight != nil {
+			p.ProbesInFlight.add(name, c, time.Now())
 		}
 	})
 	// An outdated probe is deleted, and the pass its deletion wakes creates it anew: probes are
 	// never changed, so the manager needs no right to change ManifestWorks for them.
 	gone := append(slices.Clone(rep.staleProbes), rep.outdatedProbes...)
-	return more, writeAll(w.Config.WriteConcurrency, gone, func(probe *workv1.ManifestWork) error {
+	return more, writeAll(p.Config.WriteConcurrency, gone, func(probe *workv1.ManifestWork) error {
 		// The cache's own object is not handed to the client.
-		return client.IgnoreNotFound(w.Client.Delete(ctx, &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: probe.Namespace, Name: probe.Name}}))
+		return client.IgnoreNotFound(p.Client.Delete(ctx, &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: probe.Namespace, Name: probe.Name}}))
 	})
 }
 
@@ -320,12 +320,12 @@ func truncateFound(s string) string {
 }
 
 // createProbe creates cluster's probe, and reports whether it did (false: it existed).
-func (w *Writer) createProbe(ctx context.Context, goc *v1alpha1.GitOpsCluster, cluster string) (created bool, err error) {
-	probe, err := spoke.BuildProbe(names.ProbeWorkName(goc), cluster, w.installNamespace(goc), names.ComponentsKey(goc), names.OwnerLabels(goc))
+func (p *Prober) createProbe(ctx context.Context, goc *v1alpha1.GitOpsCluster, cluster string) (created bool, err error) {
+	probe, err := spoke.BuildProbe(names.ProbeWorkName(goc), cluster, installNamespace(p.Config, goc), names.ComponentsKey(goc), names.OwnerLabels(goc))
 	if err != nil {
 		return false, err
 	}
-	switch err := w.Client.Create(ctx, probe); {
+	switch err := p.Client.Create(ctx, probe); {
 	case apierrors.IsAlreadyExists(err):
 		return false, nil
 	case err != nil:
@@ -339,16 +339,16 @@ func (w *Writer) createProbe(ctx context.Context, goc *v1alpha1.GitOpsCluster, c
 // removed. It is one read-only walk over the components addon's cache: a pass that asked it
 // cluster by cluster made a copy of each cluster's addon, or an error for each cluster
 // without one, thousands per pass on a large fleet whose probes have not answered yet.
-func (w *Writer) componentsInstalled(ctx context.Context) (sets.Set[string], error) {
+func (p *Prober) componentsInstalled(ctx context.Context) (sets.Set[string], error) {
 	out := sets.New[string]()
-	if w.ComponentsAddOns == nil {
+	if p.ComponentsAddOns == nil {
 		return out, nil
 	}
 	var mcas addonv1alpha1.ManagedClusterAddOnList
-	if err := w.ComponentsAddOns.List(ctx, &mcas, client.UnsafeDisableDeepCopy); err != nil {
+	if err := p.ComponentsAddOns.List(ctx, &mcas, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	components := config.ComponentsAddonName(w.Config.AddonName)
+	components := config.ComponentsAddonName(p.Config.AddonName)
 	for i := range mcas.Items {
 		if mca := &mcas.Items[i]; mca.Name == components && mca.DeletionTimestamp == nil {
 			out.Insert(mca.Namespace)
@@ -359,12 +359,12 @@ func (w *Writer) componentsInstalled(ctx context.Context) (sets.Set[string], err
 
 // setClearance makes the label key present exactly on the clusters in want, removals first,
 // and returns the clusters whose label could not be changed (each logged).
-func (w *Writer) setClearance(ctx context.Context, key string, have, want sets.Set[string]) []string {
+func (p *Prober) setClearance(ctx context.Context, key string, have, want sets.Set[string]) []string {
 	var mu sync.Mutex
 	var failed []string
 	patch := func(value *string) func(string) {
 		return func(c string) {
-			if err := w.patchClusterLabel(ctx, c, key, value); err != nil {
+			if err := p.patchClusterLabel(ctx, c, key, value); err != nil {
 				log.FromContext(ctx).Error(err, "clearing a cluster for the Argo CD components", "cluster", c)
 				mu.Lock()
 				failed = append(failed, c)
@@ -372,47 +372,47 @@ func (w *Writer) setClearance(ctx context.Context, key string, have, want sets.S
 			}
 		}
 	}
-	parallel.Each(w.Config.WriteConcurrency, sets.List(have.Difference(want)), patch(nil))
+	parallel.Each(p.Config.WriteConcurrency, sets.List(have.Difference(want)), patch(nil))
 	value := "true"
-	parallel.Each(w.Config.WriteConcurrency, sets.List(want.Difference(have)), patch(&value))
+	parallel.Each(p.Config.WriteConcurrency, sets.List(want.Difference(have)), patch(&value))
 	slices.Sort(failed)
 	return failed
 }
 
 // DropClearance removes the GitOpsCluster's clearance label from every ManagedCluster.
-func (w *Writer) DropClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+func (p *Prober) DropClearance(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
 	key := names.ComponentsClearedLabel(goc)
 	var current clusterv1.ManagedClusterList
-	if err := w.Client.List(ctx, &current, client.HasLabels{key}); err != nil {
+	if err := p.Client.List(ctx, &current, client.HasLabels{key}); err != nil {
 		return err
 	}
-	return writeAll(w.Config.WriteConcurrency, current.Items, func(mc clusterv1.ManagedCluster) error {
-		return w.patchClusterLabel(ctx, mc.Name, key, nil)
+	return writeAll(p.Config.WriteConcurrency, current.Items, func(mc clusterv1.ManagedCluster) error {
+		return p.patchClusterLabel(ctx, mc.Name, key, nil)
 	})
 }
 
 // DeleteProbes deletes every probe of the GitOpsCluster (it is going).
-func (w *Writer) DeleteProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+func (p *Prober) DeleteProbes(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
 	var list workv1.ManifestWorkList
-	if err := w.Client.List(ctx, &list, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
+	if err := p.Client.List(ctx, &list, client.MatchingLabels{spoke.LabelProbe: names.ComponentsKey(goc)}); err != nil {
 		return err
 	}
 	probes := list.Items
 	// A probe created just before and not in the cache yet is deleted by name.
-	if w.ProbesInFlight != nil {
+	if p.ProbesInFlight != nil {
 		name := names.ProbeWorkName(goc)
 		listed := sets.New[string]()
 		for _, probe := range list.Items {
 			listed.Insert(probe.Namespace)
 		}
-		for _, c := range w.ProbesInFlight.Forget(name) {
+		for _, c := range p.ProbesInFlight.Forget(name) {
 			if !listed.Has(c) {
 				probes = append(probes, workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: c, Name: name}})
 			}
 		}
 	}
-	return writeAll(w.Config.WriteConcurrency, probes, func(probe workv1.ManifestWork) error {
-		return client.IgnoreNotFound(w.Client.Delete(ctx, &probe))
+	return writeAll(p.Config.WriteConcurrency, probes, func(probe workv1.ManifestWork) error {
+		return client.IgnoreNotFound(p.Client.Delete(ctx, &probe))
 	})
 }
 
@@ -428,14 +428,14 @@ func (rep ForeignReport) ClearanceError() error {
 
 // patchClusterLabel sets (value non-nil) or removes one label of a ManagedCluster with a merge
 // patch, which touches nothing else of it.
-func (w *Writer) patchClusterLabel(ctx context.Context, cluster, key string, value *string) error {
+func (p *Prober) patchClusterLabel(ctx context.Context, cluster, key string, value *string) error {
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{key: value}}})
 	if err != nil {
 		return err
 	}
 	mc := &clusterv1.ManagedCluster{}
 	mc.Name = cluster
-	if err := w.Client.Patch(ctx, mc, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+	if err := p.Client.Patch(ctx, mc, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("labelling ManagedCluster %s: %w", cluster, err)
 	}
 	return nil
@@ -444,7 +444,7 @@ func (w *Writer) patchClusterLabel(ctx context.Context, cluster, key string, val
 // ReportForeign writes the probes' findings into the status and the ForeignArgoCDFound
 // condition, and returns the Events they call for: when the set of such clusters grows, and
 // when clearance labels could not be changed.
-func (w *Writer) ReportForeign(goc *v1alpha1.GitOpsCluster, status *v1alpha1.GitOpsClusterStatus, rep ForeignReport, setCond func(string, bool, string, string)) []config.Event {
+func (p *Prober) ReportForeign(goc *v1alpha1.GitOpsCluster, status *v1alpha1.GitOpsClusterStatus, rep ForeignReport, setCond func(string, bool, string, string)) []config.Event {
 	var events []config.Event
 	status.ForeignArgoCDClusters = int32(len(rep.foreign))
 	status.ProbingClusters = int32(rep.probing)

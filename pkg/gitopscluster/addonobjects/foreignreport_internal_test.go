@@ -12,7 +12,7 @@ func TestReportForeignEventsOnTransition(t *testing.T) {
 	found := []v1alpha1.FoundArgoCD{{Cluster: "c1", Found: "argocd-application-controller v3.3.0"}}
 	reasons := func(goc *v1alpha1.GitOpsCluster, rep ForeignReport) []string {
 		var out []string
-		for _, e := range (&Writer{}).ReportForeign(goc, goc.Status.DeepCopy(), rep, func(string, bool, string, string) {}) {
+		for _, e := range (&Prober{}).ReportForeign(goc, goc.Status.DeepCopy(), rep, func(string, bool, string, string) {}) {
 			out = append(out, e.Type+"/"+e.Reason)
 		}
 		return out

@@ -55,7 +55,7 @@ func TestProbesInFlightAreNotCreatedAgain(t *testing.T) {
 			return c.List(ctx, list, opts...)
 		},
 	})
-	w := &addonobjects.Writer{
+	w := &addonobjects.Prober{
 		Hub:            config.Hub{Client: counting, Reader: direct, Config: config.Config{DefaultAgentNamespace: "argocd", WriteConcurrency: 2, ProbesPerPass: 10}},
 		ProbesInFlight: &addonobjects.ProbesInFlight{},
 	}

@@ -11,13 +11,24 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 )
 
-// Writer writes the addon objects of GitOpsClusters.
+// Writer writes the addon objects of GitOpsClusters: the ClusterManagementAddOns' entries,
+// the AddOnTemplates, the AddOnDeploymentConfigs and the components' Placement.
 type Writer struct {
 	config.Hub
 	// ComponentsAddOns caches the components addon's ManagedClusterAddOns; nil when there is
 	// no such cache, and then they are not read.
 	ComponentsAddOns cache.Cache
-	// ProbesInFlight outlives the Writer: the reconciler keeps one for all its passes. Nil
+}
+
+// Prober probes the clusters GitOpsClusters select for an Argo CD the addon did not install,
+// keeps the clearance labels that let the components go only where they may, and reports
+// what the probes found.
+type Prober struct {
+	config.Hub
+	// ComponentsAddOns is the Writer's: a cluster whose components addon is installed keeps
+	// its clearance.
+	ComponentsAddOns cache.Cache
+	// ProbesInFlight outlives the Prober: the reconciler keeps one for all its passes. Nil
 	// holds nothing back.
 	ProbesInFlight *ProbesInFlight
 }

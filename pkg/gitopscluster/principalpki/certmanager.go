@@ -31,6 +31,10 @@ import (
 // it does watch the Secrets cert-manager writes, so this is only a safety net.
 const CertManagerRecheck = 30 * time.Second
 
+// certManagerIssuance is a Keeper issuing the principal's PKI through cert-manager: its
+// Certificates, the CA they make, and the hand-over of the serving certificate.
+type certManagerIssuance struct{ *Keeper }
+
 // Problem is a PKI state a person must act on (or wait for), with the condition reason
 // and message that say so. It is not a failed reconcile: nothing is retried faster than
 // CertManagerRecheck.
@@ -65,7 +69,7 @@ func SettingOf(goc *v1alpha1.GitOpsCluster) Setting {
 // under the issuer's name: an Issuer of the principal namespace is its owner's to offer, any
 // other issuer the hub operator's (the manager's --cert-manager-allowed-issuers, or a
 // ClusterIssuer's own annotation listing the namespaces it serves).
-func (k *Keeper) issuerAllowed(ctx context.Context, ref cmmeta.IssuerReference, gocNS string) (*Problem, error) {
+func (cm certManagerIssuance) issuerAllowed(ctx context.Context, ref cmmeta.IssuerReference, gocNS string) (*Problem, error) {
 	group, kind := ref.Group, ref.Kind
 	if group == "" {
 		group = certmanager.DefaultIssuerGroup
@@ -78,11 +82,11 @@ func (k *Keeper) issuerAllowed(ctx context.Context, ref cmmeta.IssuerReference, 
 	}
 	if group != certmanager.DefaultIssuerGroup {
 		// An external issuer of a namespaced kind lives in the principal namespace too.
-		if m, err := k.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: kind}); err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace {
+		if m, err := cm.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: group, Kind: kind}); err == nil && m.Scope.Name() == meta.RESTScopeNameNamespace {
 			return nil, nil
 		}
 	}
-	for _, a := range k.Config.CertManagerAllowedIssuers {
+	for _, a := range cm.Config.CertManagerAllowedIssuers {
 		if a == kind+"/"+ref.Name || a == group+"/"+kind+"/"+ref.Name {
 			return nil, nil
 		}
@@ -90,7 +94,7 @@ func (k *Keeper) issuerAllowed(ctx context.Context, ref cmmeta.IssuerReference, 
 	if group == certmanager.DefaultIssuerGroup && kind == cmapi.ClusterIssuerKind {
 		ci := &metav1.PartialObjectMetadata{}
 		ci.SetGroupVersionKind(cmapi.SchemeGroupVersion.WithKind(cmapi.ClusterIssuerKind))
-		switch err := k.Reader.Get(ctx, types.NamespacedName{Name: ref.Name}, ci); {
+		switch err := cm.Reader.Get(ctx, types.NamespacedName{Name: ref.Name}, ci); {
 		case apierrors.IsNotFound(err):
 			return &Problem{Reason: v1alpha1.ReasonIssuerNotFound, Message: fmt.Sprintf("ClusterIssuer %s does not exist; create it or fix spec.argoCDAgentAddon.certManager.issuerRef", ref.Name)}, nil
 		case meta.IsNoMatchError(err):
@@ -169,7 +173,8 @@ func Decide(goc *v1alpha1.GitOpsCluster, members ownership.Members, ns, discover
 // the CA already in the namespace (for example the self-managed one being replaced) keeps
 // serving, so switching never leaves the agents without a CA.
 func (k *Keeper) ensureCertManagerPKI(ctx context.Context, ns string, principalHosts []string, ref cmmeta.IssuerReference, gocNS string) (*PKI, error) {
-	if p, err := k.issuerAllowed(ctx, ref, gocNS); p != nil || err != nil {
+	cm := certManagerIssuance{k}
+	if p, err := cm.issuerAllowed(ctx, ref, gocNS); p != nil || err != nil {
 		if p != nil {
 			return nil, p
 		}
@@ -177,11 +182,11 @@ func (k *Keeper) ensureCertManagerPKI(ctx context.Context, ns string, principalH
 	}
 	now := k.Config.Now()
 	out := &PKI{}
-	mirror, err := k.certManagerMayWrite(ctx, ns)
+	mirror, err := cm.certManagerMayWrite(ctx, ns)
 	if err != nil {
 		return nil, err
 	}
-	ready, problem, err := k.applyCertificates(ctx, ns, principalHosts, ref)
+	ready, problem, err := cm.applyCertificates(ctx, ns, principalHosts, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -195,12 +200,12 @@ func (k *Keeper) ensureCertManagerPKI(ctx context.Context, ns string, principalH
 			return nil, problem
 		}
 		out.CA, out.Bundle = kp, mirror.Data["ca.crt"]
-	} else if err := k.takeIssuedCA(ctx, ns, mirror, now, out); err != nil {
+	} else if err := cm.takeIssuedCA(ctx, ns, mirror, now, out); err != nil {
 		return nil, err
 	}
 
 	if ready[names.PrincipalTLSSecretName] {
-		p, err := k.promoteServingCert(ctx, ns, now, out)
+		p, err := cm.promoteServingCert(ctx, ns, now, out)
 		if err != nil {
 			return nil, err
 		}
@@ -208,7 +213,7 @@ func (k *Keeper) ensureCertManagerPKI(ctx context.Context, ns string, principalH
 			problem = p
 		}
 	}
-	if err := k.addServingAnchors(ctx, ns, out); err != nil {
+	if err := cm.addServingAnchors(ctx, ns, out); err != nil {
 		return nil, err
 	}
 	if err := k.ensureJWTKey(ctx, ns, out); err != nil {
@@ -226,8 +231,8 @@ func (k *Keeper) ensureCertManagerPKI(ctx context.Context, ns string, principalH
 // certManagerMayWrite refuses a principal namespace whose CA or serving secrets another party
 // made (cert-manager would overwrite them), marks a resource-proxy certificate the manager
 // issued itself as such, and returns the CA secret the principal reads now (nil if none).
-func (k *Keeper) certManagerMayWrite(ctx context.Context, ns string) (*corev1.Secret, error) {
-	mirror, err := k.getSecret(ctx, ns, names.CASecretName)
+func (cm certManagerIssuance) certManagerMayWrite(ctx context.Context, ns string) (*corev1.Secret, error) {
+	mirror, err := cm.getSecret(ctx, ns, names.CASecretName)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +241,7 @@ func (k *Keeper) certManagerMayWrite(ctx context.Context, ns string) (*corev1.Se
 			"the CA secret %s/%s was not created by argocd-agent-addon, so it cannot be replaced by the cert-manager CA; delete it, or remove spec.argoCDAgentAddon.certManager to keep using it", ns, names.CASecretName)}
 	}
 	for _, name := range []string{names.PrincipalTLSSecretName, names.ResourceProxySecretName} {
-		s, err := k.getSecret(ctx, ns, name)
+		s, err := cm.getSecret(ctx, ns, name)
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +250,7 @@ func (k *Keeper) certManagerMayWrite(ctx context.Context, ns string) (*corev1.Se
 				"the serving certificate secret %s/%s was not created by argocd-agent-addon and cert-manager would overwrite it; delete it, or remove spec.argoCDAgentAddon.certManager", ns, name)}
 		}
 		if name == names.ResourceProxySecretName {
-			if err := k.markSelfIssued(ctx, s); err != nil {
+			if err := cm.markSelfIssued(ctx, s); err != nil {
 				return nil, err
 			}
 		}
@@ -255,9 +260,9 @@ func (k *Keeper) certManagerMayWrite(ctx context.Context, ns string) (*corev1.Se
 
 // applyCertificates writes the CA and the two serving Certificates for cert-manager and
 // returns which are Ready, by name, and what keeps the others from it.
-func (k *Keeper) applyCertificates(ctx context.Context, ns string, principalHosts []string, ref cmmeta.IssuerReference) (map[string]bool, *Problem, error) {
-	dnsNames, ips := splitHosts(append(serviceDNSNames(k.Config.PrincipalServiceName, ns), principalHosts...))
-	proxyDNS, proxyIPs := splitHosts(serviceDNSNames(k.Config.ResourceProxyServiceName, ns))
+func (cm certManagerIssuance) applyCertificates(ctx context.Context, ns string, principalHosts []string, ref cmmeta.IssuerReference) (map[string]bool, *Problem, error) {
+	dnsNames, ips := splitHosts(append(serviceDNSNames(cm.Config.PrincipalServiceName, ns), principalHosts...))
+	proxyDNS, proxyIPs := splitHosts(serviceDNSNames(cm.Config.ResourceProxyServiceName, ns))
 	desired := []*cmapi.Certificate{
 		certmanager.CACertificate(ns, ref, names.ManagedLabels()),
 		certmanager.ServingCertificate(ns, names.PrincipalTLSSecretName, certmanager.PrincipalIssuedSecretName, dnsNames, ips, ref, names.ManagedLabels()),
@@ -266,7 +271,7 @@ func (k *Keeper) applyCertificates(ctx context.Context, ns string, principalHost
 	var notReady []string
 	ready := map[string]bool{}
 	for _, d := range desired {
-		c, err := k.applyCertificate(ctx, d)
+		c, err := cm.applyCertificate(ctx, d)
 		if err != nil {
 			if p := forbidden(err, ns); p != nil {
 				return nil, nil, p
@@ -287,14 +292,14 @@ func (k *Keeper) applyCertificates(ctx context.Context, ns string, principalHost
 	if len(notReady) == 0 {
 		return ready, nil, nil
 	}
-	problem, err := k.explainNotReady(ctx, ns, ref, notReady)
+	problem, err := cm.explainNotReady(ctx, ns, ref, notReady)
 	return ready, problem, err
 }
 
 // takeIssuedCA makes the CA cert-manager issued the principal's: mirrored into the CA secret
 // (previous CAs kept in the bundle until they expire) and trusted with its anchors.
-func (k *Keeper) takeIssuedCA(ctx context.Context, ns string, mirror *corev1.Secret, now time.Time, out *PKI) error {
-	issued, err := k.getSecret(ctx, ns, certmanager.CAIssuedSecretName)
+func (cm certManagerIssuance) takeIssuedCA(ctx context.Context, ns string, mirror *corev1.Secret, now time.Time, out *PKI) error {
+	issued, err := cm.getSecret(ctx, ns, certmanager.CAIssuedSecretName)
 	if err != nil {
 		return err
 	}
@@ -306,7 +311,7 @@ func (k *Keeper) takeIssuedCA(ctx context.Context, ns string, mirror *corev1.Sec
 	if err != nil {
 		return &Problem{Reason: v1alpha1.ReasonCertManagerInvalidSecret, Message: err.Error()}
 	}
-	bundle, err := k.mirrorCA(ctx, ns, mirror, ca, now, out)
+	bundle, err := cm.mirrorCA(ctx, ns, mirror, ca, now, out)
 	if err != nil {
 		return err
 	}
@@ -318,10 +323,10 @@ func (k *Keeper) takeIssuedCA(ctx context.Context, ns string, mirror *corev1.Sec
 // addServingAnchors adds to the agents' bundle the anchors of the serving certificates:
 // whatever the principal reads now (cert-manager's, or the previous PKI's until cert-manager
 // has issued and the agents trust it) and the one cert-manager issued for it.
-func (k *Keeper) addServingAnchors(ctx context.Context, ns string, out *PKI) error {
+func (cm certManagerIssuance) addServingAnchors(ctx context.Context, ns string, out *PKI) error {
 	var extra []*x509.Certificate
 	for _, name := range []string{names.PrincipalTLSSecretName, certmanager.PrincipalIssuedSecretName, names.ResourceProxySecretName} {
-		s, err := k.getSecret(ctx, ns, name)
+		s, err := cm.getSecret(ctx, ns, name)
 		if err != nil {
 			return err
 		}
@@ -339,12 +344,12 @@ func (k *Keeper) addServingAnchors(ctx context.Context, ns string, out *PKI) err
 
 // promoteServingCert copies the principal's serving certificate cert-manager issued into the
 // Secret the principal reads, with its anchors as ca.crt, once servingSwitch allows it.
-func (k *Keeper) promoteServingCert(ctx context.Context, ns string, now time.Time, out *PKI) (*Problem, error) {
-	issued, err := k.getSecret(ctx, ns, certmanager.PrincipalIssuedSecretName)
+func (cm certManagerIssuance) promoteServingCert(ctx context.Context, ns string, now time.Time, out *PKI) (*Problem, error) {
+	issued, err := cm.getSecret(ctx, ns, certmanager.PrincipalIssuedSecretName)
 	if err != nil || issued == nil {
 		return nil, err
 	}
-	served, err := k.getSecret(ctx, ns, names.PrincipalTLSSecretName)
+	served, err := cm.getSecret(ctx, ns, names.PrincipalTLSSecretName)
 	if err != nil {
 		return nil, err
 	}
@@ -362,7 +367,7 @@ func (k *Keeper) promoteServingCert(ctx context.Context, ns string, now time.Tim
 		slices.Equal(served.Data[corev1.TLSPrivateKeyKey], issued.Data[corev1.TLSPrivateKeyKey]) && slices.Equal(served.Data["ca.crt"], caPEM) {
 		return nil, nil
 	}
-	if ok, err := k.servingSwitch(ctx, ns, served, anchors, now, out); err != nil || !ok {
+	if ok, err := cm.servingSwitch(ctx, ns, served, anchors, now, out); err != nil || !ok {
 		return nil, err
 	}
 	secret := &corev1.Secret{
@@ -371,7 +376,7 @@ func (k *Keeper) promoteServingCert(ctx context.Context, ns string, now time.Tim
 		Data: map[string][]byte{corev1.TLSCertKey: issued.Data[corev1.TLSCertKey], corev1.TLSPrivateKeyKey: issued.Data[corev1.TLSPrivateKeyKey],
 			"ca.crt": caPEM},
 	}
-	if err := k.apply(ctx, secretWrite(served, secret)); err != nil {
+	if err := cm.apply(ctx, secretWrite(served, secret)); err != nil {
 		return nil, err
 	}
 	out.Issued = append(out.Issued, names.PrincipalTLSSecretName)
@@ -382,7 +387,7 @@ func (k *Keeper) promoteServingCert(ctx context.Context, ns string, now time.Tim
 // markSelfIssued names the self-managed CA as the issuer of a serving secret the manager
 // issued itself. cert-manager adopts a valid certificate whose Secret names no issuer instead
 // of issuing its own; named, it sees another issuer and re-issues from the spec's.
-func (k *Keeper) markSelfIssued(ctx context.Context, s *corev1.Secret) error {
+func (cm certManagerIssuance) markSelfIssued(ctx context.Context, s *corev1.Secret) error {
 	if s == nil || s.Annotations[cmapi.IssuerNameAnnotationKey] != "" {
 		return nil
 	}
@@ -393,12 +398,12 @@ func (k *Keeper) markSelfIssued(ctx context.Context, s *corev1.Secret) error {
 	s.Annotations[cmapi.IssuerNameAnnotationKey] = certmanager.SelfManagedIssuerName
 	s.Annotations[cmapi.IssuerKindAnnotationKey] = certmanager.SelfManagedIssuerKind
 	s.Annotations[cmapi.IssuerGroupAnnotationKey] = certmanager.SelfManagedIssuerGroup
-	return k.apply(ctx, patch(s, p))
+	return cm.apply(ctx, patch(s, p))
 }
 
 // explainNotReady turns Certificates that are not Ready into one problem, naming the issuer
 // when it is the cause.
-func (k *Keeper) explainNotReady(ctx context.Context, ns string, ref cmmeta.IssuerReference, notReady []string) (*Problem, error) {
+func (cm certManagerIssuance) explainNotReady(ctx context.Context, ns string, ref cmmeta.IssuerReference, notReady []string) (*Problem, error) {
 	what := certmanager.DescribeIssuer(ns, ref)
 	if ref.Group == certmanager.DefaultIssuerGroup {
 		var generation int64
@@ -407,11 +412,11 @@ func (k *Keeper) explainNotReady(ctx context.Context, ns string, ref cmmeta.Issu
 		switch ref.Kind {
 		case cmapi.ClusterIssuerKind:
 			ci := &cmapi.ClusterIssuer{}
-			err = k.Reader.Get(ctx, types.NamespacedName{Name: ref.Name}, ci)
+			err = cm.Reader.Get(ctx, types.NamespacedName{Name: ref.Name}, ci)
 			generation, status = ci.Generation, &ci.Status
 		default:
 			is := &cmapi.Issuer{}
-			err = k.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, is)
+			err = cm.Reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, is)
 			generation, status = is.Generation, &is.Status
 		}
 		switch {
@@ -436,12 +441,12 @@ func (k *Keeper) explainNotReady(ctx context.Context, ns string, ref cmmeta.Issu
 // must start on hubs without cert-manager, and a cache for a kind whose CRD is missing
 // cannot be narrowed (controller-runtime resolves it when the cache is built), so only the
 // three Certificates of a principal in cert-manager mode are read, by name.
-func (k *Keeper) applyCertificate(ctx context.Context, desired *cmapi.Certificate) (*cmapi.Certificate, error) {
+func (cm certManagerIssuance) applyCertificate(ctx context.Context, desired *cmapi.Certificate) (*cmapi.Certificate, error) {
 	existing := &cmapi.Certificate{}
-	err := k.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
+	err := cm.Reader.Get(ctx, client.ObjectKeyFromObject(desired), existing)
 	if apierrors.IsNotFound(err) {
 		c := desired.DeepCopy()
-		if err := k.apply(ctx, create(c)); err != nil {
+		if err := cm.apply(ctx, create(c)); err != nil {
 			return nil, err
 		}
 		return c, nil
@@ -461,7 +466,7 @@ func (k *Keeper) applyCertificate(ctx context.Context, desired *cmapi.Certificat
 	for k, v := range desired.Labels {
 		updated.Labels[k] = v
 	}
-	if err := k.apply(ctx, update(updated)); err != nil {
+	if err := cm.apply(ctx, update(updated)); err != nil {
 		return nil, err
 	}
 	return updated, nil
@@ -471,7 +476,7 @@ func (k *Keeper) applyCertificate(ctx context.Context, desired *cmapi.Certificat
 // ca.crt holding it and every earlier CA that has not expired: the self-managed CA it
 // replaces, or the CA cert-manager renewed. Agents keep certificates from the old CA until
 // they renew them, and the principal keeps accepting them meanwhile. It returns ca.crt.
-func (k *Keeper) mirrorCA(ctx context.Context, ns string, existing *corev1.Secret, ca *pki.KeyPair, now time.Time, out *PKI) ([]byte, error) {
+func (cm certManagerIssuance) mirrorCA(ctx context.Context, ns string, existing *corev1.Secret, ca *pki.KeyPair, now time.Time, out *PKI) ([]byte, error) {
 	var previous []*x509.Certificate
 	if existing != nil {
 		if certs, err := pki.ParseCertificates(existing.Data["ca.crt"]); err == nil {
@@ -481,7 +486,7 @@ func (k *Keeper) mirrorCA(ctx context.Context, ns string, existing *corev1.Secre
 			previous = append(previous, certs...)
 		}
 	} else {
-		recovered, err := k.trustedByClusterSecrets(ctx, ns)
+		recovered, err := cm.trustedByClusterSecrets(ctx, ns)
 		if err != nil {
 			return nil, err
 		}
@@ -510,7 +515,7 @@ func (k *Keeper) mirrorCA(ctx context.Context, ns string, existing *corev1.Secre
 	if existing == nil || !slices.Equal(existing.Data[corev1.TLSCertKey], ca.CertPEM) {
 		secret.Annotations[v1alpha1.AnnotationCARotatedAt] = now.UTC().Format(time.RFC3339)
 	}
-	if err := k.apply(ctx, secretWrite(existing, secret)); err != nil {
+	if err := cm.apply(ctx, secretWrite(existing, secret)); err != nil {
 		return nil, err
 	}
 	out.Issued = append(out.Issued, names.CASecretName)

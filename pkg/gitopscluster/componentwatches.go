@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	addonv1alpha1 "open-cluster-management.io/api/addon/v1alpha1"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -16,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -57,6 +55,7 @@ func newComponentsAddOnCache(mgr ctrl.Manager, addonName string) (cache.Cache, e
 // ones, and their rollout, which holds configs in use), and of ManagedClusters the opt-out label and the image mirrors
 // (a cluster's own components config follows them).
 func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*builder.Builder, error) {
+	wk := r.wakes()
 	if r.ComponentsAddOns == nil {
 		c, err := newComponentsAddOnCache(mgr, r.Config.AddonName)
 		if err != nil {
@@ -77,7 +76,7 @@ func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*bui
 		// its own (clusterArgoCDConfig, image mirrors, OpenShift) must be pointed at it then.
 		// After that, its rollout holds configs in use.
 		WatchesRawSource(source.Kind[client.Object](r.ComponentsAddOns, &addonv1alpha1.ManagedClusterAddOn{},
-			handler.EnqueueRequestsFromMapFunc(r.forManagedClusterAddOn), predicate.Funcs{
+			handler.EnqueueRequestsFromMapFunc(wk.selectorsOfClusterNamespace), predicate.Funcs{
 				CreateFunc: func(event.CreateEvent) bool { return true },
 				UpdateFunc: func(e event.UpdateEvent) bool {
 					o, n := e.ObjectOld.(*addonv1alpha1.ManagedClusterAddOn), e.ObjectNew.(*addonv1alpha1.ManagedClusterAddOn)
@@ -86,7 +85,7 @@ func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*bui
 				DeleteFunc:  func(event.DeleteEvent) bool { return false },
 				GenericFunc: func(event.GenericEvent) bool { return false },
 			})).
-		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(r.forManagedCluster), builder.WithPredicates(predicate.Funcs{
+		Watches(&clusterv1.ManagedCluster{}, handler.EnqueueRequestsFromMapFunc(wk.selectorsOfCluster), builder.WithPredicates(predicate.Funcs{
 			CreateFunc: func(e event.CreateEvent) bool { return e.Object.GetLabels()[v1alpha1.LabelArgoCDComponents] != "" },
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				return e.ObjectOld.GetLabels()[v1alpha1.LabelArgoCDComponents] != e.ObjectNew.GetLabels()[v1alpha1.LabelArgoCDComponents] ||
@@ -103,15 +102,10 @@ func imageRegistriesChanged(old, updated client.Object) bool {
 	return old.GetAnnotations()[clusterv1.ClusterImageRegistriesAnnotationKey] != updated.GetAnnotations()[clusterv1.ClusterImageRegistriesAnnotationKey]
 }
 
-// forManagedCluster wakes the GitOpsClusters selecting the cluster, as forManagedClusterAddOn
-// does for the cluster a ManagedClusterAddOn lives in.
-func (r *Reconciler) forManagedCluster(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.forManagedClusterAddOn(ctx, &addonv1alpha1.ManagedClusterAddOn{ObjectMeta: metav1.ObjectMeta{Namespace: o.GetName()}})
-}
-
 // watchProbes wakes the GitOpsClusters of a cluster when its probe's status changes.
 func (r *Reconciler) watchProbes(b *builder.Builder) *builder.Builder {
-	return b.Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(r.forProbe), builder.WithPredicates(predicate.Funcs{
+	wk := r.wakes()
+	return b.Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(wk.selectorsOfProbedCluster), builder.WithPredicates(predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.(*workv1.ManifestWork), e.ObjectNew.(*workv1.ManifestWork)
@@ -120,9 +114,4 @@ func (r *Reconciler) watchProbes(b *builder.Builder) *builder.Builder {
 		DeleteFunc:  func(event.DeleteEvent) bool { return true },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}))
-}
-
-func (r *Reconciler) forProbe(ctx context.Context, o client.Object) []ctrl.Request {
-	r.probesInFlight.Seen(o.GetName(), o.GetNamespace())
-	return r.forManagedCluster(ctx, &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: o.GetNamespace()}})
 }

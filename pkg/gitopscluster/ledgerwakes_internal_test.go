@@ -69,7 +69,7 @@ func TestLedgerWritesOfKeptClustersWakeNoPass(t *testing.T) {
 		relabelled,
 	).Build()
 	r := &Reconciler{Client: cached}
-	h := recordsChanged(forOwnerLabels, r.ledgerChangeMayRevoke)
+	h := recordsChanged(forOwnerLabels, r.wakes().ledgerChangeMayRevoke)
 	created := func(ctx context.Context, cm *corev1.ConfigMap, q *recordingQueue) {
 		h.Create(ctx, event.CreateEvent{Object: cm}, q)
 	}
@@ -104,7 +104,7 @@ func TestLedgerWritesOfKeptClustersWakeNoPass(t *testing.T) {
 	}
 	// A ledger without an owner belongs to every GitOpsCluster of its principal (the real
 	// mapping finds them): its writes always may revoke.
-	if !r.ledgerChangeMayRevoke(context.Background(), ledgerOf("kept", nil)) {
+	if !r.wakes().ledgerChangeMayRevoke(context.Background(), ledgerOf("kept", nil)) {
 		t.Error("a write of a ledger without an owner may not revoke, want it may")
 	}
 	for _, c := range cases {

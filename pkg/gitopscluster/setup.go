@@ -22,9 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/clusterlabels"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
@@ -36,6 +34,7 @@ import (
 // SetupWithManager registers the reconciler and the watches that map every input of a
 // reconcile back to the GitOpsClusters it affects, and only those.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	wk := r.wakes()
 	if r.Recorder == nil {
 		r.Recorder = recorder.For(mgr, names.EventReporter)
 	}
@@ -51,138 +50,36 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return r.watchProbes(b).
 		Named("gitopscluster").
 		For(&v1alpha1.GitOpsCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&clusterv1beta1.Placement{}, handler.EnqueueRequestsFromMapFunc(r.forPlacement)).
-		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(r.forPlacementDecision),
+		Watches(&clusterv1beta1.Placement{}, handler.EnqueueRequestsFromMapFunc(wk.selectorsOfPlacement)).
+		Watches(&clusterv1beta1.PlacementDecision{}, handler.EnqueueRequestsFromMapFunc(wk.selectorsOfDecision),
 			builder.WithPredicates(ownership.DecisionsChanged())).
-		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace), builder.WithPredicates(r.principalServices())).
-		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.forPrincipalNamespace),
-			builder.WithPredicates(r.named(r.Config.PrincipalDeploymentName), podTemplateChanged())).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(nodeAddressOrReadinessChanged())).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.forSecret), builder.WithPredicates(r.pkiOrOwnedSecrets(), clusterlabels.IgnoreCopyOnlyUpdates())).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(wk.membersOfObjectNamespace), builder.WithPredicates(wk.principalServices())).
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(wk.membersOfObjectNamespace),
+			builder.WithPredicates(named(r.Config.PrincipalDeploymentName), podTemplateChanged())).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(wk.all), builder.WithPredicates(nodeAddressOrReadinessChanged())).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(wk.ownerOrMembers), builder.WithPredicates(wk.pkiOrOwnedSecrets(), clusterlabels.IgnoreCopyOnlyUpdates())).
 		// Ledgers and the revocation record: a certificate recorded for a cluster that is not
 		// (or no longer) owned on its principal is revoked on the next pass.
-		Watches(&corev1.ConfigMap{}, recordsChanged(r.forSecret, r.ledgerChangeMayRevoke), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		Watches(&corev1.ConfigMap{}, recordsChanged(wk.ownerOrMembers, wk.ledgerChangeMayRevoke), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetLabels()[ledger.LabelRecord] != ""
 		}))).
-		Watches(&addonv1alpha1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forAll),
-			builder.WithPredicates(predicate.Or(r.named(r.Config.AddonName), r.named(config.ComponentsAddonName(r.Config.AddonName))))).
-		Watches(&addonv1alpha1.ManagedClusterAddOn{}, handler.EnqueueRequestsFromMapFunc(r.forManagedClusterAddOn),
-			builder.WithPredicates(r.named(r.Config.AddonName), predicate.Or(availabilityChanged(), configReferencesChanged()))).
+		Watches(&addonv1alpha1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(wk.all),
+			builder.WithPredicates(predicate.Or(named(r.Config.AddonName), named(config.ComponentsAddonName(r.Config.AddonName))))).
+		Watches(&addonv1alpha1.ManagedClusterAddOn{}, handler.EnqueueRequestsFromMapFunc(wk.selectorsOfClusterNamespace),
+			builder.WithPredicates(named(r.Config.AddonName), predicate.Or(availabilityChanged(), configReferencesChanged()))).
 		// A GitOpsCluster going away may hand its clusters to a younger one.
-		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(r.forAll), builder.WithPredicates(goingAway())).
+		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(wk.all), builder.WithPredicates(goingAway())).
 		// The oldest GitOpsCluster of a principal decides what its others must agree with
 		// (PKI, applicationMapping), and writes the PKI with every member's address: a spec
 		// change of one, or a new principal address in its status, wakes the others.
-		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(r.forSamePrincipal),
+		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(wk.otherMembers),
 			builder.WithPredicates(samePrincipalWakes())).
 		// A revocation made or lifted changes which clusters the GitOpsClusters of every
 		// principal register.
-		Watches(&v1alpha1.AgentRevocation{}, handler.EnqueueRequestsFromMapFunc(r.forRevocation), builder.WithPredicates(madeOrLifted())).
+		Watches(&v1alpha1.AgentRevocation{}, handler.EnqueueRequestsFromMapFunc(wk.reachOfRevocation), builder.WithPredicates(madeOrLifted())).
 		Watches(&addonv1alpha1.AddOnTemplate{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
 		Watches(&addonv1alpha1.AddOnDeploymentConfig{}, handler.EnqueueRequestsFromMapFunc(forOwnerLabels)).
 		Complete(r)
-}
-
-func (r *Reconciler) forPlacement(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.requestsForPlacement(ctx, o.GetNamespace(), o.GetName())
-}
-
-func (r *Reconciler) forPlacementDecision(ctx context.Context, o client.Object) []reconcile.Request {
-	p := o.GetLabels()[ownership.PlacementLabel]
-	if p == "" {
-		return nil
-	}
-	return r.requestsForPlacement(ctx, o.GetNamespace(), p)
-}
-
-func (r *Reconciler) requestsForPlacement(ctx context.Context, ns, name string) []reconcile.Request {
-	keys, err := ownership.GitOpsClustersForPlacement(ctx, r.Client, ns, name)
-	if err != nil {
-		return nil
-	}
-	// Other GitOpsClusters may select the same clusters; conflicts are reported on both, so
-	// every GitOpsCluster is told when any selection changes. Their number is small.
-	return r.withAllRequests(ctx, keys)
-}
-
-func (r *Reconciler) withAllRequests(ctx context.Context, first []types.NamespacedName) []reconcile.Request {
-	out := make([]reconcile.Request, 0, len(first))
-	seen := map[types.NamespacedName]bool{}
-	for _, k := range first {
-		seen[k] = true
-		out = append(out, reconcile.Request{NamespacedName: k})
-	}
-	for _, req := range r.forAll(ctx, nil) {
-		if !seen[req.NamespacedName] {
-			out = append(out, req)
-		}
-	}
-	return out
-}
-
-func (r *Reconciler) forAll(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list v1alpha1.GitOpsClusterList
-	if err := r.Client.List(ctx, &list); err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
-	}
-	return out
-}
-
-func (r *Reconciler) forPrincipalNamespace(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.ofPrincipal(ctx, o.GetNamespace())
-}
-
-// ofPrincipal lists the GitOpsClusters whose principal lives in namespace ns.
-func (r *Reconciler) ofPrincipal(ctx context.Context, ns string) []reconcile.Request {
-	var list v1alpha1.GitOpsClusterList
-	if err := r.Client.List(ctx, &list); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		if names.PrincipalNamespace(&list.Items[i]) == ns {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: list.Items[i].Namespace, Name: list.Items[i].Name}})
-		}
-	}
-	return out
-}
-
-// forSamePrincipal maps a GitOpsCluster to the others of its principal namespace.
-func (r *Reconciler) forSamePrincipal(ctx context.Context, o client.Object) []reconcile.Request {
-	goc, ok := o.(*v1alpha1.GitOpsCluster)
-	if !ok {
-		return nil
-	}
-	var out []reconcile.Request
-	for _, req := range r.ofPrincipal(ctx, names.PrincipalNamespace(goc)) {
-		if req.Namespace != goc.Namespace || req.Name != goc.Name {
-			out = append(out, req)
-		}
-	}
-	return out
-}
-
-func (r *Reconciler) forSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	if reqs := forOwnerLabels(ctx, o); len(reqs) > 0 {
-		return reqs
-	}
-	return r.forPrincipalNamespace(ctx, o)
-}
-
-func (r *Reconciler) forManagedClusterAddOn(ctx context.Context, o client.Object) []reconcile.Request {
-	gocs, err := ownership.SelectorsOf(ctx, r.Client, o.GetNamespace())
-	if err != nil {
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(gocs))
-	for _, g := range gocs {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: g.Namespace, Name: g.Name}})
-	}
-	return out
 }
 
 // ledgerSettle is how long ledger changes gather before they wake the GitOpsCluster. The signer
@@ -227,34 +124,6 @@ func recordsChanged(toRequests handler.MapFunc, mayRevoke func(context.Context, 
 	}
 }
 
-// ledgerChangeMayRevoke reports whether a ledger just created or updated can give its owner's
-// pass anything to revoke. The signer records every certificate it issues, so in a renewal
-// wave nearly every ledger write is of a cluster that keeps its agent, and each woke a pass
-// over the whole fleet.
-//
-// While the cache holds the cluster's secret from the ledger's owner, not being deleted, the
-// write changes nothing the pass decides: the cluster is in the pass's records through its
-// secret anyway, and the certificates a ledger lists are read live when the cluster is
-// revoked. Every revocation of the cluster deletes that secret: seen live here, its deletion
-// reaches the cache after this write did, and wakes the same owner (pkiOrOwnedSecrets).
-func (r *Reconciler) ledgerChangeMayRevoke(ctx context.Context, o client.Object) bool {
-	cm, ok := o.(*corev1.ConfigMap)
-	if !ok {
-		return true
-	}
-	cluster, owner := ledger.ClusterOf(cm), ledger.OwnerOf(cm)
-	if cluster == "" || owner.Name == "" {
-		return true
-	}
-	s := &corev1.Secret{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: cm.Namespace, Name: agentsecret.Name(cluster)}, s, client.UnsafeDisableDeepCopy); err != nil {
-		return true
-	}
-	kept := s.DeletionTimestamp.IsZero() && s.Labels[v1alpha1.LabelAgentName] == cluster &&
-		s.Labels[v1alpha1.LabelOwnerNamespace] == owner.Namespace && s.Labels[v1alpha1.LabelOwnerName] == owner.Name
-	return !kept
-}
-
 func forOwnerLabels(_ context.Context, o client.Object) []reconcile.Request {
 	l := o.GetLabels()
 	ns, name := l[v1alpha1.LabelOwnerNamespace], l[v1alpha1.LabelOwnerName]
@@ -262,26 +131,6 @@ func forOwnerLabels(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
-}
-
-func (r *Reconciler) named(name string) predicate.Predicate {
-	return predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetName() == name })
-}
-
-func (r *Reconciler) principalServices() predicate.Predicate {
-	return predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return o.GetName() == r.Config.PrincipalServiceName || o.GetName() == r.Config.ResourceProxyServiceName
-	})
-}
-
-func (r *Reconciler) pkiOrOwnedSecrets() predicate.Predicate {
-	return predicate.NewPredicateFuncs(func(o client.Object) bool {
-		switch o.GetName() {
-		case names.CASecretName, names.PrincipalTLSSecretName, names.ResourceProxySecretName, names.JWTSecretName, certmanager.CAIssuedSecretName, certmanager.PrincipalIssuedSecretName:
-			return true
-		}
-		return o.GetLabels()[v1alpha1.LabelOwnerName] != ""
-	})
 }
 
 // nodeAddressOrReadinessChanged ignores node heartbeats, which update every node every few

@@ -45,13 +45,8 @@ const reportKind = "MulticlusterApplicationSetReport"
 // (AnnotationCRDRevision), or that cannot be read. With pullModel, the pull model's report
 // kind is checked too.
 func CheckCRDs(ctx context.Context, mapper meta.RESTMapper, reader client.Reader, pullModel bool) (warnings []string, err error) {
-	kinds := []string{"GitOpsCluster", "ArgoCDClusterRegistration", "AgentRevocation"}
-	if pullModel {
-		kinds = append(kinds, reportKind)
-	}
-	for _, kind := range kinds {
-		plural := projectKinds[kind]
-		name := plural + "." + v1alpha1.GroupVersion.Group
+	for _, kind := range checkedKinds(pullModel) {
+		name := crdName(kind)
 		crd := &unstructured.Unstructured{}
 		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
 		readErr := reader.Get(ctx, types.NamespacedName{Name: name}, crd)
@@ -86,6 +81,27 @@ func CheckCRDs(ctx context.Context, mapper meta.RESTMapper, reader client.Reader
 		}
 	}
 	return warnings, nil
+}
+
+// checkedKinds are the kinds whose CRDs CheckCRDs reads.
+func checkedKinds(pullModel bool) []string {
+	kinds := []string{"GitOpsCluster", "ArgoCDClusterRegistration", "AgentRevocation"}
+	if pullModel {
+		kinds = append(kinds, reportKind)
+	}
+	return kinds
+}
+
+func crdName(kind string) string { return projectKinds[kind] + "." + v1alpha1.GroupVersion.Group }
+
+// CheckedCRDs are the names of the CRDs the manager reads at start (CheckCRDs), which its
+// RBAC must let it get.
+func CheckedCRDs(pullModel bool) []string {
+	var out []string
+	for _, kind := range checkedKinds(pullModel) {
+		out = append(out, crdName(kind))
+	}
+	return out
 }
 
 // servesVersion reports whether the CRD serves version.

@@ -31,6 +31,7 @@ func agentCalls(mode v1alpha1.AgentMode, destination bool) []addon.AgentCall {
 // (SubjectAccessReview) whether the agent's service account may make each call argocd-agent's
 // agent makes, and none it does not need.
 func TestAgentRBACCoversWhatArgoCDAgentCalls(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cases := []struct {
 		name    string

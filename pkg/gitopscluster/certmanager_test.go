@@ -28,6 +28,7 @@ func withIssuer(name string) func(*v1alpha1.GitOpsCluster) {
 // manager runs, and a GitOpsCluster that names an issuer gets a condition saying so instead
 // of a CA, until its issuer is removed.
 func TestCertManagerNotInstalledIsACondition(t *testing.T) {
+	t.Parallel()
 	ns := "cm-absent"
 	createNamespace(t, ns)
 	createPlacement(t, ns, "p")
@@ -51,6 +52,7 @@ func TestCertManagerNotInstalledIsACondition(t *testing.T) {
 // The PKI belongs to the principal namespace: the oldest GitOpsCluster using it decides, and a
 // younger one asking for another PKI is told so and changes nothing.
 func TestPKIConflictBetweenGitOpsClustersOfOnePrincipal(t *testing.T) {
+	t.Parallel()
 	ns := "cm-conflict"
 	createNamespace(t, ns)
 	createPlacement(t, ns, "p1")

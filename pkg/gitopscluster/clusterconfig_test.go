@@ -22,6 +22,7 @@ import (
 // are kept and an AddOnTemplate the admin named is not overwritten; an entry for a cluster not
 // selected is reported; removing an entry gives the cluster the GitOpsCluster's template back.
 func TestClusterArgoCDConfig(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns = "cluster-config"
 	createNamespace(t, ns)

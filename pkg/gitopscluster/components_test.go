@@ -83,6 +83,7 @@ func adcVariables(t *testing.T, ns, name string) map[string]string {
 // By default the Argo CD components go through their own addon, with the same Placement, config
 // and rollout strategy as the agent.
 func TestArgoCDComponentsInstalledByDefault(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "components-default"
 	createNamespace(t, ns)
@@ -159,6 +160,7 @@ func TestArgoCDComponentsInstalledByDefault(t *testing.T) {
 // template, no entry on the components addon, no Argo CD images in the config; switching an
 // installing GitOpsCluster to Existing removes what it installed and leaves the agent as it was.
 func TestExistingArgoCDIsLeftAlone(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "components-existing"
 	createNamespace(t, ns)
@@ -229,6 +231,7 @@ func TestExistingArgoCDIsLeftAlone(t *testing.T) {
 }
 
 func TestArgoCDComponentsRejectsUnknownValues(t *testing.T) {
+	t.Parallel()
 	ns := "components-invalid"
 	createNamespace(t, ns)
 	g := &v1alpha1.GitOpsCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"}}
@@ -305,6 +308,7 @@ func TestSpokeRegistryAndPullSecrets(t *testing.T) {
 // The components addon shares the agent's AddOnDeploymentConfig and rolls out on its own: an old
 // config stays while a components ManagedClusterAddOn still runs it, even when every agent moved.
 func TestOldConfigKeptWhileTheComponentsStillUseIt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "components-rollout"
 	createNamespace(t, ns)

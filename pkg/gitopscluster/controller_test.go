@@ -64,6 +64,7 @@ func cmaEntries(t *testing.T) map[string]addonv1alpha1.PlacementStrategy {
 }
 
 func TestMissingPlacementIsReportedAndPickedUpWhenCreated(t *testing.T) {
+	t.Parallel()
 	ns := "missing-placement"
 	createNamespace(t, ns)
 	createManagedClusters(t, "mp-c1")
@@ -101,6 +102,7 @@ func TestMissingPlacementIsReportedAndPickedUpWhenCreated(t *testing.T) {
 }
 
 func TestDecisionsOverSeveralPagesAndPlacementEdits(t *testing.T) {
+	t.Parallel()
 	ns := "paged"
 	createNamespace(t, ns)
 	createManagedClusters(t, "pg-a", "pg-b", "pg-c", "pg-d")
@@ -166,6 +168,7 @@ func TestDecisionsOverSeveralPagesAndPlacementEdits(t *testing.T) {
 }
 
 func TestInvalidClusterNameIsSkippedAndReported(t *testing.T) {
+	t.Parallel()
 	ns := "invalid-names"
 	createNamespace(t, ns)
 	long := strings.Repeat("x", 64)

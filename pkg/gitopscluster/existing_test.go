@@ -89,6 +89,7 @@ func clusterLabels(t *testing.T, cluster string) map[string]string {
 // a newer release in the install namespace) is reported by name, with what was found, and gets
 // nothing until existingArgoCD says Replace. A cluster whose probe has not answered waits.
 func TestForeignArgoCDGetsNoComponents(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns = "existing-argocd"
 	createNamespace(t, ns)
@@ -238,6 +239,7 @@ func TestForeignArgoCDGetsNoComponents(t *testing.T) {
 // (userIDs: Assigned) writes an agent template and a components template whose pods name no
 // UID, GID or fsGroup.
 func TestUserIDsAssignedReachesBothTemplates(t *testing.T) {
+	t.Parallel()
 	const ns = "assigned-uids"
 	createNamespace(t, ns)
 	createManagedClusters(t, "au-1")
@@ -270,6 +272,7 @@ func TestUserIDsAssignedReachesBothTemplates(t *testing.T) {
 // init container included (OCM's decorators reach neither), and the spoke registry reaches
 // them too (their images are template variables the manager fills with the mirror).
 func TestPodSettingsReachEveryWorkload(t *testing.T) {
+	t.Parallel()
 	const ns = "pod-settings"
 	createNamespace(t, ns)
 	createManagedClusters(t, "ps-1")
@@ -336,6 +339,7 @@ func TestPodSettingsReachEveryWorkload(t *testing.T) {
 // template's ConfigMaps; a key the API server would refuse on the clusters is refused here,
 // with a condition, and the template already there is kept.
 func TestArgoCDConfigFromTheHub(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns = "argocd-config"
 	createNamespace(t, ns)
@@ -398,6 +402,7 @@ func TestArgoCDConfigFromTheHub(t *testing.T) {
 // components would go to (agentNamespace changed) is replaced, and its old answer counts for
 // nothing: the cluster is not cleared on it.
 func TestProbeFollowsTheInstallNamespace(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns = "probe-namespace"
 	createNamespace(t, ns)
@@ -483,6 +488,7 @@ func TestUnknownSelectionKeepsClearance(t *testing.T) {
 // TestProbesComeInBatches: a GitOpsCluster over more clusters than one pass probes gets every
 // cluster probed over the passes that follow, and its agents registered before all of them.
 func TestProbesComeInBatches(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns = "probe-batches"
 	createNamespace(t, ns)
@@ -523,6 +529,7 @@ func TestPassesShareProbesInFlight(t *testing.T) {
 // an earlier manager, or before its probe was recreated) stays cleared while its probe has not
 // answered; one whose addon is being removed, or that has none, waits for its probe.
 func TestInstalledComponentsStayCleared(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns = "components-installed"
 	createNamespace(t, ns)

@@ -90,6 +90,7 @@ func setMCAAvailable(t *testing.T, cluster string, available bool) {
 }
 
 func TestFleetBecomesReadyWithPKIAndAddOnObjects(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "ready"
 	createNamespace(t, ns)
@@ -261,6 +262,7 @@ func contains(list []string, s string) bool {
 }
 
 func TestUserCAIsAdoptedNeverOverwritten(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "user-ca"
 	createNamespace(t, ns)
@@ -301,6 +303,7 @@ func TestUserCAIsAdoptedNeverOverwritten(t *testing.T) {
 }
 
 func TestSANChangeReissuesPrincipalCertificate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "san-change"
 	dep := principalWithGitOpsCluster(t, ns, withAddress("old.example.com"))
@@ -386,8 +389,9 @@ func TestNodePortDiscoveryAndMissingPrincipal(t *testing.T) {
 }
 
 func TestTwoGitOpsClustersShareTheCMAAndReportConflicts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	nsA, nsB := "team-a", "team-b"
+	nsA, nsB := "share-a", "share-b"
 	createNamespace(t, nsA)
 	createNamespace(t, nsB)
 	createManagedClusters(t, "tw-a", "tw-b", "tw-shared")
@@ -472,6 +476,7 @@ func TestTwoGitOpsClustersShareTheCMAAndReportConflicts(t *testing.T) {
 }
 
 func TestDeletionLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "deletion"
 	createNamespace(t, ns)
@@ -523,6 +528,7 @@ func TestDeletionLeavesNothingBehind(t *testing.T) {
 }
 
 func TestRestartCanBeTurnedOff(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "no-restart"
 	dep := principalWithGitOpsCluster(t, ns, withAddress("p.example.com"), func(g *v1alpha1.GitOpsCluster) {
@@ -577,6 +583,7 @@ func TestDeletingEveryGitOpsClusterRemovesTheCMA(t *testing.T) {
 // AddOnDeploymentConfig name; the old config stays while a cluster's ManagedClusterAddOn still
 // wants it (a progressive rollout has not reached it) and goes once none does.
 func TestConfigChangeMakesANewConfigAndPrunesTheOldOneAfterTheRollout(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "config-rollout"
 	createNamespace(t, ns)

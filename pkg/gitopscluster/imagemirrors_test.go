@@ -55,6 +55,7 @@ func componentsDeploymentConfig(cluster string) (string, error) {
 // under its source's own path (moved twice, it would go to argoproj-mirror-mirror); a cluster
 // without mirrors keeps the GitOpsCluster's config and the images as they are.
 func TestImageMirrorsReachTheStatefulSetAndInitContainers(t *testing.T) {
+	t.Parallel()
 	const ns = "image-mirrors"
 	clusters := []string{"im-plain", "im-mirror", "im-nested"}
 	createNamespace(t, ns)

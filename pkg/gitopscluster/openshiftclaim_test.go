@@ -84,6 +84,7 @@ func fixedIDs(objs []*unstructured.Unstructured) []string {
 // clusters from their claims, OCM's addon-manager renders what each gets. An explicit userIDs:
 // Fixed wins over the claim.
 func TestOpenShiftClaimLeavesUIDsToThePlatform(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns = "openshift-claim"
 	clusters := []string{"os-config", "os-openshift", "os-plain"}

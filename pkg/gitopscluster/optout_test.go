@@ -46,6 +46,7 @@ var excludeExisting = metav1.LabelSelectorRequirement{Key: v1alpha1.LabelArgoCDC
 // labelled to keep their own Argo CD, so OCM never renders Argo CD's objects there; the agent
 // keeps the user's Placement, which is never written.
 func TestClusterLabelKeepsItsOwnArgoCD(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "optout"
 	createNamespace(t, ns)
@@ -145,6 +146,7 @@ func TestClusterLabelKeepsItsOwnArgoCD(t *testing.T) {
 
 // A Placement of the copy's name that the manager did not make is never overwritten.
 func TestComponentsPlacementNameTakenIsReported(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "optout-taken"
 	createNamespace(t, ns)

@@ -37,6 +37,7 @@ func principalAllowing(t *testing.T, ns, allowed string) {
 // another applicationMapping, does not count: the principal's own GitOpsCluster is configured
 // with no ApplicationMappingConflict.
 func TestNotAllowedGitOpsClusterDecidesNoApplicationMapping(t *testing.T) {
+	t.Parallel()
 	principalAllowing(t, "nm-principal", "nm-team")
 	for _, ns := range []string{"nm-tenant", "nm-team"} {
 		createNamespace(t, ns)
@@ -58,6 +59,7 @@ func TestNotAllowedGitOpsClusterDecidesNoApplicationMapping(t *testing.T) {
 // gets none of its clusters registered there (no cluster secret) and no AddOnTemplate pointing
 // its agents at it (the signer's side: TestNoCertificateFromAPrincipalThatDoesNotAllowTheOwner).
 func TestNotAllowedGitOpsClusterRegistersNoAgentOnThePrincipal(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	principalAllowing(t, "nr-principal", "nr-team")
 	createManagedClusters(t, "nr-team-c", "nr-tenant-c")

@@ -123,6 +123,7 @@ func (f *revocationFixture) restore(cluster string, earlier proxyCredential) {
 // out again either: a cluster secret that comes to hold it again (a backup restored, a stored
 // copy re-applied) is given a fresh one at once, and the revoked one is not recorded again.
 func TestRevokedProxyCertificateIsNeverReused(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		ns              string
 		revoke, readmit func(f *revocationFixture, cluster string)

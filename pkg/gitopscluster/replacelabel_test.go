@@ -16,6 +16,7 @@ import (
 // still is, and gets nothing. Removing the label leaves the components where they run (one
 // label edit must not uninstall them).
 func TestReplaceChosenPerCluster(t *testing.T) {
+	t.Parallel()
 	const ns = "replace-per-cluster"
 	createNamespace(t, ns)
 	createManagedClusters(t, "rp-take", "rp-keep")

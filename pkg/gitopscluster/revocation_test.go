@@ -155,6 +155,7 @@ func (f *revocationFixture) neverRevoked(d time.Duration, clusters ...string) {
 // certificate, go on the blocklist; ledger and cluster secret go); a cluster whose new owner
 // uses the same principal keeps its certificates; deleting a GitOpsCluster revokes its agents.
 func TestAgentsLeavingThePrincipalAreRevoked(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newRevocationFixture(t, "revocation")
 	createManagedClusters(t, "rvk-a", "rvk-b", "rvk-c")
@@ -213,28 +214,30 @@ func TestAgentsLeavingThePrincipalAreRevoked(t *testing.T) {
 // TestPagedDecisionRewriteNeverRevokes: OCM moves the last cluster of a full page to the next
 // page with two writes; between them the cluster is in no page. That must not revoke it.
 func TestPagedDecisionRewriteNeverRevokes(t *testing.T) {
-	f := newRevocationFixture(t, "paged")
-	page0 := []string{"pg-a", "pg-b", "pg-c"}
-	createManagedClusters(t, append(page0, "pg-0", "pg-d")...)
+	t.Parallel()
+	f := newRevocationFixture(t, "paged-rewrite")
+	page0 := []string{"pw-a", "pw-b", "pw-c"}
+	createManagedClusters(t, append(page0, "pw-0", "pw-d")...)
 	createPlacement(t, f.ns, "p")
 	setDecisions(t, f.ns, "p", 0, page0...)
-	setDecisions(t, f.ns, "p", 1, "pg-d")
+	setDecisions(t, f.ns, "p", 1, "pw-d")
 	createGitOpsCluster(t, f.ns, "g", "p", withAddress("principal.example.com"))
-	f.waitSecrets("pg-a", "pg-b", "pg-c", "pg-d")
-	f.issue("g", "pg-a", "pg-b", "pg-c", "pg-d")
+	f.waitSecrets("pw-a", "pw-b", "pw-c", "pw-d")
+	f.issue("g", "pw-a", "pw-b", "pw-c", "pw-d")
 
-	// pg-0 joins and sorts first: page 0 loses pg-c, page 1 gains it a moment later, as the
+	// pw-0 joins and sorts first: page 0 loses pw-c, page 1 gains it a moment later, as the
 	// placement controller writes them (one call per page).
-	setDecisions(t, f.ns, "p", 0, "pg-0", "pg-a", "pg-b")
+	setDecisions(t, f.ns, "p", 0, "pw-0", "pw-a", "pw-b")
 	time.Sleep(departureSettle / 2)
-	setDecisions(t, f.ns, "p", 1, "pg-c", "pg-d")
-	f.neverRevoked(2*departureSettle, "pg-a", "pg-b", "pg-c", "pg-d")
-	f.waitSecrets("pg-0")
+	setDecisions(t, f.ns, "p", 1, "pw-c", "pw-d")
+	f.neverRevoked(2*departureSettle, "pw-a", "pw-b", "pw-c", "pw-d")
+	f.waitSecrets("pw-0")
 }
 
 // TestPlacementWithoutDecisionsRevokesNothing: a Placement that has no PlacementDecision (being
 // re-created) or is being deleted reads as "unknown", not "selects nothing".
 func TestPlacementWithoutDecisionsRevokesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newRevocationFixture(t, "nodecisions")
 	f.selectAll("nd-a", "nd-b")
@@ -273,6 +276,7 @@ func TestPlacementWithoutDecisionsRevokesNothing(t *testing.T) {
 // TestCircuitBreakerPausesMassRevocation: removing most of a GitOpsCluster's clusters at once
 // pauses with a condition naming the count; approving that count lets it proceed.
 func TestCircuitBreakerPausesMassRevocation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newRevocationFixture(t, "breaker")
 	clusters := []string{"cb-a", "cb-b", "cb-c", "cb-d"}
@@ -435,6 +439,7 @@ func TestRevocationLastsUntilAPersonLiftsIt(t *testing.T) {
 // TestFreshLedgerOfADepartedClusterIsRevoked: a certificate recorded after the cluster's
 // revocation (a signer racing with it) makes a new ledger; the next pass revokes it.
 func TestFreshLedgerOfADepartedClusterIsRevoked(t *testing.T) {
+	t.Parallel()
 	f := newRevocationFixture(t, "race")
 	f.selectAll("rc-a", "rc-b", "rc-c")
 	f.issue("g", "rc-a")
@@ -473,6 +478,7 @@ func TestCertificatesOfKeptClustersWakeNoPass(t *testing.T) {
 // TestLedgerSurvivesTheClusterNamespace: the records live in the principal namespace, so a
 // detached cluster (OCM deletes its hub namespace) is still revoked.
 func TestLedgerSurvivesTheClusterNamespace(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newRevocationFixture(t, "ledger-home")
 	f.selectAll("lh-a", "lh-b", "lh-c")
@@ -530,6 +536,7 @@ func touch(t *testing.T, ns, name string) {
 // TestPrincipalNamespaceMustAllowTheGitOpsCluster: a GitOpsCluster may not issue from, or add
 // names to, another namespace's principal unless that namespace lists it.
 func TestPrincipalNamespaceMustAllowTheGitOpsCluster(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	createNamespace(t, "tenant-a")
 	createNamespace(t, "platform-principal")
@@ -603,6 +610,7 @@ func TestForeignLedgerConfigMapsAreIgnored(t *testing.T) {
 // that leaves is still unregistered (its cluster secret goes, so argocd-agent drops it), its
 // ledger is kept, and BlocklistHasRoom says why; once there is room the next pass blocks it.
 func TestUnregistrationNeverWaitsForBlocklistRoom(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newRevocationFixture(t, "full-blocklist")
 	f.selectAll("fb-a", "fb-b")
@@ -715,6 +723,7 @@ func TestRevocationsComeBackOnTheBlocklist(t *testing.T) {
 // secret someone deletes is recorded in the cluster's ledger before the secret goes, so a later
 // revocation blocks it although no secret holds it any more.
 func TestClusterSecretDeletedByHandStaysRevocable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newRevocationFixture(t, "hand-deleted")
 	f.selectAll("hd-a")
@@ -757,6 +766,7 @@ func TestClusterSecretDeletedByHandStaysRevocable(t *testing.T) {
 // certificate-record finalizer (written by an earlier release) gets it, and keeps its
 // certificate: an upgrade re-issues nothing.
 func TestClusterSecretsOfAnEarlierReleaseGetTheFinalizerOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newRevocationFixture(t, "finalizer-upgrade")
 	f.selectAll("fu-a")
@@ -790,6 +800,7 @@ func TestClusterSecretsOfAnEarlierReleaseGetTheFinalizerOnly(t *testing.T) {
 // only for a cluster the GitOpsCluster owns; naming a cluster whose ledger has no live owner
 // (it left another GitOpsCluster of the principal) makes none.
 func TestSpecRevocationOnlyForOwnClusters(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newRevocationFixture(t, "own-only")
 	f.selectAll("oo-a")
@@ -820,6 +831,7 @@ func TestSpecRevocationOnlyForOwnClusters(t *testing.T) {
 // sets the principal's PKI (no PKIConflict for the allowed one) nor adds its address to the
 // principal's serving certificate.
 func TestGitOpsClusterNotAllowedOnAPrincipalDecidesNothingThere(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	createNamespace(t, "na-principal")
 	createNamespace(t, "na-tenant")
@@ -864,6 +876,7 @@ func TestGitOpsClusterNotAllowedOnAPrincipalDecidesNothingThere(t *testing.T) {
 // principal's blocklist has no room still unregisters every agent (their cluster secrets go,
 // so argocd-agent drops them); only their ledgers wait for room.
 func TestDeletionWithAFullBlocklistUnregistersEveryAgent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newRevocationFixture(t, "full-deletion")
 	clusters := []string{"fd-a", "fd-b", "fd-c"}
@@ -901,6 +914,7 @@ func TestDeletionWithAFullBlocklistUnregistersEveryAgent(t *testing.T) {
 // last certificate, already blocked, is not recorded again in a new ledger that no
 // GitOpsCluster would ever revoke.
 func TestDeletionLeavesNoLedgers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newRevocationFixture(t, "clean-deletion")
 	var clusters []string

@@ -23,6 +23,7 @@ import (
 // owner's keeps its cluster secret, ledger and certificates, and no AgentRevocation is made
 // for it.
 func TestSpecRevocationCannotReachAnotherOwnersCluster(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newRevocationFixture(t, "revoke-others")
 	const tenant = "revoke-others-tenant"
@@ -80,6 +81,7 @@ func TestSpecRevocationCannotReachAnotherOwnersCluster(t *testing.T) {
 // spec.revokedClusters while its own records of the cluster wait out the departure: an
 // AgentRevocation holds on every principal, and the new owner's people could not lift it.
 func TestSpecRevocationAfterATakeover(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	f := newRevocationFixture(t, "takeover-a")
 	const older = "takeover-b"

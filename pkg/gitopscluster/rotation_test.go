@@ -152,6 +152,7 @@ func TestLeafRenewalAndCARotationWithTrustOverlap(t *testing.T) {
 // kept there, nor a CA added to the bundle of one of the project's own secrets that signed
 // nothing in it.
 func TestDeletedCASecretKeepsTrustInTheOldCA(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "ca-deleted"
 	createNamespace(t, ns)

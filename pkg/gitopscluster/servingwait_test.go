@@ -83,6 +83,7 @@ func setAgentTemplate(t *testing.T, cluster, template, specHash string, availabl
 // runs (that of a GitOpsCluster stopped by a conflict of its own). The wait is no fault:
 // CertificatesReady stays True and does not hold Ready.
 func TestServingCertificateWaitsForTheTrustRollout(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "serving-wait"
 	createNamespace(t, ns)
@@ -308,6 +309,7 @@ func rotatedTemplateHash(t *testing.T, ns, template string, old *x509.Certificat
 // still runs a template that trusts only the old CA: the principal keeps its serving
 // certificate from the old CA until that agent has applied the template carrying the new one.
 func TestServingCertificateWaitsThroughCARotation(t *testing.T) {
+	t.Parallel()
 	ns := "serving-wait-rotation"
 	oldCA, serving, template := agedSelfManagedPKI(t, ns, []string{"swr-1"}, 365*24*time.Hour)
 
@@ -380,6 +382,7 @@ func TestExpiredServingCertificateIsReplacedDuringTrustRollout(t *testing.T) {
 // once; the principal's serving certificate moves to the new CA without waiting for agents
 // that still run the old template. The same token never rotates twice.
 func TestEmergencyCARotationDistrustsThePreviousCA(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns = "emergency-ca"
 	createNamespace(t, ns)
@@ -440,6 +443,7 @@ func TestEmergencyCARotationDistrustsThePreviousCA(t *testing.T) {
 // TestJWTSigningKeyRotation: a new rotate-jwt-key-now token on the JWT secret makes a new key
 // and restarts the principal to load it; the same token rotates once.
 func TestJWTSigningKeyRotation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const ns = "jwt-rotation"
 	dep := principalWithGitOpsCluster(t, ns, withAddress("principal.example.com"))

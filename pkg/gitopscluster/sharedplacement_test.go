@@ -84,6 +84,7 @@ func TestTwoGitOpsClustersOnOnePlacement(t *testing.T) {
 // AddOnTemplate; each now has its own, and a template another GitOpsCluster owns is never
 // overwritten.
 func TestTemplateNamesOfTenantsDoNotCollide(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	createNamespace(t, "team-a")
 	createNamespace(t, "team")

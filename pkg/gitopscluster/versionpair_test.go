@@ -152,6 +152,7 @@ func unsupportedEvents(t *testing.T, ns, name string) int {
 // gets Argo CD v3.4.3 beside it (also in a cluster's own template), the default agent v3.5.0,
 // and a change of the image moves the components along.
 func TestComponentsFollowTheAgentImagesPair(t *testing.T) {
+	t.Parallel()
 	const ns = "version-pair"
 	createNamespace(t, ns)
 	createManagedClusters(t, "vp-old", "vp-default")
@@ -184,6 +185,7 @@ func TestComponentsFollowTheAgentImagesPair(t *testing.T) {
 // An agent image of no supported release (one built at home) gets the default pair's
 // components, and the GitOpsCluster says so: in AddOnConfigured, and in one Event per change.
 func TestUnsupportedAgentReleaseIsReported(t *testing.T) {
+	t.Parallel()
 	const ns = "version-pair-unknown"
 	createNamespace(t, ns)
 	createManagedClusters(t, "vpu-c1")
@@ -254,6 +256,7 @@ func TestUnsupportedAgentReleaseIsReported(t *testing.T) {
 // A cluster keeping its own Argo CD is compared with the Argo CD its GitOpsCluster's agent is
 // built against: v3.4.3 is no skew beside v0.9.0's agent, v3.5.0 is.
 func TestSkewIsAgainstTheAgentImagesPair(t *testing.T) {
+	t.Parallel()
 	const ns = "version-pair-skew"
 	createNamespace(t, ns)
 	createManagedClusters(t, "vps-c1")

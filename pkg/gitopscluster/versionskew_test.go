@@ -40,6 +40,7 @@ func waitOtherVersion(t *testing.T, ns, name string, want int32) {
 // A version change shows as the number of agents still on the old version until OCM reports
 // each cluster on the new config.
 func TestAgentsOnOtherVersionDuringAVersionChange(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	ns := "version-skew"
 	createNamespace(t, ns)

@@ -26,6 +26,9 @@ GO_TEST_FLAGS ?= -count=1
 # their time waiting for controllers and API servers, so on 2 cores a third one keeps them busy.
 TEST_PACKAGES_AT_ONCE ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 3 ? 3 : n )))
 TEST_TIMEOUT ?= 45m
+# How many of a package's parallel tests run at once (go test's default is the cores). Those of
+# pkg/gitopscluster mostly wait for its controller's settle periods and requeues, not the CPU.
+TEST_PARALLEL ?= 4
 
 .PHONY: help
 help: ## List the targets, by section.
@@ -126,7 +129,7 @@ TEST_LDFLAGS ?= -w
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
 	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
 	before="$$(hack/leftovers.sh list)"; \
-	rc=0; go test $(GO_TEST_FLAGS) -ldflags='$(TEST_LDFLAGS)' -p $(TEST_PACKAGES_AT_ONCE) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh) || rc=$$?; \
+	rc=0; go test $(GO_TEST_FLAGS) -ldflags='$(TEST_LDFLAGS)' -p $(TEST_PACKAGES_AT_ONCE) -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh) || rc=$$?; \
 	go test $(GO_TEST_FLAGS) -ldflags='$(TEST_LDFLAGS)' -timeout $(TEST_TIMEOUT) ./test/e2e/ || rc=$$?; \
 	hack/leftovers.sh check "$$before" || rc=1; exit $$rc
 

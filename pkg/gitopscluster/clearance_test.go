@@ -75,12 +75,7 @@ func denyLabel(t *testing.T, cluster, key string) (lift func()) {
 // without waiting for anything else to change.
 func TestClearanceRefusedIsRetried(t *testing.T) {
 	const ns, cluster = "clearance-refused", "cr-denied"
-	createNamespace(t, ns)
-	createManagedClusters(t, cluster)
-	createPlacement(t, ns, "p")
-	setDecisions(t, ns, "p", 1, cluster)
-	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
-	goc := getGOC(t, ns, "fleet")
+	goc := fleetOfOne(t, ns, cluster)
 	key := names.ComponentsClearedLabel(goc)
 	lift := denyLabel(t, cluster, key)
 

@@ -163,13 +163,8 @@ func wake(t *testing.T, ns, name string) {
 // shared config until something else happens to run a pass.
 func TestAComponentsAddOnCreatedLaterGetsItsClusterConfig(t *testing.T) {
 	const ns, cluster = "image-mirrors-late", "im-late"
-	createNamespace(t, ns)
-	createManagedClusters(t, cluster)
+	goc := fleetOfOne(t, ns, cluster)
 	setImageRegistries(t, cluster, `{"registries":[{"source":"quay.io/argoproj","mirror":"mirror.example.com/argoproj"}]}`)
-	createPlacement(t, ns, "pl")
-	setDecisions(t, ns, "pl", 1, cluster)
-	createGitOpsCluster(t, ns, "fleet", "pl", withAddress("principal.example.com"))
-	goc := getGOC(t, ns, "fleet")
 	reportProbe(t, cluster, goc)
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, v1alpha1.ReasonAddOnApplied)
 	// The passes the probe and the status write wake are over.

@@ -18,12 +18,7 @@ import (
 // the mirrors within seconds, and their removal gives the cluster the shared config back.
 func TestImageMirrorsChangeAloneWakesTheGitOpsCluster(t *testing.T) {
 	const ns, cluster = "mirror-wake", "mw-c1"
-	createNamespace(t, ns)
-	createManagedClusters(t, cluster)
-	createPlacement(t, ns, "pl")
-	setDecisions(t, ns, "pl", 1, cluster)
-	createGitOpsCluster(t, ns, "fleet", "pl", withAddress("principal.example.com"))
-	goc := getGOC(t, ns, "fleet")
+	goc := fleetOfOne(t, ns, cluster)
 	reportProbe(t, cluster, goc)
 	createComponentsMCA(t, cluster)
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, v1alpha1.ReasonAddOnApplied)

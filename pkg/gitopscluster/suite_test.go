@@ -164,6 +164,18 @@ func withAddress(addr string) func(*v1alpha1.GitOpsCluster) {
 	return func(g *v1alpha1.GitOpsCluster) { g.Spec.ArgoCDAgentAddon.PrincipalServerAddress = addr }
 }
 
+// fleetOfOne creates namespace ns, the ManagedCluster cluster, a Placement "pl" that decides
+// it, and the GitOpsCluster "fleet" on it, which it returns.
+func fleetOfOne(t *testing.T, ns, cluster string) *v1alpha1.GitOpsCluster {
+	t.Helper()
+	createNamespace(t, ns)
+	createManagedClusters(t, cluster)
+	createPlacement(t, ns, "pl")
+	setDecisions(t, ns, "pl", 1, cluster)
+	createGitOpsCluster(t, ns, "fleet", "pl", withAddress("principal.example.com"))
+	return getGOC(t, ns, "fleet")
+}
+
 // eventually polls check until it returns nil or the timeout passes.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()

@@ -91,8 +91,11 @@ const rollingSyncOperation = `{"operation":{"initiatedBy":{"username":"applicati
 type spokeApp struct {
 	sync, health, reconciledAt     string
 	opPhase, opStarted, opFinished string
-	syncError                      bool
-	resources                      []resourcelist.Resource
+	// ran is the sync request the spoke's last operation ran, as Argo CD keeps it in the
+	// operation state: the one its ManifestWork handed it, with the name the pull model gave it.
+	ran       map[string]any
+	syncError bool
+	resources []resourcelist.Resource
 }
 
 // object is the spoke Application as OCM's work agent reads it.
@@ -108,7 +111,7 @@ func (s *spokeApp) object() map[string]any {
 	}
 	st["conditions"] = conds
 	if s.opPhase != "" {
-		st["operationState"] = map[string]any{"phase": s.opPhase, "startedAt": s.opStarted, "finishedAt": s.opFinished, "message": "successfully synced (all tasks run)"}
+		st["operationState"] = map[string]any{"phase": s.opPhase, "startedAt": s.opStarted, "finishedAt": s.opFinished, "message": "successfully synced (all tasks run)", "operation": s.ran}
 	}
 	return map[string]any{
 		"metadata": map[string]any{"annotations": map[string]any{pullmodel.AnnotationResourceList: resourcelist.Encode(s.resources)}},

@@ -76,6 +76,16 @@ func (p *pullRun) runSyncs() error {
 	}); err != nil {
 		return err
 	}
+	// Each spoke runs the request its ManifestWork hands it.
+	works, err := listWorks(p.ctx, p.c)
+	if err != nil {
+		return err
+	}
+	for k := range works {
+		if i, ok := appIndex(works[k].Annotations[pullmodel.AnnotationHubAppName]); ok && i < len(p.spokes) {
+			p.spokes[i].ran = propagation.OperationAsSent(&works[k])
+		}
+	}
 	now := time.Now().UTC().Truncate(time.Second)
 	for _, sp := range p.spokes {
 		sp.opPhase, sp.opStarted, sp.opFinished = "Succeeded", now.Format(time.RFC3339), now.Add(time.Second).Format(time.RFC3339)
@@ -99,7 +109,7 @@ func (p *pullRun) runSyncs() error {
 	}
 	// The work agents' status write for the ManifestWorks' last change (the reconcile time's
 	// rule gone), as OCM's agent makes after a spec change.
-	_, err := p.agent.report(p.ctx, p.spokes)
+	_, err = p.agent.report(p.ctx, p.spokes)
 	return err
 }
 

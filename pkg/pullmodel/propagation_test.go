@@ -166,7 +166,7 @@ func TestOperationReachesSpokeOnce(t *testing.T) {
 		cur := &workv1.ManifestWork{}
 		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
 		request = cur.Annotations[pullmodel.AnnotationOperationRequest]
-		return propagation.Operation(cur) != nil && request != "" && sentName(cur) == request, fmt.Sprintf("operation %v annotations %v", propagation.OperationAsSent(cur), cur.Annotations)
+		return propagation.Operation(cur) != nil && request != "" && propagation.RequestName(propagation.OperationAsSent(cur)) == request, fmt.Sprintf("operation %v annotations %v", propagation.OperationAsSent(cur), cur.Annotations)
 	})
 	// Not cleared while the spoke has not started it.
 	time.Sleep(2 * time.Second)
@@ -194,18 +194,6 @@ func TestOperationReachesSpokeOnce(t *testing.T) {
 		_, named := cur.Annotations[pullmodel.AnnotationOperationRequest]
 		return propagation.Operation(cur) == nil && !named, fmt.Sprint(propagation.Operation(cur))
 	})
-}
-
-// sentName is the name the request a ManifestWork carries has in its payload, "" if none.
-func sentName(w *workv1.ManifestWork) string {
-	info, _ := propagation.OperationAsSent(w)["info"].([]any)
-	for _, e := range info {
-		if m, _ := e.(map[string]any); m["name"] == pullmodel.OperationRequestInfo {
-			v, _ := m["value"].(string)
-			return v
-		}
-	}
-	return ""
 }
 
 func touch(t *testing.T, name string) {
@@ -335,7 +323,7 @@ func TestRollingSyncOperationRoundTrip(t *testing.T) {
 		cur := readWork(ctx)
 		first = cur.Spec.Workload.Manifests[0].Raw
 		request = cur.Annotations[pullmodel.AnnotationOperationRequest]
-		return propagation.Operation(cur) != nil && request != "" && sentName(cur) == request, fmt.Sprintf("operation %v annotations %v", propagation.OperationAsSent(cur), cur.Annotations)
+		return propagation.Operation(cur) != nil && request != "" && propagation.RequestName(propagation.OperationAsSent(cur)) == request, fmt.Sprintf("operation %v annotations %v", propagation.OperationAsSent(cur), cur.Annotations)
 	})
 
 	// Running on the spoke: the request stays on the hub (Argo CD keeps `operation` until the
@@ -373,7 +361,7 @@ func TestRollingSyncOperationRoundTrip(t *testing.T) {
 	eventually(t, "the repeated request delivered anew", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := readWork(ctx)
 		again = cur.Annotations[pullmodel.AnnotationOperationRequest]
-		ok := propagation.Operation(cur) != nil && again != "" && again != request && sentName(cur) == again
+		ok := propagation.Operation(cur) != nil && again != "" && again != request && propagation.RequestName(propagation.OperationAsSent(cur)) == again
 		return ok && !jsonEqual(cur.Spec.Workload.Manifests[0].Raw, first), fmt.Sprintf("operation %v annotations %v", propagation.OperationAsSent(cur), cur.Annotations)
 	})
 	second := readWork(context.Background()).Spec.Workload.Manifests[0].Raw

@@ -78,7 +78,7 @@ func TestOperationRequestTellsANewEqualRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if requestName(OperationAsSent(first)) != "100" || first.Annotations[pullmodel.AnnotationOperationRequest] != "100" {
+	if RequestName(OperationAsSent(first)) != "100" || first.Annotations[pullmodel.AnnotationOperationRequest] != "100" {
 		t.Fatalf("the request is not named 100 in the payload and the annotation: %v %v", OperationAsSent(first), first.Annotations)
 	}
 	running := map[string]string{FeedbackOperationPhase: "Running", FeedbackOperationStarted: "S1", FeedbackOperationRequest: "100"}
@@ -129,7 +129,7 @@ func TestEqualRequestsRunWithinOneSecondAreTold(t *testing.T) {
 		}
 		// The spoke runs what it was handed, and the work agent feeds the run back.
 		fb := map[string]string{FeedbackOperationPhase: "Succeeded", FeedbackOperationStarted: started, FeedbackOperationEnded: started,
-			FeedbackOperationRequest: requestName(OperationAsSent(w))}
+			FeedbackOperationRequest: RequestName(OperationAsSent(w))}
 		have = withFeedback(w, fb)
 		if !OperationRun(have, fb) || OperationShown(app, fb) {
 			t.Fatalf("round %d: run %v, shown %v; want run and not yet shown (the status controller then clears it)", round+1, OperationRun(have, fb), OperationShown(app, fb))

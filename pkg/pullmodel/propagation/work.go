@@ -511,13 +511,7 @@ func named(op map[string]any, request string) map[string]any {
 func unnamed(op map[string]any) map[string]any {
 	out := maps.Clone(op)
 	info, _ := op["info"].([]any)
-	var keep []any
-	for _, e := range info {
-		if m, ok := e.(map[string]any); ok && m["name"] == pullmodel.OperationRequestInfo {
-			continue
-		}
-		keep = append(keep, e)
-	}
+	keep := slices.DeleteFunc(slices.Clone(info), func(e any) bool { return isRequestName(e) })
 	delete(out, "info")
 	if len(keep) > 0 {
 		out["info"] = keep
@@ -525,14 +519,18 @@ func unnamed(op map[string]any) map[string]any {
 	return out
 }
 
-// requestName is the name an operation's info gives its request, "" if none.
-func requestName(op map[string]any) string {
+// isRequestName reports whether an info entry is the one that names the request.
+func isRequestName(e any) bool {
+	m, ok := e.(map[string]any)
+	return ok && m["name"] == pullmodel.OperationRequestInfo
+}
+
+// RequestName is the name an operation's info gives its request, "" if none.
+func RequestName(op map[string]any) string {
 	info, _ := op["info"].([]any)
-	for _, e := range info {
-		if m, ok := e.(map[string]any); ok && m["name"] == pullmodel.OperationRequestInfo {
-			v, _ := m["value"].(string)
-			return v
-		}
+	if i := slices.IndexFunc(info, isRequestName); i >= 0 {
+		v, _ := info[i].(map[string]any)["value"].(string)
+		return v
 	}
 	return ""
 }
@@ -577,10 +575,12 @@ func OperationRun(w *workv1.ManifestWork, fb map[string]string) bool {
 // hub equal to the one w carries is a new request (RollingSync asking again), not the old one
 // waiting to be cleared.
 func OperationShown(app *unstructured.Unstructured, fb map[string]string) bool {
-	shown, _, _ := unstructured.NestedMap(app.Object, "status", "operationState", "operation")
+	// Read in place: this runs for every feedback change of every Application.
+	shown, _, _ := unstructured.NestedFieldNoCopy(app.Object, "status", "operationState", "operation")
 	phase, _, _ := unstructured.NestedString(app.Object, "status", "operationState", "phase")
 	request := fb[FeedbackOperationRequest]
-	return request != "" && requestName(shown) == request && OperationCompleted(phase)
+	op, _ := shown.(map[string]any)
+	return request != "" && RequestName(op) == request && OperationCompleted(phase)
 }
 
 // Refresh returns the refresh request a ManifestWork carries, and whether it carries one.

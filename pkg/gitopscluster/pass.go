@@ -311,7 +311,7 @@ func (p *pass) agentRecords(ctx context.Context) *stop {
 	if err != nil {
 		return stopWith(err)
 	}
-	if p.clusterRenewal, err = r.clusterSecrets().Sync(ctx, goc, principalNS, obs, hub, rec.Secrets, rec.Revoked, r.revoker().Ledger(principalNS)); err != nil {
+	if p.clusterRenewal, err = r.clusterSecrets().Sync(ctx, goc, principalNS, obs, hub, rec.Secrets, rec.Revoked, revocation.LedgerStore(r.hub(), principalNS)); err != nil {
 		return p.fail(v1alpha1.ConditionCertificatesReady, v1alpha1.ReasonCertificatesFailed, "IssueCertificates", err)
 	}
 	revoked, revErr := r.revoker().Revoke(ctx, goc, principalNS, obs, rec)

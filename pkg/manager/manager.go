@@ -241,13 +241,13 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&gitopscluster.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Config: opts.Fleet}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the GitOpsCluster controller: %w", err)
 	}
-	if err := (&revocation.Enforcer{Revoker: revocation.Revoker{Hub: gitopsconfig.Hub{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: opts.Fleet}}}).SetupWithManager(mgr); err != nil {
+	if err := (&revocation.Enforcer{Hub: gitopsconfig.Hub{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: opts.Fleet}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the AgentRevocation controller: %w", err)
 	}
-	if err := (&revocation.BlocklistKeeper{Revoker: revocation.Revoker{Hub: gitopsconfig.Hub{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: opts.Fleet}}}).SetupWithManager(mgr); err != nil {
+	if err := (&revocation.BlocklistKeeper{Hub: gitopsconfig.Hub{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: opts.Fleet}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the blocklist keeper: %w", err)
 	}
-	if err := (&revocation.CertificateRecorder{Revoker: revocation.Revoker{Hub: gitopsconfig.Hub{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: opts.Fleet}}}).SetupWithManager(mgr); err != nil {
+	if err := (&revocation.CertificateRecorder{Hub: gitopsconfig.Hub{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Config: opts.Fleet}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the cluster secret certificate recorder: %w", err)
 	}
 	if err := clustersecrets.SetupLabelSync(ctx, mgr); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -37,7 +38,7 @@ import (
 // cluster, and the cluster is re-admitted only once every AgentRevocation naming it is gone.
 // It is the only place a revocation is lifted.
 type Enforcer struct {
-	Revoker
+	config.Hub
 }
 
 // SetupWithManager registers the AgentRevocation controller. A cluster secret or a ledger
@@ -197,12 +198,12 @@ func (r *Enforcer) enforce(ctx context.Context, revNS, cluster string) (principa
 	var errs []error
 	for _, s := range secrets {
 		owner := ledger.Owner{Namespace: s.Labels[v1alpha1.LabelOwnerNamespace], Name: s.Labels[v1alpha1.LabelOwnerName]}
-		if err := retireSecret(ctx, r.Client, r.Ledger(s.Namespace), cluster, owner, s, now); err != nil {
+		if err := retireSecret(ctx, r.Client, LedgerStore(r.Hub, s.Namespace), cluster, owner, s, now); err != nil {
 			errs = append(errs, fmt.Errorf("unregistering revoked cluster %s: %w", cluster, err))
 		}
 	}
 	for _, ns := range sets.List(records) {
-		if _, err := r.Ledger(ns).Revoke(ctx, cluster, ledger.CauseRevoked, nil, now); err != nil {
+		if _, err := LedgerStore(r.Hub, ns).Revoke(ctx, cluster, ledger.CauseRevoked, nil, now); err != nil {
 			errs = append(errs, fmt.Errorf("blocking the certificates of cluster %s on the principal in %s: %w", cluster, ns, err))
 		}
 	}
@@ -215,7 +216,7 @@ func (r *Enforcer) enforce(ctx context.Context, revNS, cluster string) (principa
 func (r *Enforcer) blockedOn(ctx context.Context, namespaces []string, cluster string) (int, error) {
 	n := 0
 	for _, ns := range namespaces {
-		revoked, err := r.Ledger(ns).Revoked(ctx, r.Config.Now())
+		revoked, err := LedgerStore(r.Hub, ns).Revoked(ctx, r.Config.Now())
 		if err != nil {
 			return n, err
 		}
@@ -349,4 +350,30 @@ func (v *Revoker) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCl
 		}
 	}
 	return events, errors.Join(errs...)
+}
+
+// deleteRevokedCSRs deletes the requests of cluster that the signer failed as Revoked. OCM's
+// registration agent (v1.2.1) keeps waiting on a request its hub approved, Failed or not, and
+// asks anew only once that request is gone; kube-controller-manager's cleaner deletes it only
+// after an hour.
+func (r *Enforcer) deleteRevokedCSRs(ctx context.Context, cluster string) error {
+	var csrs certificatesv1.CertificateSigningRequestList
+	if err := r.Client.List(ctx, &csrs, client.MatchingLabels{names.CSRClusterNameLabel: cluster, names.CSRAddonNameLabel: r.Config.AddonName}); err != nil {
+		return err
+	}
+	for i := range csrs.Items {
+		csr := &csrs.Items[i]
+		if csr.Spec.SignerName != r.Config.SignerName {
+			continue
+		}
+		for _, c := range csr.Status.Conditions {
+			if c.Type == certificatesv1.CertificateFailed && c.Reason == names.ReasonCSRRevoked {
+				if err := r.Client.Delete(ctx, csr); client.IgnoreNotFound(err) != nil {
+					return fmt.Errorf("deleting the revoked certificate request %s of cluster %s: %w", csr.Name, cluster, err)
+				}
+				break
+			}
+		}
+	}
+	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/recorder"
@@ -37,7 +38,7 @@ import (
 // they are for and are conditional on the version they read, so a person's key is never
 // dropped; a recorded key a person's write drops is put back.
 type BlocklistKeeper struct {
-	Revoker
+	config.Hub
 
 	mu sync.Mutex
 	// missing remembers, per principal namespace, when each recorded key the last look found
@@ -116,7 +117,7 @@ func (k *BlocklistKeeper) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, nil
 	}
 	now := k.Config.Now()
-	store := k.Ledger(ns)
+	store := LedgerStore(k.Hub, ns)
 	var shards corev1.ConfigMapList
 	if err := k.Client.List(ctx, &shards, client.UnsafeDisableDeepCopy, client.InNamespace(ns),
 		client.MatchingLabels{ledger.LabelRecord: ledger.RecordRevoked}); err != nil {

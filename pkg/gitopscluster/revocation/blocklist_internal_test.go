@@ -110,7 +110,7 @@ func TestListedKeysGoBackAtOnce(t *testing.T) {
 // reported again.
 func TestReportMalformed(t *testing.T) {
 	rec := events.NewFakeRecorder(10)
-	k := &BlocklistKeeper{Revoker: Revoker{Hub: config.Hub{Recorder: rec}}}
+	k := &BlocklistKeeper{Hub: config.Hub{Recorder: rec}}
 	good := strings.Repeat("AB", 32)
 	lower := strings.ToLower(strings.Repeat("CD", 32))
 	cm := func(keys ...string) *corev1.ConfigMap {

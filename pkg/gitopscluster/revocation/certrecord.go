@@ -13,6 +13,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/agentsecret"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 )
 
@@ -21,7 +22,7 @@ import (
 // current certificate nowhere else (one write per new cluster), so a secret deleted by hand
 // would otherwise take with it the only record of a valid certificate.
 type CertificateRecorder struct {
-	Revoker
+	config.Hub
 }
 
 // SetupWithManager registers the controller.
@@ -49,7 +50,7 @@ func (r *CertificateRecorder) Reconcile(ctx context.Context, req ctrl.Request) (
 	now := r.Config.Now()
 	if cluster := s.Labels[v1alpha1.LabelAgentName]; cluster != "" {
 		if cert, _ := agentsecret.Contents(s); cert.Fingerprint != "" && cert.NotAfter.After(now) {
-			store := r.Ledger(s.Namespace)
+			store := LedgerStore(r.Hub, s.Namespace)
 			revoked, err := store.OnRecord(ctx, cert.Fingerprint)
 			if err != nil {
 				return ctrl.Result{}, err

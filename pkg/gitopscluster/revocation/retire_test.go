@@ -56,8 +56,8 @@ func TestUnregisterDeletesOnlyTheSecretItRecorded(t *testing.T) {
 		}
 		return s.DeepCopy(), fp
 	}
-	v := &revocation.Revoker{Hub: config.Hub{Client: env.Client, Reader: env.Client}}
-	store := v.Ledger(ns)
+	hub := config.Hub{Client: env.Client, Reader: env.Client}
+	store := revocation.LedgerStore(hub, ns)
 	recorded := func(cluster string) ledger.Entries {
 		_, entries, err := store.Read(ctx, cluster, now)
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -81,7 +81,7 @@ func TestUnregisterDeletesOnlyTheSecretItRecorded(t *testing.T) {
 		if err := env.Client.Update(ctx, live); err != nil {
 			t.Fatal(err)
 		}
-		err := v.UnregisterForTest(ctx, store, map[string]*corev1.Secret{"rewritten": read}, "rewritten", now)
+		err := revocation.UnregisterForTest(ctx, hub, store, map[string]*corev1.Secret{"rewritten": read}, "rewritten", now)
 		if !apierrors.IsConflict(err) {
 			t.Fatalf("unregister with a secret rewritten since it was read: %v, want a conflict", err)
 		}
@@ -103,7 +103,7 @@ func TestUnregisterDeletesOnlyTheSecretItRecorded(t *testing.T) {
 			t.Fatal(err)
 		}
 		replacement, _ := create("replaced")
-		err := v.UnregisterForTest(ctx, store, map[string]*corev1.Secret{"replaced": read}, "replaced", now)
+		err := revocation.UnregisterForTest(ctx, hub, store, map[string]*corev1.Secret{"replaced": read}, "replaced", now)
 		if !apierrors.IsConflict(err) {
 			t.Fatalf("unregister with a secret replaced since it was read: %v, want a conflict", err)
 		}
@@ -114,7 +114,7 @@ func TestUnregisterDeletesOnlyTheSecretItRecorded(t *testing.T) {
 
 	t.Run("as read", func(t *testing.T) {
 		read, fp := create("current")
-		if err := v.UnregisterForTest(ctx, store, map[string]*corev1.Secret{"current": read}, "current", now); err != nil {
+		if err := revocation.UnregisterForTest(ctx, hub, store, map[string]*corev1.Secret{"current": read}, "current", now); err != nil {
 			t.Fatal(err)
 		}
 		if exists(read) {
@@ -124,7 +124,7 @@ func TestUnregisterDeletesOnlyTheSecretItRecorded(t *testing.T) {
 			t.Errorf("its certificate was not recorded")
 		}
 		// Gone already: nothing to do.
-		if err := v.UnregisterForTest(ctx, store, map[string]*corev1.Secret{"current": read}, "current", now); err != nil {
+		if err := revocation.UnregisterForTest(ctx, hub, store, map[string]*corev1.Secret{"current": read}, "current", now); err != nil {
 			t.Errorf("unregister of a secret gone already: %v", err)
 		}
 	})

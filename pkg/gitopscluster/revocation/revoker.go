@@ -16,7 +16,7 @@ type Revoker struct {
 	Departures *Departures
 }
 
-// Ledger is the store of the agents' certificate ledgers and blocklist in principalNS.
-func (v *Revoker) Ledger(principalNS string) ledger.Store {
-	return ledger.Store{Client: v.Client, Reader: v.Reader, Cache: v.Client, Namespace: principalNS}
+// LedgerStore is the store of the agents' certificate ledgers and blocklist in principalNS.
+func LedgerStore(h config.Hub, principalNS string) ledger.Store {
+	return ledger.Store{Client: h.Client, Reader: h.Reader, Cache: h.Client, Namespace: principalNS}
 }

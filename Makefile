@@ -22,9 +22,10 @@ CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 
 GO_TEST_FLAGS ?= -count=1
-# How many test packages run at once: the cores, and at least 3. The long packages spend much of
-# their time waiting for controllers and API servers, so on 2 cores a third one keeps them busy.
-TEST_PACKAGES_AT_ONCE ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 3 ? 3 : n )))
+# How many test packages run at once: the cores, and at least 4. The long packages spend much of
+# their time waiting for controllers and API servers (on 2 cores, three at once kept 1.3 cores
+# busy on average), so a third and a fourth keep the cores busy.
+TEST_PACKAGES_AT_ONCE ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? 4 : n )))
 TEST_TIMEOUT ?= 45m
 # How many of a package's parallel tests run at once (go test's default is the cores). Those of
 # pkg/gitopscluster mostly wait for its controller's settle periods and requeues, not the CPU.
@@ -117,7 +118,7 @@ argocd-binaries: ## Build or locate Argo CD (one binary for every component) and
 # and the fleet's own real-node tests on real nodes).
 E2E_PACKAGES := ./test/e2e/ ./test/fleet/
 
-# The e2e package runs last and alone: its two fleets of real nodes keep 2 cores busy by
+# The e2e package runs last and alone: its fleets of real nodes keep 2 cores busy by
 # themselves, and beside the other packages their API servers stopped answering in time (TLS
 # handshake timeouts, envtest start timeouts) under a load average of 40 to 80. Run beside them
 # at a lower CPU priority (nice) for the others, it took 1,003 s instead of 609 and the suite
@@ -125,12 +126,14 @@ E2E_PACKAGES := ./test/e2e/ ./test/fleet/
 # binaries link without DWARF (-ldflags=-w): about a third less link time, and stack traces do
 # not need it.
 TEST_LDFLAGS ?= -w
+# The e2e package's lanes (test/e2e/main_test.go), each on its own fleet: all start at once.
+E2E_LANES := 3
 .PHONY: test
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
 	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
 	before="$$(hack/leftovers.sh list)"; \
 	rc=0; go test $(GO_TEST_FLAGS) -ldflags='$(TEST_LDFLAGS)' -p $(TEST_PACKAGES_AT_ONCE) -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh) || rc=$$?; \
-	go test $(GO_TEST_FLAGS) -ldflags='$(TEST_LDFLAGS)' -timeout $(TEST_TIMEOUT) ./test/e2e/ || rc=$$?; \
+	go test $(GO_TEST_FLAGS) -ldflags='$(TEST_LDFLAGS)' -parallel $(E2E_LANES) -timeout $(TEST_TIMEOUT) ./test/e2e/ || rc=$$?; \
 	hack/leftovers.sh check "$$before" || rc=1; exit $$rc
 
 # The test binaries: built once per machine into the shared cache, then only looked up. The

@@ -8,11 +8,12 @@
 // served by the fleet's registry; every assertion about an agent reads the managed cluster's
 // own API server.
 //
-// The scenarios run on two such fleets at once, each with its own manager: TestAgentScenarios
-// (the components addon, the agent's life, a klusterlet's outage, the manager's pod) and
-// TestArgoCDScenarios (Argo CD's pods syncing Applications, ApplicationSets and cluster
-// registrations on the hub, the config management plugin, the pull model's ApplicationSet
-// rollout); within a lane they run in the order listed there. Run one scenario with
+// The scenarios run on three such fleets at once, each with its own manager: TestAgentScenarios
+// (the components addon, the agent's life, the manager's pod), TestArgoCDScenarios (Argo CD's
+// pods syncing Applications, ApplicationSets and cluster registrations on the hub, the config
+// management plugin, a cluster's own Argo CD left alone) and TestPullModelScenarios (the pull
+// model's ApplicationSet rollout, a klusterlet's outage); within a lane they run in the order
+// listed there. Run one scenario with
 // -run TestAgentScenarios/FleetE2E. The steps of FleetE2E run in order, each building on the
 // state the previous one left:
 //
@@ -24,8 +25,8 @@
 //  2. the Placement grows to cluster2, then drops cluster1: agents follow, cluster1's
 //     registration goes and its certificates are blocklisted;
 //  3. the agents roll back to the previous argocd-agent release and are upgraded again, each
-//     Progressive (maxConcurrency 1): the image tags change on one cluster after the other, and
-//     status.agentsOnOtherVersion counts the cluster still waiting;
+//     Progressive (maxConcurrency 1, a soak time of some seconds): the image tags change on one
+//     cluster after the other, and status.agentsOnOtherVersion counts the cluster still waiting;
 //  4. a client certificate is renewed by OCM, the kubelet updates the agent pod's volume, and
 //     the cert-reloader sidecar restarts the agent with it;
 //  5. a CSR made with cluster2's hub credentials for cluster1's identity is refused;

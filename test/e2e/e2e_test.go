@@ -361,10 +361,15 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 	s.waitReady(t, 2, 2)
 
 	// First the strategy alone (no config change), so the image changes are rolled out under it.
+	// The soak time (minSuccessTime) holds the second cluster back for some seconds after the
+	// first one's rollout began: without it the stand-in agent is available so soon that OCM
+	// released the second cluster about a second after the first, and a manager pass delayed
+	// by a busy machine wrote no status in between to show the skew.
 	s.patchSpec(t, func(a *v1alpha1.ArgoCDAgentAddonSpec) {
 		a.RolloutStrategy = &clusterv1alpha1.RolloutStrategy{
-			Type:        clusterv1alpha1.Progressive,
-			Progressive: &clusterv1alpha1.RolloutProgressive{MaxConcurrency: intstr.FromInt32(1)},
+			Type: clusterv1alpha1.Progressive,
+			Progressive: &clusterv1alpha1.RolloutProgressive{MaxConcurrency: intstr.FromInt32(1),
+				RolloutConfig: clusterv1alpha1.RolloutConfig{MinSuccessTime: metav1.Duration{Duration: rolloutSoak}}},
 		}
 	})
 	s.eventually(t, "hub: ClusterManagementAddOn entry has rolloutStrategy Progressive", time.Minute, func(ctx context.Context) (bool, string) {
@@ -385,6 +390,9 @@ func (s *suite) scenarioProgressiveRollout(t *testing.T) {
 	s.rollAgentsTo(t, s.previousAgentImage)
 	s.rollAgentsTo(t, s.agentImage)
 }
+
+// rolloutSoak is the agents' rollout's minSuccessTime in scenario 3.
+const rolloutSoak = 8 * time.Second
 
 // rollAgentsTo sets the GitOpsCluster's agent image to newImage and follows OCM's rollout of it
 // over cluster1 and cluster2 under maxConcurrency 1: the clusters' agent Deployments must take

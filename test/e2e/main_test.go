@@ -56,37 +56,45 @@ type scenario struct {
 	run  func(*testing.T, *suite)
 }
 
-// The scenarios run on two fleets at once, a lane each, in the order listed. A scenario
+// The scenarios run on three fleets at once, a lane each, in the order listed. A scenario
 // spends most of its time waiting on kubelets, OCM's agents and Argo CD's controllers, so
-// two fleets side by side take little longer than one; the split keeps the lanes' durations
-// close (seconds measured on 2 cores). Within a lane the scenarios share the fleet and the
-// manager, and each leaves the fleet as it found it, except where a scenario says otherwise.
+// fleets side by side take little longer than one; the split keeps the lanes' durations
+// close (seconds measured on 2 cores), and make test gives go test -parallel 3 so that all
+// three start at once. Within a lane the scenarios share the fleet and the manager, and each
+// leaves the fleet as it found it, except where a scenario says otherwise.
 
 // TestAgentScenarios runs what the agents and components go through on the managed
 // clusters: Argo CD's components from the addon, the agent's life from registration to
-// removal, a klusterlet's outage and the manager's own pod.
+// removal, and the manager's own pod.
 func TestAgentScenarios(t *testing.T) {
 	runLane(t, "agents", []scenario{
 		{"ArgoCDComponents", testArgoCDComponents},                         // ~35 s
 		{"ArgoCDComponentsClusterLabel", testArgoCDComponentsClusterLabel}, // ~12 s
-		{"ForeignArgoCDIsLeftAlone", testForeignArgoCDIsLeftAlone},         // ~45 s
-		{"FleetE2E", testFleetE2E},                                         // ~275 s
-		{"PullModelSurvivesAnOutage", testPullModelSurvivesAnOutage},       // ~145 s
+		{"FleetE2E", testFleetE2E},                                         // ~245 s
 		{"ManagerPodSpec", testManagerPodSpec},                             // ~30 s
 	})
 }
 
 // TestArgoCDScenarios runs what Argo CD drives: Applications synced by Argo CD's pods,
-// ApplicationSets and cluster registrations on the hub, the config management plugin, and
-// the pull model's ApplicationSet rollout.
+// ApplicationSets and cluster registrations on the hub, the config management plugin, and a
+// cluster's own Argo CD that the components addon leaves alone.
 func TestArgoCDScenarios(t *testing.T) {
 	runLane(t, "argocd", []scenario{
-		{"ArgoCDApplication", testArgoCDApplication},                                                     // ~75 s
-		{"ArgoCDApplicationSet", testArgoCDApplicationSet},                                               // ~40 s
-		{"ArgoCDClusterRegistrationForApplicationSets", testArgoCDClusterRegistrationForApplicationSets}, // ~40 s
+		{"ArgoCDApplication", testArgoCDApplication},                                                     // ~70 s
+		{"ArgoCDApplicationSet", testArgoCDApplicationSet},                                               // ~35 s
+		{"ArgoCDClusterRegistrationForApplicationSets", testArgoCDClusterRegistrationForApplicationSets}, // ~25 s
 		{"CMPDeliversAFolderWithoutArgoCD", testCMPDeliversAFolderWithoutArgoCD},                         // ~1 s
-		{"CMPPluginInHubArgoCD", testCMPPluginInHubArgoCD},                                               // ~110 s
-		{"PullModelApplicationSet", testPullModelApplicationSet},                                         // ~300 s
+		{"CMPPluginInHubArgoCD", testCMPPluginInHubArgoCD},                                               // ~90 s
+		{"ForeignArgoCDIsLeftAlone", testForeignArgoCDIsLeftAlone},                                       // ~45 s
+	})
+}
+
+// TestPullModelScenarios runs the basic pull model: the ApplicationSet rollout through OCM's
+// work agents to the clusters' own Argo CD, and a klusterlet's outage it survives.
+func TestPullModelScenarios(t *testing.T) {
+	runLane(t, "pullmodel", []scenario{
+		{"PullModelApplicationSet", testPullModelApplicationSet},     // ~240 s
+		{"PullModelSurvivesAnOutage", testPullModelSurvivesAnOutage}, // ~100 s
 	})
 }
 
@@ -225,7 +233,7 @@ func runSuite(m *testing.M) int {
 		skipWhy = "FLEET_E2E=0: local OCM fleet tests disabled"
 	case !requested:
 		skipWhy = node.SkipReason
-	case !runSelects("TestAgentScenarios") && !runSelects("TestArgoCDScenarios"):
+	case !runSelects("TestAgentScenarios") && !runSelects("TestArgoCDScenarios") && !runSelects("TestPullModelScenarios"):
 		skipWhy = "no e2e test selected by -run"
 	}
 	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {

@@ -212,7 +212,7 @@ spec:
 				return false, getState(err, "Application")
 			}
 			op, has := u.Object["operation"]
-			return !has, fmt.Sprintf("operation %v", op)
+			return !has, fmt.Sprintf("operation %v; %s", op, s.requestTrail(ctx, c, app))
 		})
 	}
 	s.eventually(t, "hub: the ApplicationSet report shows both clusters Synced Healthy", 2*time.Minute, func(ctx context.Context) (bool, string) {
@@ -291,6 +291,30 @@ func (s *suite) reportListsTheObjects(t *testing.T, clusters []string) {
 		}
 		return slices.Equal(got, want), fmt.Sprintf("resources %v", got)
 	})
+}
+
+// requestTrail says where a hub Application's sync request is on its way to the spoke and back:
+// the name the ManifestWork sent it under, the run its feedback reports, and the spoke
+// Application's own request and last run.
+func (s *suite) requestTrail(ctx context.Context, cluster, app string) string {
+	w, err := s.pullWork(ctx, cluster, app)
+	if err != nil {
+		return err.Error()
+	}
+	fb := propagation.FeedbackValues(w)
+	trail := fmt.Sprintf("ManifestWork sent %q (payload %q), feedback request %q phase %q started %q",
+		w.Annotations[pullmodel.AnnotationOperationRequest], propagation.RequestName(propagation.Operation(w)),
+		fb[propagation.FeedbackOperationRequest], fb[propagation.FeedbackOperationPhase], fb[propagation.FeedbackOperationStarted])
+	spoke := pullmodel.NewApplication()
+	if err := s.spokes[cluster].Get(ctx, client.ObjectKey{Namespace: s.spokeArgoCD(cluster), Name: app}, spoke); err != nil {
+		return trail + "; spoke Application: " + err.Error()
+	}
+	op, _ := spoke.Object["operation"].(map[string]any)
+	ran, _, _ := unstructured.NestedMap(spoke.Object, "status", "operationState", "operation")
+	phase, _, _ := unstructured.NestedString(spoke.Object, "status", "operationState", "phase")
+	started, _, _ := unstructured.NestedString(spoke.Object, "status", "operationState", "startedAt")
+	return trail + fmt.Sprintf("; spoke request %q (set: %t), last run %q %s started %s",
+		propagation.RequestName(op), op != nil, propagation.RequestName(ran), phase, started)
 }
 
 // pullWork returns the pull-model ManifestWork of hub Application app in cluster's namespace.

@@ -27,6 +27,41 @@ func TestArgoCDPods(t *testing.T) {
 	skipUnlessRealNodes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
+	f, repoURL := argoCDFleet(ctx, t)
+
+	// Both start at once: most of the time goes into waiting for pods.
+	var hubArgo *fleet.ArgoCD
+	var hubErr error
+	hubDone := make(chan struct{})
+	go func() {
+		defer close(hubDone)
+		hubArgo, hubErr = f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ApplicationSetOnly: true})
+	}()
+	argo := syncGuestbook(ctx, t, f, repoURL, hubDone)
+	installedSettingRestartsTheController(ctx, t, f)
+	stopRemovesThePods(ctx, t, f, argo)
+
+	<-hubDone
+	if hubErr != nil {
+		t.Fatal(hubErr)
+	}
+	err := f.HubClient().Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: fleet.ArgoCDRepoServer}, &appsv1.Deployment{})
+	if err == nil {
+		t.Errorf("hub: ApplicationSetOnly runs a repo-server")
+	}
+	if err := f.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := hubArgo.Stop(); err != nil {
+		t.Errorf("Stop after the fleet's Stop: %v", err)
+	}
+}
+
+// argoCDFleet starts a fleet of one cluster on real nodes with Argo CD's, Redis's and the
+// hello image, and a Git server whose guestbook repository runs hello; it returns the fleet
+// and the repository's URL.
+func argoCDFleet(ctx context.Context, t *testing.T) (*fleet.Fleet, string) {
+	t.Helper()
 	tmp := t.TempDir()
 	argoDir, _, err := fleet.ArgoCDBinaries()
 	if err != nil {
@@ -78,15 +113,14 @@ func TestArgoCDPods(t *testing.T) {
 	if _, err := repo.Commit(nodeapps.GuestbookFiles(hello), "guestbook"); err != nil {
 		t.Fatal(err)
 	}
+	return f, git.URL() + "/" + nodeapps.Guestbook + ".git"
+}
 
-	// Both start at once: most of the time goes into waiting for pods.
-	var hubArgo *fleet.ArgoCD
-	var hubErr error
-	hubDone := make(chan struct{})
-	go func() {
-		defer close(hubDone)
-		hubArgo, hubErr = f.StartArgoCD(ctx, "hub", fleet.ArgoCDOptions{ApplicationSetOnly: true})
-	}()
+// syncGuestbook starts Argo CD on cluster1 and has it sync the guestbook from repoURL until its
+// pod runs. hubDone is waited for before the test fails, so that the hub's Argo CD start is not
+// left behind.
+func syncGuestbook(ctx context.Context, t *testing.T, f *fleet.Fleet, repoURL string, hubDone <-chan struct{}) *fleet.ArgoCD {
+	t.Helper()
 	start := time.Now()
 	argo, err := f.StartArgoCD(ctx, "cluster1", fleet.ArgoCDOptions{ArgoCDCM: map[string]string{"timeout.reconciliation": "20s"}})
 	if err != nil {
@@ -100,7 +134,7 @@ func TestArgoCDPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := nodeapps.GuestbookApp(fleet.ArgoCDNamespace, git.URL()+"/"+nodeapps.Guestbook+".git")
+	app := nodeapps.GuestbookApp(fleet.ArgoCDNamespace, repoURL)
 	if err := c1.Create(ctx, app); err != nil {
 		t.Fatal(err)
 	}
@@ -115,9 +149,17 @@ func TestArgoCDPods(t *testing.T) {
 		return podsRunning(ctx, c1, nodeapps.Guestbook, map[string]string{"app": "guestbook"}) == 1, errors.New("no running guestbook pod")
 	})
 	t.Logf("cluster1: guestbook Synced and Healthy %s after Argo CD was started", time.Since(start).Round(time.Second))
+	return argo
+}
 
-	// On what is installed, a new setting restarts the application-controller, and Stop
-	// deletes nothing.
+// installedSettingRestartsTheController: on what is installed, a new setting restarts the
+// application-controller, and Stop deletes nothing.
+func installedSettingRestartsTheController(ctx context.Context, t *testing.T, f *fleet.Fleet) {
+	t.Helper()
+	c1, err := f.SpokeClient("cluster1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	before := controllerPodUID(ctx, t, c1)
 	installed, err := f.StartArgoCD(ctx, "cluster1", fleet.ArgoCDOptions{Installed: true, ArgoCDCM: map[string]string{"timeout.reconciliation": "25s"}})
 	if err != nil {
@@ -132,7 +174,16 @@ func TestArgoCDPods(t *testing.T) {
 	if podsRunning(ctx, c1, fleet.ArgoCDNamespace, nil) == 0 {
 		t.Errorf("Stop of an Argo CD started with Installed removed its pods")
 	}
+}
 
+// stopRemovesThePods: Stop takes Argo CD's pods away and keeps its settings; a second Stop
+// is harmless.
+func stopRemovesThePods(ctx context.Context, t *testing.T, f *fleet.Fleet, argo *fleet.ArgoCD) {
+	t.Helper()
+	c1, err := f.SpokeClient("cluster1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := argo.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -145,21 +196,6 @@ func TestArgoCDPods(t *testing.T) {
 	}
 	if err := argo.Stop(); err != nil {
 		t.Errorf("a second Stop: %v", err)
-	}
-
-	<-hubDone
-	if hubErr != nil {
-		t.Fatal(hubErr)
-	}
-	err = f.HubClient().Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: fleet.ArgoCDRepoServer}, &appsv1.Deployment{})
-	if err == nil {
-		t.Errorf("hub: ApplicationSetOnly runs a repo-server")
-	}
-	if err := f.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if err := hubArgo.Stop(); err != nil {
-		t.Errorf("Stop after the fleet's Stop: %v", err)
 	}
 }
 

@@ -41,11 +41,18 @@ func TestFleetSmoke(t *testing.T) {
 	t.Logf("fleet up in %s (target with cached binaries: 90s)", f.UpTime.Round(100*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	hub := f.HubClient()
+	checkIdentities(t, f)
+	checkClustersJoined(ctx, t, f)
+	checkPlacementSelectsAll(ctx, t, f)
+	checkWorkLandsOnItsClusterOnly(ctx, t, f)
+	checkStopLeavesNothing(t, f)
+}
 
-	// No component runs as system:masters: OCM's and Kubernetes' own processes authenticate as
-	// the identities a real install gives them. Only the harness's admin kubeconfigs (the
-	// person running the test) carry it.
+// checkIdentities: no component runs as system:masters. OCM's and Kubernetes' own processes
+// authenticate as the identities a real install gives them; only the harness's admin
+// kubeconfigs (the person running the test) carry it.
+func checkIdentities(t *testing.T, f *fleet.Fleet) {
+	t.Helper()
 	ids, err := f.Identities()
 	if err != nil {
 		t.Fatal(err)
@@ -56,8 +63,12 @@ func TestFleetSmoke(t *testing.T) {
 	if len(ids) < 5 {
 		t.Errorf("found only %d kubeconfigs in %s: %v", len(ids), f.Dir(), ids)
 	}
+}
 
-	// Both clusters joined and available.
+// checkClustersJoined: both clusters joined and are available.
+func checkClustersJoined(ctx context.Context, t *testing.T, f *fleet.Fleet) {
+	t.Helper()
+	hub := f.HubClient()
 	for _, name := range f.Clusters() {
 		mc := &clusterv1.ManagedCluster{}
 		if err := hub.Get(ctx, client.ObjectKey{Name: name}, mc); err != nil {
@@ -69,8 +80,12 @@ func TestFleetSmoke(t *testing.T) {
 			}
 		}
 	}
+}
 
-	// A Placement over the cluster set selects both clusters.
+// checkPlacementSelectsAll: a Placement over the cluster set selects both clusters.
+func checkPlacementSelectsAll(ctx context.Context, t *testing.T, f *fleet.Fleet) {
+	t.Helper()
+	hub := f.HubClient()
 	start := time.Now()
 	placement := &clusterv1beta1.Placement{
 		ObjectMeta: metav1.ObjectMeta{Name: "smoke", Namespace: f.BindingNamespace()},
@@ -95,9 +110,14 @@ func TestFleetSmoke(t *testing.T) {
 		return slices.Equal(got, f.Clusters()), nil
 	})
 	t.Logf("placement decided in %s", time.Since(start).Round(100*time.Millisecond))
+}
 
-	// A ManifestWork in cluster1's namespace lands on cluster1's own API server.
-	start = time.Now()
+// checkWorkLandsOnItsClusterOnly: a ManifestWork in cluster1's namespace lands on cluster1's
+// own API server, with status feedback, and not on cluster2.
+func checkWorkLandsOnItsClusterOnly(ctx context.Context, t *testing.T, f *fleet.Fleet) {
+	t.Helper()
+	hub := f.HubClient()
+	start := time.Now()
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: "fleet-smoke", Namespace: "default"},
@@ -158,8 +178,12 @@ func TestFleetSmoke(t *testing.T) {
 	if err := spoke2.Get(ctx, client.ObjectKeyFromObject(cm), &corev1.ConfigMap{}); !apierrors.IsNotFound(err) {
 		t.Errorf("cluster2 should not have the ConfigMap: %v", err)
 	}
+}
 
-	start = time.Now()
+// checkStopLeavesNothing: Stop ends every process of the fleet, and its process group.
+func checkStopLeavesNothing(t *testing.T, f *fleet.Fleet) {
+	t.Helper()
+	start := time.Now()
 	if err := f.Stop(); err != nil {
 		t.Fatal(err)
 	}

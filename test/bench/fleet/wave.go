@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
@@ -72,20 +73,7 @@ func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (took
 	defer func() { w.Stop() }()
 	start := time.Now()
 	created := make(chan error, 1)
-	go func() {
-		created <- fakehub.ParallelN(agentsInFlight, clusters, func(cluster string) error {
-			cs, err := newAgent(cluster)
-			if err != nil {
-				return err
-			}
-			csr, err := testenv.AgentCSR(cluster, cluster, addonName, "open-cluster-management.io/"+addonName)
-			if err != nil {
-				return err
-			}
-			_, err = cs.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
-			return err
-		})
-	}()
+	go func() { created <- askForCertificates(ctx, newAgent, clusters) }()
 	signed := map[string]bool{}
 	deadline := time.After(20 * time.Minute)
 	for len(signed) < len(clusters) {
@@ -98,19 +86,7 @@ func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (took
 			created = nil
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				// The API server drops a watcher that falls behind; catch up with one list
-				// and watch again from there.
-				list, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return 0, 0, err
-				}
-				for i := range list.Items {
-					if len(list.Items[i].Status.Certificate) > 0 {
-						signed[list.Items[i].Name] = true
-					}
-				}
-				if w, err = admin.CertificatesV1().CertificateSigningRequests().Watch(ctx,
-					metav1.ListOptions{TimeoutSeconds: &timeout, ResourceVersion: list.ResourceVersion}); err != nil {
+				if w, err = catchUp(ctx, admin, signed, timeout); err != nil {
 					return 0, 0, err
 				}
 				continue
@@ -132,4 +108,35 @@ func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (took
 		}
 	}
 	return time.Since(start), createdIn, nil
+}
+
+// askForCertificates creates a CSR for every cluster, as the cluster's own registration agent.
+func askForCertificates(ctx context.Context, newAgent func(cluster string) (kubernetes.Interface, error), clusters []string) error {
+	return fakehub.ParallelN(agentsInFlight, clusters, func(cluster string) error {
+		cs, err := newAgent(cluster)
+		if err != nil {
+			return err
+		}
+		csr, err := testenv.AgentCSR(cluster, cluster, addonName, "open-cluster-management.io/"+addonName)
+		if err != nil {
+			return err
+		}
+		_, err = cs.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// catchUp follows a watch the API server dropped (a watcher that falls behind is dropped): one
+// list marks the CSRs signed meanwhile, and a new watch goes on from there.
+func catchUp(ctx context.Context, admin kubernetes.Interface, signed map[string]bool, timeout int64) (watch.Interface, error) {
+	list, err := admin.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if len(list.Items[i].Status.Certificate) > 0 {
+			signed[list.Items[i].Name] = true
+		}
+	}
+	return admin.CertificatesV1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{TimeoutSeconds: &timeout, ResourceVersion: list.ResourceVersion})
 }

@@ -8,7 +8,6 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,10 +23,8 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/selection"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
-	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/recorder"
 )
 
@@ -299,57 +296,6 @@ func (r *Enforcer) setEnforced(ctx context.Context, rev *v1alpha1.AgentRevocatio
 		return nil
 	}
 	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, rev, patch))
-}
-
-// requestRevocations makes the AgentRevocation of every cluster goc lists in
-// spec.revokedClusters and owns (or has records for) on its principal, so that the revocation
-// outlives the list: editing the list, re-creating the GitOpsCluster or another GitOpsCluster
-// taking the cluster over never lifts it. A GitOpsCluster cannot revoke a cluster it does not
-// own, nor one whose ledger has no live owner. It returns an Event for each it made.
-func (v *Revoker) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, rec Records) ([]config.Event, error) {
-	var errs []error
-	var events []config.Event
-	// The principal's own: a revocation elsewhere may be lifted while this list still names
-	// the cluster.
-	for _, c := range sets.List(sets.New(goc.Spec.RevokedClusters...).Difference(rec.RevocationsHere)) {
-		// Only a cluster this GitOpsCluster owns, or has registered: an ownerless ledger (a
-		// cluster that left another GitOpsCluster) belongs to nobody's list.
-		_, hasSecret := rec.Secrets[c]
-		owner, hasLedger := rec.Ledgers[c]
-		ownLedger := hasLedger && owner == ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
-		if !obs.Owned.Has(c) && !hasSecret && !ownLedger {
-			continue
-		}
-		// Records left from before another GitOpsCluster took the cluster over do not make it
-		// this one's: an AgentRevocation holds on every principal, and the new owner's people
-		// could not lift one made here.
-		if !obs.Owned.Has(c) {
-			selectors, err := ownership.SelectorsOf(ctx, v.Client, c)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if len(selectors) > 0 && (selectors[0].Namespace != goc.Namespace || selectors[0].Name != goc.Name) {
-				continue
-			}
-		}
-		rev := &v1alpha1.AgentRevocation{
-			ObjectMeta: metav1.ObjectMeta{Namespace: principalNS, Name: c,
-				Labels:      map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue},
-				Annotations: map[string]string{v1alpha1.AnnotationRequestedBy: goc.Namespace + "/" + goc.Name}},
-			Spec: v1alpha1.AgentRevocationSpec{Reason: fmt.Sprintf("listed in spec.revokedClusters of GitOpsCluster %s/%s", goc.Namespace, goc.Name)},
-		}
-		err := v.Client.Create(ctx, rev)
-		switch {
-		case err == nil:
-			events = append(events, config.Warning("AgentRevocationRequested", "RevokeAgent",
-				"cluster %s is listed in spec.revokedClusters: created AgentRevocation %s/%s, which holds until a person deletes it", c, principalNS, c))
-		case apierrors.IsAlreadyExists(err):
-		default:
-			errs = append(errs, fmt.Errorf("creating the AgentRevocation of cluster %s: %w", c, err))
-		}
-	}
-	return events, errors.Join(errs...)
 }
 
 // deleteRevokedCSRs deletes the requests of cluster that the signer failed as Revoked. OCM's

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,65 +21,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ownership"
 )
-
-// Result is what the revocation phase tells the rest of the reconcile.
-type Result struct {
-	// Requeue is when pending departures are looked at again (zero: none pending).
-	Requeue time.Duration
-	// Paused is the message of a pass the circuit breaker holds back ("" when not paused).
-	Paused string
-	// Pending counts departures not acted on yet.
-	Pending int
-	// Revoked counts clusters of spec.revokedClusters whose agent is cut off.
-	Revoked int
-	// BlocklistKeys and BlocklistBytes measure the principal's blocklist (from the cache);
-	// BlocklistFull is set when certificates could not be blocked for want of room.
-	BlocklistKeys, BlocklistBytes int
-	BlocklistFull                 bool
-	// AwaitingBlock counts clusters unregistered here whose certificates are still to be
-	// blocked: a ledger without a cluster secret, for a cluster this GitOpsCluster does not
-	// own. A pass that does not retry their block (each departure waits its settle period
-	// again) still reports a full blocklist while they wait.
-	AwaitingBlock int
-	// Events are what the pass did that a person must hear of (revocations, requests), for
-	// the caller to emit on the GitOpsCluster.
-	Events []config.Event
-}
-
-// Records are the clusters a GitOpsCluster has an agent record for on its principal.
-type Records struct {
-	// Secrets are its cluster secrets by cluster, each a shallow copy of the cache's object
-	// (read only: its maps are the cache's), so that a revocation can let go of each one as it
-	// is done with it.
-	Secrets map[string]*corev1.Secret
-	// Ledgers are the owners recorded on the ledgers it owns (or that no live GitOpsCluster
-	// owns), by cluster. Only the owner is kept: at 10,000 clusters the ledger objects
-	// themselves would stay in memory through a whole deletion.
-	Ledgers map[string]ledger.Owner
-	// Revoked are the clusters revoked by an AgentRevocation on any principal the manager
-	// serves, or listed in the GitOpsCluster's spec.revokedClusters; Revocations are the first
-	// kind only, and RevocationsHere those of the GitOpsCluster's own principal.
-	Revoked, Revocations, RevocationsHere sets.Set[string]
-}
-
-func (a Records) clusters() sets.Set[string] {
-	out := sets.New[string]()
-	for c := range a.Secrets {
-		out.Insert(c)
-	}
-	for c := range a.Ledgers {
-		out.Insert(c)
-	}
-	return out
-}
-
-// forget drops clusters from the records.
-func (a Records) forget(clusters []string) {
-	for _, c := range clusters {
-		delete(a.Secrets, c)
-		delete(a.Ledgers, c)
-	}
-}
 
 // ReadRecords lists, through the cache, the cluster secrets of goc, the ledgers on its
 // principal that goc owns or that have no live owner, and the revocations on the principal.
@@ -233,6 +175,57 @@ func (v *Revoker) revokeByPerson(ctx context.Context, goc *v1alpha1.GitOpsCluste
 	}
 	res.Revoked = selected
 	return errs
+}
+
+// requestRevocations makes the AgentRevocation of every cluster goc lists in
+// spec.revokedClusters and owns (or has records for) on its principal, so that the revocation
+// outlives the list: editing the list, re-creating the GitOpsCluster or another GitOpsCluster
+// taking the cluster over never lifts it. A GitOpsCluster cannot revoke a cluster it does not
+// own, nor one whose ledger has no live owner. It returns an Event for each it made.
+func (v *Revoker) requestRevocations(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS string, obs *selection.Observation, rec Records) ([]config.Event, error) {
+	var errs []error
+	var events []config.Event
+	// The principal's own: a revocation elsewhere may be lifted while this list still names
+	// the cluster.
+	for _, c := range sets.List(sets.New(goc.Spec.RevokedClusters...).Difference(rec.RevocationsHere)) {
+		// Only a cluster this GitOpsCluster owns, or has registered: an ownerless ledger (a
+		// cluster that left another GitOpsCluster) belongs to nobody's list.
+		_, hasSecret := rec.Secrets[c]
+		owner, hasLedger := rec.Ledgers[c]
+		ownLedger := hasLedger && owner == ledger.Owner{Namespace: goc.Namespace, Name: goc.Name}
+		if !obs.Owned.Has(c) && !hasSecret && !ownLedger {
+			continue
+		}
+		// Records left from before another GitOpsCluster took the cluster over do not make it
+		// this one's: an AgentRevocation holds on every principal, and the new owner's people
+		// could not lift one made here.
+		if !obs.Owned.Has(c) {
+			selectors, err := ownership.SelectorsOf(ctx, v.Client, c)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if len(selectors) > 0 && (selectors[0].Namespace != goc.Namespace || selectors[0].Name != goc.Name) {
+				continue
+			}
+		}
+		rev := &v1alpha1.AgentRevocation{
+			ObjectMeta: metav1.ObjectMeta{Namespace: principalNS, Name: c,
+				Labels:      map[string]string{v1alpha1.LabelManagedBy: v1alpha1.ManagedByValue},
+				Annotations: map[string]string{v1alpha1.AnnotationRequestedBy: goc.Namespace + "/" + goc.Name}},
+			Spec: v1alpha1.AgentRevocationSpec{Reason: fmt.Sprintf("listed in spec.revokedClusters of GitOpsCluster %s/%s", goc.Namespace, goc.Name)},
+		}
+		err := v.Client.Create(ctx, rev)
+		switch {
+		case err == nil:
+			events = append(events, config.Warning("AgentRevocationRequested", "RevokeAgent",
+				"cluster %s is listed in spec.revokedClusters: created AgentRevocation %s/%s, which holds until a person deletes it", c, principalNS, c))
+		case apierrors.IsAlreadyExists(err):
+		default:
+			errs = append(errs, fmt.Errorf("creating the AgentRevocation of cluster %s: %w", c, err))
+		}
+	}
+	return events, errors.Join(errs...)
 }
 
 // blocklistRoom measures the principal's blocklist, from the cache, for BlocklistHasRoom.

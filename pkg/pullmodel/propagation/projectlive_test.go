@@ -60,6 +60,9 @@ func (b behind) List(ctx context.Context, list client.ObjectList, opts ...client
 // created just now. The project's ManifestWork stays: the deletion is confirmed by a live read
 // first. Once that Application is gone too, the ManifestWork goes.
 func TestProjectWorkKeptForAnApplicationTheCacheHasNotSeen(t *testing.T) {
+	// An API server of its own, not the package's Suite: the manager running there would deliver
+	// this Application and keep the project's ManifestWork itself, while this test makes each
+	// pass of the project controller and reads what that one pass did.
 	env := testenv.StartForTest(t, testenv.Options{WithArgoCD: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -1,4 +1,4 @@
-package pullmodel_test
+package propagation_test
 
 import (
 	"context"
@@ -18,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
 // counter sums the series of a counter of the controller-runtime registry whose labels include
@@ -63,7 +65,7 @@ func watchAppWorkWrites(t *testing.T) *appWorkWriteCounter {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: k8s.Scheme()})
+	wc, err := client.NewWithWatch(s.Config, client.Options{Scheme: s.Client.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +122,7 @@ func (c *appWorkWriteCounter) count() int {
 // should be (here woken by the namespace's ManagedClusterSetBinding) count nothing.
 func TestDeliveriesCountWritesNotPasses(t *testing.T) {
 	const cluster = "deliveries-metric1"
-	createCluster(t, cluster, true)
+	s.CreateCluster(t, cluster, true)
 	waitQuiet(t)
 	writes := watchAppWorkWrites(t)
 	delivered := map[string]string{"result": propagation.ResultDelivered}
@@ -128,43 +130,43 @@ func TestDeliveriesCountWritesNotPasses(t *testing.T) {
 	passesOf := map[string]string{"controller": "pullmodel-propagation"}
 	d0, r0, p0 := counter(t, propagation.MetricDeliveries, delivered), counter(t, propagation.MetricDeliveries, missingCluster), counter(t, "controller_runtime_reconcile_total", passesOf)
 
-	create(t, newApp("deliveries-a", cluster))
-	app := getApp(t, "deliveries-a")
+	s.Create(t, pulltest.NewApp("deliveries-a", cluster))
+	app := s.GetApp(t, "deliveries-a")
 	waitDelivered(t, app.GetName(), cluster)
-	noCluster := newApp("deliveries-nocluster", cluster)
+	noCluster := pulltest.NewApp("deliveries-nocluster", cluster)
 	noCluster.SetAnnotations(map[string]string{pullmodel.AnnotationSkipReconcile: "true"})
-	create(t, noCluster)
-	waitRefusedIn(t, argoNS, noCluster.GetName(), propagation.ReasonMissingCluster)
+	s.Create(t, noCluster)
+	waitRefusedIn(t, pulltest.ArgoNS, noCluster.GetName(), propagation.ReasonMissingCluster)
 
 	// Passes over both Applications that change nothing.
 	for i := range 3 {
 		before := counter(t, "controller_runtime_reconcile_total", passesOf)
 		binding := &clusterv1beta2.ManagedClusterSetBinding{}
-		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: argoNS, Name: testSet}, binding); err != nil {
+		if err := s.Client.Get(context.Background(), client.ObjectKey{Namespace: pulltest.ArgoNS, Name: pulltest.ClusterSet}, binding); err != nil {
 			t.Fatal(err)
 		}
 		patch := fmt.Sprintf(`{"metadata":{"labels":{"test.example.com/touched":"%d"}}}`, i)
-		if err := k8s.Patch(context.Background(), binding, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+		if err := s.Client.Patch(context.Background(), binding, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "passes over the namespace's Applications", 30*time.Second, func(context.Context) (bool, string) {
+		poll.UntilState(t, "passes over the namespace's Applications", 30*time.Second, func(context.Context) (bool, string) {
 			n := counter(t, "controller_runtime_reconcile_total", passesOf) - before
 			return n >= 2, fmt.Sprint(n, " passes")
 		})
 	}
 
 	// A change the cluster must get: the ManifestWork is updated.
-	if err := k8s.Patch(context.Background(), app, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"source":{"targetRevision":"v2"}}}`))); err != nil {
+	if err := s.Client.Patch(context.Background(), app, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"source":{"targetRevision":"v2"}}}`))); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the new revision in the ManifestWork", 30*time.Second, func(context.Context) (bool, string) {
-		rev, _, _ := unstructured.NestedString(payload(t, waitWork(t, app, cluster)).Object, "spec", "source", "targetRevision")
+	poll.UntilState(t, "the new revision in the ManifestWork", 30*time.Second, func(context.Context) (bool, string) {
+		rev, _, _ := unstructured.NestedString(payload(t, s.WaitWork(t, app, cluster)).Object, "spec", "source", "targetRevision")
 		return rev == "v2", rev
 	})
 	waitQuiet(t)
 
 	var d, r, p float64
-	eventually(t, "every ManifestWork write counted once", 30*time.Second, func(context.Context) (bool, string) {
+	poll.UntilState(t, "every ManifestWork write counted once", 30*time.Second, func(context.Context) (bool, string) {
 		d = counter(t, propagation.MetricDeliveries, delivered) - d0
 		return int(d) == writes.count(), fmt.Sprintf("deliveries +%v, Applications' ManifestWork writes %d", d, writes.count())
 	})

@@ -1,4 +1,4 @@
-package pullmodel_test
+package pulltest
 
 import (
 	"context"
@@ -21,12 +21,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 )
 
-// labelProjectWork marks the pull model's ManifestWorks that carry an AppProject alone; the
-// agent lists only those in the shared suite (the test Applications' own ManifestWorks get
-// their status from each test).
-const labelProjectWork = "apps.open-cluster-management.io/appproject-work"
-
-// workAgent plays OCM's work agent (v1.2.1) for the AppProjects the pull model delivers. For
+// WorkAgent plays OCM's work agent (v1.2.1) for the AppProjects the pull model delivers. For
 // every ManifestWork that carries AppProjects and no Application it reports them applied, as
 // the agent does once it has applied them (the work's and each manifest's Applied condition).
 // On the clusters it has a spoke for, it also applies the AppProjects of every pull-model
@@ -35,13 +30,13 @@ const labelProjectWork = "apps.open-cluster-management.io/appproject-work"
 // one it no longer carries, or that of a deleted ManifestWork, is deleted only when that
 // ManifestWork owned it and no other does; an orphaned one is never deleted. Ownership is kept in
 // an annotation rather than owner references, which only a garbage collector would read.
-type workAgent struct {
+type WorkAgent struct {
 	c client.Client
-	// spokes are the clusters whose AppProjects are applied, into namespace spokeNamespace.
+	// spokes are the clusters whose AppProjects are applied, into namespace SpokeNamespace.
 	spokes map[string]bool
 	// down are clusters whose agent does not run (nothing is applied or reported there).
 	down sync.Map
-	// paused stops every write while set (a benchmark measures the manager's writes alone).
+	// paused stops every write while set.
 	paused atomic.Bool
 
 	mu sync.Mutex
@@ -60,9 +55,10 @@ const ownersAnnotation = "test.pullmodel/owners"
 // workCleanupFinalizer is the finalizer OCM's work agent puts on the ManifestWorks it applies.
 const workCleanupFinalizer = "cluster.open-cluster-management.io/manifest-work-cleanup"
 
-// startWorkAgent runs a work agent against c until ctx ends.
-func startWorkAgent(ctx context.Context, c client.Client, spokes ...string) *workAgent {
-	a := &workAgent{c: c, spokes: map[string]bool{}, applied: map[string]map[spokeRef]bool{}}
+// StartWorkAgent runs a work agent against c until ctx ends, with a spoke for each cluster of
+// spokes. The Applications' own ManifestWorks get their status from each test (SetFeedback).
+func StartWorkAgent(ctx context.Context, c client.Client, spokes ...string) *WorkAgent {
+	a := &WorkAgent{c: c, spokes: map[string]bool{}, applied: map[string]map[spokeRef]bool{}}
 	for _, s := range spokes {
 		a.spokes[s] = true
 	}
@@ -80,12 +76,12 @@ func startWorkAgent(ctx context.Context, c client.Client, spokes ...string) *wor
 	return a
 }
 
-// spokeNamespace is where the agent of cluster puts what a ManifestWork places in namespace:
+// SpokeNamespace is where the agent of cluster puts what a ManifestWork places in namespace:
 // the test's API server stands in for every cluster.
-func spokeNamespace(cluster, namespace string) string { return cluster + "--" + namespace }
+func SpokeNamespace(cluster, namespace string) string { return cluster + "--" + namespace }
 
-// setDown stops (or restarts) the agent of cluster.
-func (a *workAgent) setDown(cluster string, down bool) {
+// SetDown stops (or restarts) the agent of cluster.
+func (a *WorkAgent) SetDown(cluster string, down bool) {
 	if down {
 		a.down.Store(cluster, true)
 	} else {
@@ -93,16 +89,20 @@ func (a *workAgent) setDown(cluster string, down bool) {
 	}
 }
 
-// deletions returns the spoke objects the agent deleted so far.
-func (a *workAgent) deletions() []string {
+// Deletions returns the spoke objects the agent deleted so far.
+func (a *WorkAgent) Deletions() []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.deleted)
 }
 
-func (a *workAgent) round(ctx context.Context) error {
+// SetPaused stops every write of the agent while paused, so that a benchmark measures the
+// manager's writes alone.
+func (a *WorkAgent) SetPaused(paused bool) { a.paused.Store(paused) }
+
+func (a *WorkAgent) round(ctx context.Context) error {
 	list := &workv1.ManifestWorkList{}
-	if err := a.c.List(ctx, list, client.HasLabels{labelProjectWork}); err != nil {
+	if err := a.c.List(ctx, list, client.HasLabels{pullmodel.LabelProjectWork}); err != nil {
 		return err
 	}
 	for s := range a.spokes {
@@ -129,7 +129,7 @@ func (a *workAgent) round(ctx context.Context) error {
 				continue
 			}
 		}
-		if projects, apps := manifestKinds(w); len(projects) > 0 && apps == 0 {
+		if projects, apps := ManifestKinds(w); len(projects) > 0 && apps == 0 {
 			if err := a.reportApplied(ctx, w, projects); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
 				return err
 			}
@@ -138,8 +138,8 @@ func (a *workAgent) round(ctx context.Context) error {
 	return nil
 }
 
-// manifestKinds returns the AppProjects a ManifestWork carries, and how many Applications.
-func manifestKinds(w *workv1.ManifestWork) ([]*unstructured.Unstructured, int) {
+// ManifestKinds returns the AppProjects a ManifestWork carries, and how many Applications.
+func ManifestKinds(w *workv1.ManifestWork) ([]*unstructured.Unstructured, int) {
 	var projects []*unstructured.Unstructured
 	apps := 0
 	for _, m := range w.Spec.Workload.Manifests {
@@ -159,7 +159,7 @@ func manifestKinds(w *workv1.ManifestWork) ([]*unstructured.Unstructured, int) {
 
 // reportApplied writes the status OCM's agent writes once it has applied every manifest,
 // unless the ManifestWork already shows it for its generation.
-func (a *workAgent) reportApplied(ctx context.Context, w *workv1.ManifestWork, projects []*unstructured.Unstructured) error {
+func (a *WorkAgent) reportApplied(ctx context.Context, w *workv1.ManifestWork, projects []*unstructured.Unstructured) error {
 	if c := apimeta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied); c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == w.Generation &&
 		len(w.Status.ResourceStatus.Manifests) == len(projects) {
 		return nil
@@ -179,7 +179,7 @@ func (a *workAgent) reportApplied(ctx context.Context, w *workv1.ManifestWork, p
 
 // applySpoke applies a ManifestWork's AppProjects on its cluster, removes those it no longer
 // carries, and, once it is deleted, what it owned, then lets it go.
-func (a *workAgent) applySpoke(ctx context.Context, w *workv1.ManifestWork) error {
+func (a *WorkAgent) applySpoke(ctx context.Context, w *workv1.ManifestWork) error {
 	uid := string(w.UID)
 	if w.DeletionTimestamp != nil {
 		if !slices.Contains(w.Finalizers, workCleanupFinalizer) {
@@ -206,12 +206,12 @@ func (a *workAgent) applySpoke(ctx context.Context, w *workv1.ManifestWork) erro
 		// The agent applies nothing until its finalizer is on (OCM's add-finalizer controller).
 		return client.IgnoreNotFound(a.c.Update(ctx, upd))
 	}
-	projects, _ := manifestKinds(w)
+	projects, _ := ManifestKinds(w)
 	now := map[spokeRef]bool{}
 	for _, p := range projects {
 		ref := spokeRef{w.Namespace, p.GetNamespace(), p.GetName()}
 		now[ref] = true
-		if err := a.apply(ctx, ref, p, uid, ownedByTheWork(w, p)); err != nil {
+		if err := a.apply(ctx, ref, p, uid, OwnedByTheWork(w, p)); err != nil {
 			return err
 		}
 	}
@@ -229,8 +229,8 @@ func (a *workAgent) applySpoke(ctx context.Context, w *workv1.ManifestWork) erro
 	return nil
 }
 
-// ownedByTheWork is OCM's rule: a manifest is owned unless the delete option orphans it.
-func ownedByTheWork(w *workv1.ManifestWork, p *unstructured.Unstructured) bool {
+// OwnedByTheWork is OCM's rule: a manifest is owned unless the delete option orphans it.
+func OwnedByTheWork(w *workv1.ManifestWork, p *unstructured.Unstructured) bool {
 	o := w.Spec.DeleteOption
 	switch {
 	case o == nil || o.PropagationPolicy == workv1.DeletePropagationPolicyTypeForeground:
@@ -271,8 +271,8 @@ func setOwners(u *unstructured.Unstructured, uids []string) {
 
 // apply creates or updates the AppProject on the spoke (the ManifestWork's copy wins, as with a
 // forced server-side apply), owned by the ManifestWork or not.
-func (a *workAgent) apply(ctx context.Context, ref spokeRef, p *unstructured.Unstructured, uid string, owned bool) error {
-	ns := spokeNamespace(ref.cluster, ref.namespace)
+func (a *WorkAgent) apply(ctx context.Context, ref spokeRef, p *unstructured.Unstructured, uid string, owned bool) error {
+	ns := SpokeNamespace(ref.cluster, ref.namespace)
 	if err := a.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
@@ -313,8 +313,8 @@ func (a *workAgent) apply(ctx context.Context, ref spokeRef, p *unstructured.Uns
 }
 
 // release is OCM's DeleteAppliedResources for one object a ManifestWork no longer applies.
-func (a *workAgent) release(ctx context.Context, ref spokeRef, uid string) error {
-	ns := spokeNamespace(ref.cluster, ref.namespace)
+func (a *WorkAgent) release(ctx context.Context, ref spokeRef, uid string) error {
+	ns := SpokeNamespace(ref.cluster, ref.namespace)
 	cur := &unstructured.Unstructured{}
 	cur.SetGroupVersionKind(pullmodel.AppProjectGVK)
 	if err := a.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: ref.name}, cur); err != nil {

@@ -1,4 +1,4 @@
-package pullmodel_test
+package propagation_test
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
 // spokePlaces are the namespaces a ManifestWork puts its Application and the Application's
@@ -25,7 +27,7 @@ func spokePlaces(t *testing.T, w *workv1.ManifestWork) (app, project, feedback s
 	app = spoke.GetNamespace()
 	name, _, _ := unstructured.NestedString(spoke.Object, "spec", "project")
 	pw := &workv1.ManifestWork{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: propagation.ProjectWorkName(name)}, pw); err == nil && len(pw.Spec.Workload.Manifests) == 1 {
+	if err := s.Client.Get(context.Background(), client.ObjectKey{Namespace: w.Namespace, Name: propagation.ProjectWorkName(name)}, pw); err == nil && len(pw.Spec.Workload.Manifests) == 1 {
 		p := &unstructured.Unstructured{}
 		if err := json.Unmarshal(pw.Spec.Workload.Manifests[0].Raw, &p.Object); err != nil {
 			t.Fatal(err)
@@ -48,14 +50,14 @@ func spokePlaces(t *testing.T, w *workv1.ManifestWork) (app, project, feedback s
 // Application stays where it is and the hub Application says why.
 func TestMixedFleetSpokeNamespaces(t *testing.T) {
 	ctx := context.Background()
-	create(t, appProject(argoNS, "mixed", nil))
-	createCluster(t, "mix-ocp", true)
-	createCluster(t, "mix-plain", true)
-	createCluster(t, "mix-bad", true)
+	s.Create(t, pulltest.AppProject(pulltest.ArgoNS, "mixed", nil))
+	s.CreateCluster(t, "mix-ocp", true)
+	s.CreateCluster(t, "mix-plain", true)
+	s.CreateCluster(t, "mix-bad", true)
 	label := func(cluster, value string) {
 		t.Helper()
 		mc := &clusterv1.ManagedCluster{}
-		if err := k8s.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
+		if err := s.Client.Get(ctx, client.ObjectKey{Name: cluster}, mc); err != nil {
 			t.Fatal(err)
 		}
 		if value == "" {
@@ -63,7 +65,7 @@ func TestMixedFleetSpokeNamespaces(t *testing.T) {
 		} else {
 			mc.Labels[propagation.LabelSpokeNamespace] = value
 		}
-		if err := k8s.Update(ctx, mc); err != nil {
+		if err := s.Client.Update(ctx, mc); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -71,14 +73,14 @@ func TestMixedFleetSpokeNamespaces(t *testing.T) {
 	label("mix-bad", "Not_A_Namespace")
 
 	newMixed := func(name, cluster string) *unstructured.Unstructured {
-		app := newApp(name, cluster)
+		app := pulltest.NewApp(name, cluster)
 		_ = unstructured.SetNestedField(app.Object, "mixed", "spec", "project")
-		create(t, app)
-		return getApp(t, name)
+		s.Create(t, app)
+		return s.GetApp(t, name)
 	}
-	for cluster, want := range map[string]string{"mix-ocp": "openshift-gitops", "mix-plain": argoNS} {
+	for cluster, want := range map[string]string{"mix-ocp": "openshift-gitops", "mix-plain": pulltest.ArgoNS} {
 		app := newMixed("mix-app-"+cluster, cluster)
-		w := waitWork(t, app, cluster)
+		w := s.WaitWork(t, app, cluster)
 		a, p, f := spokePlaces(t, w)
 		if a != want || p != want || f != want {
 			t.Errorf("cluster %s: Application in %q, AppProject in %q, feedback from %q; want all in %q", cluster, a, p, f, want)
@@ -86,37 +88,37 @@ func TestMixedFleetSpokeNamespaces(t *testing.T) {
 	}
 
 	// The Application's author cannot pick another cluster's namespace.
-	asks := newApp("mix-asks", "mix-ocp")
-	asks.SetAnnotations(mergeMap(asks.GetAnnotations(), map[string]string{pullmodel.AnnotationAppNamespace: argoNS}))
-	create(t, asks)
+	asks := pulltest.NewApp("mix-asks", "mix-ocp")
+	asks.SetAnnotations(mergeMap(asks.GetAnnotations(), map[string]string{pullmodel.AnnotationAppNamespace: pulltest.ArgoNS}))
+	s.Create(t, asks)
 	waitRefused(t, asks, "mix-ocp", propagation.ReasonSpokeNamespaceNotAllowed)
 
 	bad := newMixed("mix-app-bad", "mix-bad")
 	waitRefused(t, bad, "mix-bad", propagation.ReasonBadSpokeNamespace)
 	label("mix-bad", "gitops")
 	waitDelivered(t, bad.GetName(), "mix-bad")
-	if a, p, f := spokePlaces(t, waitWork(t, bad, "mix-bad")); a != "gitops" || p != "gitops" || f != "gitops" {
+	if a, p, f := spokePlaces(t, s.WaitWork(t, bad, "mix-bad")); a != "gitops" || p != "gitops" || f != "gitops" {
 		t.Errorf("after the fix: Application in %q, AppProject in %q, feedback from %q; want gitops", a, p, f)
 	}
 
 	// A new label for a cluster with deliveries: the delivered Application stays in the old
 	// namespace (moving it would delete its workload) and the hub Application says so.
 	label("mix-ocp", "gitops-2")
-	moved := getApp(t, "mix-app-mix-ocp")
-	waitRefusedIn(t, argoNS, moved.GetName(), propagation.ReasonSpokePlaceChanged)
-	w := waitWork(t, moved, "mix-ocp")
+	moved := s.GetApp(t, "mix-app-mix-ocp")
+	waitRefusedIn(t, pulltest.ArgoNS, moved.GetName(), propagation.ReasonSpokePlaceChanged)
+	w := s.WaitWork(t, moved, "mix-ocp")
 	if a, _, f := spokePlaces(t, w); a != "openshift-gitops" || f != "openshift-gitops" {
 		t.Errorf("after the label changed: Application in %q, feedback from %q; want it left in openshift-gitops", a, f)
 	}
 	// A new Application for that cluster goes to the new namespace.
 	fresh := newMixed("mix-app-fresh", "mix-ocp")
-	if a, _, _ := spokePlaces(t, waitWork(t, fresh, "mix-ocp")); a != "gitops-2" {
+	if a, _, _ := spokePlaces(t, s.WaitWork(t, fresh, "mix-ocp")); a != "gitops-2" {
 		t.Errorf("new Application after the label changed is in %q, want gitops-2", a)
 	}
 	// Back to the old value: the first one is delivered again, where it was.
 	label("mix-ocp", "openshift-gitops")
-	eventually(t, "condition cleared after the label came back", 10*time.Second, func(ctx context.Context) (bool, string) {
-		msg, ok := pullmodel.DeliveryCondition(getApp(t, moved.GetName()))
+	poll.UntilState(t, "condition cleared after the label came back", 10*time.Second, func(ctx context.Context) (bool, string) {
+		msg, ok := pullmodel.DeliveryCondition(s.GetApp(t, moved.GetName()))
 		return !ok, fmt.Sprint(msg)
 	})
 }

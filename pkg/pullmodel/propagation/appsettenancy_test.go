@@ -1,4 +1,4 @@
-package pullmodel_test
+package propagation_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 )
 
@@ -17,24 +18,24 @@ import (
 // one for another cluster with ClusterNotBound, writing nothing to that cluster.
 func TestApplicationSetMembersReachOnlyBoundClusters(t *testing.T) {
 	tenantSetup(t)
-	createCluster(t, "appset-elsewhere", true) // in the set bound to the hub Argo CD namespace only
-	set := newAppSetIn(t, tenantNS, "tenant-generated", tenantNS)
+	s.CreateCluster(t, "appset-elsewhere", true) // in the set bound to the hub Argo CD namespace only
+	set := s.NewAppSetIn(t, pulltest.TenantNS, "tenant-generated", pulltest.TenantNS)
 	owned := []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: set.GetName(), UID: set.GetUID()}}
 
 	bound := tenantApp("generated-bound", "tenant-a-c1")
 	bound.SetOwnerReferences(owned)
-	create(t, bound)
+	s.Create(t, bound)
 	unbound := tenantApp("generated-elsewhere", "appset-elsewhere")
 	unbound.SetOwnerReferences(owned)
-	create(t, unbound)
+	s.Create(t, unbound)
 
-	waitWork(t, getAppIn(t, tenantNS, bound.GetName()), "tenant-a-c1")
-	waitRefusedIn(t, tenantNS, unbound.GetName(), propagation.ReasonClusterNotBound)
-	if got := worksOf(t, tenantNS, unbound.GetName()); len(got) != 0 {
+	s.WaitWork(t, getAppIn(t, pulltest.TenantNS, bound.GetName()), "tenant-a-c1")
+	waitRefusedIn(t, pulltest.TenantNS, unbound.GetName(), propagation.ReasonClusterNotBound)
+	if got := worksOf(t, pulltest.TenantNS, unbound.GetName()); len(got) != 0 {
 		t.Errorf("the member for an unbound cluster was delivered: %s/%s", got[0].Namespace, got[0].Name)
 	}
 	list := &workv1.ManifestWorkList{}
-	if err := k8s.List(context.Background(), list, client.InNamespace("appset-elsewhere")); err != nil {
+	if err := s.Client.List(context.Background(), list, client.InNamespace("appset-elsewhere")); err != nil {
 		t.Fatal(err)
 	}
 	if len(list.Items) != 0 {

@@ -1,8 +1,9 @@
-package pullmodel_test
+package propagation_test
 
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -18,15 +19,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // appIn returns a hub Application of the hub Argo CD namespace for cluster that names project.
 func appIn(name, cluster, project string) *unstructured.Unstructured {
-	app := newApp(name, cluster)
+	app := pulltest.NewApp(name, cluster)
 	_ = unstructured.SetNestedField(app.Object, project, "spec", "project")
 	return app
 }
@@ -42,7 +45,7 @@ func writeProjectFailure(t *testing.T, key client.ObjectKey, message string) {
 	t.Helper()
 	ctx := context.Background()
 	w := &workv1.ManifestWork{}
-	if err := k8s.Get(ctx, key, w); err != nil {
+	if err := s.Client.Get(ctx, key, w); err != nil {
 		t.Fatal(err)
 	}
 	ns, _, _ := unstructured.NestedString(payloadObject(t, w.Spec.Workload.Manifests[0].Raw), "metadata", "namespace")
@@ -51,7 +54,7 @@ func writeProjectFailure(t *testing.T, key client.ObjectKey, message string) {
 		ResourceMeta: workv1.ManifestResourceMeta{Group: "argoproj.io", Version: "v1alpha1", Kind: "AppProject", Resource: "appprojects", Namespace: ns, Name: w.Annotations[pullmodel.AnnotationHubProject]},
 		Conditions:   []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionFalse, Reason: "AppliedManifestFailed", Message: message, LastTransitionTime: metav1.Now()}},
 	}}
-	if err := k8s.Status().Update(ctx, w); err != nil {
+	if err := s.Client.Status().Update(ctx, w); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -59,7 +62,7 @@ func writeProjectFailure(t *testing.T, key client.ObjectKey, message string) {
 func payloadObject(t *testing.T, raw []byte) map[string]any {
 	t.Helper()
 	var m map[string]any
-	if err := jsonUnmarshal(raw, &m); err != nil {
+	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
 	return m
@@ -72,57 +75,57 @@ func payloadObject(t *testing.T, raw []byte) map[string]any {
 // delivered. A later failure to apply an edit of the project shows as OCMApplyError.
 func TestNewApplicationWaitsForItsProject(t *testing.T) {
 	const cluster, project = "wait-project1", "wait-project"
-	create(t, appProject(argoNS, project, nil))
-	createCluster(t, cluster, true)
-	agent.setDown(cluster, true)
-	t.Cleanup(func() { agent.setDown(cluster, false) })
-	create(t, appIn("waits", cluster, project))
-	app := getApp(t, "waits")
+	s.Create(t, pulltest.AppProject(pulltest.ArgoNS, project, nil))
+	s.CreateCluster(t, cluster, true)
+	s.Agent.SetDown(cluster, true)
+	t.Cleanup(func() { s.Agent.SetDown(cluster, false) })
+	s.Create(t, appIn("waits", cluster, project))
+	app := s.GetApp(t, "waits")
 	key := client.ObjectKey{Namespace: cluster, Name: propagation.ProjectWorkName(project)}
 	appWork := client.ObjectKey{Namespace: cluster, Name: pullmodel.WorkName(app.GetName(), string(app.GetUID()))}
-	eventually(t, "the project's ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
-		return workExists(ctx, k8s, key), "not yet"
+	poll.UntilState(t, "the project's ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
+		return workExists(ctx, s.Client, key), "not yet"
 	})
 	// The pass that says the Application waits is the one that held it back.
-	eventually(t, "WaitingForProject on the Application", 10*time.Second, func(ctx context.Context) (bool, string) {
-		msg, _ := pullmodel.DeliveryCondition(getApp(t, app.GetName()))
+	poll.UntilState(t, "WaitingForProject on the Application", 10*time.Second, func(ctx context.Context) (bool, string) {
+		msg, _ := pullmodel.DeliveryCondition(s.GetApp(t, app.GetName()))
 		return strings.HasPrefix(msg, propagation.ReasonWaitingForProject+": "), msg
 	})
-	if workExists(context.Background(), k8s, appWork) {
+	if workExists(context.Background(), s.Client, appWork) {
 		t.Fatal("the Application's ManifestWork was written before its project was applied")
 	}
 
 	writeProjectFailure(t, key, `appprojects.argoproj.io "wait-project" is forbidden: User "system:serviceaccount:open-cluster-management-agent:klusterlet-work-sa" cannot create resource "appprojects"`)
-	waitRefusedIn(t, argoNS, app.GetName(), propagation.ReasonProjectNotApplied)
-	if workExists(context.Background(), k8s, appWork) {
+	waitRefusedIn(t, pulltest.ArgoNS, app.GetName(), propagation.ReasonProjectNotApplied)
+	if workExists(context.Background(), s.Client, appWork) {
 		t.Fatal("the Application's ManifestWork exists although its project could not be applied")
 	}
 
-	agent.setDown(cluster, false)
+	s.Agent.SetDown(cluster, false)
 	waitDelivered(t, app.GetName(), cluster)
 
 	// An edit of the project the work agent cannot apply: the delivered Application says so.
-	agent.setDown(cluster, true)
+	s.Agent.SetDown(cluster, true)
 	editProject(t, project, "cannot be applied")
-	eventually(t, "the edit in the project's ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the edit in the project's ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
 		ok, why := projectEverywhere(ctx, []string{cluster}, project, "cannot be applied")
 		return ok, why
 	})
 	writeProjectFailure(t, key, "the AppProject admission webhook denied the request")
 	applyError := func(ctx context.Context) string {
-		for _, c := range pullmodel.Conditions(getApp(t, app.GetName())) {
+		for _, c := range pullmodel.Conditions(s.GetApp(t, app.GetName())) {
 			if m, _ := c.(map[string]any); m["type"] == pullmodel.ConditionApplyError {
 				return fmt.Sprint(m["message"])
 			}
 		}
 		return ""
 	}
-	eventually(t, "OCMApplyError on the Application", 10*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "OCMApplyError on the Application", 10*time.Second, func(ctx context.Context) (bool, string) {
 		msg := applyError(ctx)
 		return strings.Contains(msg, "its AppProject "+project+": the AppProject admission webhook denied the request"), msg
 	})
-	agent.setDown(cluster, false)
-	eventually(t, "OCMApplyError gone once the work agent applied it", 10*time.Second, func(ctx context.Context) (bool, string) {
+	s.Agent.SetDown(cluster, false)
+	poll.UntilState(t, "OCMApplyError gone once the work agent applied it", 10*time.Second, func(ctx context.Context) (bool, string) {
 		msg := applyError(ctx)
 		return msg == "", msg
 	})
@@ -134,61 +137,61 @@ func TestNewApplicationWaitsForItsProject(t *testing.T) {
 // cluster as it was: the work agent, applying under OCM's ownership rules, never deletes it.
 func TestLastApplicationRemovesProjectWork(t *testing.T) {
 	const cluster, project = "last-project1", "last-project"
-	create(t, appProject(argoNS, project, nil))
-	createCluster(t, cluster, true)
+	s.Create(t, pulltest.AppProject(pulltest.ArgoNS, project, nil))
+	s.CreateCluster(t, cluster, true)
 	// This cluster's work agent applies the AppProjects too.
-	agent.setDown(cluster, true)
+	s.Agent.SetDown(cluster, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	spoke := startWorkAgent(ctx, k8s, cluster)
+	spoke := pulltest.StartWorkAgent(ctx, s.Client, cluster)
 	for _, n := range []string{"last-a", "last-b", "last-c"} {
-		create(t, appIn(n, cluster, project))
+		s.Create(t, appIn(n, cluster, project))
 	}
 	for _, n := range []string{"last-a", "last-b", "last-c"} {
-		waitWork(t, getApp(t, n), cluster)
+		s.WaitWork(t, s.GetApp(t, n), cluster)
 	}
 	key := client.ObjectKey{Namespace: cluster, Name: propagation.ProjectWorkName(project)}
 	onCluster := pullmodel.NewApplication()
 	onCluster.SetKind("AppProject")
-	eventually(t, "the AppProject on the cluster", 10*time.Second, func(ctx context.Context) (bool, string) {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: spokeNamespace(cluster, argoNS), Name: project}, onCluster)
+	poll.UntilState(t, "the AppProject on the cluster", 10*time.Second, func(ctx context.Context) (bool, string) {
+		err := s.Client.Get(ctx, client.ObjectKey{Namespace: pulltest.SpokeNamespace(cluster, pulltest.ArgoNS), Name: project}, onCluster)
 		return err == nil, fmt.Sprint(err)
 	})
 	uid := onCluster.GetUID()
 
-	a := getApp(t, "last-a")
-	if err := k8s.Delete(context.Background(), a); err != nil {
+	a := s.GetApp(t, "last-a")
+	if err := s.Client.Delete(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
-	workGone(t, "last-a's ManifestWork gone", "last-a")
-	b := getApp(t, "last-b")
-	if err := k8s.Patch(context.Background(), b, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"project":"default"}}`))); err != nil {
+	s.WorkGone(t, "last-a's ManifestWork gone", "last-a")
+	b := s.GetApp(t, "last-b")
+	if err := s.Client.Patch(context.Background(), b, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"project":"default"}}`))); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "last-b delivered under the default project", 10*time.Second, func(ctx context.Context) (bool, string) {
-		w := waitWork(t, b, cluster)
+	poll.UntilState(t, "last-b delivered under the default project", 10*time.Second, func(ctx context.Context) (bool, string) {
+		w := s.WaitWork(t, b, cluster)
 		return payloadProjectOf(t, w) == "default", payloadProjectOf(t, w)
 	})
 	// An edit made after last-b moved reaches the cluster only through a pass that saw the move
 	// and kept the project's ManifestWork for last-c.
 	editProject(t, project, "after last-b moved")
-	eventually(t, "the project's ManifestWork kept, and current, while last-c still names the project", 10*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the project's ManifestWork kept, and current, while last-c still names the project", 10*time.Second, func(ctx context.Context) (bool, string) {
 		return projectEverywhere(ctx, []string{cluster}, project, "after last-b moved")
 	})
 
-	c := getApp(t, "last-c")
-	if err := k8s.Patch(context.Background(), c, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/labels/apps.open-cluster-management.io~1pull-to-ocm-managed-cluster"}]`))); err != nil {
+	c := s.GetApp(t, "last-c")
+	if err := s.Client.Patch(context.Background(), c, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/labels/apps.open-cluster-management.io~1pull-to-ocm-managed-cluster"}]`))); err != nil {
 		t.Fatal(err)
 	}
-	workGone(t, "last-c's ManifestWork gone", "last-c")
-	eventually(t, "the project's ManifestWork gone with the last Application naming it", 10*time.Second, func(ctx context.Context) (bool, string) {
-		return !workExists(ctx, k8s, key), "still there"
+	s.WorkGone(t, "last-c's ManifestWork gone", "last-c")
+	poll.UntilState(t, "the project's ManifestWork gone with the last Application naming it", 10*time.Second, func(ctx context.Context) (bool, string) {
+		return !workExists(ctx, s.Client, key), "still there"
 	})
 	time.Sleep(time.Second) // the work agent's rounds after the deletion
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: spokeNamespace(cluster, argoNS), Name: project}, onCluster); err != nil || onCluster.GetUID() != uid || onCluster.GetDeletionTimestamp() != nil {
+	if err := s.Client.Get(context.Background(), client.ObjectKey{Namespace: pulltest.SpokeNamespace(cluster, pulltest.ArgoNS), Name: project}, onCluster); err != nil || onCluster.GetUID() != uid || onCluster.GetDeletionTimestamp() != nil {
 		t.Errorf("the AppProject on the cluster after its ManifestWork went: %v, UID %s (was %s); want it kept", err, onCluster.GetUID(), uid)
 	}
-	if d := spoke.deletions(); len(d) > 0 {
+	if d := spoke.Deletions(); len(d) > 0 {
 		t.Errorf("the work agent deleted %v", d)
 	}
 }
@@ -206,28 +209,28 @@ func payloadProjectOf(t *testing.T, w *workv1.ManifestWork) string {
 func TestProjectWorkFollowsTenancy(t *testing.T) {
 	tenantSetup(t)
 	const argoOnly = "tenancy-argo-only"
-	create(t, appProject(argoNS, argoOnly, nil))
-	createCluster(t, "pt-unbound", true) // in the set bound to the hub Argo CD namespace only
+	s.Create(t, pulltest.AppProject(pulltest.ArgoNS, argoOnly, nil))
+	s.CreateCluster(t, "pt-unbound", true) // in the set bound to the hub Argo CD namespace only
 
 	foreign := tenantApp("names-argo-project", "tenant-a-c1")
 	_ = unstructured.SetNestedField(foreign.Object, argoOnly, "spec", "project")
-	create(t, foreign)
+	s.Create(t, foreign)
 	unbound := tenantApp("unbound-cluster", "pt-unbound")
-	create(t, unbound)
-	waitRefusedIn(t, tenantNS, foreign.GetName(), propagation.ReasonProjectForbids)
-	waitRefusedIn(t, tenantNS, unbound.GetName(), propagation.ReasonClusterNotBound)
+	s.Create(t, unbound)
+	waitRefusedIn(t, pulltest.TenantNS, foreign.GetName(), propagation.ReasonProjectForbids)
+	waitRefusedIn(t, pulltest.TenantNS, unbound.GetName(), propagation.ReasonClusterNotBound)
 	projectsIdle(t)
-	if workExists(context.Background(), k8s, client.ObjectKey{Namespace: "tenant-a-c1", Name: propagation.ProjectWorkName(argoOnly)}) ||
-		workExists(context.Background(), k8s, client.ObjectKey{Namespace: "pt-unbound", Name: propagation.ProjectWorkName(tenantNS)}) {
+	if workExists(context.Background(), s.Client, client.ObjectKey{Namespace: "tenant-a-c1", Name: propagation.ProjectWorkName(argoOnly)}) ||
+		workExists(context.Background(), s.Client, client.ObjectKey{Namespace: "pt-unbound", Name: propagation.ProjectWorkName(pulltest.TenantNS)}) {
 		t.Fatal("a refused Application brought its AppProject to a cluster")
 	}
 
-	create(t, appIn("argo-project-app", "pt-unbound", argoOnly))
+	s.Create(t, appIn("argo-project-app", "pt-unbound", argoOnly))
 	waitDelivered(t, "argo-project-app", "pt-unbound")
-	if !workExists(context.Background(), k8s, client.ObjectKey{Namespace: "pt-unbound", Name: propagation.ProjectWorkName(argoOnly)}) {
+	if !workExists(context.Background(), s.Client, client.ObjectKey{Namespace: "pt-unbound", Name: propagation.ProjectWorkName(argoOnly)}) {
 		t.Error("no ManifestWork for the project of an authorized Application")
 	}
-	if workExists(context.Background(), k8s, client.ObjectKey{Namespace: "pt-unbound", Name: propagation.ProjectWorkName(tenantNS)}) {
+	if workExists(context.Background(), s.Client, client.ObjectKey{Namespace: "pt-unbound", Name: propagation.ProjectWorkName(pulltest.TenantNS)}) {
 		t.Error("the tenant's project reached a cluster not bound to the tenant")
 	}
 }
@@ -241,22 +244,23 @@ func TestProjectWorkFollowsTenancy(t *testing.T) {
 // the project orphans it. An edit of the project then reaches the cluster through its own
 // ManifestWork.
 func TestUpgradeFromProjectCopiesKeepsTheSpokeProject(t *testing.T) {
+	// An API server of its own: the old ManifestWorks must be on the hub before a manager starts.
 	e := testenv.StartForTest(t, testenv.Options{WithArgoCD: true})
 	c := e.Client
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	const cluster, project, apps = "upgrade1", "upgrade-project", 5
 	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argoNS}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pulltest.ArgoNS}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cluster}},
-		managedCluster(cluster),
-		appProject(argoNS, project, nil),
+		pulltest.ManagedCluster(cluster),
+		pulltest.AppProject(pulltest.ArgoNS, project, nil),
 	} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := tenancySteps(ctx, c); err != nil {
+	if err := pulltest.TenancySteps(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	// The old manager's sealing key, and its ManifestWorks.
@@ -270,7 +274,7 @@ func TestUpgradeFromProjectCopiesKeepsTheSpokeProject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hubProject := appProject(argoNS, project, nil)
+	hubProject := pulltest.AppProject(pulltest.ArgoNS, project, nil)
 	if err := c.Get(ctx, client.ObjectKeyFromObject(hubProject), hubProject); err != nil {
 		t.Fatal(err)
 	}
@@ -291,11 +295,11 @@ func TestUpgradeFromProjectCopiesKeepsTheSpokeProject(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	spoke := startWorkAgent(ctx, c, cluster)
+	spoke := pulltest.StartWorkAgent(ctx, c, cluster)
 	onCluster := pullmodel.NewApplication()
 	onCluster.SetKind("AppProject")
-	spokeKey := client.ObjectKey{Namespace: spokeNamespace(cluster, argoNS), Name: project}
-	eventually(t, "the AppProject on the cluster, from the old ManifestWorks", 10*time.Second, func(ctx context.Context) (bool, string) {
+	spokeKey := client.ObjectKey{Namespace: pulltest.SpokeNamespace(cluster, pulltest.ArgoNS), Name: project}
+	poll.UntilState(t, "the AppProject on the cluster, from the old ManifestWorks", 10*time.Second, func(ctx context.Context) (bool, string) {
 		err := c.Get(ctx, spokeKey, onCluster)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -327,9 +331,9 @@ func TestUpgradeFromProjectCopiesKeepsTheSpokeProject(t *testing.T) {
 			if !ok || ev.Type == watch.Deleted {
 				continue
 			}
-			projects, _ := manifestKinds(w)
+			projects, _ := pulltest.ManifestKinds(w)
 			for _, p := range projects {
-				if ownedByTheWork(w, p) {
+				if pulltest.OwnedByTheWork(w, p) {
 					problem(fmt.Sprintf("ManifestWork %s (resourceVersion %s) carries the AppProject without orphaning it", w.Name, w.ResourceVersion))
 				}
 			}
@@ -349,15 +353,15 @@ func TestUpgradeFromProjectCopiesKeepsTheSpokeProject(t *testing.T) {
 		}
 	}()
 
-	stop := startManagerOn(e, nil)
+	stop := pulltest.StartManager(e, nil)
 	defer stop()
 	projectKey := client.ObjectKey{Namespace: cluster, Name: propagation.ProjectWorkName(project)}
-	eventually(t, "the project in its own ManifestWork, applied, and no Application's ManifestWork carrying a copy", time.Minute, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the project in its own ManifestWork, applied, and no Application's ManifestWork carrying a copy", time.Minute, func(ctx context.Context) (bool, string) {
 		pw := &workv1.ManifestWork{}
 		if err := c.Get(ctx, projectKey, pw); err != nil {
 			return false, err.Error()
 		}
-		if !propagation.ProjectApplied(pw, argoNS) {
+		if !propagation.ProjectApplied(pw, pulltest.ArgoNS) {
 			return false, "project ManifestWork not applied yet"
 		}
 		list := &workv1.ManifestWorkList{}
@@ -374,10 +378,10 @@ func TestUpgradeFromProjectCopiesKeepsTheSpokeProject(t *testing.T) {
 	})
 
 	patch := []byte(`{"spec":{"description":"after the upgrade"}}`)
-	if err := c.Patch(ctx, appProject(argoNS, project, nil), client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := c.Patch(ctx, pulltest.AppProject(pulltest.ArgoNS, project, nil), client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the edit on the cluster", 20*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the edit on the cluster", 20*time.Second, func(ctx context.Context) (bool, string) {
 		cur := pullmodel.NewApplication()
 		cur.SetKind("AppProject")
 		if err := c.Get(ctx, spokeKey, cur); err != nil {
@@ -393,7 +397,7 @@ func TestUpgradeFromProjectCopiesKeepsTheSpokeProject(t *testing.T) {
 	if len(problems) > 0 {
 		t.Errorf("during the upgrade:\n%s", strings.Join(problems, "\n"))
 	}
-	if d := spoke.deletions(); len(d) > 0 {
+	if d := spoke.Deletions(); len(d) > 0 {
 		t.Errorf("the work agent deleted %v", d)
 	}
 	if err := c.Get(context.Background(), spokeKey, onCluster); err != nil || onCluster.GetUID() != uid {

@@ -1,4 +1,4 @@
-package pullmodel_test
+package propagation_test
 
 import (
 	"context"
@@ -15,7 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
 // payload returns the spoke Application a ManifestWork carries.
@@ -39,23 +41,23 @@ func payload(t *testing.T, w *workv1.ManifestWork) *unstructured.Unstructured {
 // no write at all.
 func TestPropagation(t *testing.T) {
 	ctx := context.Background()
-	createCluster(t, "prop1", true)
-	app := newApp("prop-guestbook", "prop1")
+	s.CreateCluster(t, "prop1", true)
+	app := pulltest.NewApp("prop-guestbook", "prop1")
 	app.SetFinalizers([]string{pullmodel.ResourcesFinalizer})
-	app.SetAnnotations(mergeMap(app.GetAnnotations(), map[string]string{pullmodel.AnnotationAppNamespace: argoNS}))
-	create(t, app)
-	app = getApp(t, app.GetName())
-	w := waitWork(t, app, "prop1")
+	app.SetAnnotations(mergeMap(app.GetAnnotations(), map[string]string{pullmodel.AnnotationAppNamespace: pulltest.ArgoNS}))
+	s.Create(t, app)
+	app = s.GetApp(t, app.GetName())
+	w := s.WaitWork(t, app, "prop1")
 
 	if w.Name != app.GetName()+"-"+string(app.GetUID())[:5] {
 		t.Errorf("ManifestWork name %s, want the Application's name and the first 5 characters of its UID", w.Name)
 	}
-	if w.Labels[pullmodel.LabelPull] != "true" || w.Annotations[pullmodel.AnnotationHubAppNamespace] != argoNS || w.Annotations[pullmodel.AnnotationHubAppName] != app.GetName() {
+	if w.Labels[pullmodel.LabelPull] != "true" || w.Annotations[pullmodel.AnnotationHubAppNamespace] != pulltest.ArgoNS || w.Annotations[pullmodel.AnnotationHubAppName] != app.GetName() {
 		t.Errorf("ManifestWork labels %v annotations %v: missing the pull label or the hub Application", w.Labels, w.Annotations)
 	}
 	spoke := payload(t, w)
-	if spoke.GetNamespace() != argoNS || spoke.GetName() != app.GetName() {
-		t.Errorf("spoke Application %s/%s, want %s/%s (the configured spoke namespace, which the annotation may only repeat)", spoke.GetNamespace(), spoke.GetName(), argoNS, app.GetName())
+	if spoke.GetNamespace() != pulltest.ArgoNS || spoke.GetName() != app.GetName() {
+		t.Errorf("spoke Application %s/%s, want %s/%s (the configured spoke namespace, which the annotation may only repeat)", spoke.GetNamespace(), spoke.GetName(), pulltest.ArgoNS, app.GetName())
 	}
 	for _, k := range []string{pullmodel.AnnotationCluster, pullmodel.AnnotationAppNamespace, pullmodel.AnnotationSkipReconcile} {
 		if _, ok := spoke.GetAnnotations()[k]; ok {
@@ -73,7 +75,7 @@ func TestPropagation(t *testing.T) {
 		t.Errorf("spoke destination %v, want server %s, no name, namespace kept", dest, pullmodel.InClusterServer)
 	}
 	mc := w.Spec.ManifestConfigs
-	if len(mc) != 1 || mc[0].ResourceIdentifier.Resource != "applications" || mc[0].ResourceIdentifier.Namespace != argoNS || len(mc[0].FeedbackRules) != 1 {
+	if len(mc) != 1 || mc[0].ResourceIdentifier.Resource != "applications" || mc[0].ResourceIdentifier.Namespace != pulltest.ArgoNS || len(mc[0].FeedbackRules) != 1 {
 		t.Fatalf("manifest configs %+v", mc)
 	}
 	paths := map[string]string{}
@@ -88,36 +90,36 @@ func TestPropagation(t *testing.T) {
 
 	// Idle: nothing is written however long it sits (the manager resyncs nothing here, but a
 	// second reconcile of the same input must compare equal).
-	apps0, works0 := appWrites(t)
+	apps0, works0 := s.AppWrites(t)
 	touch(t, app.GetName()) // a change the spoke does not get reconciles the Application again
 	time.Sleep(2 * time.Second)
-	apps1, works1 := appWrites(t)
+	apps1, works1 := s.AppWrites(t)
 	if apps1-apps0 != 1 || works1 != works0 {
 		t.Errorf("after one change the spoke does not get: %d Application writes (want 1, the test's own) and %d ManifestWork writes (want 0)", apps1-apps0, works1-works0)
 	}
 
 	// A spec change is one ManifestWork update.
 	patchApp(t, app.GetName(), `{"spec":{"source":{"targetRevision":"v2"}}}`)
-	eventually(t, "the new revision in the ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the new revision in the ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := &workv1.ManifestWork{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+		if err := s.Client.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
 			return false, err.Error()
 		}
 		rev, _, _ := unstructured.NestedString(payload(t, cur).Object, "spec", "source", "targetRevision")
 		return rev == "v2", rev
 	})
 	time.Sleep(time.Second)
-	if _, works2 := appWrites(t); works2-works1 != 1 {
+	if _, works2 := s.AppWrites(t); works2-works1 != 1 {
 		t.Errorf("a spec change cost %d ManifestWork writes, want 1", works2-works1)
 	}
 
 	// Owned by an ApplicationSet: its identity goes with the work and the spoke Application.
-	set := newAppSet(t, "prop-set")
-	owned := newApp("prop-owned", "prop1")
+	set := s.NewAppSet(t, "prop-set")
+	owned := pulltest.NewApp("prop-owned", "prop1")
 	owned.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: set.GetName(), UID: set.GetUID()}})
-	create(t, owned)
-	ow := waitWork(t, getApp(t, owned.GetName()), "prop1")
-	want := argoNS + "/prop-set"
+	s.Create(t, owned)
+	ow := s.WaitWork(t, s.GetApp(t, owned.GetName()), "prop1")
+	want := pulltest.ArgoNS + "/prop-set"
 	if ow.Annotations[pullmodel.AnnotationApplicationSet] != want || ow.Labels[pullmodel.LabelApplicationSet] != "true" {
 		t.Errorf("ManifestWork of an ApplicationSet's Application: labels %v annotations %v, want %s", ow.Labels, ow.Annotations, want)
 	}
@@ -129,11 +131,11 @@ func TestPropagation(t *testing.T) {
 
 // TestDestinationAnnotations: the destination annotations replace the spoke destination.
 func TestDestinationAnnotations(t *testing.T) {
-	createCluster(t, "prop2", true)
-	app := newApp("dest-guestbook", "prop2")
+	s.CreateCluster(t, "prop2", true)
+	app := pulltest.NewApp("dest-guestbook", "prop2")
 	app.SetAnnotations(mergeMap(app.GetAnnotations(), map[string]string{pullmodel.AnnotationDestinationName: "in-cluster"}))
-	create(t, app)
-	w := waitWork(t, getApp(t, app.GetName()), "prop2")
+	s.Create(t, app)
+	w := s.WaitWork(t, s.GetApp(t, app.GetName()), "prop2")
 	dest, _, _ := unstructured.NestedMap(payload(t, w).Object, "spec", "destination")
 	if dest["name"] != "in-cluster" || dest["server"] != nil {
 		t.Errorf("spoke destination %v, want name in-cluster and no server", dest)
@@ -149,48 +151,44 @@ func TestDestinationAnnotations(t *testing.T) {
 // name and is cleared on the hub only once the spoke reports that request's operation
 // finished; then the ManifestWork drops it.
 func TestOperationReachesSpokeOnce(t *testing.T) {
-	createCluster(t, "op1", true)
-	app := newApp("op-guestbook", "op1")
-	create(t, app)
-	app = getApp(t, app.GetName())
-	w := waitWork(t, app, "op1")
-	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Succeeded", "operationStateStartedAt": "2026-01-01T00:00:00Z"})
-	eventually(t, "status from the first feedback", 10*time.Second, func(ctx context.Context) (bool, string) {
-		st, _, _ := unstructured.NestedString(getApp(t, app.GetName()).Object, "status", "operationState", "startedAt")
+	app, w := s.Deliver(t, "op-guestbook", "op1")
+	s.SetFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Succeeded", "operationStateStartedAt": "2026-01-01T00:00:00Z"})
+	poll.UntilState(t, "status from the first feedback", 10*time.Second, func(ctx context.Context) (bool, string) {
+		st, _, _ := unstructured.NestedString(s.GetApp(t, app.GetName()).Object, "status", "operationState", "startedAt")
 		return st == "2026-01-01T00:00:00Z", st
 	})
 
 	patchApp(t, app.GetName(), `{"operation":{"sync":{"revision":"main"},"initiatedBy":{"username":"alice"}}}`)
 	var request string
-	eventually(t, "the operation in the ManifestWork, named", 10*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the operation in the ManifestWork, named", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := &workv1.ManifestWork{}
-		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
+		_ = s.Client.Get(ctx, client.ObjectKeyFromObject(w), cur)
 		request = cur.Annotations[pullmodel.AnnotationOperationRequest]
 		return propagation.Operation(cur) != nil && request != "" && propagation.RequestName(propagation.OperationAsSent(cur)) == request, fmt.Sprintf("operation %v annotations %v", propagation.OperationAsSent(cur), cur.Annotations)
 	})
 	// Not cleared while the spoke has not started it.
 	time.Sleep(2 * time.Second)
-	if _, ok := getApp(t, app.GetName()).Object["operation"]; !ok {
+	if _, ok := s.GetApp(t, app.GetName()).Object["operation"]; !ok {
 		t.Fatal("the hub's sync request was cleared before the spoke started an operation")
 	}
-	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Running", "operationStateStartedAt": "2026-01-01T00:05:00Z", "operationStateRequest": request})
-	eventually(t, "the running operation shown, the hub's sync request kept while it runs", 10*time.Second, func(ctx context.Context) (bool, string) {
-		cur := getApp(t, app.GetName())
+	s.SetFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Running", "operationStateStartedAt": "2026-01-01T00:05:00Z", "operationStateRequest": request})
+	poll.UntilState(t, "the running operation shown, the hub's sync request kept while it runs", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := s.GetApp(t, app.GetName())
 		_, has := cur.Object["operation"]
 		phase, _, _ := unstructured.NestedString(cur.Object, "status", "operationState", "phase")
 		user, _, _ := unstructured.NestedString(cur.Object, "status", "operationState", "operation", "initiatedBy", "username")
 		return has && phase == "Running" && user == "alice", fmt.Sprintf("operation present=%v phase=%s initiated by %q", has, phase, user)
 	})
-	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Failed", "operationStateStartedAt": "2026-01-01T00:05:00Z", "operationStateFinishedAt": "2026-01-01T00:05:03Z", "operationStateRequest": request})
-	eventually(t, "the hub's sync request cleared, the finished operation shown", 10*time.Second, func(ctx context.Context) (bool, string) {
-		cur := getApp(t, app.GetName())
+	s.SetFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "operationStatePhase": "Failed", "operationStateStartedAt": "2026-01-01T00:05:00Z", "operationStateFinishedAt": "2026-01-01T00:05:03Z", "operationStateRequest": request})
+	poll.UntilState(t, "the hub's sync request cleared, the finished operation shown", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := s.GetApp(t, app.GetName())
 		_, has := cur.Object["operation"]
 		phase, _, _ := unstructured.NestedString(cur.Object, "status", "operationState", "phase")
 		return !has && phase == "Failed", fmt.Sprintf("operation present=%v phase=%s", has, phase)
 	})
-	eventually(t, "the ManifestWork without the operation", 10*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the ManifestWork without the operation", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := &workv1.ManifestWork{}
-		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
+		_ = s.Client.Get(ctx, client.ObjectKeyFromObject(w), cur)
 		_, named := cur.Annotations[pullmodel.AnnotationOperationRequest]
 		return propagation.Operation(cur) == nil && !named, fmt.Sprint(propagation.Operation(cur))
 	})
@@ -204,9 +202,9 @@ func touch(t *testing.T, name string) {
 func patchApp(t *testing.T, name, patch string) {
 	t.Helper()
 	app := pullmodel.NewApplication()
-	app.SetNamespace(argoNS)
+	app.SetNamespace(pulltest.ArgoNS)
 	app.SetName(name)
-	if err := k8s.Patch(context.Background(), app, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+	if err := s.Client.Patch(context.Background(), app, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
 		t.Fatalf("patching Application %s: %v", name, err)
 	}
 }
@@ -222,68 +220,39 @@ func mergeMap(a, b map[string]string) map[string]string {
 	return out
 }
 
-// newAppSet creates a minimal ApplicationSet (nothing runs it here).
-func newAppSet(t *testing.T, name string) *unstructured.Unstructured {
-	t.Helper()
-	return newAppSetIn(t, argoNS, name, "default")
-}
-
-// newAppSetIn creates an ApplicationSet in namespace ns whose template names project.
-func newAppSetIn(t *testing.T, ns, name, project string) *unstructured.Unstructured {
-	t.Helper()
-	set := &unstructured.Unstructured{Object: map[string]any{
-		"spec": map[string]any{
-			"generators": []any{map[string]any{"list": map[string]any{"elements": []any{}}}},
-			"template": map[string]any{
-				"metadata": map[string]any{"name": "{{name}}"},
-				"spec":     map[string]any{"project": project, "destination": map[string]any{"server": pullmodel.InClusterServer}},
-			},
-		},
-	}}
-	set.SetGroupVersionKind(pullmodel.ApplicationSetGVK)
-	set.SetNamespace(ns)
-	set.SetName(name)
-	create(t, set)
-	return set
-}
-
 // TestRefreshReachesSpokeOnce: Argo CD's refresh request on the hub goes to the spoke and is
 // cleared on the hub once the spoke reports a reconcile after it was sent (the hub's own
 // application-controller, kept away by skip-reconcile, would never clear it).
 func TestRefreshReachesSpokeOnce(t *testing.T) {
-	createCluster(t, "refresh1", true)
-	app := newApp("refresh-guestbook", "refresh1")
-	create(t, app)
-	app = getApp(t, app.GetName())
-	w := waitWork(t, app, "refresh1")
-	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced"})
-	eventually(t, "status from the first feedback", 10*time.Second, func(ctx context.Context) (bool, string) {
-		h, _, _ := unstructured.NestedString(getApp(t, app.GetName()).Object, "status", "health", "status")
+	app, w := s.Deliver(t, "refresh-guestbook", "refresh1")
+	s.SetFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced"})
+	poll.UntilState(t, "status from the first feedback", 10*time.Second, func(ctx context.Context) (bool, string) {
+		h, _, _ := unstructured.NestedString(s.GetApp(t, app.GetName()).Object, "status", "health", "status")
 		return h == "Healthy", h
 	})
 	requested := time.Now().UTC().Truncate(time.Second)
 	patchApp(t, app.GetName(), fmt.Sprintf(`{"metadata":{"annotations":{%q:"hard"}}}`, pullmodel.AnnotationRefresh))
-	eventually(t, "the refresh request in the ManifestWork, sent at a hub time", 10*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the refresh request in the ManifestWork, sent at a hub time", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := &workv1.ManifestWork{}
-		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
+		_ = s.Client.Get(ctx, client.ObjectKeyFromObject(w), cur)
 		v, ok := propagation.Refresh(cur)
 		at, err := time.Parse(time.RFC3339, cur.Annotations[pullmodel.AnnotationRefreshBaseline])
 		return ok && v == "hard" && err == nil && !at.Before(requested.Add(-time.Second)), fmt.Sprint(v, cur.Annotations)
 	})
 	// The first reconcile time fed back is from before the request: it does not count.
-	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "reconciledAt": requested.Add(-time.Minute).Format(time.RFC3339)})
+	s.SetFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "reconciledAt": requested.Add(-time.Minute).Format(time.RFC3339)})
 	time.Sleep(time.Second)
-	if _, ok := getApp(t, app.GetName()).GetAnnotations()[pullmodel.AnnotationRefresh]; !ok {
+	if _, ok := s.GetApp(t, app.GetName()).GetAnnotations()[pullmodel.AnnotationRefresh]; !ok {
 		t.Fatal("the hub's refresh request was cleared before the spoke reconciled")
 	}
 	served := requested.Add(time.Minute).Format(time.RFC3339)
-	setFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "reconciledAt": served})
-	eventually(t, "the hub's refresh request cleared, its reconcile time shown, and the ManifestWork without it", 10*time.Second, func(ctx context.Context) (bool, string) {
-		hub := getApp(t, app.GetName())
+	s.SetFeedback(t, w, map[string]string{"healthStatus": "Healthy", "syncStatus": "Synced", "reconciledAt": served})
+	poll.UntilState(t, "the hub's refresh request cleared, its reconcile time shown, and the ManifestWork without it", 10*time.Second, func(ctx context.Context) (bool, string) {
+		hub := s.GetApp(t, app.GetName())
 		_, onHub := hub.GetAnnotations()[pullmodel.AnnotationRefresh]
 		at, _, _ := unstructured.NestedString(hub.Object, "status", "reconciledAt")
 		cur := &workv1.ManifestWork{}
-		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
+		_ = s.Client.Get(ctx, client.ObjectKeyFromObject(w), cur)
 		_, inWork := propagation.Refresh(cur)
 		return !onHub && !inWork && at == served, fmt.Sprintf("on hub %v, in work %v, reconciledAt %q", onHub, inWork, at)
 	})
@@ -304,22 +273,18 @@ const rollingSyncOperation = `{"operation":{"initiatedBy":{"username":"applicati
 // too close together for the ManifestWork to ever be written without an operation; and it is
 // cleared once run even when the spoke started it within the second of the run before.
 func TestRollingSyncOperationRoundTrip(t *testing.T) {
-	createCluster(t, "rs1", true)
-	app := newApp("rs-guestbook", "rs1")
-	create(t, app)
-	app = getApp(t, app.GetName())
-	w := waitWork(t, app, "rs1")
-	setFeedback(t, w, map[string]string{"healthStatus": "Missing", "syncStatus": "OutOfSync", "syncRevision": "abc123", "reconciledAt": "2026-01-01T00:00:00Z"})
+	app, w := s.Deliver(t, "rs-guestbook", "rs1")
+	s.SetFeedback(t, w, map[string]string{"healthStatus": "Missing", "syncStatus": "OutOfSync", "syncRevision": "abc123", "reconciledAt": "2026-01-01T00:00:00Z"})
 
 	readWork := func(ctx context.Context) *workv1.ManifestWork {
 		cur := &workv1.ManifestWork{}
-		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
+		_ = s.Client.Get(ctx, client.ObjectKeyFromObject(w), cur)
 		return cur
 	}
 	patchApp(t, app.GetName(), rollingSyncOperation)
 	var first []byte
 	var request string
-	eventually(t, "the RollingSync request in the ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the RollingSync request in the ManifestWork", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := readWork(ctx)
 		first = cur.Spec.Workload.Manifests[0].Raw
 		request = cur.Annotations[pullmodel.AnnotationOperationRequest]
@@ -328,13 +293,13 @@ func TestRollingSyncOperationRoundTrip(t *testing.T) {
 
 	// Running on the spoke: the request stays on the hub (Argo CD keeps `operation` until the
 	// operation has finished), and the running operation shows.
-	setFeedback(t, w, map[string]string{"healthStatus": "Missing", "syncStatus": "OutOfSync", "syncRevision": "abc123", "reconciledAt": "2026-01-01T00:00:10Z",
+	s.SetFeedback(t, w, map[string]string{"healthStatus": "Missing", "syncStatus": "OutOfSync", "syncRevision": "abc123", "reconciledAt": "2026-01-01T00:00:10Z",
 		"operationStatePhase": "Running", "operationStateStartedAt": "2026-01-01T00:00:10Z", "operationStateRequest": request})
-	eventually(t, "the running operation shown on the hub", 10*time.Second, func(ctx context.Context) (bool, string) {
-		phase, _, _ := unstructured.NestedString(getApp(t, app.GetName()).Object, "status", "operationState", "phase")
+	poll.UntilState(t, "the running operation shown on the hub", 10*time.Second, func(ctx context.Context) (bool, string) {
+		phase, _, _ := unstructured.NestedString(s.GetApp(t, app.GetName()).Object, "status", "operationState", "phase")
 		return phase == "Running", phase
 	})
-	if _, ok := getApp(t, app.GetName()).Object["operation"]; !ok {
+	if _, ok := s.GetApp(t, app.GetName()).Object["operation"]; !ok {
 		t.Fatal("the hub's sync request was cleared while the spoke was still running it")
 	}
 
@@ -342,15 +307,15 @@ func TestRollingSyncOperationRoundTrip(t *testing.T) {
 	// operation, and taken out of the ManifestWork.
 	finished := map[string]string{"healthStatus": "Progressing", "syncStatus": "Synced", "syncRevision": "abc123", "reconciledAt": "2026-01-01T00:00:12Z",
 		"operationStatePhase": "Succeeded", "operationStateStartedAt": "2026-01-01T00:00:10Z", "operationStateFinishedAt": "2026-01-01T00:00:11Z", "operationStateRequest": request}
-	setFeedback(t, w, finished)
-	eventually(t, "the hub's sync request cleared once the spoke finished it", 10*time.Second, func(ctx context.Context) (bool, string) {
-		cur := getApp(t, app.GetName())
+	s.SetFeedback(t, w, finished)
+	poll.UntilState(t, "the hub's sync request cleared once the spoke finished it", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := s.GetApp(t, app.GetName())
 		_, has := cur.Object["operation"]
 		phase, _, _ := unstructured.NestedString(cur.Object, "status", "operationState", "phase")
 		limit, _, _ := unstructured.NestedInt64(cur.Object, "status", "operationState", "operation", "retry", "limit")
 		return !has && phase == "Succeeded" && limit == 5, fmt.Sprintf("operation present=%v phase=%s operationState.operation.retry.limit=%d", has, phase, limit)
 	})
-	eventually(t, "the ManifestWork without the operation", 10*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the ManifestWork without the operation", 10*time.Second, func(ctx context.Context) (bool, string) {
 		return propagation.Operation(readWork(ctx)) == nil, "still carries it"
 	})
 
@@ -358,7 +323,7 @@ func TestRollingSyncOperationRoundTrip(t *testing.T) {
 	// differs from the first delivery (the work agent applies a payload only when it changed).
 	patchApp(t, app.GetName(), rollingSyncOperation)
 	var again string
-	eventually(t, "the repeated request delivered anew", 10*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the repeated request delivered anew", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := readWork(ctx)
 		again = cur.Annotations[pullmodel.AnnotationOperationRequest]
 		ok := propagation.Operation(cur) != nil && again != "" && again != request && propagation.RequestName(propagation.OperationAsSent(cur)) == again
@@ -367,9 +332,9 @@ func TestRollingSyncOperationRoundTrip(t *testing.T) {
 	second := readWork(context.Background()).Spec.Workload.Manifests[0].Raw
 	// Run within the same second as the first run: only its name says it is the new request's.
 	finished["operationStateRequest"] = again
-	setFeedback(t, w, finished)
-	eventually(t, "the second run cleared too", 10*time.Second, func(ctx context.Context) (bool, string) {
-		cur := getApp(t, app.GetName())
+	s.SetFeedback(t, w, finished)
+	poll.UntilState(t, "the second run cleared too", 10*time.Second, func(ctx context.Context) (bool, string) {
+		cur := s.GetApp(t, app.GetName())
 		_, has := cur.Object["operation"]
 		shown, _, _ := unstructured.NestedSlice(cur.Object, "status", "operationState", "operation", "info")
 		return !has && strings.Contains(fmt.Sprint(shown), again), fmt.Sprintf("operation present=%v operationState.operation.info=%v", has, shown)
@@ -377,7 +342,7 @@ func TestRollingSyncOperationRoundTrip(t *testing.T) {
 
 	// And a third time.
 	patchApp(t, app.GetName(), rollingSyncOperation)
-	eventually(t, "the third request delivered anew", 10*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the third request delivered anew", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := readWork(ctx)
 		third := cur.Annotations[pullmodel.AnnotationOperationRequest]
 		return propagation.Operation(cur) != nil && third != "" && third != again &&

@@ -1,4 +1,4 @@
-package pullmodel_test
+package resourcelist_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // TestResourceReporterOnTheCluster runs the reporter's manager, as the resource-reporter
@@ -23,11 +25,19 @@ import (
 // when the list empties, and leaves other Applications alone.
 func TestResourceReporterOnTheCluster(t *testing.T) {
 	const ns = "reporter-argocd"
+	env := testenv.StartForTest(t, testenv.Options{WithArgoCD: true})
+	c := env.Client
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	create := func(o client.Object) {
+		t.Helper()
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	create(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	for _, o := range resourcelist.Objects(ns, "argocd-agent-addon:test") {
-		create(t, o)
+		create(o)
 	}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{
@@ -64,7 +74,7 @@ func TestResourceReporterOnTheCluster(t *testing.T) {
 	}
 	annotation := func(ctx context.Context, name string) (string, bool, error) {
 		a := pullmodel.NewApplication()
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, a); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, a); err != nil {
 			return "", false, err
 		}
 		v, ok := a.GetAnnotations()[pullmodel.AnnotationResourceList]
@@ -73,17 +83,17 @@ func TestResourceReporterOnTheCluster(t *testing.T) {
 	setResources := func(name string, resources ...any) {
 		t.Helper()
 		a := pullmodel.NewApplication()
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, a); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, a); err != nil {
 			t.Fatal(err)
 		}
 		a.Object["status"] = map[string]any{"resources": resources}
-		if err := k8s.Update(ctx, a); err != nil {
+		if err := c.Update(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitFor := func(what, name string, want []resourcelist.Resource) {
 		t.Helper()
-		eventually(t, what, 30*time.Second, func(ctx context.Context) (bool, string) {
+		poll.UntilState(t, what, 30*time.Second, func(ctx context.Context) (bool, string) {
 			v, present, err := annotation(ctx, name)
 			if err != nil {
 				return false, err.Error()
@@ -97,9 +107,9 @@ func TestResourceReporterOnTheCluster(t *testing.T) {
 	svc := resourcelist.Resource{Version: "v1", Kind: "Service", Namespace: "guestbook", Name: "guestbook-ui"}
 	cm := resourcelist.Resource{Version: "v1", Kind: "ConfigMap", Namespace: "guestbook", Name: "settings"}
 
-	create(t, app("reported", pullmodel.LabelApplicationSet, resource("Service", "guestbook-ui", "Progressing")))
-	create(t, app("standalone", resourcelist.LabelReported, resource("ConfigMap", "settings", "Healthy")))
-	create(t, app("own", "", resource("Service", "guestbook-ui", "Healthy")))
+	create(app("reported", pullmodel.LabelApplicationSet, resource("Service", "guestbook-ui", "Progressing")))
+	create(app("standalone", resourcelist.LabelReported, resource("ConfigMap", "settings", "Healthy")))
+	create(app("own", "", resource("Service", "guestbook-ui", "Healthy")))
 	waitFor("the ApplicationSet's Application lists its Service", "reported", []resourcelist.Resource{svc})
 	waitFor("a standalone delivered Application lists its ConfigMap", "standalone", []resourcelist.Resource{cm})
 

@@ -1,7 +1,8 @@
-package pullmodel_test
+package propagation_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -16,21 +17,23 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
 // projectOnCluster returns the spec of the AppProject the project's ManifestWork on cluster
 // carries, or why there is none.
 func projectOnCluster(ctx context.Context, cluster, project string) (map[string]any, string) {
 	w := &workv1.ManifestWork{}
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: cluster, Name: propagation.ProjectWorkName(project)}, w); err != nil {
+	if err := s.Client.Get(ctx, client.ObjectKey{Namespace: cluster, Name: propagation.ProjectWorkName(project)}, w); err != nil {
 		return nil, err.Error()
 	}
 	if w.DeletionTimestamp != nil || len(w.Spec.Workload.Manifests) != 1 {
 		return nil, fmt.Sprintf("deleting %v, %d manifests", w.DeletionTimestamp != nil, len(w.Spec.Workload.Manifests))
 	}
 	var m map[string]any
-	if err := jsonUnmarshal(w.Spec.Workload.Manifests[0].Raw, &m); err != nil {
+	if err := json.Unmarshal(w.Spec.Workload.Manifests[0].Raw, &m); err != nil {
 		return nil, err.Error()
 	}
 	spec, _ := m["spec"].(map[string]any)
@@ -46,23 +49,23 @@ func TestTightenedProjectReachesClustersOfRefusedApplications(t *testing.T) {
 	const cluster, project = "tighten1", "tighten-project"
 	ctx := context.Background()
 	loose := map[string]any{"sourceRepos": []any{"https://git.example/*"}, "destinations": []any{map[string]any{"server": "*", "namespace": "*"}}}
-	create(t, appProject(argoNS, project, loose))
-	createCluster(t, cluster, true)
-	create(t, appIn("tightened", cluster, project))
+	s.Create(t, pulltest.AppProject(pulltest.ArgoNS, project, loose))
+	s.CreateCluster(t, cluster, true)
+	s.Create(t, appIn("tightened", cluster, project))
 	waitDelivered(t, "tightened", cluster)
-	app := getApp(t, "tightened")
+	app := s.GetApp(t, "tightened")
 	appWork := client.ObjectKey{Namespace: cluster, Name: pullmodel.WorkName(app.GetName(), string(app.GetUID()))}
 
 	tight := []any{"https://git.example/other"}
 	patch := fmt.Sprintf(`{"spec":{"sourceRepos":["%s"],"description":"tightened"}}`, tight[0])
-	if err := k8s.Patch(ctx, appProject(argoNS, project, nil), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	if err := s.Client.Patch(ctx, pulltest.AppProject(pulltest.ArgoNS, project, nil), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		t.Fatal(err)
 	}
-	waitRefusedIn(t, argoNS, "tightened", propagation.ReasonProjectForbids)
-	if !workExists(ctx, k8s, appWork) {
+	waitRefusedIn(t, pulltest.ArgoNS, "tightened", propagation.ReasonProjectForbids)
+	if !workExists(ctx, s.Client, appWork) {
 		t.Fatal("the refused Application's ManifestWork was deleted; the docs promise it stays")
 	}
-	eventually(t, "the tightened AppProject in the cluster's project ManifestWork", 15*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the tightened AppProject in the cluster's project ManifestWork", 15*time.Second, func(ctx context.Context) (bool, string) {
 		spec, why := projectOnCluster(ctx, cluster, project)
 		if spec == nil {
 			return false, why
@@ -71,19 +74,19 @@ func TestTightenedProjectReachesClustersOfRefusedApplications(t *testing.T) {
 	})
 
 	// Deleted, the Application's ManifestWork goes, and with it the project's.
-	if err := k8s.Delete(ctx, app); err != nil {
+	if err := s.Client.Delete(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	workGone(t, "the deleted Application's ManifestWork gone", "tightened")
-	eventually(t, "the project's ManifestWork gone with the last ManifestWork delivering under it", 15*time.Second, func(ctx context.Context) (bool, string) {
-		return !workExists(ctx, k8s, client.ObjectKey{Namespace: cluster, Name: propagation.ProjectWorkName(project)}), "still there"
+	s.WorkGone(t, "the deleted Application's ManifestWork gone", "tightened")
+	poll.UntilState(t, "the project's ManifestWork gone with the last ManifestWork delivering under it", 15*time.Second, func(ctx context.Context) (bool, string) {
+		return !workExists(ctx, s.Client, client.ObjectKey{Namespace: cluster, Name: propagation.ProjectWorkName(project)}), "still there"
 	})
 }
 
 // deliveryMessage is the Application's delivery condition, "" without one.
 func deliveryMessage(t *testing.T, name string) string {
 	t.Helper()
-	msg, _ := pullmodel.DeliveryCondition(getApp(t, name))
+	msg, _ := pullmodel.DeliveryCondition(s.GetApp(t, name))
 	return msg
 }
 
@@ -91,7 +94,7 @@ func deliveryMessage(t *testing.T, name string) string {
 // part regards the named object.
 func hasNormalEvent(ctx context.Context, ns, name, reason, part string) (bool, string) {
 	events := &eventsv1.EventList{}
-	if err := k8s.List(ctx, events, client.InNamespace(ns)); err != nil {
+	if err := s.Client.List(ctx, events, client.InNamespace(ns)); err != nil {
 		return false, err.Error()
 	}
 	for _, e := range events.Items {
@@ -109,28 +112,28 @@ func hasNormalEvent(ctx context.Context, ns, name, reason, part string) (bool, s
 // work agent has applied the project the condition goes and the Application is delivered.
 func TestWaitingForProjectReplacesAnOldRefusal(t *testing.T) {
 	const cluster, project, name = "waiting1", "waiting-project", "waits-for-project"
-	createCluster(t, cluster, true)
-	agent.setDown(cluster, true)
-	t.Cleanup(func() { agent.setDown(cluster, false) })
-	create(t, appIn(name, cluster, project))
-	waitRefusedIn(t, argoNS, name, propagation.ReasonProjectNotFound)
+	s.CreateCluster(t, cluster, true)
+	s.Agent.SetDown(cluster, true)
+	t.Cleanup(func() { s.Agent.SetDown(cluster, false) })
+	s.Create(t, appIn(name, cluster, project))
+	waitRefusedIn(t, pulltest.ArgoNS, name, propagation.ReasonProjectNotFound)
 
-	create(t, appProject(argoNS, project, nil))
+	s.Create(t, pulltest.AppProject(pulltest.ArgoNS, project, nil))
 	workName := cluster + "/" + propagation.ProjectWorkName(project)
-	eventually(t, "WaitingForProject on the Application", 15*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "WaitingForProject on the Application", 15*time.Second, func(ctx context.Context) (bool, string) {
 		msg := deliveryMessage(t, name)
 		if !strings.HasPrefix(msg, propagation.ReasonWaitingForProject+": ") || !strings.Contains(msg, "ManifestWork "+workName) || !strings.Contains(msg, "cluster "+cluster) {
 			return false, msg
 		}
-		return hasNormalEvent(ctx, argoNS, name, propagation.ReasonWaitingForProject, workName)
+		return hasNormalEvent(ctx, pulltest.ArgoNS, name, propagation.ReasonWaitingForProject, workName)
 	})
 	// The pass that wrote the condition is the one that held the Application back.
-	app := getApp(t, name)
-	if workExists(context.Background(), k8s, client.ObjectKey{Namespace: cluster, Name: pullmodel.WorkName(name, string(app.GetUID()))}) {
+	app := s.GetApp(t, name)
+	if workExists(context.Background(), s.Client, client.ObjectKey{Namespace: cluster, Name: pullmodel.WorkName(name, string(app.GetUID()))}) {
 		t.Fatal("the Application's ManifestWork exists while it waits for its project")
 	}
 
-	agent.setDown(cluster, false)
+	s.Agent.SetDown(cluster, false)
 	waitDelivered(t, name, cluster)
 }
 
@@ -159,7 +162,7 @@ func projectsIdle(t *testing.T) {
 		}
 		return sum, found
 	}
-	eventually(t, "the project controller idle", 15*time.Second, func(context.Context) (bool, string) {
+	poll.UntilState(t, "the project controller idle", 15*time.Second, func(context.Context) (bool, string) {
 		depth, ok1 := value("workqueue_depth", "name")
 		active, ok2 := value("controller_runtime_active_workers", "controller")
 		return ok1 && ok2 && depth == 0 && active == 0, fmt.Sprintf("queued %v (%t), working %v (%t)", depth, ok1, active, ok2)

@@ -1,4 +1,4 @@
-package pullmodel_test
+package status_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/status"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
 // stockAgentFeedback is what a stock OCM work agent (v1.2.1, RawFeedbackJsonString off) feeds
@@ -24,7 +25,7 @@ import (
 func stockAgentFeedback(t *testing.T, w *workv1.ManifestWork, spoke map[string]any) map[string]string {
 	t.Helper()
 	cur := &workv1.ManifestWork{}
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(w), cur); err != nil {
+	if err := s.Client.Get(context.Background(), client.ObjectKeyFromObject(w), cur); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
@@ -53,11 +54,7 @@ func stockAgentFeedback(t *testing.T, w *workv1.ManifestWork, spoke map[string]a
 // list. The spoke's SyncError, listed after two warnings and with a message longer than the
 // 1,024 bytes OCM's raw-JSON feedback allows, still reaches the hub Application's conditions.
 func TestErrorListedAfterAWarningReachesTheHub(t *testing.T) {
-	createCluster(t, "hubstatus1", true)
-	app := newApp("hubstatus-errors", "hubstatus1")
-	create(t, app)
-	app = getApp(t, app.GetName())
-	w := waitWork(t, app, "hubstatus1")
+	app, w := s.Deliver(t, "hubstatus-errors", "hubstatus1")
 	long := "one or more objects failed to apply, reason: " + strings.Repeat("admission webhook denied the request; ", 60)
 	spoke := map[string]any{"status": map[string]any{
 		"sync":   map[string]any{"status": "OutOfSync"},
@@ -68,11 +65,11 @@ func TestErrorListedAfterAWarningReachesTheHub(t *testing.T) {
 			map[string]any{"type": "SyncError", "message": long, "lastTransitionTime": "2026-01-01T00:00:02Z"},
 		},
 	}}
-	setFeedback(t, w, stockAgentFeedback(t, w, spoke))
-	eventually(t, "the SyncError on the hub beside the first warning", 10*time.Second, func(ctx context.Context) (bool, string) {
+	s.SetFeedback(t, w, stockAgentFeedback(t, w, spoke))
+	poll.UntilState(t, "the SyncError on the hub beside the first warning", 10*time.Second, func(ctx context.Context) (bool, string) {
 		var types []string
 		var syncErr string
-		for _, c := range pullmodel.Conditions(getApp(t, app.GetName())) {
+		for _, c := range pullmodel.Conditions(s.GetApp(t, app.GetName())) {
 			m := c.(map[string]any)
 			types = append(types, m["type"].(string))
 			if m["type"] == "SyncError" {
@@ -88,11 +85,7 @@ func TestErrorListedAfterAWarningReachesTheHub(t *testing.T) {
 // its cluster's resource reporter lists in its hub status.resources, bounded as the list is,
 // written once, and nothing is written again while the list stays.
 func TestStandaloneApplicationShowsResources(t *testing.T) {
-	createCluster(t, "hubstatus2", true)
-	app := newApp("hubstatus-resources", "hubstatus2")
-	create(t, app)
-	app = getApp(t, app.GetName())
-	w := waitWork(t, app, "hubstatus2")
+	app, w := s.Deliver(t, "hubstatus-resources", "hubstatus2")
 	var spokeApp map[string]any
 	if err := json.Unmarshal(w.Spec.Workload.Manifests[0].Raw, &spokeApp); err != nil {
 		t.Fatal(err)
@@ -113,32 +106,32 @@ func TestStandaloneApplicationShowsResources(t *testing.T) {
 		"metadata": map[string]any{"annotations": map[string]any{pullmodel.AnnotationResourceList: resourcelist.Encode(all)}},
 		"status":   map[string]any{"sync": map[string]any{"status": "Synced"}, "health": map[string]any{"status": "Healthy"}},
 	}
-	setFeedback(t, w, stockAgentFeedback(t, w, spoke))
-	eventually(t, "the listed objects in the hub's status.resources", 10*time.Second, func(ctx context.Context) (bool, string) {
-		res, _, _ := unstructured.NestedSlice(getApp(t, app.GetName()).Object, "status", "resources")
+	s.SetFeedback(t, w, stockAgentFeedback(t, w, spoke))
+	poll.UntilState(t, "the listed objects in the hub's status.resources", 10*time.Second, func(ctx context.Context) (bool, string) {
+		res, _, _ := unstructured.NestedSlice(s.GetApp(t, app.GetName()).Object, "status", "resources")
 		if len(res) != len(listed) {
 			return false, fmt.Sprintf("%d resources", len(res))
 		}
 		first := res[0].(map[string]any)
 		return first["group"] == "apps" && first["kind"] == "Deployment" && first["name"] == "guestbook-ui-0000" && first["namespace"] == "guestbook" && first["version"] == "v1", fmt.Sprint(first)
 	})
-	raw, _ := json.Marshal(getApp(t, app.GetName()).Object["status"].(map[string]any)["resources"])
+	raw, _ := json.Marshal(s.GetApp(t, app.GetName()).Object["status"].(map[string]any)["resources"])
 	if len(raw) > status.MaxResourcesBytes {
 		t.Errorf("status.resources is %d bytes, more than %d", len(raw), status.MaxResourcesBytes)
 	}
 	time.Sleep(time.Second)
-	apps0, _ := appWrites(t)
+	apps0, _ := s.AppWrites(t)
 	spoke["status"].(map[string]any)["reconciledAt"] = "2026-01-01T00:02:00Z"
-	setFeedback(t, w, stockAgentFeedback(t, w, spoke))
+	s.SetFeedback(t, w, stockAgentFeedback(t, w, spoke))
 	time.Sleep(2 * time.Second)
-	if apps1, _ := appWrites(t); apps1 != apps0 {
+	if apps1, _ := s.AppWrites(t); apps1 != apps0 {
 		t.Errorf("an unchanged list cost %d hub Application writes, want 0", apps1-apps0)
 	}
 	// The reporter removes its annotation when the Application deploys nothing: the hub's list goes.
 	delete(spoke, "metadata")
-	setFeedback(t, w, stockAgentFeedback(t, w, spoke))
-	eventually(t, "no status.resources once the cluster lists none", 10*time.Second, func(ctx context.Context) (bool, string) {
-		res, found, _ := unstructured.NestedSlice(getApp(t, app.GetName()).Object, "status", "resources")
+	s.SetFeedback(t, w, stockAgentFeedback(t, w, spoke))
+	poll.UntilState(t, "no status.resources once the cluster lists none", 10*time.Second, func(ctx context.Context) (bool, string) {
+		res, found, _ := unstructured.NestedSlice(s.GetApp(t, app.GetName()).Object, "status", "resources")
 		return !found, fmt.Sprintf("%d resources", len(res))
 	})
 }

@@ -1,4 +1,4 @@
-package pullmodel_test
+package report_test
 
 import (
 	"context"
@@ -11,7 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
 // TestApplicationSetReport: the report of an ApplicationSet lists each cluster its
@@ -20,37 +22,37 @@ import (
 // with the ApplicationSet.
 func TestApplicationSetReport(t *testing.T) {
 	ctx := context.Background()
-	createCluster(t, "rep1", true)
-	createCluster(t, "rep2", true)
-	set := newAppSet(t, "rep-set")
+	s.CreateCluster(t, "rep1", true)
+	s.CreateCluster(t, "rep2", true)
+	set := s.NewAppSet(t, "rep-set")
 	owner := []metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: set.GetName(), UID: set.GetUID()}}
 	var names []string
 	for _, c := range []string{"rep1", "rep2"} {
-		app := newApp("rep-set-"+c, c)
+		app := pulltest.NewApp("rep-set-"+c, c)
 		app.SetOwnerReferences(owner)
-		create(t, app)
+		s.Create(t, app)
 		names = append(names, app.GetName())
 	}
-	w1 := waitWork(t, getApp(t, names[0]), "rep1")
-	w2 := waitWork(t, getApp(t, names[1]), "rep2")
+	w1 := s.WaitWork(t, s.GetApp(t, names[0]), "rep1")
+	w2 := s.WaitWork(t, s.GetApp(t, names[1]), "rep2")
 	// rep1 runs the resource reporter, rep2 does not.
 	listed := resourcelist.Encode([]resourcelist.Resource{{Group: "apps", Version: "v1", Kind: "Deployment", Namespace: "guestbook", Name: "guestbook-ui"}})
 	rep1Feedback := map[string]string{"syncStatus": "Synced", "healthStatus": "Healthy", "syncRevision": "abc", "resourceList": listed}
-	setFeedback(t, w1, rep1Feedback)
-	setFeedback(t, w2, map[string]string{"syncStatus": "OutOfSync", "healthStatus": "Progressing", "operationStatePhase": "Failed", "operationStateStartedAt": "2026-01-01T00:00:00Z", "operationStateMessage": "one or more objects failed to apply"})
+	s.SetFeedback(t, w1, rep1Feedback)
+	s.SetFeedback(t, w2, map[string]string{"syncStatus": "OutOfSync", "healthStatus": "Progressing", "operationStatePhase": "Failed", "operationStateStartedAt": "2026-01-01T00:00:00Z", "operationStateMessage": "one or more objects failed to apply"})
 
-	key := client.ObjectKey{Namespace: argoNS, Name: set.GetName()}
+	key := client.ObjectKey{Namespace: pulltest.ArgoNS, Name: set.GetName()}
 	rep := &reportv1alpha1.MulticlusterApplicationSetReport{}
-	eventually(t, "the report with both clusters", 10*time.Second, func(ctx context.Context) (bool, string) {
-		if err := k8s.Get(ctx, key, rep); err != nil {
+	poll.UntilState(t, "the report with both clusters", 10*time.Second, func(ctx context.Context) (bool, string) {
+		if err := s.Client.Get(ctx, key, rep); err != nil {
 			return false, err.Error()
 		}
-		s := rep.Statuses.Summary
+		sum := rep.Statuses.Summary
 		cc := rep.Statuses.ClusterConditions
-		return len(cc) == 2 && cc[1].HealthStatus == "Progressing" && s.Clusters == "2" && s.Synced == "1" && s.NotSynced == "1" && s.Healthy == "1" && s.InProgress == "1" && s.NotHealthy == "1", fmt.Sprintf("%+v", rep.Statuses)
+		return len(cc) == 2 && cc[1].HealthStatus == "Progressing" && sum.Clusters == "2" && sum.Synced == "1" && sum.NotSynced == "1" && sum.Healthy == "1" && sum.InProgress == "1" && sum.NotHealthy == "1", fmt.Sprintf("%+v", rep.Statuses)
 	})
 	cc := rep.Statuses.ClusterConditions
-	if len(cc) != 2 || cc[0].Cluster != "rep1" || cc[1].Cluster != "rep2" || cc[0].SyncRevision != "abc" || cc[0].App != argoNS+"/"+names[0] {
+	if len(cc) != 2 || cc[0].Cluster != "rep1" || cc[1].Cluster != "rep2" || cc[0].SyncRevision != "abc" || cc[0].App != pulltest.ArgoNS+"/"+names[0] {
 		t.Fatalf("cluster conditions %+v", cc)
 	}
 	if len(cc[1].Conditions) != 1 || cc[1].Conditions[0].Type != "SyncError" || cc[1].Conditions[0].Message != "one or more objects failed to apply" {
@@ -63,37 +65,28 @@ func TestApplicationSetReport(t *testing.T) {
 		t.Errorf("report owners %v, want the ApplicationSet", rep.OwnerReferences)
 	}
 
-	m, _ := writesOf(t, "multiclusterapplicationsetreports")
-	setFeedback(t, w1, rep1Feedback)
+	m := s.Writes(t)["multiclusterapplicationsetreports"]
+	s.SetFeedback(t, w1, rep1Feedback)
 	time.Sleep(2 * time.Second)
-	if m2, _ := writesOf(t, "multiclusterapplicationsetreports"); m2 != m {
+	if m2 := s.Writes(t)["multiclusterapplicationsetreports"]; m2 != m {
 		t.Errorf("unchanged feedback cost %d report writes, want 0", m2-m)
 	}
 
-	if err := k8s.Delete(ctx, getApp(t, names[1])); err != nil {
+	if err := s.Client.Delete(ctx, s.GetApp(t, names[1])); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the report with rep1 only", 10*time.Second, func(ctx context.Context) (bool, string) {
-		if err := k8s.Get(ctx, key, rep); err != nil {
+	poll.UntilState(t, "the report with rep1 only", 10*time.Second, func(ctx context.Context) (bool, string) {
+		if err := s.Client.Get(ctx, key, rep); err != nil {
 			return false, err.Error()
 		}
 		return rep.Statuses.Summary.Clusters == "1" && len(rep.Statuses.ClusterConditions) == 1 && rep.Statuses.ClusterConditions[0].Cluster == "rep1", fmt.Sprintf("%+v", rep.Statuses)
 	})
 
-	if err := k8s.Delete(ctx, set); err != nil {
+	if err := s.Client.Delete(ctx, set); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the report gone with its ApplicationSet", 10*time.Second, func(ctx context.Context) (bool, string) {
-		err := k8s.Get(ctx, key, &reportv1alpha1.MulticlusterApplicationSetReport{})
+	poll.UntilState(t, "the report gone with its ApplicationSet", 10*time.Second, func(ctx context.Context) (bool, string) {
+		err := s.Client.Get(ctx, key, &reportv1alpha1.MulticlusterApplicationSetReport{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-}
-
-func writesOf(t *testing.T, resource string) (int, error) {
-	t.Helper()
-	m, err := testenvWrites()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m[resource], nil
 }

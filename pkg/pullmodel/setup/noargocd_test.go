@@ -1,4 +1,4 @@
-package pullmodel_test
+package setup_test
 
 import (
 	"context"
@@ -17,7 +17,9 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -26,12 +28,12 @@ import (
 // are installed: a marked Application is then delivered.
 func TestHubWithoutArgoCD(t *testing.T) {
 	bare := testenv.StartForTest(t, testenv.Options{})
-	stop := startManagerOn(bare, func(o *manager.Options) { o.PullModel.DetectInterval = 500 * time.Millisecond })
+	stop := pulltest.StartManager(bare, func(o *manager.Options) { o.PullModel.DetectInterval = 500 * time.Millisecond })
 	defer stop()
-	eventually(t, "the log line saying the pull model waits", 10*time.Second, func(context.Context) (bool, string) {
+	poll.UntilState(t, "the log line saying the pull model waits", 10*time.Second, func(context.Context) (bool, string) {
 		return strings.Contains(logs.String(), "the basic pull model waits"), "no such line"
 	})
-	eventually(t, "metric "+pullmodelsetup.MetricEnabled+" at 0", 10*time.Second, func(context.Context) (bool, string) {
+	poll.UntilState(t, "metric "+pullmodelsetup.MetricEnabled+" at 0", 10*time.Second, func(context.Context) (bool, string) {
 		v := gauge(t, pullmodelsetup.MetricEnabled)
 		return v == 0, fmt.Sprint(v)
 	})
@@ -48,19 +50,19 @@ func TestHubWithoutArgoCD(t *testing.T) {
 	ctx := context.Background()
 	c := bare.Client
 	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argoNS}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pulltest.ArgoNS}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "late1"}},
-		managedCluster("late1"),
-		newApp("late-guestbook", "late1"),
+		pulltest.ManagedCluster("late1"),
+		pulltest.NewApp("late-guestbook", "late1"),
 	} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := tenancySteps(ctx, c); err != nil {
+	if err := pulltest.TenancySteps(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the Application delivered after Argo CD's CRDs appeared", 30*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the Application delivered after Argo CD's CRDs appeared", 30*time.Second, func(ctx context.Context) (bool, string) {
 		list := &workv1.ManifestWorkList{}
 		if err := c.List(ctx, list, client.InNamespace("late1"), client.HasLabels{pullmodel.LabelPull}); err != nil {
 			return false, err.Error()

@@ -1,4 +1,4 @@
-package pullmodel_test
+package setup_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -20,21 +22,21 @@ import (
 // after it removes the ManifestWork.
 func TestAPIServerRestart(t *testing.T) {
 	e := testenv.StartForTest(t, testenv.Options{WithArgoCD: true})
-	stop := startManagerOn(e, nil)
+	stop := pulltest.StartManager(e, nil)
 	defer stop()
 	ctx := context.Background()
 	c := e.Client
 	for _, o := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argoNS}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: pulltest.ArgoNS}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "restart1"}},
-		managedCluster("restart1"),
-		newApp("before-restart", "restart1"),
+		pulltest.ManagedCluster("restart1"),
+		pulltest.NewApp("before-restart", "restart1"),
 	} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := tenancySteps(ctx, c); err != nil {
+	if err := pulltest.TenancySteps(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	works := func(ctx context.Context) (map[string]bool, error) {
@@ -48,24 +50,24 @@ func TestAPIServerRestart(t *testing.T) {
 		}
 		return out, nil
 	}
-	eventually(t, "delivered before the restart", 20*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "delivered before the restart", 20*time.Second, func(ctx context.Context) (bool, string) {
 		w, err := works(ctx)
 		return err == nil && w["before-restart"], fmt.Sprint(w, err)
 	})
 	if err := e.RestartAPIServer(3 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the API server back", time.Minute, func(ctx context.Context) (bool, string) {
-		err := c.Create(ctx, newApp("after-restart", "restart1"))
+	poll.UntilState(t, "the API server back", time.Minute, func(ctx context.Context) (bool, string) {
+		err := c.Create(ctx, pulltest.NewApp("after-restart", "restart1"))
 		return err == nil, fmt.Sprint(err)
 	})
 	app := pullmodel.NewApplication()
-	app.SetNamespace(argoNS)
+	app.SetNamespace(pulltest.ArgoNS)
 	app.SetName("before-restart")
 	if err := c.Delete(ctx, app); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "after the restart: the new Application delivered, the deleted one's work removed", 90*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "after the restart: the new Application delivered, the deleted one's work removed", 90*time.Second, func(ctx context.Context) (bool, string) {
 		w, err := works(ctx)
 		return err == nil && w["after-restart"] && !w["before-restart"], fmt.Sprint(w, err)
 	})

@@ -1,4 +1,4 @@
-package pullmodel_test
+package propagation_test
 
 import (
 	"context"
@@ -13,7 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
 // TestPostSyncReconcileRule: an ApplicationSet's Application reads the spoke's reconcile time
@@ -23,20 +25,20 @@ import (
 // the later reconcile reaches the hub; a sync the spoke starts by itself adds it; and once it is
 // gone, periodic refreshes cost no write at all.
 func TestPostSyncReconcileRule(t *testing.T) {
-	createCluster(t, "postsync1", true)
-	set := newAppSet(t, "postsync-set")
-	app := newApp("postsync-guestbook", "postsync1")
+	s.CreateCluster(t, "postsync1", true)
+	set := s.NewAppSet(t, "postsync-set")
+	app := pulltest.NewApp("postsync-guestbook", "postsync1")
 	app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: set.GetName(), UID: set.GetUID()}})
-	create(t, app)
-	app = getApp(t, app.GetName())
-	w := waitWork(t, app, "postsync1")
+	s.Create(t, app)
+	app = s.GetApp(t, app.GetName())
+	w := s.WaitWork(t, app, "postsync1")
 	readWork := func(ctx context.Context) *workv1.ManifestWork {
 		cur := &workv1.ManifestWork{}
-		_ = k8s.Get(ctx, client.ObjectKeyFromObject(w), cur)
+		_ = s.Client.Get(ctx, client.ObjectKeyFromObject(w), cur)
 		return cur
 	}
 	hub := func() (reconciledAt string, operation bool) {
-		cur := getApp(t, app.GetName())
+		cur := s.GetApp(t, app.GetName())
 		at, _, _ := unstructured.NestedString(cur.Object, "status", "reconciledAt")
 		_, op := cur.Object["operation"]
 		return at, op
@@ -45,23 +47,23 @@ func TestPostSyncReconcileRule(t *testing.T) {
 		t.Fatal("the reconcile time is read before any sync")
 	}
 	spoke := map[string]string{"healthStatus": "Healthy", "syncStatus": "OutOfSync", "syncRevision": "abc123", "reconciledAt": "2026-01-01T00:10:00Z"}
-	setFeedback(t, w, spoke)
+	s.SetFeedback(t, w, spoke)
 
 	// RollingSync asks for a sync: the request and the reconcile time go out.
 	patchApp(t, app.GetName(), rollingSyncOperation)
-	eventually(t, "the request in the ManifestWork, reading the reconcile time", 10*time.Second, func(ctx context.Context) (bool, string) {
+	poll.UntilState(t, "the request in the ManifestWork, reading the reconcile time", 10*time.Second, func(ctx context.Context) (bool, string) {
 		cur := readWork(ctx)
 		return propagation.Operation(cur) != nil && propagation.FeedsBackReconcileTime(cur), fmt.Sprintf("operation %v", propagation.Operation(cur))
 	})
 	spoke = maps.Clone(spoke)
 	maps.Copy(spoke, map[string]string{"operationStatePhase": "Running", "operationStateStartedAt": "2026-01-01T00:10:10Z", "reconciledAt": "2026-01-01T00:10:09Z",
 		"operationStateRequest": readWork(context.Background()).Annotations[pullmodel.AnnotationOperationRequest]})
-	setFeedback(t, w, spoke)
+	s.SetFeedback(t, w, spoke)
 	// Finished: the spoke's last reconcile is from before the end; Argo CD reconciles again
 	// once it has recorded it.
 	maps.Copy(spoke, map[string]string{"operationStatePhase": "Succeeded", "operationStateFinishedAt": "2026-01-01T00:10:11Z", "syncStatus": "Synced"})
-	setFeedback(t, w, spoke)
-	eventually(t, "the request cleared on the hub and out of the ManifestWork, the reconcile time still read", 10*time.Second, func(ctx context.Context) (bool, string) {
+	s.SetFeedback(t, w, spoke)
+	poll.UntilState(t, "the request cleared on the hub and out of the ManifestWork, the reconcile time still read", 10*time.Second, func(ctx context.Context) (bool, string) {
 		at, op := hub()
 		cur := readWork(ctx)
 		return !op && at == "2026-01-01T00:10:09Z" && propagation.Operation(cur) == nil && propagation.FeedsBackReconcileTime(cur),
@@ -69,8 +71,8 @@ func TestPostSyncReconcileRule(t *testing.T) {
 	})
 	// The spoke's reconcile after the sync reaches the hub, which alone changes the hub's status.
 	spoke["reconciledAt"] = "2026-01-01T00:10:15Z"
-	setFeedback(t, w, spoke)
-	eventually(t, "the later reconcile on the hub and the rule gone", 10*time.Second, func(ctx context.Context) (bool, string) {
+	s.SetFeedback(t, w, spoke)
+	poll.UntilState(t, "the later reconcile on the hub and the rule gone", 10*time.Second, func(ctx context.Context) (bool, string) {
 		at, _ := hub()
 		cur := readWork(ctx)
 		return at == "2026-01-01T00:10:15Z" && !propagation.FeedsBackReconcileTime(cur), fmt.Sprintf("hub reconciledAt %q, work reads the reconcile time %v", at, propagation.FeedsBackReconcileTime(cur))
@@ -81,13 +83,13 @@ func TestPostSyncReconcileRule(t *testing.T) {
 	// only its status shows the finished operation, and that adds the rule.
 	maps.Copy(spoke, map[string]string{"operationStateStartedAt": "2026-01-01T00:20:00Z", "operationStateFinishedAt": "2026-01-01T00:20:02Z", "reconciledAt": "2026-01-01T00:19:58Z"})
 	delete(spoke, "operationStateRequest")
-	setFeedback(t, w, spoke)
-	eventually(t, "the rule added for the spoke's own sync", 10*time.Second, func(ctx context.Context) (bool, string) {
+	s.SetFeedback(t, w, spoke)
+	poll.UntilState(t, "the rule added for the spoke's own sync", 10*time.Second, func(ctx context.Context) (bool, string) {
 		return propagation.FeedsBackReconcileTime(readWork(ctx)), "not read"
 	})
 	spoke["reconciledAt"] = "2026-01-01T00:20:05Z"
-	setFeedback(t, w, spoke)
-	eventually(t, "its reconcile on the hub and the rule gone", 10*time.Second, func(ctx context.Context) (bool, string) {
+	s.SetFeedback(t, w, spoke)
+	poll.UntilState(t, "its reconcile on the hub and the rule gone", 10*time.Second, func(ctx context.Context) (bool, string) {
 		at, _ := hub()
 		cur := readWork(ctx)
 		return at == "2026-01-01T00:20:05Z" && !propagation.FeedsBackReconcileTime(cur), fmt.Sprintf("hub reconciledAt %q, work reads the reconcile time %v", at, propagation.FeedsBackReconcileTime(cur))
@@ -100,9 +102,9 @@ func TestPostSyncReconcileRule(t *testing.T) {
 // agent status write, no hub Application write and no ManifestWork write.
 func refreshesCostNothing(t *testing.T, w *workv1.ManifestWork, spoke map[string]string, first string) {
 	t.Helper()
-	setFeedback(t, w, spoke)
+	s.SetFeedback(t, w, spoke)
 	time.Sleep(2 * time.Second)
-	apps0, works0 := appWrites(t)
+	apps0, works0 := s.AppWrites(t)
 	at, err := time.Parse(time.RFC3339, first)
 	if err != nil {
 		t.Fatal(err)
@@ -111,13 +113,13 @@ func refreshesCostNothing(t *testing.T, w *workv1.ManifestWork, spoke map[string
 	for i := range 5 {
 		fb := maps.Clone(spoke)
 		fb["reconciledAt"] = at.Add(time.Duration(i) * 2 * time.Minute).Format(time.RFC3339)
-		if setFeedback(t, w, fb) {
+		if s.SetFeedback(t, w, fb) {
 			agent++
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
 	time.Sleep(2 * time.Second)
-	apps1, works1 := appWrites(t)
+	apps1, works1 := s.AppWrites(t)
 	if agent != 0 || apps1 != apps0 || works1 != works0 {
 		t.Errorf("5 periodic refreshes cost %d work-agent status writes, %d hub Application writes, %d ManifestWork writes; want 0", agent, apps1-apps0, works1-works0)
 	}

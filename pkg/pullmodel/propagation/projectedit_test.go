@@ -1,4 +1,4 @@
-package pullmodel_test
+package propagation_test
 
 import (
 	"bufio"
@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
@@ -29,7 +30,7 @@ import (
 // ManifestWorks in cluster's namespace carries it, by ManifestWork name.
 func projectCopies(ctx context.Context, cluster, name string) (map[string]map[string]any, error) {
 	list := &workv1.ManifestWorkList{}
-	if err := k8s.List(ctx, list, client.InNamespace(cluster), client.HasLabels{pullmodel.LabelPull}); err != nil {
+	if err := s.Client.List(ctx, list, client.InNamespace(cluster), client.HasLabels{pullmodel.LabelPull}); err != nil {
 		return nil, err
 	}
 	out := map[string]map[string]any{}
@@ -74,11 +75,7 @@ func projectEverywhere(ctx context.Context, clusters []string, name, want string
 // workWrites is the API server's count of ManifestWork writes (status writes apart).
 func workWrites(tb testing.TB) int {
 	tb.Helper()
-	m, err := testenvWrites()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return m["manifestworks"]
+	return s.Writes(tb)["manifestworks"]
 }
 
 // waitQuiet waits until no ManifestWork has been written for a while.
@@ -98,18 +95,12 @@ func waitQuiet(tb testing.TB) {
 func sharedProjectApps(tb testing.TB, project string, clusters []string, n int) {
 	tb.Helper()
 	ctx := context.Background()
-	p := appProject(argoNS, project, nil)
+	p := pulltest.AppProject(pulltest.ArgoNS, project, nil)
 	p.Object["spec"].(map[string]any)["description"] = "first"
-	if err := k8s.Create(ctx, p); err != nil {
-		tb.Fatal(err)
-	}
+	s.Create(tb, p)
 	for _, c := range clusters {
-		if err := k8s.Create(ctx, managedCluster(c)); err != nil {
-			tb.Fatal(err)
-		}
-		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c}}); err != nil {
-			tb.Fatal(err)
-		}
+		s.Create(tb, pulltest.ManagedCluster(c))
+		s.Create(tb, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: c}})
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(clusters)*n)
@@ -117,9 +108,9 @@ func sharedProjectApps(tb testing.TB, project string, clusters []string, n int) 
 	for range 8 {
 		wg.Go(func() {
 			for job := range next {
-				app := newApp(fmt.Sprintf("%s-%05d", job[0], job[1]), job[0].(string))
+				app := pulltest.NewApp(fmt.Sprintf("%s-%05d", job[0], job[1]), job[0].(string))
 				_ = unstructured.SetNestedField(app.Object, project, "spec", "project")
-				if err := k8s.Create(ctx, app); err != nil {
+				if err := s.Client.Create(ctx, app); err != nil {
 					errs <- err
 				}
 			}
@@ -139,7 +130,7 @@ func sharedProjectApps(tb testing.TB, project string, clusters []string, n int) 
 	poll.UntilState(tb, "every Application delivered with its AppProject", 10*time.Minute, func(ctx context.Context) (bool, string) {
 		for _, c := range clusters {
 			list := &workv1.ManifestWorkList{}
-			if err := k8s.List(ctx, list, client.InNamespace(c), client.HasLabels{pullmodel.LabelPull}); err != nil {
+			if err := s.Client.List(ctx, list, client.InNamespace(c), client.HasLabels{pullmodel.LabelPull}); err != nil {
 				return false, err.Error()
 			}
 			apps := 0
@@ -163,7 +154,7 @@ func appWorkVersions(tb testing.TB, clusters []string) map[string]string {
 	out := map[string]string{}
 	for _, c := range clusters {
 		list := &workv1.ManifestWorkList{}
-		if err := k8s.List(context.Background(), list, client.InNamespace(c), client.HasLabels{pullmodel.LabelPull}); err != nil {
+		if err := s.Client.List(context.Background(), list, client.InNamespace(c), client.HasLabels{pullmodel.LabelPull}); err != nil {
 			tb.Fatal(err)
 		}
 		for _, w := range list.Items {
@@ -179,7 +170,7 @@ func appWorkVersions(tb testing.TB, clusters []string) map[string]string {
 func editProject(tb testing.TB, name, description string) {
 	tb.Helper()
 	patch := fmt.Sprintf(`{"spec":{"description":%q}}`, description)
-	if err := k8s.Patch(context.Background(), appProject(argoNS, name, nil), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+	if err := s.Client.Patch(context.Background(), pulltest.AppProject(pulltest.ArgoNS, name, nil), client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 		tb.Fatal(err)
 	}
 }
@@ -234,7 +225,7 @@ func BenchmarkSharedAppProjectEdit(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
-		agent.paused.Store(true)
+		s.Agent.SetPaused(true)
 		w0, by0 := workWrites(b), workBodyBytes(b)
 		benchOnce.edits++
 		want := fmt.Sprintf("edit %d", benchOnce.edits)
@@ -247,14 +238,14 @@ func BenchmarkSharedAppProjectEdit(b *testing.B) {
 		waitQuiet(b)
 		writes += float64(workWrites(b) - w0)
 		body += workBodyBytes(b) - by0
-		agent.paused.Store(false)
+		s.Agent.SetPaused(false)
 		b.StartTimer()
 	}
 	b.StopTimer()
 	b.ReportMetric(writes/float64(b.N), "work-writes/edit")
 	b.ReportMetric(body/float64(b.N), "work-bytes-written/edit")
 	list := &workv1.ManifestWorkList{}
-	if err := k8s.List(context.Background(), list, client.InNamespace(cluster), client.HasLabels{pullmodel.LabelPull}); err != nil {
+	if err := s.Client.List(context.Background(), list, client.InNamespace(cluster), client.HasLabels{pullmodel.LabelPull}); err != nil {
 		b.Fatal(err)
 	}
 	stored := 0
@@ -273,7 +264,7 @@ func BenchmarkSharedAppProjectEdit(b *testing.B) {
 // writes (its apiserver_request_body_size_bytes histogram).
 func workBodyBytes(tb testing.TB) float64 {
 	tb.Helper()
-	cs, err := kubernetes.NewForConfig(env.Config)
+	cs, err := kubernetes.NewForConfig(s.Config)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -28,6 +28,9 @@ import (
 // are installed: a marked Application is then delivered.
 func TestHubWithoutArgoCD(t *testing.T) {
 	bare := testenv.StartForTest(t, testenv.Options{})
+	// As a manager that ran the pull model would have left it: the 0 below is then this
+	// manager's own report, not the gauge's initial value.
+	pullmodelsetup.SetEnabledForTest(1)
 	stop := pulltest.StartManager(bare, func(o *manager.Options) { o.PullModel.DetectInterval = 500 * time.Millisecond })
 	defer stop()
 	poll.UntilState(t, "the log line saying the pull model waits", 10*time.Second, func(context.Context) (bool, string) {

@@ -37,7 +37,7 @@ func (r *Reconciler) finalize(ctx context.Context, goc *v1alpha1.GitOpsCluster) 
 		}
 	}
 
-	if err := r.addOns().DeleteComponentsPlacement(ctx, goc); err != nil {
+	if err := r.addOns().Components().DeleteComponentsPlacement(ctx, goc); err != nil {
 		return err
 	}
 	if err := r.probes().DropClearance(ctx, goc); err != nil {

@@ -397,7 +397,7 @@ func (p *pass) addOn(ctx context.Context) *stop {
 	p.status.AddOnTemplate = applied.Template
 	p.status.AddOnDeploymentConfig = applied.Config
 	if obs.Selected != nil {
-		if p.status.ExistingArgoCDClusters, err = r.addOns().ExistingArgoCDClusters(ctx, goc, obs.Selected); err != nil {
+		if p.status.ExistingArgoCDClusters, err = r.addOns().Components().ExistingArgoCDClusters(ctx, goc, obs.Selected); err != nil {
 			return stopWith(err)
 		}
 		p.emit(r.probes().ReportForeign(goc, p.status, p.foreign, p.setCond))

@@ -100,7 +100,7 @@ func (w *Writer) Apply(ctx context.Context, goc *v1alpha1.GitOpsCluster, princip
 	if err := w.applyCMAEntry(ctx, goc, &entry); err != nil {
 		return Applied{}, fmt.Errorf("writing ClusterManagementAddOn %s: %w", w.Config.AddonName, err)
 	}
-	componentsWaiting, clusterCfg, err := w.applyComponents(ctx, goc, mode, adc, rollout, owned)
+	componentsWaiting, clusterCfg, err := w.Components().applyComponents(ctx, goc, mode, adc, rollout, owned)
 	if err != nil {
 		return Applied{}, err
 	}

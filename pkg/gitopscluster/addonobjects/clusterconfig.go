@@ -65,16 +65,16 @@ type clusterWant struct {
 // ManagedClusterAddOn that names this GitOpsCluster's template or config for a cluster that
 // no longer needs one is given the default back. owned nil (selection unknown) writes the
 // templates and changes no ManagedClusterAddOn.
-func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, tmpls componentsTemplates, shared *addonv1alpha1.AddOnDeploymentConfig, owned sets.Set[string]) (ClusterConfigs, error) {
+func (comp Components) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, tmpls componentsTemplates, shared *addonv1alpha1.AddOnDeploymentConfig, owned sets.Set[string]) (ClusterConfigs, error) {
 	out := ClusterConfigs{templates: sets.New[string]()}
 	var mcas addonv1alpha1.ManagedClusterAddOnList
-	if w.ComponentsAddOns != nil {
+	if comp.ComponentsAddOns != nil {
 		// Read-only walk over every cluster's components addon: no copies of the cache's objects.
-		if err := w.ComponentsAddOns.List(ctx, &mcas, client.UnsafeDisableDeepCopy); err != nil {
+		if err := comp.ComponentsAddOns.List(ctx, &mcas, client.UnsafeDisableDeepCopy); err != nil {
 			return out, err
 		}
 	}
-	assigned, note, err := w.assignedClusters(ctx, goc, mcas.Items)
+	assigned, note, err := comp.assignedClusters(ctx, goc, mcas.Items)
 	if err != nil {
 		return out, err
 	}
@@ -110,7 +110,7 @@ func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCl
 		if err := spoke.ApplyConfigMapData(tmpl.Spec.AgentSpec.Workload.Manifests, configData(&entry.ArgoCDConfig)); err != nil {
 			return out, fmt.Errorf("cluster %s: %w", entry.ClusterName, err)
 		}
-		if err := w.writeTemplate(ctx, goc, tmpl); err != nil {
+		if err := comp.writeTemplate(ctx, goc, tmpl); err != nil {
 			return out, err
 		}
 		out.templates.Insert(tmpl.Name)
@@ -126,17 +126,17 @@ func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCl
 			return out, err
 		}
 		if !out.templates.Has(base.Name) {
-			if err := w.writeTemplate(ctx, goc, base); err != nil {
+			if err := comp.writeTemplate(ctx, goc, base); err != nil {
 				return out, err
 			}
 			out.templates.Insert(base.Name)
 		}
 		wanted[c] = clusterWant{template: base.Name}
 	}
-	if owned == nil || w.ComponentsAddOns == nil {
+	if owned == nil || comp.ComponentsAddOns == nil {
 		return out, nil
 	}
-	mirrored, err := w.mirroredConfigs(ctx, goc, shared, owned)
+	mirrored, err := comp.mirroredConfigs(ctx, goc, shared, owned)
 	if err != nil {
 		return out, err
 	}
@@ -172,11 +172,11 @@ func (w *Writer) applyClusterConfigs(ctx context.Context, goc *v1alpha1.GitOpsCl
 		if tmpl == nil && cfg == nil {
 			continue
 		}
-		if err := w.setConfigs(ctx, mca, goc.Namespace, tmpl, cfg); err != nil {
+		if err := comp.setConfigs(ctx, mca, goc.Namespace, tmpl, cfg); err != nil {
 			return out, err
 		}
 	}
-	if err := w.deleteUnusedMirroredConfigs(ctx, goc, shared.Name, named.Insert(slices.Collect(maps.Values(mirrored))...)); err != nil {
+	if err := comp.deleteUnusedMirroredConfigs(ctx, goc, shared.Name, named.Insert(slices.Collect(maps.Values(mirrored))...)); err != nil {
 		return out, err
 	}
 	sort.Strings(out.heldByOthers)
@@ -228,7 +228,7 @@ func deploymentConfig(mca *addonv1alpha1.ManagedClusterAddOn, ns string) (name s
 // setConfigs names template and config (in namespace ns) in the ManagedClusterAddOn's configs,
 // each only when not nil ("" removes that kind's entry), keeping every other config a hub
 // admin set there. mca is the cache's object and is not changed.
-func (w *Writer) setConfigs(ctx context.Context, mca *addonv1alpha1.ManagedClusterAddOn, ns string, template, config *string) error {
+func (comp Components) setConfigs(ctx context.Context, mca *addonv1alpha1.ManagedClusterAddOn, ns string, template, config *string) error {
 	live := mca.DeepCopy()
 	configs := live.Spec.Configs[:0:0]
 	for _, c := range live.Spec.Configs {
@@ -244,7 +244,7 @@ func (w *Writer) setConfigs(ctx context.Context, mca *addonv1alpha1.ManagedClust
 		configs = append(configs, addonv1alpha1.AddOnConfig{ConfigGroupResource: deploymentConfigsConfig, ConfigReferent: addonv1alpha1.ConfigReferent{Namespace: ns, Name: *config}})
 	}
 	live.Spec.Configs = configs
-	if err := w.Client.Patch(ctx, live, client.MergeFromWithOptions(mca, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := comp.Client.Patch(ctx, live, client.MergeFromWithOptions(mca, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("naming the cluster's own configs in ManagedClusterAddOn %s/%s: %w", mca.Namespace, mca.Name, err)
 	}
 	return nil

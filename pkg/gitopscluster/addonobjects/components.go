@@ -51,8 +51,8 @@ func (w *Writer) spokeImages(agentImage string) (spoke.Images, error) {
 	}, nil
 }
 
-func (w *Writer) componentsCMA() *addonv1alpha1.ClusterManagementAddOn {
-	cma := addon.BuildClusterManagementAddOn(config.ComponentsAddonName(w.Config.AddonName), "argocd-components")
+func (comp Components) componentsCMA() *addonv1alpha1.ClusterManagementAddOn {
+	cma := addon.BuildClusterManagementAddOn(config.ComponentsAddonName(comp.Config.AddonName), "argocd-components")
 	cma.Spec.AddOnMeta.Description = "Installs, beside each argocd-agent agent, the Argo CD components it drives (" + spoke.Source() + ")."
 	return cma
 }
@@ -60,51 +60,51 @@ func (w *Writer) componentsCMA() *addonv1alpha1.ClusterManagementAddOn {
 // applyComponents writes the components template and this GitOpsCluster's entry of the
 // components addon, or removes both when the clusters' existing Argo CD is to be used. It
 // reports waiting while the entry keeps naming the user's Placement (see below).
-func (w *Writer) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, mode string, adc *addonv1alpha1.AddOnDeploymentConfig, rollout clusterv1alpha1.RolloutStrategy, owned sets.Set[string]) (bool, ClusterConfigs, error) {
-	cma := w.componentsCMA()
+func (comp Components) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluster, mode string, adc *addonv1alpha1.AddOnDeploymentConfig, rollout clusterv1alpha1.RolloutStrategy, owned sets.Set[string]) (bool, ClusterConfigs, error) {
+	cma := comp.componentsCMA()
 	name := names.ComponentsTemplateName(goc)
 	if !componentsWanted(goc) {
-		if err := w.applyCMAEntryTo(ctx, goc, cma, "", nil); err != nil {
+		if err := comp.applyCMAEntryTo(ctx, goc, cma, "", nil); err != nil {
 			return false, ClusterConfigs{}, fmt.Errorf("releasing ClusterManagementAddOn %s: %w", cma.Name, err)
 		}
-		if err := w.DeleteComponentsPlacement(ctx, goc); err != nil {
+		if err := comp.DeleteComponentsPlacement(ctx, goc); err != nil {
 			return false, ClusterConfigs{}, err
 		}
-		if err := w.DeleteOpenShiftPlacement(ctx, goc); err != nil {
+		if err := comp.DeleteOpenShiftPlacement(ctx, goc); err != nil {
 			return false, ClusterConfigs{}, err
 		}
-		return false, ClusterConfigs{}, w.deleteOwnedTemplate(ctx, goc, name)
+		return false, ClusterConfigs{}, comp.deleteOwnedTemplate(ctx, goc, name)
 	}
 	var cfg ClusterConfigs
 	// Every components template of the GitOpsCluster is built for the pair of the agent image
 	// its shared config names, so that the manifests and the images variables agree.
 	agentImage := addon.Variable(adc, addon.VarAgentImage)
-	tmpl, err := w.componentsTemplate(goc, name, cma.Name, mode, agentImage, goc.Spec.ArgoCDAgentAddon.UserIDs == v1alpha1.UserIDsAssigned)
+	tmpl, err := comp.componentsTemplate(goc, name, cma.Name, mode, agentImage, goc.Spec.ArgoCDAgentAddon.UserIDs == v1alpha1.UserIDsAssigned)
 	if err != nil {
 		return false, cfg, err
 	}
-	if err := w.writeTemplate(ctx, goc, tmpl); err != nil {
+	if err := comp.writeTemplate(ctx, goc, tmpl); err != nil {
 		return false, cfg, err
 	}
 	tmpls := componentsTemplates{base: tmpl, assigned: func() (*addonv1alpha1.AddOnTemplate, error) {
-		return w.componentsTemplate(goc, AssignedTemplateName(goc), cma.Name, mode, agentImage, true)
+		return comp.componentsTemplate(goc, AssignedTemplateName(goc), cma.Name, mode, agentImage, true)
 	}}
-	if cfg, err = w.applyClusterConfigs(ctx, goc, tmpls, adc, owned); err != nil {
+	if cfg, err = comp.applyClusterConfigs(ctx, goc, tmpls, adc, owned); err != nil {
 		return false, cfg, err
 	}
-	cfg.pairNote, cfg.pairEvents = w.reportUnpairedAgent(ctx, goc, agentImage)
-	placement, err := w.applyComponentsPlacement(ctx, goc)
+	cfg.pairNote, cfg.pairEvents = comp.reportUnpairedAgent(ctx, goc, agentImage)
+	placement, err := comp.applyComponentsPlacement(ctx, goc)
 	if err != nil {
 		return false, cfg, err
 	}
 	// Earlier versions installed by the user's Placement when it had numberOfClusters. OCM
 	// removes the addon from every cluster its entry's Placement does not decide, so the entry
 	// moves to the copy only once the copy decides every cluster that has the components.
-	if waiting, err := w.copyBehind(ctx, goc, cma.Name, placement); err != nil || waiting {
+	if waiting, err := comp.copyBehind(ctx, goc, cma.Name, placement); err != nil || waiting {
 		return waiting, cfg, err
 	}
 	entry := addon.BuildPlacementStrategy(types.NamespacedName{Namespace: goc.Namespace, Name: placement}, tmpl.Name, types.NamespacedName{Namespace: adc.Namespace, Name: adc.Name}, rollout)
-	if err := w.applyCMAEntryTo(ctx, goc, cma, placement, &entry); err != nil {
+	if err := comp.applyCMAEntryTo(ctx, goc, cma, placement, &entry); err != nil {
 		return false, cfg, fmt.Errorf("writing ClusterManagementAddOn %s: %w", cma.Name, err)
 	}
 	return false, cfg, nil
@@ -112,10 +112,10 @@ func (w *Writer) applyComponents(ctx context.Context, goc *v1alpha1.GitOpsCluste
 
 // componentsTemplate builds the GitOpsCluster's components template named name, of the Argo CD
 // release paired with agentImage's; assigned leaves the user IDs to the platform.
-func (w *Writer) componentsTemplate(goc *v1alpha1.GitOpsCluster, name, addonName, mode, agentImage string, assigned bool) (*addonv1alpha1.AddOnTemplate, error) {
+func (comp Components) componentsTemplate(goc *v1alpha1.GitOpsCluster, name, addonName, mode, agentImage string, assigned bool) (*addonv1alpha1.AddOnTemplate, error) {
 	tmpl, err := spoke.BuildAddOnTemplate(spoke.Input{
 		TemplateName: name, AddonName: addonName, Mode: mode, AgentImage: agentImage,
-		ImagePullSecrets: w.Config.SpokeImagePullSecrets, AssignedUserIDs: assigned,
+		ImagePullSecrets: comp.Config.SpokeImagePullSecrets, AssignedUserIDs: assigned,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("building the Argo CD components AddOnTemplate: %w", err)
@@ -141,12 +141,12 @@ type componentsTemplates struct {
 
 // copyBehind reports whether the components addon's entry still names the user's Placement
 // while the copy (placement) decides fewer clusters than carry the clearance label.
-func (w *Writer) copyBehind(ctx context.Context, goc *v1alpha1.GitOpsCluster, cmaName, placement string) (bool, error) {
+func (comp Components) copyBehind(ctx context.Context, goc *v1alpha1.GitOpsCluster, cmaName, placement string) (bool, error) {
 	if placement == goc.Spec.PlacementRef.Name {
 		return false, nil
 	}
 	live := &addonv1alpha1.ClusterManagementAddOn{}
-	if err := w.Client.Get(ctx, types.NamespacedName{Name: cmaName}, live); err != nil {
+	if err := comp.Client.Get(ctx, types.NamespacedName{Name: cmaName}, live); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	onUsers := false
@@ -159,10 +159,10 @@ func (w *Writer) copyBehind(ctx context.Context, goc *v1alpha1.GitOpsCluster, cm
 		return false, nil
 	}
 	var cleared clusterv1.ManagedClusterList
-	if err := w.Client.List(ctx, &cleared, client.UnsafeDisableDeepCopy, client.HasLabels{names.ComponentsClearedLabel(goc)}); err != nil {
+	if err := comp.Client.List(ctx, &cleared, client.UnsafeDisableDeepCopy, client.HasLabels{names.ComponentsClearedLabel(goc)}); err != nil {
 		return false, err
 	}
-	decided, _, err := ownership.SelectedClustersAndPages(ctx, w.Client, goc.Namespace, placement)
+	decided, _, err := ownership.SelectedClustersAndPages(ctx, comp.Client, goc.Namespace, placement)
 	if err != nil {
 		return false, err
 	}
@@ -223,16 +223,16 @@ func templateSpecsEqual(a, b *addonv1alpha1.AddOnTemplateSpec) bool {
 }
 
 // deleteOwnedTemplate deletes the AddOnTemplate of that name if this GitOpsCluster owns it.
-func (w *Writer) deleteOwnedTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, name string) error {
+func (comp Components) deleteOwnedTemplate(ctx context.Context, goc *v1alpha1.GitOpsCluster, name string) error {
 	live := &addonv1alpha1.AddOnTemplate{}
-	if err := w.Client.Get(ctx, types.NamespacedName{Name: name}, live); err != nil {
+	if err := comp.Client.Get(ctx, types.NamespacedName{Name: name}, live); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if !names.HasLabels(live.Labels, names.OwnerLabels(goc)) {
 		return nil
 	}
 	pre := client.Preconditions{UID: &live.UID}
-	return client.IgnoreNotFound(w.Client.Delete(ctx, live, pre))
+	return client.IgnoreNotFound(comp.Client.Delete(ctx, live, pre))
 }
 
 // ReleaseEntries removes this GitOpsCluster's entries from the agent's and the components'
@@ -241,7 +241,7 @@ func (w *Writer) ReleaseEntries(ctx context.Context, goc *v1alpha1.GitOpsCluster
 	if err := w.applyCMAEntry(ctx, goc, nil); err != nil {
 		return err
 	}
-	return w.applyCMAEntryTo(ctx, goc, w.componentsCMA(), "", nil)
+	return w.applyCMAEntryTo(ctx, goc, w.Components().componentsCMA(), "", nil)
 }
 
 // configData is an Argo CD configuration by ConfigMap name.
@@ -269,7 +269,7 @@ const ReasonUnsupportedAgentRelease = "UnsupportedAgentRelease"
 // argocd-agent release and so gets the default pair's components, which may not be the Argo CD
 // it was built against; "" for a supported one. The Warning Event goes out when the image has
 // just become such, not on every pass.
-func (w *Writer) reportUnpairedAgent(ctx context.Context, goc *v1alpha1.GitOpsCluster, agentImage string) (string, []config.Event) {
+func (comp Components) reportUnpairedAgent(ctx context.Context, goc *v1alpha1.GitOpsCluster, agentImage string) (string, []config.Event) {
 	if agentImage == "" {
 		return "", nil
 	}
@@ -284,7 +284,7 @@ func (w *Writer) reportUnpairedAgent(ctx context.Context, goc *v1alpha1.GitOpsCl
 	msg := fmt.Sprintf("agent image %s: its tag %q is no supported argocd-agent release (supported: %s); the Argo CD components are the default pair's (Argo CD %s)",
 		agentImage, version.ImageTag(agentImage), strings.Join(supported, ", "), pair.ArgoCD)
 	var events []config.Event
-	if w.agentImageChanged(ctx, goc, agentImage) {
+	if comp.agentImageChanged(ctx, goc, agentImage) {
 		events = append(events, config.Warning(ReasonUnsupportedAgentRelease, "ApplyAddOn", "%s", msg))
 	}
 	return "; " + msg, events
@@ -293,13 +293,13 @@ func (w *Writer) reportUnpairedAgent(ctx context.Context, goc *v1alpha1.GitOpsCl
 // agentImageChanged reports whether the config the GitOpsCluster's status last named ran
 // another agent image than agentImage (or there is none): configs are named by a hash of their
 // spec, so that one still holds the image of the last completed pass.
-func (w *Writer) agentImageChanged(ctx context.Context, goc *v1alpha1.GitOpsCluster, agentImage string) bool {
+func (comp Components) agentImageChanged(ctx context.Context, goc *v1alpha1.GitOpsCluster, agentImage string) bool {
 	prev := goc.Status.AddOnDeploymentConfig
 	if prev == "" {
 		return true
 	}
 	live := &addonv1alpha1.AddOnDeploymentConfig{}
-	if err := w.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: prev}, live); err != nil {
+	if err := comp.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: prev}, live); err != nil {
 		return apierrors.IsNotFound(err)
 	}
 	return addon.Variable(live, addon.VarAgentImage) != agentImage

@@ -130,7 +130,7 @@ func configHash(goc *v1alpha1.GitOpsCluster, name string) string {
 
 // mirroredConfigs writes the components' AddOnDeploymentConfigs of the clusters in owned whose
 // mirrors move an image, each only when it differs, and returns their names by cluster.
-func (w *Writer) mirroredConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, shared *addonv1alpha1.AddOnDeploymentConfig, owned sets.Set[string]) (map[string]string, error) {
+func (comp Components) mirroredConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, shared *addonv1alpha1.AddOnDeploymentConfig, owned sets.Set[string]) (map[string]string, error) {
 	out := map[string]string{}
 	written := sets.New[string]()
 	// One cache read per owned cluster, not a walk over the fleet: a hub of thousands of
@@ -138,7 +138,7 @@ func (w *Writer) mirroredConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluste
 	for _, name := range sets.List(owned) {
 		var mc clusterv1.ManagedCluster
 		// Read-only: only the annotation is read, so the cache's own object serves.
-		if err := w.Client.Get(ctx, client.ObjectKey{Name: name}, &mc, client.UnsafeDisableDeepCopy); err != nil {
+		if err := comp.Client.Get(ctx, client.ObjectKey{Name: name}, &mc, client.UnsafeDisableDeepCopy); err != nil {
 			if apierrors.IsNotFound(err) {
 				continue
 			}
@@ -152,7 +152,7 @@ func (w *Writer) mirroredConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluste
 			continue
 		}
 		if !written.Has(adc.Name) {
-			if err := w.writeConfig(ctx, goc, adc); err != nil {
+			if err := comp.writeConfig(ctx, goc, adc); err != nil {
 				return nil, err
 			}
 			written.Insert(adc.Name)
@@ -163,11 +163,11 @@ func (w *Writer) mirroredConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluste
 }
 
 // writeConfig writes one of goc's AddOnDeploymentConfigs, owned by it, when it differs.
-func (w *Writer) writeConfig(ctx context.Context, goc *v1alpha1.GitOpsCluster, adc *addonv1alpha1.AddOnDeploymentConfig) error {
-	if err := controllerutil.SetControllerReference(goc, adc, w.Client.Scheme()); err != nil {
+func (comp Components) writeConfig(ctx context.Context, goc *v1alpha1.GitOpsCluster, adc *addonv1alpha1.AddOnDeploymentConfig) error {
+	if err := controllerutil.SetControllerReference(goc, adc, comp.Client.Scheme()); err != nil {
 		return err
 	}
-	if err := w.createOrUpdate(ctx, adc, func(live client.Object) bool {
+	if err := comp.createOrUpdate(ctx, adc, func(live client.Object) bool {
 		l := live.(*addonv1alpha1.AddOnDeploymentConfig)
 		if equality.Semantic.DeepEqual(l.Spec, adc.Spec) && names.HasLabels(l.Labels, adc.Labels) {
 			return false
@@ -184,9 +184,9 @@ func (w *Writer) writeConfig(ctx context.Context, goc *v1alpha1.GitOpsCluster, a
 // deleteUnusedMirroredConfigs deletes goc's mirrored configs of the current shared config that
 // are not in keep (those a cluster is given, and those a ManagedClusterAddOn names or OCM still
 // renders). Those of earlier shared configs are PruneDeploymentConfigs'.
-func (w *Writer) deleteUnusedMirroredConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, shared string, keep sets.Set[string]) error {
+func (comp Components) deleteUnusedMirroredConfigs(ctx context.Context, goc *v1alpha1.GitOpsCluster, shared string, keep sets.Set[string]) error {
 	var adcs addonv1alpha1.AddOnDeploymentConfigList
-	if err := w.Client.List(ctx, &adcs, client.InNamespace(goc.Namespace), client.MatchingLabels{
+	if err := comp.Client.List(ctx, &adcs, client.InNamespace(goc.Namespace), client.MatchingLabels{
 		v1alpha1.LabelOwnerNamespace: goc.Namespace, v1alpha1.LabelOwnerName: goc.Name, v1alpha1.LabelMirrorsOf: configHash(goc, shared)}); err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (w *Writer) deleteUnusedMirroredConfigs(ctx context.Context, goc *v1alpha1.
 		if keep.Has(adc.Name) {
 			continue
 		}
-		if err := w.Client.Delete(ctx, adc); client.IgnoreNotFound(err) != nil {
+		if err := comp.Client.Delete(ctx, adc); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting the unused AddOnDeploymentConfig %s/%s: %w", adc.Namespace, adc.Name, err)
 		}
 	}

@@ -146,7 +146,7 @@ func TestMirroredConfigsReadOnlyTheOwnedClusters(t *testing.T) {
 	}).Build()
 	w := &Writer{Hub: config.Hub{Client: c, Reader: c, Config: config.Default()}}
 	owned := sets.New("mirrored", "plain", "gone")
-	got, err := w.mirroredConfigs(context.Background(), goc, shared, owned)
+	got, err := w.Components().mirroredConfigs(context.Background(), goc, shared, owned)
 	if err != nil {
 		t.Fatal(err)
 	}

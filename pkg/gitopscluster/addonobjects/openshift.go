@@ -94,13 +94,13 @@ func openShiftPlacementSpec(user *clusterv1beta1.Placement) clusterv1beta1.Place
 // openShiftClusters returns the clusters the GitOpsCluster's OpenShift Placement selects, and
 // whether its decisions may be read as its whole selection; it writes that Placement (or, unless
 // userIDs is Auto, deletes it) first. note says why it could not be used, for the condition.
-func (w *Writer) openShiftClusters(ctx context.Context, goc *v1alpha1.GitOpsCluster) (decided sets.Set[string], known bool, note string, err error) {
+func (comp Components) openShiftClusters(ctx context.Context, goc *v1alpha1.GitOpsCluster) (decided sets.Set[string], known bool, note string, err error) {
 	name := OpenShiftPlacementName(goc)
 	if !autoUserIDs(goc) {
-		return nil, false, "", w.DeleteOpenShiftPlacement(ctx, goc)
+		return nil, false, "", comp.DeleteOpenShiftPlacement(ctx, goc)
 	}
 	live := &clusterv1beta1.Placement{}
-	switch err := w.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: name}, live); {
+	switch err := comp.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: name}, live); {
 	case apierrors.IsNotFound(err):
 		live = nil
 	case err != nil:
@@ -109,7 +109,7 @@ func (w *Writer) openShiftClusters(ctx context.Context, goc *v1alpha1.GitOpsClus
 		return nil, false, fmt.Sprintf("; userIDs: Auto cannot tell the clusters that report OpenShift: the Placement %s/%s is not this GitOpsCluster's (rename it to let the manager create its own)", goc.Namespace, name), nil
 	}
 	user := &clusterv1beta1.Placement{}
-	if err := w.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, user); err != nil {
+	if err := comp.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, user); err != nil {
 		// Without the user's Placement nothing is selected; keep what there is.
 		return nil, false, "", client.IgnoreNotFound(err)
 	}
@@ -117,19 +117,19 @@ func (w *Writer) openShiftClusters(ctx context.Context, goc *v1alpha1.GitOpsClus
 	switch {
 	case live == nil:
 		pl := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: goc.Namespace, Name: name, Labels: names.OwnerLabels(goc)}, Spec: spec}
-		if err := controllerutil.SetControllerReference(goc, pl, w.Client.Scheme()); err != nil {
+		if err := controllerutil.SetControllerReference(goc, pl, comp.Client.Scheme()); err != nil {
 			return nil, false, "", err
 		}
-		return nil, false, "", w.Client.Create(ctx, pl)
+		return nil, false, "", comp.Client.Create(ctx, pl)
 	// Only the fields set here: the API server defaults others.
 	case !equality.Semantic.DeepEqual(live.Spec.ClusterSets, spec.ClusterSets) || !equality.Semantic.DeepEqual(live.Spec.Predicates, spec.Predicates) ||
 		!equality.Semantic.DeepEqual(live.Spec.Tolerations, spec.Tolerations) || live.Spec.NumberOfClusters != nil:
 		updated := live.DeepCopy()
 		updated.Spec.ClusterSets, updated.Spec.Predicates, updated.Spec.Tolerations, updated.Spec.NumberOfClusters = spec.ClusterSets, spec.Predicates, spec.Tolerations, nil
 		// Its decisions were for the old spec: unknown until OCM has decided again.
-		return nil, false, "", w.Client.Update(ctx, updated)
+		return nil, false, "", comp.Client.Update(ctx, updated)
 	}
-	decided, pages, err := ownership.SelectedClustersAndPages(ctx, w.Client, goc.Namespace, name)
+	decided, pages, err := ownership.SelectedClustersAndPages(ctx, comp.Client, goc.Namespace, name)
 	if err != nil {
 		return nil, false, "", err
 	}
@@ -143,8 +143,8 @@ func (w *Writer) openShiftClusters(ctx context.Context, goc *v1alpha1.GitOpsClus
 // under Auto those the OpenShift Placement selects, or, while its decisions cannot be read,
 // those whose components addon already names a template with the UIDs left out. mcas are
 // the components ManagedClusterAddOns.
-func (w *Writer) assignedClusters(ctx context.Context, goc *v1alpha1.GitOpsCluster, mcas []addonv1alpha1.ManagedClusterAddOn) (sets.Set[string], string, error) {
-	decided, known, note, err := w.openShiftClusters(ctx, goc)
+func (comp Components) assignedClusters(ctx context.Context, goc *v1alpha1.GitOpsCluster, mcas []addonv1alpha1.ManagedClusterAddOn) (sets.Set[string], string, error) {
+	decided, known, note, err := comp.openShiftClusters(ctx, goc)
 	if err != nil || !autoUserIDs(goc) {
 		return sets.New[string](), note, err
 	}
@@ -160,7 +160,7 @@ func (w *Writer) assignedClusters(ctx context.Context, goc *v1alpha1.GitOpsClust
 			out.Insert(c)
 		case names.ComponentsClusterTemplateName(goc, c):
 			live := &addonv1alpha1.AddOnTemplate{}
-			if err := w.Client.Get(ctx, types.NamespacedName{Name: t}, live); client.IgnoreNotFound(err) != nil {
+			if err := comp.Client.Get(ctx, types.NamespacedName{Name: t}, live); client.IgnoreNotFound(err) != nil {
 				return nil, note, err
 			}
 			if live.Annotations[v1alpha1.AnnotationUserIDs] == string(v1alpha1.UserIDsAssigned) {
@@ -172,14 +172,14 @@ func (w *Writer) assignedClusters(ctx context.Context, goc *v1alpha1.GitOpsClust
 }
 
 // DeleteOpenShiftPlacement deletes the GitOpsCluster's OpenShift Placement if it owns one.
-func (w *Writer) DeleteOpenShiftPlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+func (comp Components) DeleteOpenShiftPlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
 	live := &clusterv1beta1.Placement{}
-	if err := w.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: OpenShiftPlacementName(goc)}, live); err != nil {
+	if err := comp.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: OpenShiftPlacementName(goc)}, live); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if !names.HasLabels(live.Labels, names.OwnerLabels(goc)) {
 		return nil
 	}
 	pre := client.Preconditions{UID: &live.UID}
-	return client.IgnoreNotFound(w.Client.Delete(ctx, live, pre))
+	return client.IgnoreNotFound(comp.Client.Delete(ctx, live, pre))
 }

@@ -51,9 +51,9 @@ func componentsPlacementSpec(goc *v1alpha1.GitOpsCluster, pl *clusterv1beta1.Pla
 
 // applyComponentsPlacement writes the components' Placement and returns the name of the Placement
 // the components addon installs by.
-func (w *Writer) applyComponentsPlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster) (string, error) {
+func (comp Components) applyComponentsPlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster) (string, error) {
 	user := &clusterv1beta1.Placement{}
-	if err := w.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, user); err != nil {
+	if err := comp.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, user); err != nil {
 		if apierrors.IsNotFound(err) {
 			// Nothing is selected; keep whatever there is until the Placement exists.
 			return names.ComponentsPlacementName(goc), nil
@@ -62,14 +62,14 @@ func (w *Writer) applyComponentsPlacement(ctx context.Context, goc *v1alpha1.Git
 	}
 	spec := componentsPlacementSpec(goc, user)
 	pl := &clusterv1beta1.Placement{ObjectMeta: metav1.ObjectMeta{Namespace: goc.Namespace, Name: names.ComponentsPlacementName(goc), Labels: names.OwnerLabels(goc)}, Spec: *spec}
-	if err := controllerutil.SetControllerReference(goc, pl, w.Client.Scheme()); err != nil {
+	if err := controllerutil.SetControllerReference(goc, pl, comp.Client.Scheme()); err != nil {
 		return "", err
 	}
 	live := &clusterv1beta1.Placement{}
-	err := w.Client.Get(ctx, client.ObjectKeyFromObject(pl), live)
+	err := comp.Client.Get(ctx, client.ObjectKeyFromObject(pl), live)
 	switch {
 	case apierrors.IsNotFound(err):
-		return pl.Name, w.Client.Create(ctx, pl)
+		return pl.Name, comp.Client.Create(ctx, pl)
 	case err != nil:
 		return "", err
 	case !names.HasLabels(live.Labels, names.OwnerLabels(goc)):
@@ -78,34 +78,34 @@ func (w *Writer) applyComponentsPlacement(ctx context.Context, goc *v1alpha1.Git
 		return pl.Name, nil
 	}
 	live.Spec = pl.Spec
-	return pl.Name, w.Client.Update(ctx, live)
+	return pl.Name, comp.Client.Update(ctx, live)
 }
 
 // DeleteComponentsPlacement deletes the components' Placement if this GitOpsCluster owns it.
-func (w *Writer) DeleteComponentsPlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+func (comp Components) DeleteComponentsPlacement(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
 	live := &clusterv1beta1.Placement{}
-	if err := w.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: names.ComponentsPlacementName(goc)}, live); err != nil {
+	if err := comp.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: names.ComponentsPlacementName(goc)}, live); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if !names.HasLabels(live.Labels, names.OwnerLabels(goc)) {
 		return nil
 	}
 	pre := client.Preconditions{UID: &live.UID}
-	return client.IgnoreNotFound(w.Client.Delete(ctx, live, pre))
+	return client.IgnoreNotFound(comp.Client.Delete(ctx, live, pre))
 }
 
 // ExistingArgoCDClusters counts the selected clusters labelled to keep their own Argo CD, when
 // the components addon's Placement leaves them out.
-func (w *Writer) ExistingArgoCDClusters(ctx context.Context, goc *v1alpha1.GitOpsCluster, selected sets.Set[string]) (int32, error) {
+func (comp Components) ExistingArgoCDClusters(ctx context.Context, goc *v1alpha1.GitOpsCluster, selected sets.Set[string]) (int32, error) {
 	if !componentsWanted(goc) {
 		return 0, nil
 	}
 	user := &clusterv1beta1.Placement{}
-	if err := w.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, user); err != nil {
+	if err := comp.Client.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, user); err != nil {
 		return 0, client.IgnoreNotFound(err)
 	}
 	var labelled clusterv1.ManagedClusterList
-	if err := w.Client.List(ctx, &labelled, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {
+	if err := comp.Client.List(ctx, &labelled, client.MatchingLabels{v1alpha1.LabelArgoCDComponents: string(v1alpha1.ArgoCDComponentsExisting)}); err != nil {
 		return 0, err
 	}
 	n := int32(0)

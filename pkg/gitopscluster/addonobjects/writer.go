@@ -20,6 +20,17 @@ type Writer struct {
 	ComponentsAddOns cache.Cache
 }
 
+// Components writes what the components addon needs for a GitOpsCluster: its
+// ClusterManagementAddOn entry and AddOnTemplate, the per-cluster configs (mirrors, a cluster's
+// own Argo CD configuration), the OpenShift and opt-out Placements, and what it reports of them.
+// It shares the Writer's clients and its writes of entries and templates.
+type Components struct {
+	*Writer
+}
+
+// Components is the Writer's part for the components addon.
+func (w *Writer) Components() Components { return Components{w} }
+
 // Prober probes the clusters GitOpsClusters select for an Argo CD the addon did not install,
 // keeps the clearance labels that let the components go only where they may, and reports
 // what the probes found.

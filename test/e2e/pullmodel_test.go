@@ -185,12 +185,8 @@ spec:
 			}
 			return d.Annotations["argocd.argoproj.io/tracking-id"] != "", "no tracking id"
 		})
-		if c == clusters[0] {
-			// RollingSync: the second step waits until the first is Healthy.
-			time.Sleep(5 * time.Second)
-			if err := s.spokes[clusters[1]].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
-				t.Errorf("%s synced before %s was Healthy (RollingSync step order): %v", clusters[1], c, err)
-			}
+		if i == 1 {
+			s.checkStepOrder(t, clusters[0], c)
 		}
 	}
 	for _, c := range clusters {
@@ -291,6 +287,41 @@ func (s *suite) reportListsTheObjects(t *testing.T, clusters []string) {
 		}
 		return slices.Equal(got, want), fmt.Sprintf("resources %v", got)
 	})
+}
+
+// checkStepOrder holds RollingSync's step order: second's guestbook Deployment was created no
+// earlier than the ApplicationSet saw first's Application become Healthy (its progressive-sync
+// status keeps the time of each Application's last transition; both have whole seconds).
+func (s *suite) checkStepOrder(t *testing.T, first, second string) {
+	t.Helper()
+	ctx := ctxFor(t)
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("argoproj.io/v1alpha1")
+	u.SetKind("ApplicationSet")
+	if err := s.hub.Get(ctx, client.ObjectKey{Namespace: fleet.ArgoCDNamespace, Name: pullAppSet}, u); err != nil {
+		t.Fatal(err)
+	}
+	statuses, _, _ := unstructured.NestedSlice(u.Object, "status", "applicationStatus")
+	var healthyAt time.Time
+	for _, e := range statuses {
+		m, _ := e.(map[string]any)
+		if m["application"] == first+"-guestbook" && m["status"] == "Healthy" {
+			at, _ := m["lastTransitionTime"].(string)
+			healthyAt, _ = time.Parse(time.RFC3339, at)
+		}
+	}
+	if healthyAt.IsZero() {
+		t.Fatalf("the ApplicationSet does not show %s's Application Healthy: %v", first, statuses)
+	}
+	d := &appsv1.Deployment{}
+	if err := s.spokes[second].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, d); err != nil {
+		t.Fatal(err)
+	}
+	if created := d.CreationTimestamp.Time; created.Before(healthyAt) {
+		t.Errorf("%s synced at %s, before %s was Healthy at %s (RollingSync step order)", second, created.UTC().Format(time.RFC3339), first, healthyAt.UTC().Format(time.RFC3339))
+	} else {
+		t.Logf("RollingSync step order: %s Healthy at %s, %s's guestbook created at %s", first, healthyAt.UTC().Format(time.RFC3339), second, created.UTC().Format(time.RFC3339))
+	}
 }
 
 // requestTrail says where a hub Application's sync request is on its way to the spoke and back:

@@ -23,7 +23,7 @@ STATICCHECK := $(TOOLS)/staticcheck-$(STATICCHECK_VERSION)
 
 GO_TEST_FLAGS ?= -count=1
 # How many test packages run at once: the cores, and at least 4. The long packages spend much of
-# their time waiting for controllers and API servers (on 2 cores, three at once kept 1.3 cores
+# their time waiting for controllers and API servers (on 2 cores, three at once kept 1.4 cores
 # busy on average), so a third and a fourth keep the cores busy.
 TEST_PACKAGES_AT_ONCE ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n < 4 ? 4 : n )))
 TEST_TIMEOUT ?= 45m
@@ -176,7 +176,7 @@ test-node: ## The real-node tests alone (root): test/node's nodes and the fleet 
 .PHONY: test-e2e
 test-e2e: ## The e2e suite on the local fleet with real nodes (root), and the fleet's own tests.
 	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) \
-	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $(E2E_PACKAGES)
+	go test $(GO_TEST_FLAGS) -parallel $(E2E_LANES) -timeout $(TEST_TIMEOUT) $(E2E_PACKAGES)
 
 .PHONY: fault
 FAULT_KILLS ?= 20

@@ -156,7 +156,7 @@ func runSelects(names ...string) bool {
 // skipWhy says why the suite is skipped; empty when it runs.
 var skipWhy string
 
-// prepared is what both lanes use, built once while their fleets start: the project's
+// prepared is what every lane uses, built once while their fleets start: the project's
 // binary for this machine and the images.
 var prepared *builds
 
@@ -313,7 +313,7 @@ func setUp(lane string) (*suite, error) {
 	return s, nil
 }
 
-// logf logs with the lane's name: the two lanes' fleets log into one stream.
+// logf logs with the lane's name: the lanes' fleets log into one stream.
 func (s *suite) logf(format string, args ...any) {
 	logf("%s: %s", s.lane, fmt.Sprintf(format, args...))
 }

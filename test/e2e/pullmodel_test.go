@@ -208,7 +208,10 @@ spec:
 				return false, getState(err, "Application")
 			}
 			op, has := u.Object["operation"]
-			return !has, fmt.Sprintf("operation %v; %s", op, s.requestTrail(ctx, c, app))
+			if !has {
+				return true, ""
+			}
+			return false, fmt.Sprintf("operation %v; %s", op, s.requestTrail(ctx, c, app))
 		})
 	}
 	s.eventually(t, "hub: the ApplicationSet report shows both clusters Synced Healthy", 2*time.Minute, func(ctx context.Context) (bool, string) {
@@ -291,7 +294,9 @@ func (s *suite) reportListsTheObjects(t *testing.T, clusters []string) {
 
 // checkStepOrder holds RollingSync's step order: second's guestbook Deployment was created no
 // earlier than the ApplicationSet saw first's Application become Healthy (its progressive-sync
-// status keeps the time of each Application's last transition; both have whole seconds).
+// status keeps the time of each Application's last transition; both have whole seconds), and
+// that Healthy came after first's own Deployment existed, so the hub's view is not ahead of the
+// cluster's.
 func (s *suite) checkStepOrder(t *testing.T, first, second string) {
 	t.Helper()
 	ctx := ctxFor(t)
@@ -312,6 +317,13 @@ func (s *suite) checkStepOrder(t *testing.T, first, second string) {
 	}
 	if healthyAt.IsZero() {
 		t.Fatalf("the ApplicationSet does not show %s's Application Healthy: %v", first, statuses)
+	}
+	firstDep := &appsv1.Deployment{}
+	if err := s.spokes[first].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, firstDep); err != nil {
+		t.Fatal(err)
+	}
+	if firstDep.CreationTimestamp.After(healthyAt) {
+		t.Errorf("the ApplicationSet saw %s Healthy at %s, before its guestbook existed (%s)", first, healthyAt.UTC().Format(time.RFC3339), firstDep.CreationTimestamp.UTC().Format(time.RFC3339))
 	}
 	d := &appsv1.Deployment{}
 	if err := s.spokes[second].Get(ctx, client.ObjectKey{Namespace: pullNS, Name: guestbookName}, d); err != nil {

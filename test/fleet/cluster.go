@@ -207,7 +207,7 @@ func (f *Fleet) startAPIServer(ctx context.Context, cp *controlPlane, bindAddres
 	if err != nil {
 		return err
 	}
-	// Budgets, not sleeps: two lanes of real nodes starting on 2 cores beside the image builds
+	// Budgets, not sleeps: the e2e lanes of real nodes starting on 2 cores beside the image builds
 	// have kept an API server from being ready for over 90 s.
 	if err := f.poll(ctx, cp.name+" kube-apiserver", startBudget, func(ctx context.Context) (bool, error) {
 		body, err := kc.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)

@@ -12,7 +12,7 @@ import (
 )
 
 // busyRetryBudget is how long the harness keeps asking an API server that answers "try again":
-// two lanes of real nodes on 2 cores can starve one for tens of seconds (a CRD create has
+// the e2e lanes of real nodes on 2 cores can starve one for tens of seconds (a CRD create has
 // come back with "request did not complete within requested timeout" after 60 s).
 const busyRetryBudget = 3 * time.Minute
 

@@ -178,10 +178,10 @@ func (d *Departures) drop(key string) {
 	delete(d.waves, key)
 }
 
-// departing revokes the agents of clusters that left a GitOpsCluster's selection: it confirms
+// departureRevoker revokes the agents of clusters that left a GitOpsCluster's selection: it confirms
 // each departure with a live read, lets the circuit breaker judge the wave, and hands what
 // goes ahead to the unregistrar.
-type departing struct {
+type departureRevoker struct {
 	config.Hub
 	// memory is the departures waited on, kept across passes.
 	memory *Departures
@@ -190,30 +190,30 @@ type departing struct {
 // revoke revokes the agents of clusters that left the selection: never while the
 // selection is unknown, only once each departure is confirmed, and past the circuit breaker
 // only with a person's approval, which the wave it approves uses up.
-func (d departing) revoke(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *selection.Observation, rec Records, now time.Time, res *Result) []error {
+func (dr departureRevoker) revoke(ctx context.Context, goc *v1alpha1.GitOpsCluster, store ledger.Store, principalNS string, obs *selection.Observation, rec Records, now time.Time, res *Result) []error {
 	candidates := rec.clusters().Difference(obs.Owned).Difference(rec.Revoked)
 	key := waveKey(principalNS, goc)
-	settle := d.Config.DepartureSettle
+	settle := dr.Config.DepartureSettle
 	wall := time.Now()
 	if obs.Unseen {
-		d.memory.restart(key)
+		dr.memory.restart(key)
 	}
 	res.Pending = candidates.Len()
 	if obs.TeardownBlocked != "" {
 		// Clusters on a page keep being seen; none starts a departure.
-		d.memory.observe(key, candidates, wall, settle, false)
+		dr.memory.observe(key, candidates, wall, settle, false)
 		if candidates.Len() > 0 {
 			log.FromContext(ctx).Info("not revoking agents that left the selection while it is unknown", "clusters", candidates.Len(), "why", obs.TeardownBlocked)
 		}
 		return nil
 	}
-	ripe, wait := d.memory.observe(key, candidates, wall, settle, true)
+	ripe, wait := dr.memory.observe(key, candidates, wall, settle, true)
 	res.Requeue = wait
 	if len(ripe) == 0 {
 		return nil
 	}
 	var errs []error
-	confirmed, adopted, err := d.confirm(ctx, goc, principalNS, key, ripe)
+	confirmed, adopted, err := dr.confirm(ctx, goc, principalNS, key, ripe)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -225,19 +225,19 @@ func (d departing) revoke(ctx context.Context, goc *v1alpha1.GitOpsCluster, stor
 	if len(confirmed) == 0 {
 		return errs
 	}
-	leaving, agents := d.memory.size(key, departing, rec.clusters())
-	breaker := judgeWave(Wave{Leaving: leaving, Agents: agents, MaxPercent: d.Config.MaxRevocationPercent, Settle: d.Config.DepartureSettle,
+	leaving, agents := dr.memory.size(key, departing, rec.clusters())
+	breaker := judgeWave(Wave{Leaving: leaving, Agents: agents, MaxPercent: dr.Config.MaxRevocationPercent, Settle: dr.Config.DepartureSettle,
 		Approval: goc.Annotations[v1alpha1.AnnotationApproveRevocation], GitOpsCluster: types.NamespacedName{Namespace: goc.Namespace, Name: goc.Name}})
 	if breaker.Paused != "" {
 		res.Paused = breaker.Paused
 		return errs
 	}
 	approved, failed := breaker.Tripped, len(errs)
-	unregistered, blocked, err := unregistrar{d.Hub}.revoke(ctx, store, rec, confirmed, ledger.CauseDeparted, now, nil)
+	unregistered, blocked, err := unregistrar{dr.Hub}.revoke(ctx, store, rec, confirmed, ledger.CauseDeparted, now, nil)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	d.memory.revoked(key, unregistered, time.Now())
+	dr.memory.revoked(key, unregistered, time.Now())
 	res.Pending -= len(unregistered)
 	if len(unregistered) > 0 {
 		res.Events = append(res.Events, config.Normal("AgentRevoked", "RevokeAgent",
@@ -246,17 +246,17 @@ func (d departing) revoke(ctx context.Context, goc *v1alpha1.GitOpsCluster, stor
 	// An approval covers the wave it approves: once all of it is revoked, it is taken back, so a
 	// later mass departure of the same count waits for a person again.
 	if approved && len(errs) == failed && res.Pending == 0 {
-		if err := d.consumeApproval(ctx, goc); err != nil {
+		if err := dr.consumeApproval(ctx, goc); err != nil {
 			errs = append(errs, err)
 		} else {
-			d.memory.approved(key)
+			dr.memory.approved(key)
 		}
 	}
 	return errs
 }
 
 // consumeApproval removes the approval annotation a pass has used.
-func (d departing) consumeApproval(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
+func (dr departureRevoker) consumeApproval(ctx context.Context, goc *v1alpha1.GitOpsCluster) error {
 	if _, ok := goc.Annotations[v1alpha1.AnnotationApproveRevocation]; !ok {
 		return nil
 	}
@@ -264,20 +264,20 @@ func (d departing) consumeApproval(ctx context.Context, goc *v1alpha1.GitOpsClus
 	if err != nil {
 		return err
 	}
-	return client.IgnoreNotFound(d.Client.Patch(ctx, goc, client.RawPatch(types.MergePatchType, patch)))
+	return client.IgnoreNotFound(dr.Client.Patch(ctx, goc, client.RawPatch(types.MergePatchType, patch)))
 }
 
 // confirm returns the ripe departures a live read of every decision confirms: still
 // not owned on this principal. Those another GitOpsCluster of the principal owns now are
 // adopted (returned apart): their agents stay. A live read that cannot see the selection
 // confirms nothing, and one that sees no decision at all restarts every departure's wait.
-func (d departing) confirm(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS, key string, ripe []string) (confirmed, adopted []string, _ error) {
-	owners, why, unseen, err := d.liveOwners(ctx, goc)
+func (dr departureRevoker) confirm(ctx context.Context, goc *v1alpha1.GitOpsCluster, principalNS, key string, ripe []string) (confirmed, adopted []string, _ error) {
+	owners, why, unseen, err := dr.liveOwners(ctx, goc)
 	if err != nil {
 		return nil, nil, err
 	}
 	if unseen {
-		d.memory.restart(key)
+		dr.memory.restart(key)
 	}
 	if why != "" {
 		log.FromContext(ctx).Info("departures not confirmed: the live selection is unknown", "why", why)
@@ -291,9 +291,9 @@ func (d departing) confirm(ctx context.Context, goc *v1alpha1.GitOpsCluster, pri
 		}
 		// Another GitOpsCluster of the same principal owns it now: its agent stays, and so do
 		// its records, which pass to the new owner.
-		d.memory.forget(key, c)
+		dr.memory.forget(key, c)
 		adopted = append(adopted, c)
-		if err := adoptLedger(ctx, d.Client, principalNS, c, owner); err != nil {
+		if err := adoptLedger(ctx, dr.Client, principalNS, c, owner); err != nil {
 			return confirmed, adopted, err
 		}
 	}
@@ -304,8 +304,8 @@ func (d departing) confirm(ctx context.Context, goc *v1alpha1.GitOpsCluster, pri
 // cache) and returns, for every cluster some live GitOpsCluster selects, its owner (the oldest
 // such GitOpsCluster). It returns a reason instead when goc's own Placement reads as unknown,
 // and unseen when none of its decisions can be read at all.
-func (d departing) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (_ map[string]*v1alpha1.GitOpsCluster, why string, unseen bool, _ error) {
-	reader := d.Reader
+func (dr departureRevoker) liveOwners(ctx context.Context, goc *v1alpha1.GitOpsCluster) (_ map[string]*v1alpha1.GitOpsCluster, why string, unseen bool, _ error) {
+	reader := dr.Reader
 	pl := &clusterv1beta1.Placement{}
 	if err := reader.Get(ctx, types.NamespacedName{Namespace: goc.Namespace, Name: goc.Spec.PlacementRef.Name}, pl); err != nil {
 		if apierrors.IsNotFound(err) {

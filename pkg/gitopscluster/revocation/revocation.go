@@ -119,7 +119,7 @@ func (v *Revoker) Revoke(ctx context.Context, goc *v1alpha1.GitOpsCluster, princ
 	errs = v.revokeByPerson(ctx, goc, store, principalNS, obs, rec, now, &res)
 
 	// 2. Departures.
-	errs = append(errs, departing{Hub: v.Hub, memory: v.Departures}.revoke(ctx, goc, store, principalNS, obs, rec, now, &res)...)
+	errs = append(errs, departureRevoker{Hub: v.Hub, memory: v.Departures}.revoke(ctx, goc, store, principalNS, obs, rec, now, &res)...)
 
 	// 3. The blocklist's room. Its upkeep (expired entries out, recorded ones back) is the
 	// principal's, done once for all its GitOpsClusters (BlocklistKeeper).

@@ -45,8 +45,8 @@ func (u unregistrar) revoke(ctx context.Context, store ledger.Store, rec Records
 	blocked := 0
 	var errs []error
 	for batch := range slices.Chunk(clusters, revocationBatchSize) {
-		u, n, f, err := u.revokeBatch(ctx, store, rec, batch, cause, now)
-		unregistered, full = append(unregistered, u...), append(full, f...)
+		through, n, f, err := u.revokeBatch(ctx, store, rec, batch, cause, now)
+		unregistered, full = append(unregistered, through...), append(full, f...)
 		blocked += n
 		if err != nil {
 			errs = append(errs, err)

@@ -86,9 +86,11 @@ func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (took
 			created = nil
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				if w, err = catchUp(ctx, admin, signed, timeout); err != nil {
+				next, err := catchUp(ctx, admin, signed, timeout)
+				if err != nil {
 					return 0, 0, err
 				}
+				w = next
 				continue
 			}
 			csr, isCSR := ev.Object.(*certificatesv1.CertificateSigningRequest)

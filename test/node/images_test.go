@@ -277,9 +277,14 @@ func runUpstreamRedis(ctx context.Context, t *testing.T, n *node.Node, cs kubern
 		out, _ := n.InNetns("redis-cli", append([]string{"-h", pod.Status.PodIP, "-p", "6379", "--no-auth-warning"}, args...)...).CombinedOutput()
 		return strings.TrimSpace(string(out))
 	}
-	if out := cli("-a", password, "PING"); out != "PONG" {
-		t.Errorf("PING with the password: %q, want PONG", out)
-	}
+	// Upstream's argocd-redis has no readiness probe: its pod is Ready once the container starts,
+	// which on a busy machine can be a moment before redis listens (Argo CD's components retry).
+	poll(ctx, t, n, "redis answering PING with the password", 30*time.Second, func() (bool, error) {
+		if out := cli("-a", password, "PING"); out != "PONG" {
+			return false, fmt.Errorf("PING: %q", out)
+		}
+		return true, nil
+	})
 	if out := cli("PING"); !strings.Contains(out, "NOAUTH") {
 		t.Errorf("PING without the password: %q, want NOAUTH", out)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
 )
 
 // probeObject is what OCM's work agent reports for one of a probe's manifests: present or
@@ -452,6 +453,11 @@ func TestUnknownSelectionKeepsClearance(t *testing.T) {
 	createManagedClusters(t, "cu-1", "cu-2")
 	createPlacement(t, ns, "p")
 	setDecisions(t, ns, "p", 1, "cu-1", "cu-2")
+	// As OCM's scheduler reports it: the count is what tells pages being rewritten (an empty
+	// page created, then filled) from a selection that is really empty.
+	if err := fakehub.SetPlacementCount(ctx, k8s, ns, "p", 2); err != nil {
+		t.Fatal(err)
+	}
 	createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
 	goc := getGOC(t, ns, "fleet")
 	key := names.ComponentsClearedLabel(goc)
@@ -481,7 +487,13 @@ func TestUnknownSelectionKeepsClearance(t *testing.T) {
 	})
 	consistently(t, "no clearance taken while the selection is unknown", 3*time.Second, cleared(map[string]bool{"cu-1": true, "cu-2": true}))
 
+	// OCM's order: the page first (created empty, then filled), the count after it. Until the
+	// count agrees, the pages are being rewritten and cu-1 keeps its clearance.
 	setDecisions(t, ns, "p", 1, "cu-1")
+	consistently(t, "no clearance taken while the count disagrees with the pages", 2*time.Second, cleared(map[string]bool{"cu-1": true, "cu-2": true}))
+	if err := fakehub.SetPlacementCount(ctx, k8s, ns, "p", 1); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, "cu-2 released once the selection is known", cleared(map[string]bool{"cu-1": true, "cu-2": false}))
 }
 

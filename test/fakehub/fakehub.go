@@ -152,6 +152,20 @@ func SetDecisionPage(ctx context.Context, c client.Client, namespace, placement 
 	return c.Status().Update(ctx, pd)
 }
 
+// SetPlacementCount writes a Placement's status as OCM's scheduler does once its decision pages
+// are written: Satisfied, with the number of clusters it selected. The manager reads pages whose
+// total differs from that number as being rewritten, and removes nothing meanwhile.
+func SetPlacementCount(ctx context.Context, c client.Client, namespace, placement string, selected int) error {
+	pl := &clusterv1beta1.Placement{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: placement}, pl); err != nil {
+		return err
+	}
+	pl.Status.NumberOfSelectedClusters = int32(selected)
+	meta.SetStatusCondition(&pl.Status.Conditions, metav1.Condition{Type: clusterv1beta1.PlacementConditionSatisfied,
+		Status: metav1.ConditionTrue, Reason: "AllDecisionsScheduled", Message: "set by the test's hub"})
+	return c.Status().Update(ctx, pl)
+}
+
 // Parallel runs fn over items with 16 workers and returns the first error.
 func Parallel[T any](items []T, fn func(T) error) error {
 	return ParallelN(16, items, fn)

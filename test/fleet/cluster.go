@@ -115,11 +115,11 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 
 // startEtcd starts the cluster's etcd and waits until it is healthy.
 func (f *Fleet) startEtcd(ctx context.Context, cp *controlPlane) error {
-	clientPort, err := f.ports.next()
+	clientPort, err := freePorts.next()
 	if err != nil {
 		return err
 	}
-	peerPort, err := f.ports.next()
+	peerPort, err := freePorts.next()
 	if err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (f *Fleet) startEtcd(ctx context.Context, cp *controlPlane) error {
 // startAPIServer starts the cluster's kube-apiserver on bindAddress, writes its admin
 // kubeconfig and waits until it is ready.
 func (f *Fleet) startAPIServer(ctx context.Context, cp *controlPlane, bindAddress string) error {
-	apiPort, err := f.ports.next()
+	apiPort, err := freePorts.next()
 	if err != nil {
 		return err
 	}
@@ -262,7 +262,7 @@ func (f *Fleet) startControllerManager(cp *controlPlane) error {
 	if err != nil {
 		return err
 	}
-	kcmPort, err := f.ports.next()
+	kcmPort, err := freePorts.next()
 	if err != nil {
 		return err
 	}

@@ -73,7 +73,6 @@ type Fleet struct {
 	hub       *controlPlane
 	hubClient client.Client
 	spokes    map[string]*controlPlane
-	ports     ports
 
 	// begun is every control plane whose start began, up or not: Stop stops the nodes of
 	// those that failed half-way too.

@@ -120,7 +120,7 @@ func (f *Fleet) prepareNode(cp *controlPlane) (*node.Node, error) {
 // startRegistry serves an in-memory image registry on host, where every node's containerd
 // may pull from over plain HTTP.
 func (f *Fleet) startRegistry(host string) error {
-	port, err := f.ports.next()
+	port, err := freePorts.next()
 	if err != nil {
 		return err
 	}

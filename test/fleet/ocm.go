@@ -219,7 +219,7 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		port, err := f.ports.next()
+		port, err := freePorts.next()
 		if err != nil {
 			return err
 		}
@@ -292,7 +292,7 @@ func (f *Fleet) joinSpoke(ctx context.Context, cp *controlPlane) error {
 	if err := os.MkdirAll(hubKubeconfigDir, 0o700); err != nil {
 		return err
 	}
-	port, err := f.ports.next()
+	port, err := freePorts.next()
 	if err != nil {
 		return err
 	}

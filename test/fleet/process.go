@@ -238,11 +238,15 @@ func (f *Fleet) poll(ctx context.Context, what string, timeout time.Duration, co
 	}
 }
 
-// ports hands out free TCP ports on 127.0.0.1, never the same one twice within a fleet.
+// ports hands out free TCP ports on 127.0.0.1, never the same one twice.
 type ports struct {
 	mu   sync.Mutex
 	used map[int]bool
 }
+
+// freePorts is shared by every fleet of the process: the e2e lanes start their fleets at once,
+// and a port handed to one fleet's process, not yet bound, must not go to another fleet's.
+var freePorts ports
 
 func (p *ports) next() (int, error) {
 	p.mu.Lock()

@@ -210,13 +210,40 @@ func withoutRemovals(m map[string]string) map[string]string {
 	return m
 }
 
+// isNodeRuntimeDir reports whether path is one of the folders of a node (<cluster>/node/) that
+// its containerd and kubelet fill while they run: image snapshots, pod volumes and logs, which
+// come and go under a walk and hold no kubeconfig the fleet wrote. The kubelet's own kubeconfig
+// is beside them, in kubelet/.
+func isNodeRuntimeDir(path string) bool {
+	for _, dir := range []string{"containerd", "podlogs", "ns", filepath.Join("kubelet", "root")} {
+		if strings.HasSuffix(path, string(filepath.Separator)+filepath.Join("node", dir)) {
+			return true
+		}
+	}
+	return false
+}
+
 // Identities returns, for every kubeconfig the fleet wrote (path relative to the run
 // directory), the user and groups of its client certificate.
 func (f *Fleet) Identities() (map[string]x509Identity, error) {
 	out := map[string]x509Identity{}
 	err := filepath.WalkDir(f.dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".kubeconfig") && filepath.Base(path) != "kubeconfig" {
+		if errors.Is(err, fs.ErrNotExist) {
+			// Removed between its folder's listing and its reading: the fleet's kubeconfigs
+			// stay until Stop, so this was one of the nodes' runtime files.
+			return nil
+		}
+		if err != nil {
 			return err
+		}
+		if d.IsDir() {
+			if isNodeRuntimeDir(path) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".kubeconfig") && filepath.Base(path) != "kubeconfig" {
+			return nil
 		}
 		cfg, err := clientcmd.LoadFromFile(path)
 		if err != nil {

@@ -28,6 +28,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/bench/internal/benchkit"
 )
 
@@ -56,6 +59,9 @@ func main() {
 	flag.StringVar(&managerLogLevel, "manager-log-level", managerLogLevel, "the manager's --zap-log-level; debug logs how long each step of every GitOpsCluster pass took")
 	flag.StringVar(&memoryLimit, "memory-limit", "", "run the manager as in a container with this memory limit (e.g. 160Mi): GOMEMLIMIT as the binary sets it from its cgroup")
 	flag.Parse()
+	// envtest logs through controller-runtime; the benchmark reports its errors itself, and an
+	// unset logger prints a stack trace into the results once a later run starts an API server.
+	ctrllog.SetLogger(logr.Discard())
 	if profileSeconds <= 0 || *runs < 1 {
 		fail(fmt.Errorf("--profile-seconds and --runs must be positive, got %d and %d", profileSeconds, *runs))
 	}

@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,6 +35,7 @@ import (
 	"k8s.io/utils/ptr"
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
@@ -53,6 +55,9 @@ func main() {
 	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
 	flag.Var(&managerArgs, "manager-arg", "an extra manager flag, e.g. --manager-arg=--pull-model-concurrency=16 (repeatable)")
 	flag.Parse()
+	// envtest logs through controller-runtime; the benchmark reports its errors itself, and an
+	// unset logger prints a stack trace into the results once a later run starts an API server.
+	ctrllog.SetLogger(logr.Discard())
 	if *appsets < 1 {
 		*appsets = max(1, *apps/100)
 	}

@@ -68,33 +68,34 @@ type scenario struct {
 // removal, and the manager's own pod.
 func TestAgentScenarios(t *testing.T) {
 	runLane(t, "agents", []scenario{
-		{"ArgoCDComponents", testArgoCDComponents},                         // ~35 s
-		{"ArgoCDComponentsClusterLabel", testArgoCDComponentsClusterLabel}, // ~12 s
-		{"FleetE2E", testFleetE2E},                                         // ~245 s
+		{"ArgoCDComponents", testArgoCDComponents},                         // ~65 s
+		{"ArgoCDComponentsClusterLabel", testArgoCDComponentsClusterLabel}, // ~16 s
+		{"FleetE2E", testFleetE2E},                                         // ~260 s
 		{"ManagerPodSpec", testManagerPodSpec},                             // ~30 s
 	})
 }
 
 // TestArgoCDScenarios runs what Argo CD drives: Applications synced by Argo CD's pods,
-// ApplicationSets and cluster registrations on the hub, the config management plugin, and a
-// cluster's own Argo CD that the components addon leaves alone.
+// ApplicationSets and cluster registrations on the hub, the config management plugin, a
+// cluster's own Argo CD that the components addon leaves alone, and the pull model's
+// Applications through a klusterlet's outage (in this lane, the shortest without it).
 func TestArgoCDScenarios(t *testing.T) {
 	runLane(t, "argocd", []scenario{
-		{"ArgoCDApplication", testArgoCDApplication},                                                     // ~70 s
-		{"ArgoCDApplicationSet", testArgoCDApplicationSet},                                               // ~35 s
+		{"ArgoCDApplication", testArgoCDApplication},                                                     // ~75 s
+		{"ArgoCDApplicationSet", testArgoCDApplicationSet},                                               // ~55 s
 		{"ArgoCDClusterRegistrationForApplicationSets", testArgoCDClusterRegistrationForApplicationSets}, // ~25 s
 		{"CMPDeliversAFolderWithoutArgoCD", testCMPDeliversAFolderWithoutArgoCD},                         // ~1 s
-		{"CMPPluginInHubArgoCD", testCMPPluginInHubArgoCD},                                               // ~90 s
-		{"ForeignArgoCDIsLeftAlone", testForeignArgoCDIsLeftAlone},                                       // ~45 s
+		{"CMPPluginInHubArgoCD", testCMPPluginInHubArgoCD},                                               // ~115 s
+		{"ForeignArgoCDIsLeftAlone", testForeignArgoCDIsLeftAlone},                                       // ~40 s
+		{"PullModelSurvivesAnOutage", testPullModelSurvivesAnOutage},                                     // ~100 s
 	})
 }
 
-// TestPullModelScenarios runs the basic pull model: the ApplicationSet rollout through OCM's
-// work agents to the clusters' own Argo CD, and a klusterlet's outage it survives.
+// TestPullModelScenarios runs the basic pull model's ApplicationSet rollout through OCM's work
+// agents to the clusters' own Argo CD.
 func TestPullModelScenarios(t *testing.T) {
 	runLane(t, "pullmodel", []scenario{
-		{"PullModelApplicationSet", testPullModelApplicationSet},     // ~240 s
-		{"PullModelSurvivesAnOutage", testPullModelSurvivesAnOutage}, // ~100 s
+		{"PullModelApplicationSet", testPullModelApplicationSet}, // 300 to 390 s
 	})
 }
 

@@ -58,4 +58,9 @@ func TestPrivilegedKubeconfigsSkipNodeRuntime(t *testing.T) {
 	if want := []string{"cluster1/kcm.kubeconfig (kcm)"}; !slices.Equal(masters, want) {
 		t.Errorf("privileged kubeconfigs: got %v, want %v", masters, want)
 	}
+
+	gone := &Fleet{dir: filepath.Join(dir, "no-such-run")}
+	if masters, err := gone.PrivilegedKubeconfigs(); err == nil {
+		t.Errorf("a run folder that is gone: no error, privileged kubeconfigs %v", masters)
+	}
 }

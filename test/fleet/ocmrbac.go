@@ -228,9 +228,10 @@ func isNodeRuntimeDir(path string) bool {
 func (f *Fleet) Identities() (map[string]x509Identity, error) {
 	out := map[string]x509Identity{}
 	err := filepath.WalkDir(f.dir, func(path string, d fs.DirEntry, err error) error {
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) && path != f.dir {
 			// Removed between its folder's listing and its reading: the fleet's kubeconfigs
-			// stay until Stop, so this was one of the nodes' runtime files.
+			// stay until Stop, so this was one of the nodes' runtime files. A run folder that
+			// is gone is an error: it would read as a fleet with no privileged kubeconfig.
 			return nil
 		}
 		if err != nil {

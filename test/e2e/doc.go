@@ -9,10 +9,10 @@
 // own API server.
 //
 // The scenarios run on three such fleets at once, each with its own manager: TestAgentScenarios
-// (the components addon, the agent's life, the manager's pod), TestArgoCDScenarios (Argo CD's
-// pods syncing Applications, ApplicationSets and cluster registrations on the hub, the config
-// management plugin, a cluster's own Argo CD left alone, the pull model through a klusterlet's
-// outage) and TestPullModelScenarios (the pull model's ApplicationSet rollout); within a lane
+// (the components addon, the agent's life), TestArgoCDScenarios (Argo CD's pods syncing
+// Applications, ApplicationSets and cluster registrations on the hub, the config management
+// plugin, the pull model through a klusterlet's outage) and TestPullModelScenarios (the pull
+// model's ApplicationSet rollout, a cluster's own Argo CD left alone, the manager's pod); within a lane
 // they run in the order listed there. Run one scenario with
 // -run TestAgentScenarios/FleetE2E. The steps of FleetE2E run in order, each building on the
 // state the previous one left:

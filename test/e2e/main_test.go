@@ -64,21 +64,19 @@ type scenario struct {
 // leaves the fleet as it found it, except where a scenario says otherwise.
 
 // TestAgentScenarios runs what the agents and components go through on the managed
-// clusters: Argo CD's components from the addon, the agent's life from registration to
-// removal, and the manager's own pod.
+// clusters: Argo CD's components from the addon and the agent's life from registration to
+// removal.
 func TestAgentScenarios(t *testing.T) {
 	runLane(t, "agents", []scenario{
 		{"ArgoCDComponents", testArgoCDComponents},                         // ~65 s
 		{"ArgoCDComponentsClusterLabel", testArgoCDComponentsClusterLabel}, // ~16 s
 		{"FleetE2E", testFleetE2E},                                         // ~260 s
-		{"ManagerPodSpec", testManagerPodSpec},                             // ~30 s
 	})
 }
 
 // TestArgoCDScenarios runs what Argo CD drives: Applications synced by Argo CD's pods,
-// ApplicationSets and cluster registrations on the hub, the config management plugin, a
-// cluster's own Argo CD that the components addon leaves alone, and the pull model's
-// Applications through a klusterlet's outage (in this lane, the shortest without it).
+// ApplicationSets and cluster registrations on the hub, the config management plugin, and the
+// pull model's Applications through a klusterlet's outage.
 func TestArgoCDScenarios(t *testing.T) {
 	runLane(t, "argocd", []scenario{
 		{"ArgoCDApplication", testArgoCDApplication},                                                     // ~75 s
@@ -86,16 +84,19 @@ func TestArgoCDScenarios(t *testing.T) {
 		{"ArgoCDClusterRegistrationForApplicationSets", testArgoCDClusterRegistrationForApplicationSets}, // ~25 s
 		{"CMPDeliversAFolderWithoutArgoCD", testCMPDeliversAFolderWithoutArgoCD},                         // ~1 s
 		{"CMPPluginInHubArgoCD", testCMPPluginInHubArgoCD},                                               // ~115 s
-		{"ForeignArgoCDIsLeftAlone", testForeignArgoCDIsLeftAlone},                                       // ~40 s
 		{"PullModelSurvivesAnOutage", testPullModelSurvivesAnOutage},                                     // ~100 s
 	})
 }
 
 // TestPullModelScenarios runs the basic pull model's ApplicationSet rollout through OCM's work
-// agents to the clusters' own Argo CD.
+// agents to the clusters' own Argo CD, then two short scenarios that need only a fleet and its
+// manager (a cluster's own Argo CD that the components addon leaves alone, the manager's pod):
+// without them this lane is the shortest.
 func TestPullModelScenarios(t *testing.T) {
 	runLane(t, "pullmodel", []scenario{
-		{"PullModelApplicationSet", testPullModelApplicationSet}, // 300 to 390 s
+		{"PullModelApplicationSet", testPullModelApplicationSet},   // 300 to 390 s
+		{"ForeignArgoCDIsLeftAlone", testForeignArgoCDIsLeftAlone}, // ~40 s
+		{"ManagerPodSpec", testManagerPodSpec},                     // ~30 s
 	})
 }
 

@@ -113,6 +113,14 @@ func (f *Fleet) startControlPlane(ctx context.Context, name string) (*controlPla
 	return cp, nil
 }
 
+// etcdArgs are the extra flags of cp's etcd (Options.HubEtcdArgs for the hub's).
+func (f *Fleet) etcdArgs(cp *controlPlane) []string {
+	if cp.name != "hub" {
+		return nil
+	}
+	return f.opts.HubEtcdArgs
+}
+
 // startEtcd starts the cluster's etcd and waits until it is healthy.
 func (f *Fleet) startEtcd(ctx context.Context, cp *controlPlane) error {
 	clientPort, err := freePorts.next()
@@ -129,7 +137,7 @@ func (f *Fleet) startEtcd(ctx context.Context, cp *controlPlane) error {
 	if _, err := f.start(ProcessSpec{
 		Name: cp.name + "-etcd",
 		Path: filepath.Join(f.k8sBin, "etcd"),
-		Args: []string{
+		Args: append([]string{
 			"--name=" + cp.name,
 			"--data-dir=" + filepath.Join(cp.dir, "etcd"),
 			"--listen-client-urls=" + etcdURL,
@@ -139,7 +147,7 @@ func (f *Fleet) startEtcd(ctx context.Context, cp *controlPlane) error {
 			"--initial-cluster=" + cp.name + "=" + peerURL,
 			"--unsafe-no-fsync=true",
 			"--log-level=warn",
-		},
+		}, f.etcdArgs(cp)...),
 	}, tierEtcd); err != nil {
 		return err
 	}

@@ -45,6 +45,9 @@ type Options struct {
 	OCMBinDir string
 	// APIServerArgs are extra kube-apiserver flags ("--name=value") for every cluster.
 	APIServerArgs []string
+	// HubEtcdArgs are extra etcd flags ("--name=value") for the hub's etcd, e.g. a larger
+	// --quota-backend-bytes than etcd's default of 2 GiB.
+	HubEtcdArgs []string
 	// StartTimeout bounds each wait while starting. Default: 3 minutes.
 	StartTimeout time.Duration
 	// Logf receives progress lines (e.g. t.Logf). Default: none.

@@ -28,6 +28,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
@@ -51,8 +52,17 @@ func main() {
 	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
 	flag.BoolVar(&direct, "direct", false, "create the simulated clusters' namespaces directly instead of waiting for OCM's registration controller to make them (for thousands of clusters)")
 	flag.DurationVar(&timeout, "timeout", timeout, "how long each wait may take")
+	quota := flag.String("etcd-quota", "", "the hub etcd's --quota-backend-bytes as a quantity (e.g. 8Gi); etcd's default is 2Gi, which the autonomous mode's components outgrow at about 4,500 clusters")
 	results := benchkit.ResultsFlag()
 	flag.Parse()
+	if *quota != "" {
+		q, err := resource.ParseQuantity(*quota)
+		if err != nil || q.Value() <= 0 {
+			fmt.Fprintf(os.Stderr, "error: --etcd-quota %q: want a positive quantity such as 8Gi\n", *quota)
+			os.Exit(2)
+		}
+		etcdQuota = q.Value()
+	}
 	out := benchkit.NewOutput()
 	var err error
 	for _, mode := range strings.Split(*modes, ",") {
@@ -72,6 +82,12 @@ func main() {
 
 // direct creates the clusters' namespaces without OCM's registration controller.
 var direct bool
+
+// etcdQuota is the hub etcd's --quota-backend-bytes (--etcd-quota); 0 leaves etcd's default.
+var etcdQuota int64
+
+// defaultEtcdQuota is etcd's own --quota-backend-bytes default.
+const defaultEtcdQuota = 2 << 30
 
 // timeout bounds each wait.
 var timeout = time.Hour
@@ -119,7 +135,11 @@ func run(n int, mode, binary string, out *benchkit.Output) error {
 		before, after, float64(after-before)/float64(n))
 	out.Printf("  ManifestWorks per cluster (JSON without managed fields): components %d bytes, agent %d bytes, probe %d bytes\n",
 		bytesBy["components"]/n, bytesBy["agent"]/(n+1), bytesBy["probe"]/max(1, n))
-	out.Printf("  the whole hub etcd in use: %.2f GB for %d clusters (default quota 2 GiB)\n", float64(after)/1e9, n)
+	quota, which := int64(defaultEtcdQuota), "etcd's default"
+	if etcdQuota > 0 {
+		quota, which = etcdQuota, "--etcd-quota"
+	}
+	out.Printf("  the whole hub etcd in use: %.2f GB for %d clusters (quota %.2f GB, %s)\n", float64(after)/1e9, n, float64(quota)/1e9, which)
 	return nil
 }
 
@@ -131,9 +151,13 @@ func startHub(ctx context.Context, binary string) (*fleet.Fleet, client.Client, 
 	}
 	// The API server compacts etcd every 15 s (5 minutes by default), so that the sizes read
 	// below hold the objects' current revisions, not the history of their writes.
+	var etcdArgs []string
+	if etcdQuota > 0 {
+		etcdArgs = []string{"--quota-backend-bytes=" + strconv.FormatInt(etcdQuota, 10)}
+	}
 	f, err := fleet.Start(ctx, fleet.Options{Clusters: []string{"cluster1"}, BindingNamespace: ns,
 		HubCRDPaths:   []string{filepath.Join(testenv.RepoRoot(), "manifests", "crds")},
-		APIServerArgs: []string{"--etcd-compaction-interval=15s"}, Logf: logf})
+		APIServerArgs: []string{"--etcd-compaction-interval=15s"}, HubEtcdArgs: etcdArgs, Logf: logf})
 	if err != nil {
 		return nil, nil, err
 	}

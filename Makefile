@@ -159,8 +159,9 @@ DETECT_CACHE_MUTATIONS = export KUBE_CACHE_MUTATION_DETECTOR=true;
 # The test binaries and the processes they start (API servers, etcds, the fleets' OCM and node
 # components) collect garbage less often than Go's default: make test keeps 2 cores busy from
 # start to end, and memory is not what runs short. pkg/gitopscluster alone took 238 CPU-seconds
-# at GOGC=400 against 293 at the default, its peak process 2 GiB. The manager's pods keep the
-# binary's own setting (their environment is the pod spec's).
+# at GOGC=400 against 293 at the default, its peak process 2 GiB. The manager keeps the
+# binary's own setting, as a pod (its environment is the pod spec's) and as a process a test
+# starts (testenv.ProjectProcessEnv).
 TEST_GOGC ?= 400
 
 .PHONY: test-unit

@@ -66,7 +66,7 @@ var otherPrograms = map[string][]owner{
 	"all":            {helmKubectl},
 	"all-namespaces": {helmKubectl},
 	"for":            {helmKubectl},
-	"timeout":        {helmKubectl},
+	"timeout":        {helmKubectl, {what: "the components benchmark", goMain: "test/bench/components"}},
 	"server-side":    {helmKubectl},
 	"field-selector": {helmKubectl},
 	// This repository's other programs.
@@ -89,6 +89,7 @@ var otherPrograms = map[string][]owner{
 	"runs":               {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"memory-limit":       {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"direct":             {{what: "the components benchmark", goMain: "test/bench/components"}},
+	"etcd-quota":         {{what: "the components benchmark", goMain: "test/bench/components"}},
 	"results":            {{what: "the benchmarks", goMain: "test/bench/internal/benchkit"}},
 }
 

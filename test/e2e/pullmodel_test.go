@@ -270,7 +270,16 @@ func (s *suite) reportListsTheObjects(t *testing.T, clusters []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	for _, c := range clusters {
-		if err := nodeapps.InstallResourceReporter(ctx, s.f, c, s.managerBin, s.reloaderImg, s.spokeArgoCD(c)); err != nil {
+		uninstall, err := nodeapps.InstallResourceReporter(ctx, s.f, c, s.managerBin, s.reloaderImg, s.spokeArgoCD(c))
+		// Later scenarios of the lane use these namespaces.
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := uninstall(ctx); err != nil {
+				t.Errorf("%s: removing the resource reporter: %v", c, err)
+			}
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

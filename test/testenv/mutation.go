@@ -23,10 +23,13 @@ var cacheMutationDetector = os.Getenv(CacheMutationDetectorVar)
 func init() { _ = os.Unsetenv(CacheMutationDetectorVar) }
 
 // ProjectProcessEnv is what a test adds to the environment of a process of the project's own
-// binary: the cache mutation detector when the tests run with it.
+// binary: the cache mutation detector when the tests run with it, and an empty GOGC, so that
+// the binary collects garbage at its own default (pkg/cmd) whatever GOGC the tests run with
+// (make test sets one for its own processes).
 func ProjectProcessEnv() []string {
-	if cacheMutationDetector == "" {
-		return nil
+	env := []string{"GOGC="}
+	if cacheMutationDetector != "" {
+		env = append(env, CacheMutationDetectorVar+"="+cacheMutationDetector)
 	}
-	return []string{CacheMutationDetectorVar + "=" + cacheMutationDetector}
+	return env
 }

@@ -130,7 +130,7 @@ TEST_LDFLAGS ?= -w
 E2E_LANES := 3
 .PHONY: test
 test: verify lint ## The whole suite: generated-files check, lint, unit, integration and e2e tests (the fuzz seeds run as tests; make fuzz fuzzes).
-	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) export GOGC=$(TEST_GOGC); \
+	$(TEST_ENV) $(TEST_PROCESS_ENV) \
 	before="$$(hack/leftovers.sh list)"; \
 	rc=0; go test $(GO_TEST_FLAGS) -ldflags='$(TEST_LDFLAGS)' -p $(TEST_PACKAGES_AT_ONCE) -parallel $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$(hack/test-packages.sh) || rc=$$?; \
 	go test $(GO_TEST_FLAGS) -ldflags='$(TEST_LDFLAGS)' -parallel $(E2E_LANES) -timeout $(TEST_TIMEOUT) ./test/e2e/ || rc=$$?; \
@@ -152,10 +152,8 @@ TEST_ENV = mkdir -p $(BIN); \
 	export KUBEBUILDER_ASSETS="$$(cat $(BIN)/.k8s-dir)" OCM_BINARIES_DIR="$$(cat $(BIN)/.ocm-dir)" ARGOCD_BINARIES_DIR="$$(cat $(BIN)/.argocd-dir)" \
 		NODE_BINARIES_DIR="$$(cat $(BIN)/.node-dir)" FLEET_REAL_NODES="$(FLEET_REAL_NODES)" CGO_ENABLED=0;
 
-# The tests, and the project's own processes they start, run with client-go's cache mutation
-# detector (test/testenv/mutation.go); the demo does not.
-DETECT_CACHE_MUTATIONS = export KUBE_CACHE_MUTATION_DETECTOR=true;
-
+# The environment of the tests. They, and the project's own processes they start, run with
+# client-go's cache mutation detector (test/testenv/mutation.go); the demo does not.
 # The test binaries and the processes they start (API servers, etcds, the fleets' OCM and node
 # components) collect garbage less often than Go's default: make test keeps 2 cores busy from
 # start to end, and memory is not what runs short. pkg/gitopscluster alone took 238 CPU-seconds
@@ -163,6 +161,7 @@ DETECT_CACHE_MUTATIONS = export KUBE_CACHE_MUTATION_DETECTOR=true;
 # binary's own setting, as a pod (its environment is the pod spec's) and as a process a test
 # starts (testenv.ProjectProcessEnv).
 TEST_GOGC ?= 400
+TEST_PROCESS_ENV = export KUBE_CACHE_MUTATION_DETECTOR=true GOGC=$(TEST_GOGC);
 
 .PHONY: test-unit
 test-unit: ## Unit tests only (no API server).
@@ -170,7 +169,7 @@ test-unit: ## Unit tests only (no API server).
 
 .PHONY: test-integration
 test-integration: ## Tests against a real API server (envtest), without the local fleet's e2e.
-	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) export GOGC=$(TEST_GOGC); \
+	$(TEST_ENV) $(TEST_PROCESS_ENV) \
 	go test $(GO_TEST_FLAGS) -timeout $(TEST_TIMEOUT) $$(go list ./... | grep -v -e /test/e2e -e /test/fleet)
 
 .PHONY: test-node
@@ -183,7 +182,7 @@ test-node: ## The real-node tests alone (root): test/node's nodes and the fleet 
 
 .PHONY: test-e2e
 test-e2e: ## The e2e suite on the local fleet with real nodes (root), and the fleet's own tests.
-	$(TEST_ENV) $(DETECT_CACHE_MUTATIONS) export GOGC=$(TEST_GOGC); \
+	$(TEST_ENV) $(TEST_PROCESS_ENV) \
 	go test $(GO_TEST_FLAGS) -parallel $(E2E_LANES) -timeout $(TEST_TIMEOUT) $(E2E_PACKAGES)
 
 .PHONY: fault

@@ -45,7 +45,8 @@ func testManagerPodSpec(t *testing.T, s *suite) {
 	if probe == nil || probe.HTTPGet == nil {
 		t.Fatalf("the chart's manager has no HTTP readiness probe: %+v", probe)
 	}
-	probe.HTTPGet.Port = intstr.FromInt32(1)
+	const brokenPort = 1
+	probe.HTTPGet.Port = intstr.FromInt32(brokenPort)
 	probe.PeriodSeconds, probe.FailureThreshold = 1, 1
 	if err := s.hub.Patch(ctx, broken, client.MergeFrom(d)); err != nil {
 		t.Fatal(err)
@@ -84,9 +85,9 @@ func testManagerPodSpec(t *testing.T, s *suite) {
 		}
 		var reasons []string
 		for _, e := range events.Items {
-			// Port 1 is the broken probe's: an Unhealthy event of an earlier restart of the
-			// manager in this lane names the chart's port.
-			if e.Reason == "Unhealthy" && strings.Contains(e.Message, "Readiness probe failed") && strings.Contains(e.Message, ":1/") {
+			// Only the broken probe's port: an Unhealthy event of an earlier restart of the
+			// manager in this lane names the chart's.
+			if e.Reason == "Unhealthy" && strings.Contains(e.Message, "Readiness probe failed") && strings.Contains(e.Message, fmt.Sprintf(":%d/", brokenPort)) {
 				return true, ""
 			}
 			reasons = append(reasons, e.Reason)

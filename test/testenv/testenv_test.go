@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -78,4 +79,20 @@ func processesWith(arg string) []string {
 		}
 	}
 	return pids
+}
+
+// TestProjectProcessesKeepTheirOwnGOGC: make test runs its processes at a GOGC of its own; a
+// process of the project's binary started with ProjectProcessEnv after the test's environment
+// (as pkg/cmd's and test/fault's are) sees none, so the manager applies its own default.
+func TestProjectProcessesKeepTheirOwnGOGC(t *testing.T) {
+	t.Setenv("GOGC", "400")
+	cmd := exec.Command("sh", "-c", `printf '[%s]' "$GOGC"`)
+	cmd.Env = append(os.Environ(), ProjectProcessEnv()...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != "[]" {
+		t.Errorf("GOGC in a project process: %s, want it empty", out)
+	}
 }

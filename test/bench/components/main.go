@@ -52,7 +52,7 @@ func main() {
 	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
 	flag.BoolVar(&direct, "direct", false, "create the simulated clusters' namespaces directly instead of waiting for OCM's registration controller to make them (for thousands of clusters)")
 	flag.DurationVar(&timeout, "timeout", timeout, "how long each wait may take")
-	quota := flag.String("etcd-quota", "", "the hub etcd's --quota-backend-bytes as a quantity (e.g. 8Gi); etcd's default is 2Gi, which the autonomous mode's components outgrow at about 4,500 clusters")
+	quota := flag.String("etcd-quota", "", "the hub etcd's --quota-backend-bytes as a quantity (e.g. 8Gi); etcd's default is 2Gi, which the autonomous mode's components fill at about 4,400 clusters")
 	results := benchkit.ResultsFlag()
 	flag.Parse()
 	if *quota != "" {

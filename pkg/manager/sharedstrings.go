@@ -4,18 +4,18 @@ import (
 	"encoding/binary"
 	"reflect"
 	"slices"
-	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/bounded"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/sharing"
 )
 
 // maxSharedLength bounds the strings shareStrings shares: label keys and values, annotation
 // keys, namespaces and finalizers are short and repeat across a fleet's objects; a long
 // annotation value seldom repeats.
-const maxSharedLength = 128
+const maxSharedLength = sharing.MaxStringLength
 
 // shareStrings runs transform, then replaces the object's namespace, label keys and values,
 // annotation keys and short values, and finalizers by one shared copy of each string. Every
@@ -55,7 +55,7 @@ func shareStrings(transform toolscache.TransformFunc) toolscache.TransformFunc {
 }
 
 // sameString reports whether a and b are the same copy of their bytes.
-func sameString(a, b string) bool { return unsafe.StringData(a) == unsafe.StringData(b) }
+func sameString(a, b string) bool { return sharing.Same(a, b) }
 
 // shareMap returns m with shared keys and values, the one shared copy of the whole map where
 // sharedMap keeps one, and whether that differs from m. m is never written.
@@ -138,18 +138,4 @@ var sharedMaps = bounded.NewMap[string, map[string]string](maxSharedMaps)
 
 const maxSharedMaps = 1 << 10
 
-func shared(s string) string {
-	if s == "" || len(s) > maxSharedLength {
-		return s
-	}
-	return sharedStrings.LoadOrStore(s, s)
-}
-
-// sharedStrings holds the first copy of each string it is given. Go's unique package would
-// drop a copy once no handle to it is left, so the objects cached after the next collection
-// would get copies of their own again; this table keeps them instead, up to maxSharedStrings
-// (a fleet needs one entry per cluster name and a few dozen more), past which it starts over,
-// which only costs sharing.
-var sharedStrings = bounded.NewMap[string, string](maxSharedStrings)
-
-const maxSharedStrings = 1 << 16
+func shared(s string) string { return sharing.String(s) }

@@ -109,8 +109,9 @@ var enabledGauge = prometheus.NewGauge(prometheus.GaugeOpts{
 func init() { metrics.Registry.MustRegister(enabledGauge) }
 
 // CacheByObject is the scope of the pull model's own cache: only Applications carrying the
-// pull label, only ManifestWorks carrying it, ApplicationSets as metadata only, the reports,
-// the AppProjects of the hub Argo CD namespace, and the cluster sets and their bindings. It is
+// pull label, only ManifestWorks carrying it (both compacted, see pullmodel.CompactApplication
+// and pullmodel.CompactWork), ApplicationSets as metadata only, the reports, the AppProjects of
+// the hub Argo CD namespace, and the cluster sets and their bindings. It is
 // a cache of its own, made once the hub serves these kinds, so that a hub without Argo CD (or
 // a manager with --pull-model=false) never asks for them.
 func CacheByObject(cfg Config) map[client.Object]cache.ByObject {
@@ -122,8 +123,8 @@ func CacheByObject(cfg Config) map[client.Object]cache.ByObject {
 		return labels.NewSelector().Add(*req)
 	}
 	return map[client.Object]cache.ByObject{
-		pullmodel.NewApplication():                         {Label: has(pullmodel.LabelPull)},
-		&workv1.ManifestWork{}:                             {Label: has(pullmodel.LabelPull)},
+		pullmodel.NewApplication():                         {Label: has(pullmodel.LabelPull), Transform: pullmodel.CompactApplication},
+		&workv1.ManifestWork{}:                             {Label: has(pullmodel.LabelPull), Transform: pullmodel.CompactWork},
 		report.NewApplicationSetMetadata():                 {},
 		&reportv1alpha1.MulticlusterApplicationSetReport{}: {},
 		propagation.NewAppProject():                        {Namespaces: map[string]cache.Config{cfg.Policy.ArgoCDNamespace: {}}},

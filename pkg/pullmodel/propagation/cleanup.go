@@ -49,8 +49,10 @@ func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
 // Application in r wants, confirmed by a read from live (the API server), and returns how many
 // it deleted. A ManifestWork without a valid seal is never deleted, whatever its labels say.
 func Sweep(ctx context.Context, s *seal.Sealer, r, live client.Reader, w client.Writer) (int, error) {
+	// Read only, never copied: a copy of every ManifestWork of a large fleet at once was the
+	// manager's largest burst of memory. Delete writes nothing into the object it is given.
 	list := &workv1.ManifestWorkList{}
-	if err := r.List(ctx, list, client.HasLabels{pullmodel.LabelPull}); err != nil {
+	if err := r.List(ctx, list, client.HasLabels{pullmodel.LabelPull}, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -75,7 +77,7 @@ func wanted(ctx context.Context, r client.Reader, w *workv1.ManifestWork) bool {
 		return true // not one this controller made from an Application
 	}
 	app := pullmodel.NewApplication()
-	err := r.Get(ctx, types.NamespacedName{Namespace: a[pullmodel.AnnotationHubAppNamespace], Name: a[pullmodel.AnnotationHubAppName]}, app)
+	err := r.Get(ctx, types.NamespacedName{Namespace: a[pullmodel.AnnotationHubAppNamespace], Name: a[pullmodel.AnnotationHubAppName]}, app, client.UnsafeDisableDeepCopy)
 	switch {
 	case apierrors.IsNotFound(err):
 		return false

@@ -846,9 +846,11 @@ func (r *Reconciler) forProject(ctx context.Context, o client.Object) []reconcil
 	return r.apps(ctx, client.MatchingFields{pullmodel.IndexAppByProject: o.GetName()})
 }
 
+// apps names the Applications opts select. Only their names are read, so the cache's objects are
+// not copied: a project or binding that every Application shares wakes them all.
 func (r *Reconciler) apps(ctx context.Context, opts ...client.ListOption) []reconcile.Request {
 	list := pullmodel.NewApplicationList()
-	if err := r.Cache.List(ctx, list, opts...); err != nil {
+	if err := r.Cache.List(ctx, list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
 		log.FromContext(ctx).Error(err, "listing Applications to wake")
 		return nil
 	}

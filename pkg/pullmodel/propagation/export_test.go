@@ -5,10 +5,18 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // ReconcileProjectWork runs one pass of the project controller over the ManifestWork of
 // AppProject project on cluster.
 func (r *Reconciler) ReconcileProjectWork(ctx context.Context, cluster, project string) (ctrl.Result, error) {
 	return (&projectReconciler{r: r}).Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: cluster, Name: project}})
+}
+
+// ProjectKeysOfNamespace is what an event of a ManagedClusterSetBinding in namespace wakes of
+// the project ManifestWorks: the project keys of every Application there.
+func (r *Reconciler) ProjectKeysOfNamespace(ctx context.Context, namespace string) []reconcile.Request {
+	return r.projectKeysFor(ctx, r.apps(ctx, client.InNamespace(namespace)))
 }

@@ -394,12 +394,14 @@ func projectKeys(apps ...*unstructured.Unstructured) []reconcile.Request {
 }
 
 // projectKeysFor maps Applications (reconcile requests of theirs) to their project
-// ManifestWorks.
+// ManifestWorks. It reads each Application's cluster and project from the cache's own object,
+// never a copy: a binding or cluster set wakes every Application of a namespace, and copies of
+// all of them, held at once, were the manager's largest burst of memory as it started.
 func (r *Reconciler) projectKeysFor(ctx context.Context, apps []reconcile.Request) []reconcile.Request {
 	var found []*unstructured.Unstructured
 	for _, req := range apps {
 		app := pullmodel.NewApplication()
-		if err := r.Cache.Get(ctx, req.NamespacedName, app); err == nil {
+		if err := r.Cache.Get(ctx, req.NamespacedName, app, client.UnsafeDisableDeepCopy); err == nil {
 			found = append(found, app)
 		}
 	}

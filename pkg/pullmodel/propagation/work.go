@@ -459,6 +459,8 @@ func specEqual(a, b workv1.ManifestWorkSpec) bool {
 // withDefaults fills in what the ManifestWork CRD defaults, so a stored spec and a built one
 // compare equal (an older hub CRD without feedbackScrapeType prunes it: both sides agree then too).
 func withDefaults(s workv1.ManifestWorkSpec) workv1.ManifestWorkSpec {
+	// A copy first: a cached ManifestWork shares its feedback rules and update strategy with
+	// every other (pullmodel.CompactWork).
 	s = *s.DeepCopy()
 	for i := range s.ManifestConfigs {
 		c := &s.ManifestConfigs[i]

@@ -91,22 +91,7 @@ func TestProjectWorkKeptForAnApplicationTheCacheHasNotSeen(t *testing.T) {
 		}
 	}
 
-	informers, err := cache.New(env.Config, cache.Options{Scheme: c.Scheme(), ByObject: pullmodelsetup.CacheByObject(cfg), ReaderFailOnMissingInformer: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pullmodel.SetupIndexes(ctx, informers); err != nil {
-		t.Fatal(err)
-	}
-	for o := range pullmodelsetup.CacheByObject(cfg) {
-		if _, err := informers.GetInformer(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	go func() { _ = informers.Start(ctx) }()
-	if !informers.WaitForCacheSync(ctx) {
-		t.Fatal("the cache did not sync")
-	}
+	informers := startPullCache(ctx, t, env, cfg)
 	sealer, err := seal.New([]byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
@@ -59,22 +58,7 @@ func TestWakingEveryApplicationCopiesNone(t *testing.T) {
 
 	cfg := pullmodelsetup.DefaultConfig()
 	cfg.Policy.ArgoCDNamespace, cfg.Policy.SpokeNamespace = argoNS, argoNS
-	informers, err := cache.New(env.Config, cache.Options{Scheme: c.Scheme(), ByObject: pullmodelsetup.CacheByObject(cfg), ReaderFailOnMissingInformer: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pullmodel.SetupIndexes(ctx, informers); err != nil {
-		t.Fatal(err)
-	}
-	for o := range pullmodelsetup.CacheByObject(cfg) {
-		if _, err := informers.GetInformer(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	go func() { _ = informers.Start(ctx) }()
-	if !informers.WaitForCacheSync(ctx) {
-		t.Fatal("the cache did not sync")
-	}
+	informers := startPullCache(ctx, t, env, cfg)
 	poll.Until(t, "every Application in the cache", 10*time.Second, func() error {
 		list := pullmodel.NewApplicationList()
 		if err := informers.List(ctx, list, client.InNamespace(argoNS)); err != nil || len(list.Items) != apps {

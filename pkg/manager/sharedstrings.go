@@ -12,11 +12,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/sharing"
 )
 
-// maxSharedLength bounds the strings shareStrings shares: label keys and values, annotation
-// keys, namespaces and finalizers are short and repeat across a fleet's objects; a long
-// annotation value seldom repeats.
-const maxSharedLength = sharing.MaxStringLength
-
 // shareStrings runs transform, then replaces the object's namespace, label keys and values,
 // annotation keys and short values, and finalizers by one shared copy of each string. Every
 // object decoded from the API server carries its own copy of each of them: at 10,000
@@ -38,8 +33,8 @@ func shareStrings(transform toolscache.TransformFunc) toolscache.TransformFunc {
 		// (a Sync delta carries the indexer's object), while event handlers read that object:
 		// nothing here writes to what the object holds unless it changes it, and a map or slice
 		// is replaced, never written, since the cached one may be shared with other objects.
-		if ns := obj.GetNamespace(); !sameString(ns, shared(ns)) {
-			obj.SetNamespace(shared(ns))
+		if ns := obj.GetNamespace(); !sharing.Same(ns, sharing.String(ns)) {
+			obj.SetNamespace(sharing.String(ns))
 		}
 		if m, changed := shareMap(obj.GetLabels()); changed {
 			obj.SetLabels(m)
@@ -54,9 +49,6 @@ func shareStrings(transform toolscache.TransformFunc) toolscache.TransformFunc {
 	}
 }
 
-// sameString reports whether a and b are the same copy of their bytes.
-func sameString(a, b string) bool { return sharing.Same(a, b) }
-
 // shareMap returns m with shared keys and values, the one shared copy of the whole map where
 // sharedMap keeps one, and whether that differs from m. m is never written.
 func shareMap(m map[string]string) (map[string]string, bool) {
@@ -65,7 +57,7 @@ func shareMap(m map[string]string) (map[string]string, bool) {
 	}
 	changed := false
 	for k, v := range m {
-		if !sameString(k, shared(k)) || !sameString(v, shared(v)) {
+		if !sharing.Same(k, sharing.String(k)) || !sharing.Same(v, sharing.String(v)) {
 			changed = true
 			break
 		}
@@ -74,7 +66,7 @@ func shareMap(m map[string]string) (map[string]string, bool) {
 	if changed {
 		out = make(map[string]string, len(m))
 		for k, v := range m {
-			out[shared(k)] = shared(v)
+			out[sharing.String(k)] = sharing.String(v)
 		}
 	}
 	out = sharedMap(out)
@@ -84,10 +76,10 @@ func shareMap(m map[string]string) (map[string]string, bool) {
 // shareSlice returns s with shared strings, a new slice if any changes; s is never written.
 func shareSlice(s []string) ([]string, bool) {
 	for i, v := range s {
-		if !sameString(v, shared(v)) {
+		if !sharing.Same(v, sharing.String(v)) {
 			out := slices.Clone(s)
 			for j := i; j < len(out); j++ {
-				out[j] = shared(out[j])
+				out[j] = sharing.String(out[j])
 			}
 			return out, true
 		}
@@ -108,7 +100,7 @@ func sharedMap(m map[string]string) map[string]string {
 	keys := make([]string, 0, len(m))
 	size := 0
 	for k, v := range m {
-		if len(k) > maxSharedLength || len(v) > maxSharedLength {
+		if len(k) > sharing.MaxStringLength || len(v) > sharing.MaxStringLength {
 			return m
 		}
 		keys = append(keys, k)
@@ -137,5 +129,3 @@ const maxSharedMapLength = 8
 var sharedMaps = bounded.NewMap[string, map[string]string](maxSharedMaps)
 
 const maxSharedMaps = 1 << 10
-
-func shared(s string) string { return sharing.String(s) }

@@ -10,6 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/sharing"
 )
 
 // decoded stands for an object as the API server's decoder hands it to the cache: every
@@ -19,7 +21,7 @@ func decoded(name string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 		Name: name, Namespace: own("cluster-1"),
 		Labels:      map[string]string{own("apps.open-cluster-management.io/owner"): own("fleet")},
-		Annotations: map[string]string{own("note"): own(strings.Repeat("x", maxSharedLength+1))},
+		Annotations: map[string]string{own("note"): own(strings.Repeat("x", sharing.MaxStringLength+1))},
 		Finalizers:  []string{own("argocd-agent-addon.io/record")},
 	}}
 }
@@ -52,7 +54,7 @@ func TestShareStringsSharesRepeatedMetadata(t *testing.T) {
 	if !sameBytes(ak, bk) || !sameBytes(av, bv) || !sameBytes(a.Namespace, b.Namespace) || !sameBytes(a.Finalizers[0], b.Finalizers[0]) {
 		t.Error("two objects' equal metadata strings are still two copies")
 	}
-	if _, av := onlyKey(a.Annotations); av != strings.Repeat("x", maxSharedLength+1) {
+	if _, av := onlyKey(a.Annotations); av != strings.Repeat("x", sharing.MaxStringLength+1) {
 		t.Errorf("a long annotation value changed: %q", av)
 	}
 	if a.Labels["apps.open-cluster-management.io/owner"] != "fleet" || a.Name != "a" || b.Name != "b" || len(a.Labels) != 1 {

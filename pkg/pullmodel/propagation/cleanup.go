@@ -49,8 +49,8 @@ func (r *Reconciler) Sweep(ctx context.Context) (int, error) {
 // Application in r wants, confirmed by a read from live (the API server), and returns how many
 // it deleted. A ManifestWork without a valid seal is never deleted, whatever its labels say.
 func Sweep(ctx context.Context, s *seal.Sealer, r, live client.Reader, w client.Writer) (int, error) {
-	// Read only, never copied: a copy of every ManifestWork of a large fleet at once was the
-	// manager's largest burst of memory. Delete writes nothing into the object it is given.
+	// Read only, never copied: a copy would hold every ManifestWork of the fleet twice until the
+	// sweep ends. Delete writes nothing into the object it is given.
 	list := &workv1.ManifestWorkList{}
 	if err := r.List(ctx, list, client.HasLabels{pullmodel.LabelPull}, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err

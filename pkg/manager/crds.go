@@ -50,6 +50,16 @@ func CheckCRDs(ctx context.Context, mapper meta.RESTMapper, reader client.Reader
 		crd := &unstructured.Unstructured{}
 		crd.SetGroupVersionKind(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"})
 		readErr := reader.Get(ctx, types.NamespacedName{Name: name}, crd)
+		// The CRD decides, not discovery: the mapper may still map a kind whose CRD is gone.
+		if apierrors.IsNotFound(readErr) {
+			return nil, missingKind(kind, name)
+		}
+		// A CRD being deleted is still served (without create) until its objects are gone, and
+		// some of them wait for the manager's finalizers: refusing to start would hold it forever.
+		if readErr == nil && crd.GetDeletionTimestamp() != nil {
+			warnings = append(warnings, fmt.Sprintf("CRD %s is being deleted: the manager releases its %s objects, then stops serving them; %s",
+				name, kind, upgradeHint))
+		}
 		if readErr == nil {
 			rev, marked := crd.GetAnnotations()[v1alpha1.AnnotationCRDRevision]
 			if !servesVersion(crd, v1alpha1.GroupVersion.Version) || (!marked && kind != reportKind) {
@@ -69,18 +79,22 @@ func CheckCRDs(ctx context.Context, mapper meta.RESTMapper, reader client.Reader
 				warnings = append(warnings, fmt.Sprintf("CRD %s is at revision %s, older than the %d this manager needs: new fields and validation are missing; %s",
 					name, rev, v1alpha1.CRDRevision, upgradeHint))
 			}
-		} else if !apierrors.IsNotFound(readErr) {
+		} else {
 			warnings = append(warnings, fmt.Sprintf("cannot read CRD %s to check its revision: %v", name, readErr))
 		}
 		if _, err := mapper.RESTMapping(v1alpha1.GroupVersion.WithKind(kind).GroupKind(), v1alpha1.GroupVersion.Version); err != nil {
 			if meta.IsNoMatchError(err) {
-				return nil, fmt.Errorf("the hub serves no %s (%s/%s): the installed CRDs are older than this manager; %s",
-					kind, name, v1alpha1.GroupVersion.Version, upgradeHint)
+				return nil, missingKind(kind, name)
 			}
 			return nil, fmt.Errorf("looking up %s: %w", kind, err)
 		}
 	}
 	return warnings, nil
+}
+
+func missingKind(kind, name string) error {
+	return fmt.Errorf("the hub serves no %s (%s/%s): the installed CRDs are older than this manager; %s",
+		kind, name, v1alpha1.GroupVersion.Version, upgradeHint)
 }
 
 // checkedKinds are the kinds whose CRDs CheckCRDs reads.

@@ -3,12 +3,15 @@ package manager_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/finalizers"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
@@ -25,7 +29,9 @@ import (
 
 // TestCRDsOlderThanTheManagerAreReported: CRDs left behind by helm upgrade (which never updates
 // them) are reported at start: an older revision as a warning, a missing kind as an error that
-// stops the manager with the command that fixes it.
+// stops the manager with the command that fixes it, read from the CRD rather than from a mapper
+// that may be stale; a CRD being deleted is a warning, since its objects may wait for the
+// manager's finalizers.
 func TestCRDsOlderThanTheManagerAreReported(t *testing.T) {
 	env := testenv.StartForTest(t, testenv.Options{WithoutOCM: true})
 	ctx := context.Background()
@@ -53,19 +59,56 @@ func TestCRDsOlderThanTheManagerAreReported(t *testing.T) {
 		t.Fatalf("an older CRD: warnings %q, error %v", warnings, err)
 	}
 
+	// A revocation the manager has not lifted yet (it was stopped) keeps the CRD being deleted:
+	// the manager must still start, to lift it and let the deletion end.
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "c1"}}); err != nil {
+		t.Fatal(err)
+	}
+	held := &v1alpha1.AgentRevocation{ObjectMeta: metav1.ObjectMeta{Namespace: "c1", Name: "c1", Finalizers: []string{v1alpha1.FinalizerRevocationLift}}}
+	if err := env.Client.Create(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	// A mapper that has mapped the kind before keeps mapping it after the CRD is gone.
+	staleMapper := freshMapper(t, env.Config)
+	if _, err := manager.CheckCRDs(ctx, staleMapper, env.Client, true); err != nil {
+		t.Fatal(err)
+	}
 	if err := env.Client.Delete(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, err := check()
-		if err != nil && strings.Contains(err.Error(), "AgentRevocation") && strings.Contains(err.Error(), "kubectl apply") {
-			break
+	poll.Until(t, "the CRD is being deleted", 30*time.Second, func() error {
+		got := &apiextensionsv1.CustomResourceDefinition{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Name: name}, got); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a missing AgentRevocation CRD: error %v", err)
+		if got.DeletionTimestamp == nil {
+			return fmt.Errorf("not marked for deletion")
 		}
-		time.Sleep(200 * time.Millisecond)
+		return nil
+	})
+	warnings, err = check()
+	if err != nil || !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, name) && strings.Contains(w, "being deleted") }) {
+		t.Fatalf("a CRD being deleted while its objects wait for the manager: warnings %q, error %v", warnings, err)
+	}
+
+	// The CRD's deletion has deleted the revocation since it was created: read it again.
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(held), held); err != nil {
+		t.Fatal(err)
+	}
+	if err := finalizers.Remove(ctx, env.Client, held, v1alpha1.FinalizerRevocationLift); err != nil {
+		t.Fatal(err)
+	}
+	// The CRD's own finalizer removes it once no object is left; the API server's pace, not the
+	// product's.
+	poll.Until(t, "the CRD is gone", 2*time.Minute, func() error {
+		err := env.Client.Get(ctx, types.NamespacedName{Name: name}, &apiextensionsv1.CustomResourceDefinition{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("get: %v", err)
+	})
+	if _, err := manager.CheckCRDs(ctx, staleMapper, env.Client, true); err == nil || !strings.Contains(err.Error(), "AgentRevocation") || !strings.Contains(err.Error(), "kubectl apply") {
+		t.Fatalf("a missing AgentRevocation CRD: error %v", err)
 	}
 }
 
@@ -122,7 +165,8 @@ func TestAnotherProjectsGitOpsClusterCRDStopsTheManager(t *testing.T) {
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
 		},
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	// The old CRD goes at the API server's pace.
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		err := env.Client.Create(ctx, acm)
 		if err == nil {
@@ -181,7 +225,7 @@ func TestReportCRDJoinsTheChecks(t *testing.T) {
 	if err := env.Client.Delete(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	poll.Until(t, "a missing report CRD stops the manager", 30*time.Second, func() error {
+	poll.Until(t, "a missing report CRD stops the manager", 2*time.Minute, func() error {
 		_, err := manager.CheckCRDs(ctx, freshMapper(t, env.Config), env.Client, true)
 		if err == nil || !strings.Contains(err.Error(), "MulticlusterApplicationSetReport") {
 			return fmt.Errorf("error %v", err)

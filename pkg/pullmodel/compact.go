@@ -51,7 +51,7 @@ func compactMetadata(m map[string]any) map[string]any {
 }
 
 // CompactWork is the pull model's cache transform for its ManifestWorks: the object without
-// its managed fields, its feedback rules and update strategy (alike in every ManifestWork of
+// its managed fields, its metadata shared as the manager's main cache shares it, its feedback rules and update strategy (alike in every ManifestWork of
 // one kind of Application: some two dozen JSONPaths, about 4 KB) one shared copy, and the
 // strings of its status (condition types, reasons and messages, feedback names and short
 // values) shared. Everything the controllers read and compare keeps its value. The object given
@@ -63,6 +63,7 @@ func CompactWork(o any) (any, error) {
 	}
 	c := *w
 	c.ManagedFields = nil
+	sharing.ObjectMeta(&c)
 	if len(w.Spec.ManifestConfigs) > 0 {
 		c.Spec.ManifestConfigs = make([]workv1.ManifestConfigOption, len(w.Spec.ManifestConfigs))
 		for i, mc := range w.Spec.ManifestConfigs {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/sharing"
 )
 
 // hubApplication is a hub Application of an ApplicationSet as the pull model keeps it once its
@@ -168,6 +170,12 @@ func TestCompactWorkKeepsEveryValueAndSharesWhatRepeats(t *testing.T) {
 	}
 	if a.Spec.ManifestConfigs[0].ResourceIdentifier.Name == b.Spec.ManifestConfigs[0].ResourceIdentifier.Name {
 		t.Fatal("the two ManifestWorks carry one Application: nothing to check")
+	}
+	if reflect.ValueOf(a.Labels).UnsafePointer() != reflect.ValueOf(b.Labels).UnsafePointer() {
+		t.Error("two ManifestWorks' equal labels are two maps")
+	}
+	if !sameStrings(a.Namespace, sharing.String(strings.Clone(a.Namespace))) {
+		t.Error("a ManifestWork's namespace is a copy of its own")
 	}
 	va, vb := a.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values[0], b.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values[0]
 	if !sameStrings(va.Name, vb.Name) || va.Value.String != vb.Value.String {

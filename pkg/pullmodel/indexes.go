@@ -3,10 +3,13 @@ package pullmodel
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	workv1 "open-cluster-management.io/api/work/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -47,9 +50,12 @@ func ForWork(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: a[AnnotationHubAppNamespace], Name: a[AnnotationHubAppName]}}}
 }
 
-// SetupIndexes registers the field indexes the pull-model controllers read.
-func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
-	if err := idx.IndexField(ctx, &workv1.ManifestWork{}, IndexWorkByApp, func(o client.Object) []string {
+// SetupIndexes registers the field indexes the pull-model controllers read, each read across
+// namespaces (client.MatchingFields without client.InNamespace: the values that need a
+// cluster name it).
+func SetupIndexes(ctx context.Context, informers cache.Informers) error {
+	idx := acrossNamespaces{informers}
+	if err := idx.indexField(ctx, &workv1.ManifestWork{}, IndexWorkByApp, func(o client.Object) []string {
 		if k := WorkAppKey(o); k != "" {
 			return []string{k}
 		}
@@ -57,7 +63,7 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	}); err != nil {
 		return err
 	}
-	if err := idx.IndexField(ctx, &workv1.ManifestWork{}, IndexWorkByApplicationSet, func(o client.Object) []string {
+	if err := idx.indexField(ctx, &workv1.ManifestWork{}, IndexWorkByApplicationSet, func(o client.Object) []string {
 		if k := o.GetAnnotations()[AnnotationApplicationSet]; k != "" {
 			return []string{k}
 		}
@@ -65,7 +71,7 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	}); err != nil {
 		return err
 	}
-	if err := idx.IndexField(ctx, &workv1.ManifestWork{}, IndexWorkBySpokeApplication, func(o client.Object) []string {
+	if err := idx.indexField(ctx, &workv1.ManifestWork{}, IndexWorkBySpokeApplication, func(o client.Object) []string {
 		if at := SpokeApplicationOf(o.(*workv1.ManifestWork)); at.Name != "" {
 			return []string{SpokeKey(o.GetNamespace(), at)}
 		}
@@ -73,7 +79,7 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	}); err != nil {
 		return err
 	}
-	if err := idx.IndexField(ctx, &workv1.ManifestWork{}, IndexWorkByClusterProject, func(o client.Object) []string {
+	if err := idx.indexField(ctx, &workv1.ManifestWork{}, IndexWorkByClusterProject, func(o client.Object) []string {
 		if p := DeliveredProject(o.(*workv1.ManifestWork)); p != "" {
 			return []string{ClusterProjectKey(o.GetNamespace(), p)}
 		}
@@ -81,7 +87,7 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	}); err != nil {
 		return err
 	}
-	if err := idx.IndexField(ctx, NewApplication(), IndexAppByCluster, func(o client.Object) []string {
+	if err := idx.indexField(ctx, NewApplication(), IndexAppByCluster, func(o client.Object) []string {
 		if c := TargetCluster(o); c != "" {
 			return []string{c}
 		}
@@ -89,7 +95,7 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	}); err != nil {
 		return err
 	}
-	if err := idx.IndexField(ctx, NewApplication(), IndexAppByProject, func(o client.Object) []string {
+	if err := idx.indexField(ctx, NewApplication(), IndexAppByProject, func(o client.Object) []string {
 		u, ok := o.(*unstructured.Unstructured)
 		if !ok {
 			return nil
@@ -98,7 +104,7 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 	}); err != nil {
 		return err
 	}
-	return idx.IndexField(ctx, NewApplication(), IndexAppByClusterProject, func(o client.Object) []string {
+	return idx.indexField(ctx, NewApplication(), IndexAppByClusterProject, func(o client.Object) []string {
 		u, ok := o.(*unstructured.Unstructured)
 		if !ok || TargetCluster(u) == "" {
 			return nil
@@ -106,6 +112,38 @@ func SetupIndexes(ctx context.Context, idx client.FieldIndexer) error {
 		return []string{ClusterProjectKey(TargetCluster(u), ProjectOf(u))}
 	})
 }
+
+// acrossNamespaces registers indexes read only across namespaces. controller-runtime's
+// IndexField keys each value of a namespaced object twice, within its namespace and across all,
+// so that either kind of read finds it; an index whose values name one object each (a
+// ManifestWork's Application) then holds two sets of one per object, some 250 bytes, at 10,000
+// Applications 5 MB of the pull model's heap. These are keyed once, with controller-runtime's
+// own index name and key (internal.FieldIndexName, internal.KeyToNamespacedKey with no
+// namespace), so that a List with client.MatchingFields reads them as it reads IndexField's; a
+// List that adds client.InNamespace finds nothing (TestIndexesAreKeyedOnceAcrossNamespaces).
+type acrossNamespaces struct{ informers cache.Informers }
+
+func (a acrossNamespaces) indexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+	informer, err := a.informers.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	if err != nil {
+		return err
+	}
+	return informer.AddIndexers(toolscache.Indexers{"field:" + field: func(o any) ([]string, error) {
+		obj, ok := o.(client.Object)
+		if !ok {
+			return nil, fmt.Errorf("object of type %T is not an Object", o)
+		}
+		values := extract(obj)
+		keys := make([]string, len(values))
+		for i, v := range values {
+			keys[i] = allNamespaces + v
+		}
+		return keys, nil
+	}})
+}
+
+// allNamespaces prefixes controller-runtime's index keys for a read across namespaces.
+const allNamespaces = "__all_namespaces/"
 
 // DeliveredProject is the AppProject the Application a pull-model ManifestWork carries names, or
 // "" for any other ManifestWork. Only the kind and the project are decoded: this runs at every

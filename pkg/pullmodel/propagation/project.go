@@ -269,7 +269,7 @@ func (p *projectReconciler) desired(ctx context.Context, cluster, name string) (
 	// project must follow the hub, tightened included, for as long as any ManifestWork of the
 	// pull model still delivers such an Application there.
 	works := &workv1.ManifestWorkList{}
-	if err := r.Cache.List(ctx, works, client.InNamespace(cluster), client.MatchingFields{pullmodel.IndexWorkByClusterProject: pullmodel.ClusterProjectKey(cluster, name)}); err != nil {
+	if err := r.Cache.List(ctx, works, client.MatchingFields{pullmodel.IndexWorkByClusterProject: pullmodel.ClusterProjectKey(cluster, name)}); err != nil {
 		return nil, err
 	}
 	for i := range works.Items {

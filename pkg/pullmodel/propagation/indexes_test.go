@@ -1,0 +1,75 @@
+package propagation_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+// TestIndexesAreKeyedOnceAcrossNamespaces: the pull model's indexes hold each value once, read
+// across namespaces, where controller-runtime's IndexField keys it twice (within the object's
+// namespace too): for the indexes whose values name one object each, a second set of one per
+// object. A List with client.MatchingFields finds the objects as before.
+func TestIndexesAreKeyedOnceAcrossNamespaces(t *testing.T) {
+	env := testenv.StartForTest(t, testenv.Options{WithArgoCD: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := env.Client
+	const argoNS, apps, clusters = "argocd", 6, 3
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argoNS}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range apps {
+		app := pullmodel.NewApplication()
+		app.SetNamespace(argoNS)
+		app.SetName(fmt.Sprintf("app-%d", i))
+		app.SetLabels(map[string]string{pullmodel.LabelPull: "true"})
+		app.SetAnnotations(map[string]string{pullmodel.AnnotationCluster: fmt.Sprintf("cluster-%d", i%clusters), pullmodel.AnnotationSkipReconcile: "true"})
+		app.Object["spec"] = map[string]any{"project": "team",
+			"source":      map[string]any{"repoURL": "https://git.example/apps", "path": fmt.Sprintf("apps/%d", i)},
+			"destination": map[string]any{"server": pullmodel.InClusterServer, "namespace": "apps"}}
+		if err := c.Create(ctx, app); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := pullmodelsetup.DefaultConfig()
+	cfg.Policy.ArgoCDNamespace, cfg.Policy.SpokeNamespace = argoNS, argoNS
+	informers := startPullCache(ctx, t, env, cfg)
+
+	poll.Until(t, "the Applications of cluster-1 found through the index", 10*time.Second, func() error {
+		list := pullmodel.NewApplicationList()
+		if err := informers.List(ctx, list, client.MatchingFields{pullmodel.IndexAppByCluster: "cluster-1"}); err != nil {
+			return err
+		}
+		if len(list.Items) != apps/clusters {
+			return fmt.Errorf("%d Applications, want %d", len(list.Items), apps/clusters)
+		}
+		for _, app := range list.Items {
+			if pullmodel.TargetCluster(&app) != "cluster-1" {
+				return fmt.Errorf("%s targets %s", app.GetName(), pullmodel.TargetCluster(&app))
+			}
+		}
+		return nil
+	})
+	informer, err := informers.GetInformer(ctx, pullmodel.NewApplication())
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexer := informer.(toolscache.SharedIndexInformer).GetIndexer()
+	for _, index := range []string{pullmodel.IndexAppByCluster, pullmodel.IndexAppByClusterProject} {
+		if keys := indexer.ListIndexFuncValues("field:" + index); len(keys) != clusters {
+			t.Errorf("index %s holds %d keys for %d values: %q", index, len(keys), clusters, keys)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
@@ -45,7 +46,7 @@ func TestIndexesAreKeyedOnceAcrossNamespaces(t *testing.T) {
 	}
 	cfg := pullmodelsetup.DefaultConfig()
 	cfg.Policy.ArgoCDNamespace, cfg.Policy.SpokeNamespace = argoNS, argoNS
-	informers := startPullCache(ctx, t, env, cfg)
+	informers := pulltest.StartPullCache(ctx, t, env, cfg)
 
 	poll.Until(t, "the Applications of cluster-1 found through the index", 10*time.Second, func() error {
 		list := pullmodel.NewApplicationList()

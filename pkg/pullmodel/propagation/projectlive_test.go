@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
@@ -91,7 +92,7 @@ func TestProjectWorkKeptForAnApplicationTheCacheHasNotSeen(t *testing.T) {
 		}
 	}
 
-	informers := startPullCache(ctx, t, env, cfg)
+	informers := pulltest.StartPullCache(ctx, t, env, cfg)
 	sealer, err := seal.New([]byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)

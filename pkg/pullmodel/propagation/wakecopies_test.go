@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
@@ -58,7 +59,7 @@ func TestWakingEveryApplicationCopiesNone(t *testing.T) {
 
 	cfg := pullmodelsetup.DefaultConfig()
 	cfg.Policy.ArgoCDNamespace, cfg.Policy.SpokeNamespace = argoNS, argoNS
-	informers := startPullCache(ctx, t, env, cfg)
+	informers := pulltest.StartPullCache(ctx, t, env, cfg)
 	poll.Until(t, "every Application in the cache", 10*time.Second, func() error {
 		list := pullmodel.NewApplicationList()
 		if err := informers.List(ctx, list, client.InNamespace(argoNS)); err != nil || len(list.Items) != apps {

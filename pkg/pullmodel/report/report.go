@@ -112,8 +112,12 @@ func batched(delay time.Duration) handler.EventHandler {
 
 // Reconcile writes the ApplicationSet's report when it differs from what the ManifestWorks say.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// The report, the ApplicationSet's ManifestWorks and their feedback are read from the
+	// cache without copies (read only): a report is rebuilt at each change of any of its
+	// ManifestWorks, and copies of all of them, each time, were most of what the pull model
+	// allocated while an ApplicationSet rolled.
 	have := &reportv1alpha1.MulticlusterApplicationSetReport{}
-	err := r.Cache.Get(ctx, req.NamespacedName, have)
+	err := r.Cache.Get(ctx, req.NamespacedName, have, client.UnsafeDisableDeepCopy)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
@@ -129,7 +133,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, nil
 	}
 	works := &workv1.ManifestWorkList{}
-	if err := r.Cache.List(ctx, works, client.MatchingFields{pullmodel.IndexWorkByApplicationSet: req.Namespace + "/" + req.Name}); err != nil {
+	if err := r.Cache.List(ctx, works, client.MatchingFields{pullmodel.IndexWorkByApplicationSet: req.Namespace + "/" + req.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	ours := works.Items[:0]
@@ -161,8 +165,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if equality.Semantic.DeepEqual(have.Statuses, want) && labelsOK {
 		return ctrl.Result{}, nil
 	}
-	upd := have.DeepCopy()
-	upd.Statuses = want
+	upd := &reportv1alpha1.MulticlusterApplicationSetReport{TypeMeta: have.TypeMeta, ObjectMeta: *have.ObjectMeta.DeepCopy(), Statuses: want}
 	if upd.Labels == nil {
 		upd.Labels = map[string]string{}
 	}

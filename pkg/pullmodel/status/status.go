@@ -65,8 +65,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile writes the hub Application's status from its ManifestWork's feedback, in one
 // patch, and only when something differs.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	// The Application and its ManifestWorks are read from the cache without copies, read only:
+	// this runs at each feedback change of every Application, and the copies (each as large as
+	// the object decoded, without the cache's sharing) were most of what it allocated.
 	app := pullmodel.NewApplication()
-	if err := r.Cache.Get(ctx, req.NamespacedName, app); err != nil {
+	if err := r.Cache.Get(ctx, req.NamespacedName, app, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !pullmodel.Marked(app) || app.GetDeletionTimestamp() != nil {
@@ -74,7 +77,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	w := &workv1.ManifestWork{}
 	key := client.ObjectKey{Namespace: pullmodel.TargetCluster(app), Name: pullmodel.WorkName(app.GetName(), string(app.GetUID()))}
-	if err := r.Cache.Get(ctx, key, w); err != nil {
+	if err := r.Cache.Get(ctx, key, w, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if pullmodel.WorkAppKey(w) != pullmodel.AppKey(app.GetNamespace(), app.GetName()) {
@@ -95,8 +98,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	// A conflict (the Application changed since the cache saw it) is retried with backoff.
-	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, data)))
+	// A conflict (the Application changed since the cache saw it) is retried with backoff. The
+	// answer is decoded into an object of its own, never into the cache's.
+	target := pullmodel.NewApplication()
+	target.SetNamespace(app.GetNamespace())
+	target.SetName(app.GetName())
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, data)))
 }
 
 // projectWork is the ManifestWork the pull model wrote that carries the Application's
@@ -107,7 +114,7 @@ func (r *Reconciler) projectWork(ctx context.Context, app *unstructured.Unstruct
 		return nil
 	}
 	pw := &workv1.ManifestWork{}
-	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: pullmodel.TargetCluster(app), Name: propagation.ProjectWorkName(name)}, pw); err != nil || !propagation.OwnedProjectWork(r.Sealer, pw) {
+	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: pullmodel.TargetCluster(app), Name: propagation.ProjectWorkName(name)}, pw, client.UnsafeDisableDeepCopy); err != nil || !propagation.OwnedProjectWork(r.Sealer, pw) {
 		return nil
 	}
 	return pw

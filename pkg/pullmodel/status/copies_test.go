@@ -1,0 +1,114 @@
+package status_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	workv1 "open-cluster-management.io/api/work/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/status"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+// TestReadingFeedbackCopiesNothing: the status controller runs at each feedback change of every
+// Application and reads the Application and its ManifestWork from the cache. It copied both
+// each time, each as large as the object decoded (the cache's shared parts copied too): while
+// an ApplicationSet rolled, one of the largest parts of what the pull model allocated. A
+// reconcile that finds the status as the feedback says may allocate a little, never copies.
+func TestReadingFeedbackCopiesNothing(t *testing.T) {
+	// An API server of its own: the package's manager would reconcile the Applications too.
+	env := testenv.StartForTest(t, testenv.Options{WithArgoCD: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c := env.Client
+	const apps = 100
+	for _, ns := range []string{pulltest.ArgoNS, "cluster-1"} {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var names []types.NamespacedName
+	for i := range apps {
+		app := pulltest.NewApp(fmt.Sprintf("app-%03d", i), "cluster-1")
+		if err := c.Create(ctx, app); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, types.NamespacedName{Namespace: app.GetNamespace(), Name: app.GetName()})
+		// Its ManifestWork as the manager writes it, with the feedback OCM's work agent reports.
+		w, err := propagation.Build(propagation.Input{App: app})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		w.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
+			ResourceMeta: workv1.ManifestResourceMeta{Group: pullmodel.ArgoGroupVersion.Group, Version: pullmodel.ArgoGroupVersion.Version, Kind: "Application", Resource: "applications", Namespace: pulltest.ArgoNS, Name: app.GetName()},
+			StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
+				{Name: propagation.FeedbackHealth, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To("Healthy")}},
+				{Name: propagation.FeedbackSync, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To("Synced")}},
+				{Name: propagation.FeedbackRevision, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To("0123456789abcdef")}},
+			}},
+			Conditions: []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestComplete", Message: "Apply manifest complete", LastTransitionTime: metav1.Now()}},
+		}}
+		if err := c.Status().Update(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	cfg := pullmodelsetup.DefaultConfig()
+	informers := pulltest.StartPullCache(ctx, t, env, cfg)
+	r := &status.Reconciler{Client: c, Cache: informers}
+	// The first pass writes each status; once the cache holds them, a pass has nothing to write.
+	poll.Until(t, "every Application's status as its feedback says", 30*time.Second, func() error {
+		for _, n := range names {
+			if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: n}); err != nil {
+				return err
+			}
+		}
+		for _, n := range names {
+			app := pullmodel.NewApplication()
+			if err := informers.Get(ctx, n, app); err != nil {
+				return err
+			}
+			w := &workv1.ManifestWork{}
+			if err := informers.Get(ctx, types.NamespacedName{Namespace: "cluster-1", Name: pullmodel.WorkName(app.GetName(), string(app.GetUID()))}, w); err != nil {
+				return err
+			}
+			if patch := status.Patch(app, w); patch != nil {
+				return fmt.Errorf("%s: %v still to write", n.Name, patch)
+			}
+		}
+		return nil
+	})
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for _, n := range names {
+		if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	perApp := float64(after.TotalAlloc-before.TotalAlloc) / apps
+	t.Logf("a reconcile with nothing to write allocated %.0f bytes per Application", perApp)
+	// Comparing the status with the feedback takes about 5 KB; copies of the Application and its
+	// ManifestWork took 8 KB more.
+	if perApp > 8000 {
+		t.Errorf("a reconcile allocated %.0f bytes per Application: it copies what it reads", perApp)
+	}
+}

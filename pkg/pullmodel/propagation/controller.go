@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -129,8 +130,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile brings an Application's ManifestWorks in line with the Application.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	key := pullmodel.AppKey(req.Namespace, req.Name)
+	// The Application and its ManifestWorks are read from the cache without copies, read only:
+	// a write starts from a copy (apply, dropProject) or decodes the answer into an object of
+	// its own (patchApplication, sealLegacy). This runs at every change of every Application.
 	app := pullmodel.NewApplication()
-	if err := r.Cache.Get(ctx, req.NamespacedName, app); err != nil {
+	if err := r.Cache.Get(ctx, req.NamespacedName, app, client.UnsafeDisableDeepCopy); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
@@ -228,7 +232,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, app *unstructured.Unst
 		return ctrl.Result{}, err
 	}
 	log.FromContext(ctx).Info("released the resources finalizer: " + why)
-	if err := r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := r.patchApplication(ctx, app, patch); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if left > 0 {
@@ -306,7 +310,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, app *unstructured.Unst
 	if refusal == nil {
 		var have *workv1.ManifestWork
 		w := &workv1.ManifestWork{}
-		switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); {
+		switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w, client.UnsafeDisableDeepCopy); {
 		case err == nil:
 			have = w
 		case !apierrors.IsNotFound(err):
@@ -476,7 +480,7 @@ func (r *Reconciler) checkSpokePlace(ctx context.Context, app *unstructured.Unst
 // rewrites every sealed field from the Application, seals it again.
 func (r *Reconciler) sealLegacy(ctx context.Context, app *unstructured.Unstructured, cluster, name string) error {
 	w := &workv1.ManifestWork{}
-	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); err != nil {
+	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w, client.UnsafeDisableDeepCopy); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if _, sealed := w.Annotations[seal.Annotation]; sealed || !ownedFor(r.Sealer, w, app) {
@@ -496,7 +500,8 @@ func (r *Reconciler) sealLegacy(ctx context.Context, app *unstructured.Unstructu
 		return err
 	}
 	log.FromContext(ctx).Info("sealing a ManifestWork delivered before seals existed", "namespace", w.Namespace, "name", w.Name)
-	return client.IgnoreNotFound(r.Client.Patch(ctx, w, client.RawPatch(types.MergePatchType, patch)))
+	target := &workv1.ManifestWork{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name}}
+	return client.IgnoreNotFound(r.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch)))
 }
 
 // appSealFields are the seal's fields of the ManifestWork of app, as Build writes them.
@@ -566,7 +571,7 @@ func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) 
 // orphaned); the Application's own manifest is untouched.
 func (r *Reconciler) dropProject(ctx context.Context, app *unstructured.Unstructured, cluster, name string) error {
 	w := &workv1.ManifestWork{}
-	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w); err != nil {
+	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: name}, w, client.UnsafeDisableDeepCopy); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if !ownedFor(r.Sealer, w, app) || w.DeletionTimestamp != nil || len(w.Spec.Workload.Manifests) < 2 {
@@ -670,6 +675,15 @@ func (r *Reconciler) deleteWorksMatching(ctx context.Context, key string, keep *
 	return left, nil
 }
 
+// patchApplication applies a merge patch to the Application app names; the answer is decoded
+// into an object of its own, since app may be the cache's.
+func (r *Reconciler) patchApplication(ctx context.Context, app *unstructured.Unstructured, patch []byte) error {
+	target := pullmodel.NewApplication()
+	target.SetNamespace(app.GetNamespace())
+	target.SetName(app.GetName())
+	return r.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, patch))
+}
+
 // setCondition sets or clears the delivery condition, with an Event when it appears or
 // changes, and counts a refusal then; nothing is written when it is already as it should be.
 func (r *Reconciler) setCondition(ctx context.Context, app *unstructured.Unstructured, refusal *Refusal) error {
@@ -689,7 +703,7 @@ func (r *Reconciler) setCondition(ctx context.Context, app *unstructured.Unstruc
 	if err != nil {
 		return err
 	}
-	if err := r.Client.Patch(ctx, app, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := r.patchApplication(ctx, app, patch); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if refusal != nil {

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -57,6 +58,8 @@ type Reconciler struct {
 	// Sealer tells the pull model's own ManifestWorks from others: a report has rows only for
 	// those (a work agent may annotate any ManifestWork of its namespace).
 	Sealer *seal.Sealer
+
+	memo rowMemo
 }
 
 // NewApplicationSetMetadata returns an ApplicationSet read as metadata only: the report needs
@@ -127,6 +130,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if !apierrors.IsNotFound(err) {
 			return ctrl.Result{}, err
 		}
+		r.memo.forget(req.NamespacedName)
 		if exists {
 			return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, have))
 		}
@@ -136,13 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Cache.List(ctx, works, client.MatchingFields{pullmodel.IndexWorkByApplicationSet: req.Namespace + "/" + req.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
-	ours := works.Items[:0]
-	for _, w := range works.Items {
-		if propagation.Owned(r.Sealer, &w) {
-			ours = append(ours, w)
-		}
-	}
-	want := Build(ours)
+	want := fromRows(r.memo.rows(req.NamespacedName, works.Items, func(w *workv1.ManifestWork) bool { return propagation.Owned(r.Sealer, w) }))
 	if !exists {
 		rep := &reportv1alpha1.MulticlusterApplicationSetReport{
 			ObjectMeta: metav1.ObjectMeta{
@@ -176,37 +174,62 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // Build computes a report's statuses from the ManifestWorks of an ApplicationSet's
 // Applications: one entry per ManifestWork (its namespace is the cluster), sorted by cluster.
 func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
-	out := reportv1alpha1.AppConditions{}
+	rows := make([]row, 0, len(works))
+	for i := range works {
+		if works[i].DeletionTimestamp == nil {
+			rows = append(rows, rowOf(&works[i]))
+		}
+	}
+	return fromRows(rows)
+}
+
+// row is what one ManifestWork adds to its ApplicationSet's report: its cluster's entry and the
+// objects the cluster lists.
+type row struct {
+	entry     reportv1alpha1.ClusterCondition
+	resources []reportv1alpha1.ResourceRef
+}
+
+func rowOf(w *workv1.ManifestWork) row {
+	fb := propagation.FeedbackValues(w)
+	c := reportv1alpha1.ClusterCondition{
+		Cluster:                 w.Namespace,
+		App:                     w.Annotations[pullmodel.AnnotationHubAppNamespace] + "/" + w.Annotations[pullmodel.AnnotationHubAppName],
+		SyncStatus:              orUnknown(fb[propagation.FeedbackSync]),
+		HealthStatus:            orUnknown(fb[propagation.FeedbackHealth]),
+		OperationStateStartedAt: fb[propagation.FeedbackOperationStarted],
+		OperationStatePhase:     fb[propagation.FeedbackOperationPhase],
+		SyncRevision:            fb[propagation.FeedbackRevision],
+	}
+	if applied := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied); applied != nil && applied.Status == metav1.ConditionFalse {
+		c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionDeliveryError, Message: truncate(applied.Message)})
+	}
+	switch c.OperationStatePhase {
+	case "Failed", "Error":
+		c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionSyncError, Message: truncate(fb[propagation.FeedbackOperationMessage])})
+	}
+	out := row{entry: c}
+	if listed, _, err := resourcelist.Decode(fb[propagation.FeedbackResourceList]); err != nil {
+		out.entry.Conditions = append(out.entry.Conditions, reportv1alpha1.Condition{Type: ConditionResourceListError, Message: truncate(err.Error())})
+	} else {
+		for _, r := range listed {
+			out.resources = append(out.resources, reportv1alpha1.ResourceRef{APIVersion: r.APIVersion(), Kind: r.Kind, Namespace: r.Namespace, Name: r.Name})
+		}
+	}
+	return out
+}
+
+// fromRows makes a report's statuses from its rows.
+func fromRows(rows []row) reportv1alpha1.AppConditions {
+	out := reportv1alpha1.AppConditions{ClusterConditions: make([]reportv1alpha1.ClusterCondition, 0, len(rows))}
 	var synced, healthy, inProgress int
 	resources := map[reportv1alpha1.ResourceRef]bool{}
-	for i := range works {
-		w := &works[i]
-		if w.DeletionTimestamp != nil {
-			continue
-		}
-		fb := propagation.FeedbackValues(w)
-		c := reportv1alpha1.ClusterCondition{
-			Cluster:                 w.Namespace,
-			App:                     w.Annotations[pullmodel.AnnotationHubAppNamespace] + "/" + w.Annotations[pullmodel.AnnotationHubAppName],
-			SyncStatus:              orUnknown(fb[propagation.FeedbackSync]),
-			HealthStatus:            orUnknown(fb[propagation.FeedbackHealth]),
-			OperationStateStartedAt: fb[propagation.FeedbackOperationStarted],
-			OperationStatePhase:     fb[propagation.FeedbackOperationPhase],
-			SyncRevision:            fb[propagation.FeedbackRevision],
-		}
-		if applied := meta.FindStatusCondition(w.Status.Conditions, workv1.WorkApplied); applied != nil && applied.Status == metav1.ConditionFalse {
-			c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionDeliveryError, Message: truncate(applied.Message)})
-		}
-		switch c.OperationStatePhase {
-		case "Failed", "Error":
-			c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionSyncError, Message: truncate(fb[propagation.FeedbackOperationMessage])})
-		}
-		if listed, _, err := resourcelist.Decode(fb[propagation.FeedbackResourceList]); err != nil {
-			c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionResourceListError, Message: truncate(err.Error())})
-		} else {
-			for _, r := range listed {
-				resources[reportv1alpha1.ResourceRef{APIVersion: r.APIVersion(), Kind: r.Kind, Namespace: r.Namespace, Name: r.Name}] = true
-			}
+	for _, r := range rows {
+		c := r.entry
+		// Each entry's conditions its own: the rows are kept for the next rebuild.
+		c.Conditions = slices.Clone(c.Conditions)
+		for _, ref := range r.resources {
+			resources[ref] = true
 		}
 		if c.SyncStatus == "Synced" {
 			synced++
@@ -233,6 +256,64 @@ func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
 		InProgress: strconv.Itoa(inProgress),
 	}
 	return out
+}
+
+// rowMemo keeps each ApplicationSet's rows by ManifestWork UID, with the resource version they
+// were made from: a rebuild runs at each change of any of an ApplicationSet's ManifestWorks,
+// and makes again only the rows of those that changed (checking a ManifestWork's seal and
+// decoding its cluster's feedback and resource list were most of a rebuild). Each rebuild keeps exactly its ManifestWorks' rows, so
+// a deleted one's row goes with the next rebuild, and a deleted ApplicationSet's with its
+// report.
+type rowMemo struct {
+	mu   sync.Mutex
+	sets map[types.NamespacedName]map[types.UID]memoRow
+}
+
+type memoRow struct {
+	resourceVersion string
+	// owned: the pull model wrote the ManifestWork (its seal verifies); others have no row.
+	owned bool
+	row   row
+}
+
+// rows returns the rows of the works owned says are the pull model's and not being deleted,
+// made again only where a ManifestWork changed, and keeps them for set.
+func (m *rowMemo) rows(set types.NamespacedName, works []workv1.ManifestWork, owned func(*workv1.ManifestWork) bool) []row {
+	m.mu.Lock()
+	held := m.sets[set]
+	m.mu.Unlock()
+	kept := make(map[types.UID]memoRow, len(works))
+	out := make([]row, 0, len(works))
+	for i := range works {
+		w := &works[i]
+		if w.DeletionTimestamp != nil {
+			continue
+		}
+		r, ok := held[w.UID]
+		if !ok || r.resourceVersion != w.ResourceVersion {
+			r = memoRow{resourceVersion: w.ResourceVersion, owned: owned(w)}
+			if r.owned {
+				r.row = rowOf(w)
+			}
+		}
+		kept[w.UID] = r
+		if r.owned {
+			out = append(out, r.row)
+		}
+	}
+	m.mu.Lock()
+	if m.sets == nil {
+		m.sets = map[types.NamespacedName]map[types.UID]memoRow{}
+	}
+	m.sets[set] = kept
+	m.mu.Unlock()
+	return out
+}
+
+func (m *rowMemo) forget(set types.NamespacedName) {
+	m.mu.Lock()
+	delete(m.sets, set)
+	m.mu.Unlock()
 }
 
 // EntryBudget bounds the JSON size of a report's cluster entries: 700,000 bytes, about 2,800

@@ -64,8 +64,12 @@ const (
 // change of the ManifestWork's labels included), so neither request is re-applied, and run
 // again, until the hub sends a changed manifest. OnSpokeChange keeps the path itself applied
 // whenever the manifest changes. The annotation needs no path of its own: the hash is what
-// holds it, and a JSONPath cannot name a key with dots in OCM's ignoreFields.
-var requestsRunOnce = []workv1.IgnoreField{{Condition: workv1.IgnoreFieldsConditionOnSpokeChange, JSONPaths: []string{".operation"}}}
+// holds it, and a JSONPath cannot name a key with dots in OCM's ignoreFields. Each ManifestWork
+// gets a list of its own: a write decodes the API server's answer into the object it sent, in
+// place, and a list shared between ManifestWorks would be written by concurrent reconciles.
+func requestsRunOnce() []workv1.IgnoreField {
+	return []workv1.IgnoreField{{Condition: workv1.IgnoreFieldsConditionOnSpokeChange, JSONPaths: []string{".operation"}}}
+}
 
 // feedbackPaths are the spoke Application fields fed back to the hub. The operation's start is
 // what ApplicationSet progressive sync compares with its own transition times, so it comes back
@@ -351,7 +355,7 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 					Type: workv1.UpdateStrategyTypeServerSideApply,
 					ServerSideApply: &workv1.ServerSideApplyConfig{
 						Force:        true,
-						IgnoreFields: requestsRunOnce,
+						IgnoreFields: requestsRunOnce(),
 					},
 				},
 			}},

@@ -48,6 +48,26 @@ func TestBuildIsStableAndComparesEqualToItsStoredForm(t *testing.T) {
 	}
 }
 
+// TestBuildSharesNoListBetweenManifestWorks: a write decodes the API server's answer into the
+// ManifestWork it sent, in place. Every ManifestWork carried one package-level ignoreFields list,
+// which concurrent reconciles then wrote at once.
+func TestBuildSharesNoListBetweenManifestWorks(t *testing.T) {
+	ignored := func() []workv1.IgnoreField {
+		w, err := Build(Input{App: hubApp()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w.Spec.ManifestConfigs[0].UpdateStrategy.ServerSideApply.IgnoreFields
+	}
+	a, b := ignored(), ignored()
+	if len(a) == 0 || len(a[0].JSONPaths) == 0 {
+		t.Fatal("no ignoreFields: nothing to check")
+	}
+	if &a[0] == &b[0] || &a[0].JSONPaths[0] == &b[0].JSONPaths[0] {
+		t.Error("two ManifestWorks share their ignoreFields list")
+	}
+}
+
 func TestNeedsUpdateSeesDroppedApplicationSet(t *testing.T) {
 	app := hubApp()
 	app.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "argoproj.io/v1alpha1", Kind: "ApplicationSet", Name: "set"}})

@@ -51,7 +51,8 @@ func compactMetadata(m map[string]any) map[string]any {
 }
 
 // CompactWork is the pull model's cache transform for its ManifestWorks: the object without
-// its managed fields, its metadata shared as the manager's main cache shares it, its feedback rules and update strategy (alike in every ManifestWork of
+// its managed fields, its metadata shared as the manager's main cache shares it (but for its
+// annotations' values), its feedback rules and update strategy (alike in every ManifestWork of
 // one kind of Application: some two dozen JSONPaths, about 4 KB) one shared copy, and the
 // strings of its status (condition types, reasons and messages, feedback names and short
 // values) shared. Everything the controllers read and compare keeps its value. The object given
@@ -63,7 +64,13 @@ func CompactWork(o any) (any, error) {
 	}
 	c := *w
 	c.ManagedFields = nil
+	// Its annotations' values name its one Application and carry its seal and requests: shared,
+	// they would only fill the tables the main cache shares its strings through. Their keys
+	// repeat.
+	annotations := c.Annotations
+	c.Annotations = nil
 	sharing.ObjectMeta(&c)
+	c.Annotations = sharing.Keys(annotations)
 	if len(w.Spec.ManifestConfigs) > 0 {
 		c.Spec.ManifestConfigs = make([]workv1.ManifestConfigOption, len(w.Spec.ManifestConfigs))
 		for i, mc := range w.Spec.ManifestConfigs {

@@ -177,6 +177,10 @@ func TestCompactWorkKeepsEveryValueAndSharesWhatRepeats(t *testing.T) {
 	if !sameStrings(a.Namespace, sharing.String(strings.Clone(a.Namespace))) {
 		t.Error("a ManifestWork's namespace is a copy of its own")
 	}
+	// An annotation value names one Application: it must not fill the shared table.
+	if name := a.Annotations[pullmodel.AnnotationHubAppName]; name == "" || sameStrings(name, sharing.String(strings.Clone(name))) {
+		t.Errorf("the ManifestWork's Application name %q went into the shared table", name)
+	}
 	va, vb := a.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values[0], b.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values[0]
 	if !sameStrings(va.Name, vb.Name) || va.Value.String != vb.Value.String {
 		t.Error("two ManifestWorks' equal feedback names and values are copies each")

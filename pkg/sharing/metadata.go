@@ -32,6 +32,21 @@ func ObjectMeta(obj metav1.Object) {
 	}
 }
 
+// Keys returns m with the shared copies of its keys and its values as they are, for maps whose
+// values are one object's own. m is never written.
+func Keys(m map[string]string) map[string]string {
+	for k := range m {
+		if !Same(k, String(k)) {
+			out := make(map[string]string, len(m))
+			for k, v := range m {
+				out[String(k)] = v
+			}
+			return out
+		}
+	}
+	return m
+}
+
 // stringMap returns m with shared keys and values, the one shared copy of the whole map where
 // sharedMaps keeps one, and whether that differs from m. m is never written.
 func stringMap(m map[string]string) (map[string]string, bool) {

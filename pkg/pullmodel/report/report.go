@@ -36,6 +36,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/sharing"
 )
 
 // Condition types in a cluster's entry.
@@ -184,10 +185,29 @@ func Build(works []workv1.ManifestWork) reportv1alpha1.AppConditions {
 }
 
 // row is what one ManifestWork adds to its ApplicationSet's report: its cluster's entry and the
-// objects the cluster lists.
+// objects the cluster lists: decoded when the list is short, else as the cluster encoded it
+// (decoded at each rebuild), so that the rows kept between rebuilds cost about what the
+// ManifestWorks' feedback does (a list may take 16 KiB encoded, twice that decoded).
 type row struct {
 	entry     reportv1alpha1.ClusterCondition
 	resources []reportv1alpha1.ResourceRef
+	encoded   string
+}
+
+// maxDecodedList bounds the encoded size of the resource lists a row keeps decoded.
+const maxDecodedList = 1024
+
+// refsOf decodes a cluster's resource list, its repeated strings shared.
+func refsOf(encoded string) ([]reportv1alpha1.ResourceRef, error) {
+	listed, _, err := resourcelist.Decode(encoded)
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]reportv1alpha1.ResourceRef, 0, len(listed))
+	for _, r := range listed {
+		refs = append(refs, reportv1alpha1.ResourceRef{APIVersion: sharing.String(r.APIVersion()), Kind: sharing.String(r.Kind), Namespace: sharing.String(r.Namespace), Name: r.Name})
+	}
+	return refs, nil
 }
 
 func rowOf(w *workv1.ManifestWork) row {
@@ -209,12 +229,14 @@ func rowOf(w *workv1.ManifestWork) row {
 		c.Conditions = append(c.Conditions, reportv1alpha1.Condition{Type: ConditionSyncError, Message: truncate(fb[propagation.FeedbackOperationMessage])})
 	}
 	out := row{entry: c}
-	if listed, _, err := resourcelist.Decode(fb[propagation.FeedbackResourceList]); err != nil {
+	encoded := fb[propagation.FeedbackResourceList]
+	switch refs, err := refsOf(encoded); {
+	case err != nil:
 		out.entry.Conditions = append(out.entry.Conditions, reportv1alpha1.Condition{Type: ConditionResourceListError, Message: truncate(err.Error())})
-	} else {
-		for _, r := range listed {
-			out.resources = append(out.resources, reportv1alpha1.ResourceRef{APIVersion: r.APIVersion(), Kind: r.Kind, Namespace: r.Namespace, Name: r.Name})
-		}
+	case len(encoded) > maxDecodedList:
+		out.encoded = encoded
+	default:
+		out.resources = refs
 	}
 	return out
 }
@@ -228,7 +250,11 @@ func fromRows(rows []row) reportv1alpha1.AppConditions {
 		c := r.entry
 		// Each entry's conditions its own: the rows are kept for the next rebuild.
 		c.Conditions = slices.Clone(c.Conditions)
-		for _, ref := range r.resources {
+		refs := r.resources
+		if r.encoded != "" {
+			refs, _ = refsOf(r.encoded)
+		}
+		for _, ref := range refs {
 			resources[ref] = true
 		}
 		if c.SyncStatus == "Synced" {
@@ -261,9 +287,9 @@ func fromRows(rows []row) reportv1alpha1.AppConditions {
 // rowMemo keeps each ApplicationSet's rows by ManifestWork UID, with the resource version they
 // were made from: a rebuild runs at each change of any of an ApplicationSet's ManifestWorks,
 // and makes again only the rows of those that changed (checking a ManifestWork's seal and
-// decoding its cluster's feedback and resource list were most of a rebuild). Each rebuild keeps exactly its ManifestWorks' rows, so
-// a deleted one's row goes with the next rebuild, and a deleted ApplicationSet's with its
-// report.
+// decoding its cluster's feedback and resource list were most of a rebuild). Each rebuild
+// keeps exactly its ManifestWorks' rows, so a deleted one's row goes with the next rebuild, and
+// a deleted ApplicationSet's with its report.
 type rowMemo struct {
 	mu   sync.Mutex
 	sets map[types.NamespacedName]map[types.UID]memoRow

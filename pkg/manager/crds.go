@@ -57,8 +57,8 @@ func CheckCRDs(ctx context.Context, mapper meta.RESTMapper, reader client.Reader
 		// A CRD being deleted is still served (without create) until its objects are gone, and
 		// some of them wait for the manager's finalizers: refusing to start would hold it forever.
 		if readErr == nil && crd.GetDeletionTimestamp() != nil {
-			warnings = append(warnings, fmt.Sprintf("CRD %s is being deleted: the manager releases its %s objects, then stops serving them; %s",
-				name, kind, upgradeHint))
+			warnings = append(warnings, fmt.Sprintf("CRD %s is being deleted: the manager runs to release the %s objects its finalizers hold; the API server stops serving the kind once they are gone, and the manager then refuses to start until the CRD is applied again (%s)",
+				name, kind, "kubectl apply --server-side -f charts/argocd-agent-addon/crds/"))
 		}
 		if readErr == nil {
 			rev, marked := crd.GetAnnotations()[v1alpha1.AnnotationCRDRevision]

@@ -130,9 +130,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile brings an Application's ManifestWorks in line with the Application.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	key := pullmodel.AppKey(req.Namespace, req.Name)
-	// The Application and its ManifestWorks are read from the cache without copies, read only:
-	// a write starts from a copy (apply, dropProject) or decodes the answer into an object of
-	// its own (patchApplication, sealLegacy). This runs at every change of every Application.
+	// The Application and its own ManifestWork are read from the cache without copies, read
+	// only: a write starts from a copy (apply, dropProject) or decodes the answer into an object
+	// of its own (patchApplication, sealLegacy). This runs at every change of every Application.
 	app := pullmodel.NewApplication()
 	if err := r.Cache.Get(ctx, req.NamespacedName, app, client.UnsafeDisableDeepCopy); err != nil {
 		if !apierrors.IsNotFound(err) {

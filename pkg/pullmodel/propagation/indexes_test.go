@@ -1,13 +1,10 @@
 package propagation_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -15,7 +12,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // TestIndexesAreKeyedOnceAcrossNamespaces: the pull model's indexes hold each value once, read
@@ -23,23 +19,12 @@ import (
 // namespace too): for the indexes whose values name one object each, a second set of one per
 // object. A List with client.MatchingFields finds the objects as before.
 func TestIndexesAreKeyedOnceAcrossNamespaces(t *testing.T) {
-	env := testenv.StartForTest(t, testenv.Options{WithArgoCD: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	const argoNS, apps, clusters = pulltest.ArgoNS, 6, 3
+	env, ctx := pulltest.StartOwnEnv(t, argoNS)
 	c := env.Client
-	const argoNS, apps, clusters = "argocd", 6, 3
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argoNS}}); err != nil {
-		t.Fatal(err)
-	}
 	for i := range apps {
-		app := pullmodel.NewApplication()
-		app.SetNamespace(argoNS)
-		app.SetName(fmt.Sprintf("app-%d", i))
-		app.SetLabels(map[string]string{pullmodel.LabelPull: "true"})
-		app.SetAnnotations(map[string]string{pullmodel.AnnotationCluster: fmt.Sprintf("cluster-%d", i%clusters), pullmodel.AnnotationSkipReconcile: "true"})
-		app.Object["spec"] = map[string]any{"project": "team",
-			"source":      map[string]any{"repoURL": "https://git.example/apps", "path": fmt.Sprintf("apps/%d", i)},
-			"destination": map[string]any{"server": pullmodel.InClusterServer, "namespace": "apps"}}
+		app := pulltest.NewApp(fmt.Sprintf("app-%d", i), fmt.Sprintf("cluster-%d", i%clusters))
+		app.Object["spec"].(map[string]any)["project"] = "team"
 		if err := c.Create(ctx, app); err != nil {
 			t.Fatal(err)
 		}

@@ -1,13 +1,10 @@
 package propagation_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -16,7 +13,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // TestWakingEveryApplicationCopiesNone: a ManagedClusterSetBinding's event wakes the project
@@ -26,14 +22,9 @@ import (
 // allocate a little per Application, never a copy of it.
 func TestWakingEveryApplicationCopiesNone(t *testing.T) {
 	// An API server of its own: the package's manager would reconcile the Applications too.
-	env := testenv.StartForTest(t, testenv.Options{WithArgoCD: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	const argoNS, apps, clusters = pulltest.ArgoNS, 200, 20
+	env, ctx := pulltest.StartOwnEnv(t, argoNS)
 	c := env.Client
-	const argoNS, apps, clusters = "argocd", 200, 20
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: argoNS}}); err != nil {
-		t.Fatal(err)
-	}
 	for i := range apps {
 		app := pullmodel.NewApplication()
 		app.SetNamespace(argoNS)

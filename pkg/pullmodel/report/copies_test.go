@@ -1,13 +1,11 @@
 package report_test
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,7 +22,6 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/seal"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // TestRebuildingAReportCopiesNoManifestWork: a report is rebuilt at each change of any of its
@@ -34,21 +31,13 @@ import (
 // ManifestWorks without copies and makes none of their rows again.
 func TestRebuildingAReportCopiesNoManifestWork(t *testing.T) {
 	// An API server of its own: the package's manager would rebuild the report too.
-	env := testenv.StartForTest(t, testenv.Options{WithArgoCD: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c := env.Client
 	const works, clusters = 200, 20
-	for _, ns := range []string{pulltest.ArgoNS, "cluster-00"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
+	namespaces := []string{pulltest.ArgoNS}
+	for i := range clusters {
+		namespaces = append(namespaces, fmt.Sprintf("cluster-%02d", i))
 	}
-	for i := 1; i < clusters; i++ {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cluster-%02d", i)}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	env, ctx := pulltest.StartOwnEnv(t, namespaces...)
+	c := env.Client
 	set := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"generators": []any{}, "template": map[string]any{
 		"metadata": map[string]any{"name": "{{name}}"},
 		"spec":     map[string]any{"project": "default", "destination": map[string]any{"server": pullmodel.InClusterServer}},

@@ -1,12 +1,10 @@
 package status_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -19,7 +17,6 @@ import (
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/status"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // TestReadingFeedbackCopiesNothing: the status controller runs at each feedback change of every
@@ -29,16 +26,9 @@ import (
 // reconcile that finds the status as the feedback says may allocate a little, never copies.
 func TestReadingFeedbackCopiesNothing(t *testing.T) {
 	// An API server of its own: the package's manager would reconcile the Applications too.
-	env := testenv.StartForTest(t, testenv.Options{WithArgoCD: true})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	c := env.Client
 	const apps = 100
-	for _, ns := range []string{pulltest.ArgoNS, "cluster-1"} {
-		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	env, ctx := pulltest.StartOwnEnv(t, pulltest.ArgoNS, "cluster-1")
+	c := env.Client
 	var names []types.NamespacedName
 	for i := range apps {
 		app := pulltest.NewApp(fmt.Sprintf("app-%03d", i), "cluster-1")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
@@ -33,4 +35,20 @@ func StartPullCache(ctx context.Context, t testing.TB, env *testenv.Env, cfg pul
 		t.Fatal("the cache did not sync")
 	}
 	return informers
+}
+
+// StartOwnEnv starts an API server with Argo CD's CRDs for one test, apart from its package's
+// Suite (whose manager would reconcile the test's objects too), creates namespaces in it, and
+// returns it with a context that ends with the test.
+func StartOwnEnv(t *testing.T, namespaces ...string) (*testenv.Env, context.Context) {
+	t.Helper()
+	env := testenv.StartForTest(t, testenv.Options{WithArgoCD: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	for _, ns := range namespaces {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return env, ctx
 }

@@ -428,7 +428,7 @@ func ControllerOptions(scheme *runtime.Scheme, opts Options) ctrl.Options {
 		Controller:     config.Controller{GroupKindConcurrency: GroupKindConcurrency(opts)},
 		Client:         ClientOptions(),
 		Cache:          CacheOptions(opts),
-		MapperProvider: newRESTMapper,
+		MapperProvider: NewRESTMapper,
 	}
 }
 

@@ -11,12 +11,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
-// newRESTMapper is controller-runtime's dynamic REST mapper with the mappings it finds
-// remembered. With managed namespaces the cache asks, for every read, whether the object's
+// NewRESTMapper, the manager's, is controller-runtime's dynamic REST mapper with the mappings it
+// finds remembered. With managed namespaces the cache asks, for every read, whether the object's
 // kind is namespaced; the dynamic mapper answers from its discovery cache, but by asking each
 // API group's mapper in turn and building an error for every group that does not have the
 // kind: at 10,000 clusters that was 8 % of everything the manager allocated.
-func newRESTMapper(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
+func NewRESTMapper(cfg *rest.Config, httpClient *http.Client) (meta.RESTMapper, error) {
 	m, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
 	if err != nil {
 		return nil, err

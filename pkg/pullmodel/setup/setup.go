@@ -6,12 +6,15 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -183,19 +186,25 @@ func applicationsServed(dc discovery.DiscoveryInterface) (bool, error) {
 	return true, nil
 }
 
-// start makes the pull model's cache and registers its indexes and controllers; it works
-// before and after the manager starts (beforeStart says which). Started with the manager, the
-// cache's informers start with it and the manager is ready once they have synced.
-func start(ctx context.Context, mgr ctrl.Manager, cfg Config, beforeStart bool) error {
-	c, err := cache.New(mgr.GetConfig(), cache.Options{
-		Scheme:     mgr.GetScheme(),
-		Mapper:     mgr.GetRESTMapper(),
-		HTTPClient: mgr.GetHTTPClient(),
+// CacheOptions are the options of the pull model's cache: its kinds and scope (CacheByObject)
+// and nothing else, read through the manager's REST mapper and HTTP client.
+func CacheOptions(cfg Config, scheme *runtime.Scheme, mapper meta.RESTMapper, httpClient *http.Client) cache.Options {
+	return cache.Options{
+		Scheme:     scheme,
+		Mapper:     mapper,
+		HTTPClient: httpClient,
 		ByObject:   CacheByObject(cfg),
 		// Only the kinds above: a read of anything else is a bug, not a new cluster-wide watch.
 		ReaderFailOnMissingInformer: true,
 		DefaultTransform:            cache.TransformStripManagedFields(),
-	})
+	}
+}
+
+// start makes the pull model's cache and registers its indexes and controllers; it works
+// before and after the manager starts (beforeStart says which). Started with the manager, the
+// cache's informers start with it and the manager is ready once they have synced.
+func start(ctx context.Context, mgr ctrl.Manager, cfg Config, beforeStart bool) error {
+	c, err := cache.New(mgr.GetConfig(), CacheOptions(cfg, mgr.GetScheme(), mgr.GetRESTMapper(), mgr.GetHTTPClient()))
 	if err != nil {
 		return fmt.Errorf("pull model cache: %w", err)
 	}

@@ -6,19 +6,29 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
-// StartPullCache starts the pull model's cache as the manager makes it (its scope, transforms
-// and indexes) against env, and returns it synced: for tests that run one of its reconcilers by
+// StartPullCache starts the pull model's cache as the manager makes it (its options, indexes and
+// REST mapper) against env, and returns it synced: for tests that run one of its reconcilers by
 // hand, without a manager. It stops with ctx.
 func StartPullCache(ctx context.Context, t testing.TB, env *testenv.Env, cfg pullmodelsetup.Config) cache.Cache {
 	t.Helper()
-	informers, err := cache.New(env.Config, cache.Options{Scheme: env.Client.Scheme(), ByObject: pullmodelsetup.CacheByObject(cfg), ReaderFailOnMissingInformer: true})
+	httpClient, err := rest.HTTPClientFor(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper, err := manager.NewRESTMapper(env.Config, httpClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	informers, err := cache.New(env.Config, pullmodelsetup.CacheOptions(cfg, env.Client.Scheme(), mapper, httpClient))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func SetupIndexes(ctx context.Context, informers cache.Informers) error {
 		return err
 	}
 	if err := idx.indexField(ctx, &workv1.ManifestWork{}, IndexWorkByApplicationSet, func(o client.Object) []string {
-		if k := o.GetAnnotations()[AnnotationApplicationSet]; k != "" {
+		if k := Annotation(o, AnnotationApplicationSet); k != "" {
 			return []string{k}
 		}
 		return nil

@@ -118,12 +118,42 @@ func IsTrue(v string) bool {
 // Marked reports whether a hub Application asks for pull-model delivery: the pull label is
 // true and the cluster annotation names a cluster.
 func Marked(o metav1.Object) bool {
-	return IsTrue(o.GetLabels()[LabelPull]) && TargetCluster(o) != ""
+	return IsTrue(Label(o, LabelPull)) && TargetCluster(o) != ""
 }
 
 // TargetCluster is the managed cluster an Application is marked for.
 func TargetCluster(o metav1.Object) string {
-	return strings.TrimSpace(o.GetAnnotations()[AnnotationCluster])
+	return strings.TrimSpace(Annotation(o, AnnotationCluster))
+}
+
+// Annotation is the value of one annotation of o ("" when it has none). An unstructured
+// object's GetAnnotations copies all of them, at every call; this reads the one in place.
+func Annotation(o metav1.Object, key string) string {
+	v, _ := LookupAnnotation(o, key)
+	return v
+}
+
+// LookupAnnotation is Annotation, and whether o has the annotation at all.
+func LookupAnnotation(o metav1.Object, key string) (string, bool) {
+	return lookupMetadata(o, "annotations", key, o.GetAnnotations)
+}
+
+// Label is the value of one label of o ("" when it has none), read in place as Annotation.
+func Label(o metav1.Object, key string) string {
+	v, _ := lookupMetadata(o, "labels", key, o.GetLabels)
+	return v
+}
+
+func lookupMetadata(o metav1.Object, field, key string, all func() map[string]string) (string, bool) {
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		v, found := all()[key]
+		return v, found
+	}
+	m, _, _ := unstructured.NestedFieldNoCopy(u.Object, "metadata", field)
+	values, _ := m.(map[string]any)
+	v, found := values[key].(string)
+	return v, found
 }
 
 // ProjectOf is the AppProject an Application names; Argo CD reads an empty one as "default".

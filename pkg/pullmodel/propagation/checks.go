@@ -42,7 +42,7 @@ func checkClusterNamed(app *unstructured.Unstructured) *Refusal {
 // checkSkipReconcile refuses an Application the hub's own Argo CD would also reconcile: both
 // would deploy it, the hub's to wherever its destination points.
 func checkSkipReconcile(app *unstructured.Unstructured) *Refusal {
-	if pullmodel.IsTrue(app.GetAnnotations()[pullmodel.AnnotationSkipReconcile]) {
+	if pullmodel.IsTrue(pullmodel.Annotation(app, pullmodel.AnnotationSkipReconcile)) {
 		return nil
 	}
 	return &Refusal{ReasonMissingSkipReconcile, fmt.Sprintf("annotation %s: \"true\" is missing; without it the hub's Argo CD would deploy this Application too. Add it and the Application is delivered to cluster %s",

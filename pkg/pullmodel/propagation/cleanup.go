@@ -84,7 +84,7 @@ func wanted(ctx context.Context, r client.Reader, w *workv1.ManifestWork) bool {
 	case err != nil:
 		return true
 	}
-	if !pullmodel.IsTrue(app.GetLabels()[pullmodel.LabelPull]) || app.GetDeletionTimestamp() != nil {
+	if !pullmodel.IsTrue(pullmodel.Label(app, pullmodel.LabelPull)) || app.GetDeletionTimestamp() != nil {
 		return false
 	}
 	if pullmodel.TargetCluster(app) == "" {

@@ -130,9 +130,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // Reconcile brings an Application's ManifestWorks in line with the Application.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	key := pullmodel.AppKey(req.Namespace, req.Name)
-	// The Application and its own ManifestWork are read from the cache without copies, read
-	// only: a write starts from a copy (apply, dropProject) or decodes the answer into an object
-	// of its own (patchApplication, sealLegacy). This runs at every change of every Application.
+	// Every read of a reconcile is from a cache and without a copy (the Application, its
+	// ManifestWorks, the cluster, bindings, sets and AppProject the checks read), read only: a
+	// write starts from a copy (apply, dropProject) or decodes the answer into an object of its
+	// own (patchApplication, sealLegacy); SpokeProject copies what it takes from a project. This
+	// runs at every change of every Application.
 	app := pullmodel.NewApplication()
 	if err := r.Cache.Get(ctx, req.NamespacedName, app, client.UnsafeDisableDeepCopy); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -146,13 +148,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		case apierrors.IsNotFound(err):
 		case err != nil:
 			return ctrl.Result{}, err
-		case pullmodel.IsTrue(live.GetLabels()[pullmodel.LabelPull]):
+		case pullmodel.IsTrue(pullmodel.Label(live, pullmodel.LabelPull)):
 			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
 		_, err := r.deleteWorks(ctx, key, nil)
 		return ctrl.Result{}, err
 	}
-	if !pullmodel.IsTrue(app.GetLabels()[pullmodel.LabelPull]) {
+	if !pullmodel.IsTrue(pullmodel.Label(app, pullmodel.LabelPull)) {
 		_, err := r.deleteWorksOf(ctx, app, nil)
 		return ctrl.Result{}, err
 	}
@@ -215,7 +217,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, app *unstructured.Unst
 		}
 		why = reason
 	}
-	if !pullmodel.IsTrue(app.GetAnnotations()[pullmodel.AnnotationSkipReconcile]) {
+	if !pullmodel.IsTrue(pullmodel.Annotation(app, pullmodel.AnnotationSkipReconcile)) {
 		return ctrl.Result{}, nil
 	}
 	var keep []string
@@ -257,7 +259,7 @@ const ReasonReleasedWithoutCluster = "ReleasedWithoutCluster"
 // edit the Application may remove its finalizer anyway).
 func (r *Reconciler) releaseWithoutCluster(ctx context.Context, app *unstructured.Unstructured) (bool, time.Duration, string, error) {
 	const poll = 10 * time.Second
-	if pullmodel.IsTrue(app.GetAnnotations()[pullmodel.AnnotationReleaseWithoutCluster]) {
+	if pullmodel.IsTrue(pullmodel.Annotation(app, pullmodel.AnnotationReleaseWithoutCluster)) {
 		return true, 0, "annotation " + pullmodel.AnnotationReleaseWithoutCluster + " asks for it", nil
 	}
 	if r.OfflineRelease <= 0 {
@@ -419,7 +421,7 @@ func (r *Reconciler) projectFor(ctx context.Context, app *unstructured.Unstructu
 	}
 	pw := &workv1.ManifestWork{}
 	found, owned, ready, failure := false, false, false, ""
-	switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: ProjectWorkName(name)}, pw); {
+	switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: cluster, Name: ProjectWorkName(name)}, pw, client.UnsafeDisableDeepCopy); {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return nil, true, nil, err
@@ -458,7 +460,7 @@ func (r *Reconciler) checkSpokePlace(ctx context.Context, app *unstructured.Unst
 		}
 	}
 	list := &workv1.ManifestWorkList{}
-	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkBySpokeApplication: pullmodel.SpokeKey(cluster, to)}); err != nil {
+	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkBySpokeApplication: pullmodel.SpokeKey(cluster, to)}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	key := pullmodel.AppKey(app.GetNamespace(), app.GetName())
@@ -525,26 +527,26 @@ func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) 
 	}
 	var f Facts
 	mc := &clusterv1.ManagedCluster{}
-	switch err := r.Client.Get(ctx, client.ObjectKey{Name: pullmodel.TargetCluster(app)}, mc); {
+	switch err := r.Client.Get(ctx, client.ObjectKey{Name: pullmodel.TargetCluster(app)}, mc, client.UnsafeDisableDeepCopy); {
 	case err == nil:
 		f.Cluster = mc
 	case !apierrors.IsNotFound(err):
 		return nil, r.Policy, err
 	}
-	switch err := r.Client.Get(ctx, client.ObjectKey{Name: app.GetNamespace()}, &clusterv1.ManagedCluster{}); {
+	switch err := r.Client.Get(ctx, client.ObjectKey{Name: app.GetNamespace()}, &clusterv1.ManagedCluster{}, client.UnsafeDisableDeepCopy); {
 	case err == nil:
 		f.SourceIsCluster = true
 	case !apierrors.IsNotFound(err):
 		return nil, r.Policy, err
 	}
 	bindings := &clusterv1beta2.ManagedClusterSetBindingList{}
-	if err := r.Cache.List(ctx, bindings, client.InNamespace(app.GetNamespace())); err != nil {
+	if err := r.Cache.List(ctx, bindings, client.InNamespace(app.GetNamespace()), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, r.Policy, err
 	}
 	for i := range bindings.Items {
 		b := Binding{Binding: &bindings.Items[i]}
 		set := &clusterv1beta2.ManagedClusterSet{}
-		switch err := r.Cache.Get(ctx, client.ObjectKey{Name: b.Binding.Spec.ClusterSet}, set); {
+		switch err := r.Cache.Get(ctx, client.ObjectKey{Name: b.Binding.Spec.ClusterSet}, set, client.UnsafeDisableDeepCopy); {
 		case err == nil:
 			b.Set = set
 		case !apierrors.IsNotFound(err):
@@ -553,7 +555,7 @@ func (r *Reconciler) check(ctx context.Context, app *unstructured.Unstructured) 
 		f.Bindings = append(f.Bindings, b)
 	}
 	project := NewAppProject()
-	switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: r.Policy.ArgoCDNamespace, Name: pullmodel.ProjectOf(app)}, project); {
+	switch err := r.Cache.Get(ctx, client.ObjectKey{Namespace: r.Policy.ArgoCDNamespace, Name: pullmodel.ProjectOf(app)}, project, client.UnsafeDisableDeepCopy); {
 	case err == nil:
 		f.Project = project
 	case !apierrors.IsNotFound(err):
@@ -597,7 +599,7 @@ func (r *Reconciler) deliveredProject(ctx context.Context, app *unstructured.Uns
 		return nil, nil
 	}
 	project := NewAppProject()
-	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: r.Policy.ArgoCDNamespace, Name: name}, project); err != nil {
+	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: r.Policy.ArgoCDNamespace, Name: name}, project, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
 	return project, nil
@@ -654,7 +656,7 @@ func (r *Reconciler) deleteWorksOf(ctx context.Context, app *unstructured.Unstru
 
 func (r *Reconciler) deleteWorksMatching(ctx context.Context, key string, keep *types.NamespacedName, ours func(*workv1.ManifestWork) bool) (int, error) {
 	list := &workv1.ManifestWorkList{}
-	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkByApp: key}); err != nil {
+	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkByApp: key}, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	left := 0
@@ -747,7 +749,7 @@ func operationRequest(app *unstructured.Unstructured, have *workv1.ManifestWork)
 // request is outstanding, so there is no "last reconcile" to compare with; the comparison of a
 // spoke time with a hub time is the one Argo CD's progressive sync already makes.
 func refreshBaseline(app *unstructured.Unstructured, have *workv1.ManifestWork, now time.Time) string {
-	want, ok := app.GetAnnotations()[pullmodel.AnnotationRefresh]
+	want, ok := pullmodel.LookupAnnotation(app, pullmodel.AnnotationRefresh)
 	if !ok {
 		return ""
 	}

@@ -86,7 +86,7 @@ func orphaned(id workv1.ResourceIdentifier) *workv1.DeleteOption {
 // forcedApply is the update strategy of the AppProject: the hub's copy wins over one of that
 // name on the cluster.
 func forcedApply() *workv1.UpdateStrategy {
-	return &workv1.UpdateStrategy{Type: workv1.UpdateStrategyTypeServerSideApply, ServerSideApply: &workv1.ServerSideApplyConfig{Force: true}}
+	return &workv1.UpdateStrategy{Type: workv1.UpdateStrategyTypeServerSideApply, ServerSideApply: &workv1.ServerSideApplyConfig{Force: true, FieldManager: workv1.DefaultFieldManager}}
 }
 
 // BuildProjectWork returns the ManifestWork that carries hub AppProject project to cluster,
@@ -110,7 +110,7 @@ func BuildProjectWork(cluster, spokeNamespace string, project *unstructured.Unst
 		},
 		Spec: workv1.ManifestWorkSpec{
 			Workload:        workv1.ManifestsTemplate{Manifests: []workv1.Manifest{{RawExtension: runtime.RawExtension{Raw: raw}}}},
-			ManifestConfigs: []workv1.ManifestConfigOption{{ResourceIdentifier: id, UpdateStrategy: forcedApply()}},
+			ManifestConfigs: []workv1.ManifestConfigOption{{ResourceIdentifier: id, FeedbackScrapeType: workv1.FeedbackPollType, UpdateStrategy: forcedApply()}},
 			DeleteOption:    orphaned(id),
 		},
 	}, nil
@@ -410,8 +410,8 @@ func (r *Reconciler) projectKeysFor(ctx context.Context, apps []reconcile.Reques
 
 // forProjectWork maps a project ManifestWork to itself.
 func forProjectWork(_ context.Context, o client.Object) []reconcile.Request {
-	p := o.GetAnnotations()[pullmodel.AnnotationHubProject]
-	if !pullmodel.IsTrue(o.GetLabels()[pullmodel.LabelProjectWork]) || p == "" {
+	p := pullmodel.Annotation(o, pullmodel.AnnotationHubProject)
+	if !pullmodel.IsTrue(pullmodel.Label(o, pullmodel.LabelProjectWork)) || p == "" {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: p}}}
@@ -420,8 +420,8 @@ func forProjectWork(_ context.Context, o client.Object) []reconcile.Request {
 // appsOfProjectWork maps a project ManifestWork to the Applications of its cluster that name
 // its AppProject.
 func (r *Reconciler) appsOfProjectWork(ctx context.Context, o client.Object) []reconcile.Request {
-	p := o.GetAnnotations()[pullmodel.AnnotationHubProject]
-	if !pullmodel.IsTrue(o.GetLabels()[pullmodel.LabelProjectWork]) || p == "" {
+	p := pullmodel.Annotation(o, pullmodel.AnnotationHubProject)
+	if !pullmodel.IsTrue(pullmodel.Label(o, pullmodel.LabelProjectWork)) || p == "" {
 		return nil
 	}
 	return r.apps(ctx, client.MatchingFields{pullmodel.IndexAppByClusterProject: pullmodel.ClusterProjectKey(o.GetNamespace(), p)})
@@ -449,13 +449,13 @@ func projectReadinessChanged() predicate.Predicate {
 	}
 	return predicate.Funcs{
 		CreateFunc: func(e event.CreateEvent) bool {
-			return pullmodel.IsTrue(e.Object.GetLabels()[pullmodel.LabelProjectWork])
+			return pullmodel.IsTrue(pullmodel.Label(e.Object, pullmodel.LabelProjectWork))
 		},
 		DeleteFunc: func(e event.DeleteEvent) bool {
-			return pullmodel.IsTrue(e.Object.GetLabels()[pullmodel.LabelProjectWork])
+			return pullmodel.IsTrue(pullmodel.Label(e.Object, pullmodel.LabelProjectWork))
 		},
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return pullmodel.IsTrue(e.ObjectNew.GetLabels()[pullmodel.LabelProjectWork]) && state(e.ObjectOld) != state(e.ObjectNew)
+			return pullmodel.IsTrue(pullmodel.Label(e.ObjectNew, pullmodel.LabelProjectWork)) && state(e.ObjectOld) != state(e.ObjectNew)
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
@@ -465,7 +465,7 @@ func projectReadinessChanged() predicate.Predicate {
 // created, deleted, or its spec, labels or annotations changed (by anyone but this manager,
 // whose own writes it then sees once).
 func projectWorkChanged() predicate.Predicate {
-	is := func(o client.Object) bool { return pullmodel.IsTrue(o.GetLabels()[pullmodel.LabelProjectWork]) }
+	is := func(o client.Object) bool { return pullmodel.IsTrue(pullmodel.Label(o, pullmodel.LabelProjectWork)) }
 	return predicate.And(
 		predicate.Funcs{
 			CreateFunc:  func(e event.CreateEvent) bool { return is(e.Object) },

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gobwas/glob"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 
@@ -97,7 +96,7 @@ func Authorize(p Policy, app *unstructured.Unstructured, f Facts) *Refusal {
 	if f.SourceIsCluster {
 		return &Refusal{ReasonAgentNamespace, fmt.Sprintf("namespace %q is a managed cluster's namespace, where argocd-agent's principal keeps that cluster's Applications; the pull model never delivers from it", ns)}
 	}
-	if _, ok := app.GetAnnotations()[AnnotationAgentSourceUID]; ok {
+	if _, ok := pullmodel.LookupAnnotation(app, AnnotationAgentSourceUID); ok {
 		return &Refusal{ReasonAgentCopy, fmt.Sprintf("the Application carries argocd-agent's annotation %s: it is a copy argocd-agent made, not a hub Application to deliver", AnnotationAgentSourceUID)}
 	}
 	if !slices.Contains(p.Sources(), ns) {
@@ -158,7 +157,7 @@ func checkBound(app *unstructured.Unstructured, cluster *clusterv1.ManagedCluste
 // checkSpokeNamespace refuses an Application that asks for a spoke namespace other than the
 // one the operator configured for its cluster.
 func checkSpokeNamespace(p Policy, app *unstructured.Unstructured) *Refusal {
-	asked := strings.TrimSpace(app.GetAnnotations()[pullmodel.AnnotationAppNamespace])
+	asked := strings.TrimSpace(pullmodel.Annotation(app, pullmodel.AnnotationAppNamespace))
 	if asked == "" || asked == p.SpokeNamespace {
 		return nil
 	}
@@ -227,11 +226,9 @@ func (d destination) String() string {
 
 // spokeDestination is where the spoke's Argo CD deploys the delivered Application.
 func spokeDestination(app *unstructured.Unstructured) destination {
-	spoke := SpokeApplication(app, types.NamespacedName{Namespace: pullmodel.DefaultArgoCDNamespace, Name: app.GetName()})
 	d := destination{}
-	d.server, _, _ = unstructured.NestedString(spoke.Object, "spec", "destination", "server")
-	d.name, _, _ = unstructured.NestedString(spoke.Object, "spec", "destination", "name")
-	d.namespace, _, _ = unstructured.NestedString(spoke.Object, "spec", "destination", "namespace")
+	d.name, d.server = spokeCluster(app)
+	d.namespace, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "namespace")
 	if d.server == "" && d.name == "in-cluster" {
 		d.server = pullmodel.InClusterServer
 	}

@@ -5,6 +5,7 @@
 package propagation
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -280,20 +281,14 @@ func SpokeApplication(app *unstructured.Unstructured, at types.NamespacedName) *
 		if dest == nil {
 			dest = map[string]any{}
 		}
-		name, hasName := hub[pullmodel.AnnotationDestinationName]
-		server, hasServer := hub[pullmodel.AnnotationDestinationServer]
 		delete(dest, "name")
 		delete(dest, "server")
-		switch {
-		case hasName || hasServer:
-			if hasName && name != "" {
-				dest["name"] = name
-			}
-			if hasServer && server != "" {
-				dest["server"] = server
-			}
-		default:
-			dest["server"] = pullmodel.InClusterServer
+		name, server := spokeCluster(app)
+		if name != "" {
+			dest["name"] = name
+		}
+		if server != "" {
+			dest["server"] = server
 		}
 		spec["destination"] = dest
 		out.Object["spec"] = spec
@@ -302,6 +297,18 @@ func SpokeApplication(app *unstructured.Unstructured, at types.NamespacedName) *
 		out.Object["operation"] = runtime.DeepCopyJSON(op)
 	}
 	return out
+}
+
+// spokeCluster is the cluster a spoke Application deploys to (its destination's name and
+// server; "" leaves one out): the one the hub Application's destination annotations name, else
+// the spoke's own cluster. The hub Application's own destination names a cluster of the hub.
+func spokeCluster(app *unstructured.Unstructured) (name, server string) {
+	name, hasName := pullmodel.LookupAnnotation(app, pullmodel.AnnotationDestinationName)
+	server, hasServer := pullmodel.LookupAnnotation(app, pullmodel.AnnotationDestinationServer)
+	if !hasName && !hasServer {
+		return "", pullmodel.InClusterServer
+	}
+	return name, server
 }
 
 // Build returns the ManifestWork of a hub Application in its cluster's namespace.
@@ -325,7 +332,7 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 		annotations[pullmodel.AnnotationOperationRequest] = in.OperationRequest
 		spoke.Object["operation"] = named(op, in.OperationRequest)
 	}
-	_, refresh := spoke.GetAnnotations()[pullmodel.AnnotationRefresh]
+	_, refresh := pullmodel.LookupAnnotation(spoke, pullmodel.AnnotationRefresh)
 	if refresh {
 		annotations[pullmodel.AnnotationRefreshBaseline] = in.RefreshBaseline
 	}
@@ -350,11 +357,13 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 					Namespace: spoke.GetNamespace(),
 					Name:      spoke.GetName(),
 				},
-				FeedbackRules: []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: paths}},
+				FeedbackRules:      []workv1.FeedbackRule{{Type: workv1.JSONPathsType, JsonPaths: paths}},
+				FeedbackScrapeType: workv1.FeedbackPollType,
 				UpdateStrategy: &workv1.UpdateStrategy{
 					Type: workv1.UpdateStrategyTypeServerSideApply,
 					ServerSideApply: &workv1.ServerSideApplyConfig{
 						Force:        true,
+						FieldManager: workv1.DefaultFieldManager,
 						IgnoreFields: requestsRunOnce(),
 					},
 				},
@@ -380,7 +389,7 @@ func Build(in Input) (*workv1.ManifestWork, error) {
 // a request is outstanding (see reconcileFeedback).
 func feedbackFor(app, spoke *unstructured.Unstructured) []workv1.JsonPath {
 	paths := slices.Concat(feedbackPaths, errorConditionPaths, []workv1.JsonPath{resourceListFeedback})
-	_, refresh := spoke.GetAnnotations()[pullmodel.AnnotationRefresh]
+	_, refresh := pullmodel.LookupAnnotation(spoke, pullmodel.AnnotationRefresh)
 	if _, op := spoke.Object["operation"]; op || refresh || reconcileAfterSyncPending(app) {
 		paths = append(slices.Clip(paths), reconcileFeedback)
 	}
@@ -397,7 +406,7 @@ func withProjectCopy(w *workv1.ManifestWork, project *unstructured.Unstructured)
 	}
 	id := projectIdentifier(project)
 	w.Spec.Workload.Manifests = append(w.Spec.Workload.Manifests, workv1.Manifest{RawExtension: runtime.RawExtension{Raw: praw}})
-	w.Spec.ManifestConfigs = append(w.Spec.ManifestConfigs, workv1.ManifestConfigOption{ResourceIdentifier: id, UpdateStrategy: forcedApply()})
+	w.Spec.ManifestConfigs = append(w.Spec.ManifestConfigs, workv1.ManifestConfigOption{ResourceIdentifier: id, FeedbackScrapeType: workv1.FeedbackPollType, UpdateStrategy: forcedApply()})
 	w.Spec.DeleteOption = orphaned(id)
 	return len(praw), nil
 }
@@ -462,7 +471,11 @@ func specEqual(a, b workv1.ManifestWorkSpec) bool {
 
 // withDefaults fills in what the ManifestWork CRD defaults, so a stored spec and a built one
 // compare equal (an older hub CRD without feedbackScrapeType prunes it: both sides agree then too).
+// Build writes the defaults itself, so that neither side is copied in the common case.
 func withDefaults(s workv1.ManifestWorkSpec) workv1.ManifestWorkSpec {
+	if !lacksDefaults(s) {
+		return s
+	}
 	// A copy first: a cached ManifestWork shares its feedback rules and update strategy with
 	// every other (pullmodel.CompactWork).
 	s = *s.DeepCopy()
@@ -480,7 +493,22 @@ func withDefaults(s workv1.ManifestWorkSpec) workv1.ManifestWorkSpec {
 	return s
 }
 
+// lacksDefaults reports whether withDefaults would change s.
+func lacksDefaults(s workv1.ManifestWorkSpec) bool {
+	for _, c := range s.ManifestConfigs {
+		if c.FeedbackScrapeType == "" || (c.UpdateStrategy != nil && c.UpdateStrategy.ServerSideApply != nil && c.UpdateStrategy.ServerSideApply.FieldManager == "") {
+			return true
+		}
+	}
+	return false
+}
+
+// jsonEqual compares two JSON documents by content; the same bytes (the API server keeps a
+// manifest as the manager wrote it) need no decoding.
 func jsonEqual(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
 	var x, y any
 	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
 		return false

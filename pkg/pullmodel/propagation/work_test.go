@@ -43,6 +43,13 @@ func TestBuildIsStableAndComparesEqualToItsStoredForm(t *testing.T) {
 	if NeedsUpdate(stored, b) {
 		t.Error("the stored form with defaults and another writer's label compares different: every reconcile would write")
 	}
+	// An older hub CRD without feedbackScrapeType prunes it, and so the field manager's default.
+	pruned := stored.DeepCopy()
+	pruned.Spec.ManifestConfigs[0].FeedbackScrapeType = ""
+	pruned.Spec.ManifestConfigs[0].UpdateStrategy.ServerSideApply.FieldManager = ""
+	if NeedsUpdate(pruned, b) {
+		t.Error("the stored form without the defaults an older CRD leaves out compares different: every reconcile would write")
+	}
 	if a.Namespace != "c1" || a.Name != "guestbook-01234" {
 		t.Errorf("ManifestWork %s/%s", a.Namespace, a.Name)
 	}

@@ -438,7 +438,7 @@ func reportLabels(namespace, name string) map[string]string {
 }
 
 func forWork(_ context.Context, o client.Object) []reconcile.Request {
-	ns, name, ok := strings.Cut(o.GetAnnotations()[pullmodel.AnnotationApplicationSet], "/")
+	ns, name, ok := strings.Cut(pullmodel.Annotation(o, pullmodel.AnnotationApplicationSet), "/")
 	if !ok || ns == "" || name == "" {
 		return nil
 	}

@@ -99,7 +99,7 @@ func (r *Reporter) SetupWithManager(mgr ctrl.Manager) error {
 			},
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				app, ok := e.ObjectNew.(*unstructured.Unstructured)
-				return !ok || (Reported(app) && Wanted(app) != app.GetAnnotations()[pullmodel.AnnotationResourceList])
+				return !ok || (Reported(app) && Wanted(app) != pullmodel.Annotation(app, pullmodel.AnnotationResourceList))
 			},
 			DeleteFunc: func(event.DeleteEvent) bool { return false },
 		})).
@@ -119,7 +119,7 @@ func (r *Reporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, nil
 	}
 	want := Wanted(app)
-	have, present := app.GetAnnotations()[pullmodel.AnnotationResourceList]
+	have, present := pullmodel.LookupAnnotation(app, pullmodel.AnnotationResourceList)
 	if want == have && (want != "" || !present) {
 		return ctrl.Result{}, nil
 	}

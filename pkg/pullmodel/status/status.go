@@ -123,8 +123,8 @@ func (r *Reconciler) projectWork(ctx context.Context, app *unstructured.Unstruct
 // appsOfProjectWork maps a project ManifestWork to the Applications of its cluster that name
 // its AppProject.
 func (r *Reconciler) appsOfProjectWork(ctx context.Context, o client.Object) []reconcile.Request {
-	p := o.GetAnnotations()[pullmodel.AnnotationHubProject]
-	if !pullmodel.IsTrue(o.GetLabels()[pullmodel.LabelProjectWork]) || p == "" {
+	p := pullmodel.Annotation(o, pullmodel.AnnotationHubProject)
+	if !pullmodel.IsTrue(pullmodel.Label(o, pullmodel.LabelProjectWork)) || p == "" {
 		return nil
 	}
 	list := pullmodel.NewApplicationList()
@@ -426,7 +426,7 @@ func clearOperation(app *unstructured.Unstructured, w *workv1.ManifestWork, fb m
 // clearRefresh reports whether the hub Application's refresh request has been served: its
 // ManifestWork carries that very request and the spoke has reconciled since it was sent.
 func clearRefresh(app *unstructured.Unstructured, w *workv1.ManifestWork, fb map[string]string) bool {
-	want, ok := app.GetAnnotations()[pullmodel.AnnotationRefresh]
+	want, ok := pullmodel.LookupAnnotation(app, pullmodel.AnnotationRefresh)
 	if !ok {
 		return false
 	}

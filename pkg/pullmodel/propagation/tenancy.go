@@ -227,6 +227,10 @@ func (d destination) String() string {
 // spokeDestination is where the spoke's Argo CD deploys the delivered Application.
 func spokeDestination(app *unstructured.Unstructured) destination {
 	d := destination{}
+	if _, ok := app.Object["spec"].(map[string]any); !ok {
+		// The spoke Application has no destination at all (SpokeApplication): none is permitted.
+		return d
+	}
 	d.name, d.server = spokeCluster(app)
 	d.namespace, _, _ = unstructured.NestedString(app.Object, "spec", "destination", "namespace")
 	if d.server == "" && d.name == "in-cluster" {

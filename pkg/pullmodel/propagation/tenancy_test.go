@@ -99,6 +99,13 @@ func TestAuthorize(t *testing.T) {
 			delete(f.Project.Object["spec"].(map[string]any), "sourceNamespaces")
 			f.Bindings = []Binding{binding("argocd", "blue")}
 		}, ""},
+		{"no spec, a permitted repository in its operation: it has no destination either", func(a *unstructured.Unstructured, f *Facts) {
+			a.SetNamespace("argocd")
+			f.Bindings = []Binding{binding("argocd", "blue")}
+			delete(a.Object, "spec")
+			_ = unstructured.SetNestedField(a.Object, "https://git.example/guestbook", "operation", "sync", "source", "repoURL")
+			f.Project.Object["spec"].(map[string]any)["destinations"] = []any{map[string]any{"server": "*", "namespace": "*"}}
+		}, ReasonProjectForbids},
 		{"repository not permitted", func(a *unstructured.Unstructured, _ *Facts) {
 			_ = unstructured.SetNestedField(a.Object, "https://evil.example/x", "spec", "source", "repoURL")
 		}, ReasonProjectForbids},

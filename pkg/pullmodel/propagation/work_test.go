@@ -34,10 +34,12 @@ func TestBuildIsStableAndComparesEqualToItsStoredForm(t *testing.T) {
 	if NeedsUpdate(a, b) {
 		t.Fatal("two builds of the same Application differ")
 	}
-	// The API server fills in defaults and re-encodes the manifest.
+	// Build writes what the CRD defaults, so a stored ManifestWork compares equal without a copy.
+	if c := a.Spec.ManifestConfigs[0]; c.FeedbackScrapeType != workv1.FeedbackPollType || c.UpdateStrategy.ServerSideApply.FieldManager != workv1.DefaultFieldManager {
+		t.Errorf("built without the CRD's defaults: scrape type %q, field manager %q", c.FeedbackScrapeType, c.UpdateStrategy.ServerSideApply.FieldManager)
+	}
+	// The API server re-encodes the manifest.
 	stored := a.DeepCopy()
-	stored.Spec.ManifestConfigs[0].FeedbackScrapeType = workv1.FeedbackPollType
-	stored.Spec.ManifestConfigs[0].UpdateStrategy.ServerSideApply.FieldManager = workv1.DefaultFieldManager
 	stored.Spec.Workload.Manifests[0].Raw = []byte(" " + string(a.Spec.Workload.Manifests[0].Raw))
 	stored.Labels["someone-else"] = "x"
 	if NeedsUpdate(stored, b) {

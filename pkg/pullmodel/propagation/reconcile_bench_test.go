@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	workv1 "open-cluster-management.io/api/work/v1"
@@ -42,14 +41,7 @@ func BenchmarkReconcileWithNothingToWrite(b *testing.B) {
 	cfg := pullmodelsetup.DefaultConfig()
 	cfg.Policy.SourceNamespaces = []string{pulltest.ArgoNS}
 	informers := pulltest.StartPullCache(ctx, b, s.Env, cfg)
-	httpClient, err := rest.HTTPClientFor(s.Config)
-	if err != nil {
-		b.Fatal(err)
-	}
-	mapper, err := manager.NewRESTMapper(s.Config, httpClient)
-	if err != nil {
-		b.Fatal(err)
-	}
+	httpClient, mapper := pulltest.ManagerTransport(b, s.Env)
 	hubOptions := manager.CacheOptions(manager.DefaultOptions())
 	hubOptions.Scheme, hubOptions.Mapper, hubOptions.HTTPClient = s.Client.Scheme(), mapper, httpClient
 	hub, err := cache.New(s.Config, hubOptions)

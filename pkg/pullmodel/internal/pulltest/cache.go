@@ -2,9 +2,11 @@ package pulltest
 
 import (
 	"context"
+	"net/http"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -15,10 +17,9 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
-// StartPullCache starts the pull model's cache as the manager makes it (its options, indexes and
-// REST mapper) against env, and returns it synced: for tests that run one of its reconcilers by
-// hand, without a manager. It stops with ctx.
-func StartPullCache(ctx context.Context, t testing.TB, env *testenv.Env, cfg pullmodelsetup.Config) cache.Cache {
+// ManagerTransport is an HTTP client for env and the REST mapper the manager reads through
+// (manager.NewRESTMapper): a cache or client a test builds by hand uses both, as the binary's do.
+func ManagerTransport(t testing.TB, env *testenv.Env) (*http.Client, meta.RESTMapper) {
 	t.Helper()
 	httpClient, err := rest.HTTPClientFor(env.Config)
 	if err != nil {
@@ -28,6 +29,15 @@ func StartPullCache(ctx context.Context, t testing.TB, env *testenv.Env, cfg pul
 	if err != nil {
 		t.Fatal(err)
 	}
+	return httpClient, mapper
+}
+
+// StartPullCache starts the pull model's cache as the manager makes it (its options, indexes and
+// REST mapper) against env, and returns it synced: for tests that run one of its reconcilers by
+// hand, without a manager. It stops with ctx.
+func StartPullCache(ctx context.Context, t testing.TB, env *testenv.Env, cfg pullmodelsetup.Config) cache.Cache {
+	t.Helper()
+	httpClient, mapper := ManagerTransport(t, env)
 	informers, err := cache.New(env.Config, pullmodelsetup.CacheOptions(cfg, env.Client.Scheme(), mapper, httpClient))
 	if err != nil {
 		t.Fatal(err)

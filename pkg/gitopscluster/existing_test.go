@@ -27,6 +27,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
 // probeObject is what OCM's work agent reports for one of a probe's manifests: present or
@@ -512,7 +513,10 @@ func TestProbesComeInBatches(t *testing.T) {
 	createPlacement(t, ns, "p")
 	setDecisions(t, ns, "p", 1, clusters...)
 	goc := createGitOpsCluster(t, ns, "fleet", "p", withAddress("principal.example.com"))
-	eventually(t, "every cluster probed", func() error {
+	// Five passes, each after the last one's status write and a second's wait: more than the
+	// usual 30 s when the package's parallel tests load the API server. What is checked is that
+	// every cluster is reached, not the pace.
+	poll.Until(t, "every cluster probed", 2*time.Minute, func() error {
 		var missing []string
 		for _, c := range clusters {
 			if err := k8s.Get(ctx, types.NamespacedName{Namespace: c, Name: names.ProbeWorkName(goc)}, &workv1.ManifestWork{}); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -48,6 +49,9 @@ const (
 	selectLabel = "e2e.argocd-agent-addon.io/cluster"
 	// managerDepartureSettle is the manager's --departure-settle.
 	managerDepartureSettle = 5 * time.Second
+	// requestTimeout bounds each API request of the scenarios' clients, so that a hung request
+	// fails its step rather than the package's timeout.
+	requestTimeout = time.Minute
 )
 
 // scenario is one test of a lane.
@@ -359,15 +363,20 @@ func (s *suite) connect() error {
 		return err
 	}
 	var err error
-	if s.hub, err = client.New(s.f.HubConfig(), client.Options{Scheme: scheme}); err != nil {
+	if s.hub, err = client.New(withRequestTimeout(s.f.HubConfig()), client.Options{Scheme: scheme}); err != nil {
 		return err
 	}
 	for _, c := range s.f.Clusters() {
-		if s.spokes[c], err = client.New(s.f.SpokeConfig(c), client.Options{Scheme: scheme}); err != nil {
+		if s.spokes[c], err = client.New(withRequestTimeout(s.f.SpokeConfig(c)), client.Options{Scheme: scheme}); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func withRequestTimeout(cfg *rest.Config) *rest.Config {
+	cfg.Timeout = requestTimeout
+	return cfg
 }
 
 func (s *suite) tearDown() error {

@@ -37,8 +37,7 @@ const (
 // timeout.reconciliation and synced the same way. Argo CD is stopped again before the agent scenarios.
 func testArgoCDApplication(t *testing.T, s *suite) {
 	spoke := s.spokes[argoCluster]
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
+	ctx := ctxFor(t)
 
 	repo, first := s.gitRepo(t, "git", "guestbook", fleet.GuestbookFiles(1, s.guestbookImg1))
 	t.Logf("repository %s at %s", repo.URL, first)
@@ -125,8 +124,7 @@ func (s *suite) checkGuestbookAvailable(t *testing.T, spoke client.Client, repli
 // pull model has it there: an ApplicationSet with a list generator makes an Application, which
 // the hub's application-controller syncs from the loopback repository onto the hub itself.
 func testArgoCDApplicationSet(t *testing.T, s *suite) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	ctx := ctxFor(t)
 	repo, sha := s.gitRepo(t, "git-hub", "guestbook", fleet.GuestbookFiles(1, s.guestbookImg1))
 
 	start := time.Now()

@@ -34,8 +34,7 @@ const tierLabel = "e2e.argocd-agent-addon.io/tier"
 // Placement through the chart's ocm-placement-generator ConfigMap, each yield the Applications
 // of the right clusters; a label change on a ManagedCluster reaches the generator.
 func testArgoCDClusterRegistrationForApplicationSets(t *testing.T, s *suite) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	ctx := ctxFor(t)
 	argoNS := fleet.ArgoCDNamespace
 	const placementName = "appset-clusters"
 

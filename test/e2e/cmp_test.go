@@ -145,8 +145,7 @@ func testCMPDeliversAFolderWithoutArgoCD(t *testing.T, s *suite) {
 // from the fleet's Git server into ManifestWorks, OCM's work agent puts the workload on the managed
 // cluster (which runs no Argo CD), and deleting the Application takes it away again.
 func testCMPPluginInHubArgoCD(t *testing.T, s *suite) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	ctx := ctxFor(t)
 	const cluster, workloadNS, appName = "cluster1", "cmp-argo", "cmp-argo-guestbook"
 
 	files := fleet.GuestbookFiles(1, s.guestbookImg1)

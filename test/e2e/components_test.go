@@ -53,8 +53,7 @@ const (
 // but the CRDs, which are orphaned.
 func testArgoCDComponents(t *testing.T, s *suite) {
 	c2 := s.spokes[componentsCluster]
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
+	ctx := ctxFor(t)
 
 	s.labelClusters(t)
 	pl := &clusterv1beta1.Placement{
@@ -264,8 +263,7 @@ func testArgoCDComponents(t *testing.T, s *suite) {
 // removeComponentsGitOpsCluster deletes the scenario's GitOpsCluster and Placement and checks
 // that the addon took away what it installed on the cluster, except the orphaned CRDs.
 func (s *suite) removeComponentsGitOpsCluster(t *testing.T, goc *v1alpha1.GitOpsCluster, pl *clusterv1beta1.Placement) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := ctxFor(t)
 	for _, o := range []client.Object{goc, pl} {
 		if err := client.IgnoreNotFound(s.hub.Delete(ctx, o)); err != nil {
 			t.Errorf("deleting %s: %v", o.GetName(), err)
@@ -382,8 +380,7 @@ func keys[V any](m map[string]V) map[string]bool {
 func testArgoCDComponentsClusterLabel(t *testing.T, s *suite) {
 	const cluster, name = "cluster1", "argocd-components-label-e2e"
 	c1 := s.spokes[cluster]
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	ctx := ctxFor(t)
 
 	s.labelClusters(t)
 	setLabel := func(ctx context.Context, value string) { s.setComponentsLabel(ctx, t, cluster, value) }
@@ -505,8 +502,7 @@ func testArgoCDComponentsClusterLabel(t *testing.T, s *suite) {
 func testForeignArgoCDIsLeftAlone(t *testing.T, s *suite) {
 	const cluster, name = "cluster1", "foreign-argocd-e2e"
 	c1 := s.spokes[cluster]
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
+	ctx := ctxFor(t)
 	s.labelClusters(t)
 
 	// The cluster admin's kubectl apply of install.yaml: Argo CD runs as pods.

@@ -44,8 +44,7 @@ const (
 // (--pull-model-registration-grace). Both hub Applications, their ManifestWorks, the spoke
 // Applications and the Deployments keep their UIDs.
 func testPullModelSurvivesAnOutage(t *testing.T, s *suite) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
+	ctx := ctxFor(t)
 	s.labelClusters(t)
 	c := s.f.Clusters()[0]
 	s.stockWorkAgentRights(t, []string{c})

@@ -23,8 +23,7 @@ import (
 // `kubectl rollout status` decides), with an Unhealthy event naming the probe; putting the
 // chart's probe back completes the rollout.
 func testManagerPodSpec(t *testing.T, s *suite) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := ctxFor(t)
 	var services []string
 	// The release's own: the scenarios put other Services there (a principal's, with no pod).
 	release := map[string]string{"app.kubernetes.io/instance": testenv.ChartRelease}

@@ -59,8 +59,7 @@ const (
 // Applications reach the clusters, and the fed-back status moves its steps forward. Taking a cluster out
 // of the Placement removes its Application, ManifestWork and workload.
 func testPullModelApplicationSet(t *testing.T, s *suite) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
+	ctx := ctxFor(t)
 	s.labelClusters(t)
 	clusters := s.f.Clusters()
 	s.stockWorkAgentRights(t, clusters)
@@ -267,8 +266,7 @@ spec:
 // work agent feeds the annotation it writes back, and the ApplicationSet report lists the
 // guestbook's Deployment and Service.
 func (s *suite) reportListsTheObjects(t *testing.T, clusters []string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := ctxFor(t)
 	for _, c := range clusters {
 		uninstall, err := nodeapps.InstallResourceReporter(ctx, s.f, c, s.managerBin, s.reloaderImg, s.spokeArgoCD(c))
 		// Later scenarios of the lane use these namespaces.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -616,28 +617,53 @@ func (r *Reconciler) apply(ctx context.Context, have, want *workv1.ManifestWork)
 	if !NeedsUpdate(have, want) {
 		return false, nil
 	}
-	w := have.DeepCopy()
-	if w.Labels == nil {
-		w.Labels = map[string]string{}
+	labels, annotations := maps.Clone(have.Labels), maps.Clone(have.Annotations)
+	if labels == nil {
+		labels = map[string]string{}
 	}
-	if w.Annotations == nil {
-		w.Annotations = map[string]string{}
+	if annotations == nil {
+		annotations = map[string]string{}
 	}
-	delete(w.Labels, pullmodel.LabelApplicationSet)
-	delete(w.Annotations, pullmodel.AnnotationApplicationSet)
-	delete(w.Annotations, pullmodel.AnnotationOperationRequest)
-	delete(w.Annotations, pullmodel.AnnotationOperationBaseline)
-	delete(w.Annotations, pullmodel.AnnotationRefreshBaseline)
-	for k, v := range want.Labels {
-		w.Labels[k] = v
+	delete(labels, pullmodel.LabelApplicationSet)
+	delete(annotations, pullmodel.AnnotationApplicationSet)
+	delete(annotations, pullmodel.AnnotationOperationRequest)
+	delete(annotations, pullmodel.AnnotationOperationBaseline)
+	delete(annotations, pullmodel.AnnotationRefreshBaseline)
+	maps.Copy(labels, want.Labels)
+	maps.Copy(annotations, want.Annotations)
+	patch, err := replaceSpec(have.ResourceVersion, labels, annotations, want.Spec)
+	if err != nil {
+		return false, err
 	}
-	for k, v := range want.Annotations {
-		w.Annotations[k] = v
-	}
-	w.Spec = want.Spec
-	log.FromContext(ctx).Info("updating ManifestWork", "namespace", w.Namespace, "name", w.Name)
-	err = r.Client.Update(ctx, w)
+	log.FromContext(ctx).Info("updating ManifestWork", "namespace", have.Namespace, "name", have.Name)
+	err = r.Client.Patch(ctx, metadataOf(have), patch)
 	return err == nil, err
+}
+
+// replaceSpec is the update of a ManifestWork's labels, annotations and spec, at
+// resourceVersion, as a JSON patch: sent to metadataOf the ManifestWork, the API server answers
+// with its metadata only, where an update's answer is the whole ManifestWork, status included,
+// decoded into an object nobody reads (most of what a delivery allocated). A patch that sets
+// the resourceVersion the ManifestWork no longer has is refused with a conflict, as an update.
+func replaceSpec(resourceVersion string, labels, annotations map[string]string, spec workv1.ManifestWorkSpec) (client.Patch, error) {
+	ops := []map[string]any{
+		{"op": "replace", "path": "/metadata/resourceVersion", "value": resourceVersion},
+		{"op": "add", "path": "/metadata/labels", "value": labels},
+		{"op": "add", "path": "/metadata/annotations", "value": annotations},
+		{"op": "add", "path": "/spec", "value": spec},
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	return client.RawPatch(types.JSONPatchType, data), nil
+}
+
+// metadataOf is a ManifestWork's name as a target whose writes are answered with its metadata.
+func metadataOf(w *workv1.ManifestWork) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name}}
+	m.SetGroupVersionKind(workv1.SchemeGroupVersion.WithKind("ManifestWork"))
+	return m
 }
 
 // deleteWorks deletes the ManifestWorks the pull model made from the Application key, except

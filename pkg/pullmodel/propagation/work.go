@@ -528,8 +528,7 @@ func Operation(w *workv1.ManifestWork) map[string]any {
 // OperationAsSent returns the sync request a ManifestWork carries, with the info entry that
 // names it, or nil.
 func OperationAsSent(w *workv1.ManifestWork) map[string]any {
-	op, _ := payload(w)["operation"].(map[string]any)
-	return op
+	return sentRequests(w).Operation
 }
 
 // named returns op with an info entry naming the request (and no other entry of that name).
@@ -619,10 +618,28 @@ func OperationShown(app *unstructured.Unstructured, fb map[string]string) bool {
 
 // Refresh returns the refresh request a ManifestWork carries, and whether it carries one.
 func Refresh(w *workv1.ManifestWork) (string, bool) {
-	meta, _ := payload(w)["metadata"].(map[string]any)
-	annotations, _ := meta["annotations"].(map[string]any)
-	v, ok := annotations[pullmodel.AnnotationRefresh].(string)
+	v, ok := sentRequests(w).Metadata.Annotations[pullmodel.AnnotationRefresh].(string)
 	return v, ok
+}
+
+// requests are the parts of a ManifestWork's Application manifest that carry the hub's
+// requests: its sync request and its annotations.
+type requests struct {
+	Operation map[string]any `json:"operation"`
+	Metadata  struct {
+		Annotations map[string]any `json:"annotations"`
+	} `json:"metadata"`
+}
+
+// sentRequests decodes the requests of a ManifestWork's Application manifest and skips the
+// rest: the status controller reads them at each feedback change of every Application, and
+// the whole manifest decoded was most of what that comparison allocated.
+func sentRequests(w *workv1.ManifestWork) requests {
+	var r requests
+	if len(w.Spec.Workload.Manifests) == 0 || json.Unmarshal(w.Spec.Workload.Manifests[0].Raw, &r) != nil {
+		return requests{}
+	}
+	return r
 }
 
 func payload(w *workv1.ManifestWork) map[string]any {

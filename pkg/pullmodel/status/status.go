@@ -99,10 +99,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	// A conflict (the Application changed since the cache saw it) is retried with backoff. The
-	// answer is decoded into an object of its own, never into the cache's.
-	target := pullmodel.NewApplication()
-	target.SetNamespace(app.GetNamespace())
-	target.SetName(app.GetName())
+	// answer is decoded into an object of its own, never into the cache's, and is its metadata
+	// only: nothing reads it, and the whole Application decoded was a third of what a write
+	// allocated.
+	target := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: app.GetNamespace(), Name: app.GetName()}}
+	target.SetGroupVersionKind(pullmodel.ArgoGroupVersion.WithKind("Application"))
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, data)))
 }
 
@@ -158,8 +159,11 @@ func Patch(app *unstructured.Unstructured, w *workv1.ManifestWork) map[string]an
 //
 // project, when not nil, is the ManifestWork that carries the Application's AppProject to the
 // cluster: the work agent's failure to apply it is the Application's too.
+//
+// The patch may share values with app: it is for encoding, not for changing.
 func PatchWithProject(app *unstructured.Unstructured, w, project *workv1.ManifestWork) map[string]any {
 	fb := propagation.FeedbackValues(w)
+	lists, whole := propagation.FeedbackLists(w)
 	clear := clearOperation(app, w, fb)
 	out := map[string]any{}
 	want := map[string]any{}
@@ -168,7 +172,7 @@ func PatchWithProject(app *unstructured.Unstructured, w, project *workv1.Manifes
 			// A multi-source Application's revisions, when they come back whole; else none,
 			// rather than a partial list progressive sync would pin its syncs to.
 			sync := map[string]any{"status": v, "revision": orNull(fb[propagation.FeedbackRevision]), "revisions": nil}
-			if lists, whole := propagation.FeedbackLists(w); whole[propagation.FeedbackSyncRevisions] {
+			if whole[propagation.FeedbackSyncRevisions] {
 				revs := make([]any, 0, len(lists[propagation.FeedbackSyncRevisions]))
 				for _, r := range lists[propagation.FeedbackSyncRevisions] {
 					revs = append(revs, r)
@@ -191,7 +195,9 @@ func PatchWithProject(app *unstructured.Unstructured, w, project *workv1.Manifes
 			op := map[string]any{"phase": phase, "startedAt": started, "finishedAt": orNull(fb[propagation.FeedbackOperationEnded]), "message": orNull(truncate(fb[propagation.FeedbackOperationMessage]))}
 			// Required by the CRD: the request this operation runs, named, when it is the
 			// ManifestWork's, else what was recorded before.
-			have, _, _ := unstructured.NestedMap(app.Object, "status", "operationState", "operation")
+			// Read in place: the patch is only encoded.
+			shown, _, _ := unstructured.NestedFieldNoCopy(app.Object, "status", "operationState", "operation")
+			have, _ := shown.(map[string]any)
 			if sent := propagation.OperationAsSent(w); sent != nil && propagation.RunsSentRequest(w, fb) {
 				have = sent
 			}
@@ -209,7 +215,7 @@ func PatchWithProject(app *unstructured.Unstructured, w, project *workv1.Manifes
 			status[k] = v
 		}
 	}
-	if conds, changed := conditions(app, w, project, fb); changed {
+	if conds, changed := conditions(app, w, project, fb, lists); changed {
 		status["conditions"] = conds
 	}
 	if res, changed := resources(app, fb); changed {
@@ -245,9 +251,12 @@ func truncate(s string) string { return pullmodel.Truncate(s, MaxMessageBytes) }
 // OCM's work agent could not apply the Application (forbidden, missing CRD or namespace), a
 // pullmodel.ConditionApplyError saying so. The hub's own delivery condition, which the
 // propagation controller writes, is kept as it is.
-func conditions(app *unstructured.Unstructured, w, project *workv1.ManifestWork, fb map[string]string) ([]any, bool) {
+func conditions(app *unstructured.Unstructured, w, project *workv1.ManifestWork, fb map[string]string, lists map[string][]string) ([]any, bool) {
 	var delivery, mine []any
-	for _, c := range pullmodel.Conditions(app) {
+	// Read in place, as the patch that may carry them is only encoded.
+	shown, _, _ := unstructured.NestedFieldNoCopy(app.Object, "status", "conditions")
+	have, _ := shown.([]any)
+	for _, c := range have {
 		if m, _ := c.(map[string]any); m["type"] == pullmodel.ConditionDeliveryError {
 			delivery = append(delivery, c)
 		} else {
@@ -270,7 +279,6 @@ func conditions(app *unstructured.Unstructured, w, project *workv1.ManifestWork,
 		want = append(want, c)
 		byType[t] = true
 	}
-	lists, _ := propagation.FeedbackLists(w)
 	types, messages, times := lists[propagation.FeedbackConditionTypes], lists[propagation.FeedbackConditionMessages], lists[propagation.FeedbackConditionTimes]
 	for i, t := range types {
 		if len(want) >= maxConditions {
@@ -301,12 +309,7 @@ func conditions(app *unstructured.Unstructured, w, project *workv1.ManifestWork,
 			"lastTransitionTime": at,
 		})
 	}
-	if len(want) == 0 && len(mine) == 0 {
-		return nil, false
-	}
-	x, _ := json.Marshal(want)
-	y, _ := json.Marshal(mine)
-	if bytes.Equal(x, y) {
+	if len(want) == 0 && len(mine) == 0 || sameJSON(want, mine) {
 		return nil, false
 	}
 	return append(delivery, want...), true
@@ -327,30 +330,106 @@ func resources(app *unstructured.Unstructured, fb map[string]string) (any, bool)
 	if err != nil {
 		listed = nil
 	}
-	var want []any
-	size := 2
+	fit, size := 0, 2
 	for _, r := range listed {
-		item := map[string]any{"version": r.Version, "kind": r.Kind, "name": r.Name}
-		if r.Group != "" {
-			item["group"] = r.Group
-		}
-		if r.Namespace != "" {
-			item["namespace"] = r.Namespace
-		}
-		raw, _ := json.Marshal(item)
+		raw, _ := json.Marshal(resourceItem{Group: r.Group, Kind: r.Kind, Name: r.Name, Namespace: r.Namespace, Version: r.Version})
 		if size+len(raw)+1 > MaxResourcesBytes {
 			break
 		}
 		size += len(raw) + 1
-		want = append(want, item)
+		fit++
 	}
-	have, _, _ := unstructured.NestedSlice(app.Object, "status", "resources")
-	if len(want) == 0 {
+	listed = listed[:fit]
+	// Read in place and compared item by item: this runs at each feedback change of every
+	// Application, and the list is built only when it is to be written.
+	shown, _, _ := unstructured.NestedFieldNoCopy(app.Object, "status", "resources")
+	have, _ := shown.([]any)
+	if len(listed) == 0 {
 		return nil, len(have) > 0
 	}
-	x, _ := json.Marshal(want)
-	y, _ := json.Marshal(have)
-	return want, !bytes.Equal(x, y)
+	if len(have) == len(listed) {
+		same := true
+		for i, r := range listed {
+			same = same && shows(have[i], r)
+		}
+		if same {
+			return nil, false
+		}
+	}
+	want := make([]any, 0, len(listed))
+	for _, r := range listed {
+		want = append(want, resourceMap(r))
+	}
+	return want, true
+}
+
+// resourceItem is an item of status.resources as resourceMap writes it, for its size: the
+// fields in the order a map's keys are encoded.
+type resourceItem struct {
+	Group     string `json:"group,omitempty"`
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+	Version   string `json:"version"`
+}
+
+// resourceMap is the item of status.resources that names r.
+func resourceMap(r resourcelist.Resource) map[string]any {
+	item := map[string]any{"version": r.Version, "kind": r.Kind, "name": r.Name}
+	if r.Group != "" {
+		item["group"] = r.Group
+	}
+	if r.Namespace != "" {
+		item["namespace"] = r.Namespace
+	}
+	return item
+}
+
+// shows reports whether an item of the hub's status.resources is resourceMap(r).
+func shows(item any, r resourcelist.Resource) bool {
+	m, ok := item.(map[string]any)
+	if !ok {
+		return false
+	}
+	keys := 3
+	if r.Group != "" {
+		keys++
+	}
+	if r.Namespace != "" {
+		keys++
+	}
+	return len(m) == keys && m["version"] == any(r.Version) && m["kind"] == any(r.Kind) && m["name"] == any(r.Name) &&
+		(r.Group == "" || m["group"] == any(r.Group)) && (r.Namespace == "" || m["namespace"] == any(r.Namespace))
+}
+
+// sameJSON reports whether a and b encode to the same JSON. Strings, maps and lists, which is
+// what a status holds, are compared without encoding them.
+func sameJSON(a, b any) bool {
+	switch x := a.(type) {
+	case string:
+		if y, ok := b.(string); ok {
+			return x == y
+		}
+	case map[string]any:
+		if y, ok := b.(map[string]any); ok {
+			if (x == nil) != (y == nil) || len(x) != len(y) {
+				return false
+			}
+			for k, v := range x {
+				if w, found := y[k]; !found || !sameJSON(v, w) {
+					return false
+				}
+			}
+			return true
+		}
+	case []any:
+		if y, ok := b.([]any); ok {
+			return (x == nil) == (y == nil) && slices.EqualFunc(x, y, sameJSON)
+		}
+	}
+	x, errA := json.Marshal(a)
+	y, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(x, y)
 }
 
 // applyFailure reports the work agent's failure to apply the ManifestWork's Application, or
@@ -394,9 +473,7 @@ func applyFailure(w, project *workv1.ManifestWork) (string, string, bool) {
 func subset(want, have any) bool {
 	wm, ok := want.(map[string]any)
 	if !ok {
-		x, errW := json.Marshal(want)
-		y, errH := json.Marshal(have)
-		return errW == nil && errH == nil && bytes.Equal(x, y)
+		return sameJSON(want, have)
 	}
 	hm, ok := have.(map[string]any)
 	if !ok {

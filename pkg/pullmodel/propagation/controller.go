@@ -661,9 +661,10 @@ func replaceSpec(resourceVersion string, labels, annotations map[string]string, 
 
 // metadataOf is a ManifestWork's name as a target whose writes are answered with its metadata.
 func metadataOf(w *workv1.ManifestWork) *metav1.PartialObjectMetadata {
-	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name}}
-	m.SetGroupVersionKind(workv1.SchemeGroupVersion.WithKind("ManifestWork"))
-	return m
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: workv1.GroupVersion.String(), Kind: "ManifestWork"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.Namespace, Name: w.Name},
+	}
 }
 
 // deleteWorks deletes the ManifestWorks the pull model made from the Application key, except

@@ -46,15 +46,7 @@ func TestReadingFeedbackCopiesNothing(t *testing.T) {
 		if err := c.Create(ctx, w); err != nil {
 			t.Fatal(err)
 		}
-		w.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
-			ResourceMeta: workv1.ManifestResourceMeta{Group: pullmodel.ArgoGroupVersion.Group, Version: pullmodel.ArgoGroupVersion.Version, Kind: "Application", Resource: "applications", Namespace: pulltest.ArgoNS, Name: app.GetName()},
-			StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
-				{Name: propagation.FeedbackHealth, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To("Healthy")}},
-				{Name: propagation.FeedbackSync, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To("Synced")}},
-				{Name: propagation.FeedbackRevision, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To("0123456789abcdef")}},
-			}},
-			Conditions: []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestComplete", Message: "Apply manifest complete", LastTransitionTime: metav1.Now()}},
-		}}
+		w.Status.ResourceStatus.Manifests = syncedAndHealthy(app)
 		if err := c.Status().Update(ctx, w); err != nil {
 			t.Fatal(err)
 		}
@@ -118,14 +110,7 @@ func TestStatusWriteIsAnsweredWithMetadata(t *testing.T) {
 	if err := env.Client.Create(ctx, w); err != nil {
 		t.Fatal(err)
 	}
-	w.Status.ResourceStatus.Manifests = []workv1.ManifestCondition{{
-		ResourceMeta: workv1.ManifestResourceMeta{Group: pullmodel.ArgoGroupVersion.Group, Version: pullmodel.ArgoGroupVersion.Version, Kind: "Application", Resource: "applications", Namespace: pulltest.ArgoNS, Name: app.GetName()},
-		StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
-			{Name: propagation.FeedbackHealth, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To("Healthy")}},
-			{Name: propagation.FeedbackSync, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To("Synced")}},
-		}},
-		Conditions: []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestComplete", Message: "Apply manifest complete", LastTransitionTime: metav1.Now()}},
-	}}
+	w.Status.ResourceStatus.Manifests = syncedAndHealthy(app)
 	if err := env.Client.Status().Update(ctx, w); err != nil {
 		t.Fatal(err)
 	}
@@ -154,4 +139,18 @@ func TestStatusWriteIsAnsweredWithMetadata(t *testing.T) {
 			t.Errorf("a status write asked for the whole Application back (Accept: %s)", accept)
 		}
 	}
+}
+
+// syncedAndHealthy is the status OCM's work agent reports for the ManifestWork of app once the
+// spoke's Argo CD has synced it.
+func syncedAndHealthy(app *unstructured.Unstructured) []workv1.ManifestCondition {
+	return []workv1.ManifestCondition{{
+		ResourceMeta: workv1.ManifestResourceMeta{Group: pullmodel.ArgoGroupVersion.Group, Version: pullmodel.ArgoGroupVersion.Version, Kind: "Application", Resource: "applications", Namespace: pulltest.ArgoNS, Name: app.GetName()},
+		StatusFeedbacks: workv1.StatusFeedbackResult{Values: []workv1.FeedbackValue{
+			{Name: propagation.FeedbackHealth, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To("Healthy")}},
+			{Name: propagation.FeedbackSync, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To("Synced")}},
+			{Name: propagation.FeedbackRevision, Value: workv1.FieldValue{Type: workv1.String, String: ptr.To("0123456789abcdef")}},
+		}},
+		Conditions: []metav1.Condition{{Type: workv1.ManifestApplied, Status: metav1.ConditionTrue, Reason: "AppliedManifestComplete", Message: "Apply manifest complete", LastTransitionTime: metav1.Now()}},
+	}}
 }

@@ -42,9 +42,10 @@ var (
 )
 
 // ctxFor is the context for a scenario's API calls, its clean-ups included: it ends after
-// them. Each wait has a timeout of its own and each request the clients' requestTimeout; a
-// budget for the whole scenario on top failed a long scenario on a slow machine with every
-// step inside its own time.
+// them. Each wait has a timeout of its own, and each request of the suite's clients (s.hub,
+// s.spokes, s.clientset) the requestTimeout; a client made for a watch has none, its waits
+// bound it. A budget for the whole scenario on top failed a long scenario on a slow machine
+// with every step inside its own time.
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -81,9 +81,9 @@ func (s *suite) logArgoCDTail(t *testing.T, cluster, component string) {
 // controller-runtime's client does not do (logs).
 func (s *suite) clientset(cluster string) (kubernetes.Interface, error) {
 	if cluster == "hub" {
-		return kubernetes.NewForConfig(s.f.HubConfig())
+		return kubernetes.NewForConfig(withRequestTimeout(s.f.HubConfig()))
 	}
-	return kubernetes.NewForConfig(s.f.SpokeConfig(cluster))
+	return kubernetes.NewForConfig(withRequestTimeout(s.f.SpokeConfig(cluster)))
 }
 
 // managerLog is the manager's log so far.

@@ -133,8 +133,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	key := pullmodel.AppKey(req.Namespace, req.Name)
 	// Every read of a reconcile is from a cache and without a copy (the Application, its
 	// ManifestWorks, the cluster, bindings, sets and AppProject the checks read), read only: a
-	// write starts from a copy (apply, dropProject) or decodes the answer into an object of its
-	// own (patchApplication, sealLegacy); SpokeProject copies what it takes from a project. This
+	// write starts from a copy (dropProject; apply copies the labels and annotations it changes)
+	// or decodes the answer into an object of its own (patchApplication, sealLegacy, apply's
+	// metadata); SpokeProject copies what it takes from a project. This
 	// runs at every change of every Application.
 	app := pullmodel.NewApplication()
 	if err := r.Cache.Get(ctx, req.NamespacedName, app, client.UnsafeDisableDeepCopy); err != nil {

@@ -142,3 +142,19 @@ func TestEqualRequestsRunWithinOneSecondAreTold(t *testing.T) {
 		app.SetResourceVersion(fmt.Sprint(105 + 10*round))
 	}
 }
+
+// TestRequestsReadPastAFieldOfAnotherType: the requests of a manifest are read as the whole
+// manifest decoded gave them: a field of another type (an operation that is not an object)
+// leaves the refresh request readable.
+func TestRequestsReadPastAFieldOfAnotherType(t *testing.T) {
+	w := &workv1.ManifestWork{}
+	w.Spec.Workload.Manifests = []workv1.Manifest{{}}
+	w.Spec.Workload.Manifests[0].Raw = []byte(`{"apiVersion":"argoproj.io/v1alpha1","kind":"Application","operation":"sync",` +
+		`"metadata":{"annotations":{"` + pullmodel.AnnotationRefresh + `":"normal"}},"spec":{"project":"default"}}`)
+	if v, ok := Refresh(w); !ok || v != "normal" {
+		t.Errorf("refresh request %q (found %v), want normal", v, ok)
+	}
+	if op := OperationAsSent(w); op != nil {
+		t.Errorf("operation %v, want none", op)
+	}
+}

@@ -9,13 +9,15 @@ import (
 	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
 )
 
 // TestManifestWorkUpdate: a changed Application rewrites its ManifestWork's spec, labels and
 // annotations at the version it read: a ManifestWork changed since is refused with a conflict
-// (retried from the cache's newer copy), labels others put on it stay, and the API server
+// (retried from the cache's newer copy), labels others put on it stay, the annotations the
+// pull model no longer wants go, and the API server
 // answers with the ManifestWork's metadata only, not the whole object with its status, which
 // nothing reads.
 func TestManifestWorkUpdate(t *testing.T) {
@@ -45,9 +47,11 @@ func TestManifestWorkUpdate(t *testing.T) {
 		t.Fatal("the changed Application's ManifestWork needs no update")
 	}
 
-	// Someone else's label, written after the reconcile read the ManifestWork.
+	// Someone else's label, and a sync request the Application no longer has, written after
+	// the reconcile read the ManifestWork.
 	stale := have.DeepCopy()
 	have.Labels["example.com/other"] = "kept"
+	have.Annotations[pullmodel.AnnotationOperationRequest] = "100"
 	if err := env.Client.Update(ctx, have); err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +70,9 @@ func TestManifestWorkUpdate(t *testing.T) {
 	}
 	if got.Labels["example.com/other"] != "kept" {
 		t.Errorf("labels %v: the other writer's label went", got.Labels)
+	}
+	if _, ok := got.Annotations[pullmodel.AnnotationOperationRequest]; ok {
+		t.Errorf("annotations %v: the name of a sync request the Application no longer has stayed", got.Annotations)
 	}
 	accepts := c.Accepts()
 	if len(accepts) != 2 {

@@ -7,6 +7,7 @@ package propagation
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -636,7 +637,13 @@ type requests struct {
 // the whole manifest decoded was most of what that comparison allocated.
 func sentRequests(w *workv1.ManifestWork) requests {
 	var r requests
-	if len(w.Spec.Workload.Manifests) == 0 || json.Unmarshal(w.Spec.Workload.Manifests[0].Raw, &r) != nil {
+	if len(w.Spec.Workload.Manifests) == 0 {
+		return r
+	}
+	// A field of another type is skipped and the rest still decoded, as the whole manifest
+	// decoded into a map gave every other field.
+	var typeErr *json.UnmarshalTypeError
+	if err := json.Unmarshal(w.Spec.Workload.Manifests[0].Raw, &r); err != nil && !errors.As(err, &typeErr) {
 		return requests{}
 	}
 	return r

@@ -198,8 +198,10 @@ func PatchWithProject(app *unstructured.Unstructured, w, project *workv1.Manifes
 			// Read in place: the patch is only encoded.
 			shown, _, _ := unstructured.NestedFieldNoCopy(app.Object, "status", "operationState", "operation")
 			have, _ := shown.(map[string]any)
-			if sent := propagation.OperationAsSent(w); sent != nil && propagation.RunsSentRequest(w, fb) {
-				have = sent
+			if propagation.RunsSentRequest(w, fb) {
+				if sent := propagation.OperationAsSent(w); sent != nil {
+					have = sent
+				}
 			}
 			if have == nil {
 				have = map[string]any{}

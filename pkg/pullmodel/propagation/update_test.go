@@ -25,17 +25,7 @@ func TestManifestWorkUpdate(t *testing.T) {
 	c := pulltest.NewPatchAnswers(t, env)
 	r := &propagation.Reconciler{Client: c}
 
-	app := pulltest.NewApp("guestbook", "cluster-1")
-	if err := env.Client.Create(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	have, err := propagation.Build(propagation.Input{App: app})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, have); err != nil {
-		t.Fatal(err)
-	}
+	app, have := pulltest.CreateDelivered(ctx, t, env.Client, "guestbook", "cluster-1")
 	if err := unstructured.SetNestedField(app.Object, "v2", "spec", "source", "targetRevision"); err != nil {
 		t.Fatal(err)
 	}

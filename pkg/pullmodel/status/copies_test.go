@@ -33,19 +33,9 @@ func TestReadingFeedbackCopiesNothing(t *testing.T) {
 	c := env.Client
 	var names []types.NamespacedName
 	for i := range apps {
-		app := pulltest.NewApp(fmt.Sprintf("app-%03d", i), "cluster-1")
-		if err := c.Create(ctx, app); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, types.NamespacedName{Namespace: app.GetNamespace(), Name: app.GetName()})
 		// Its ManifestWork as the manager writes it, with the feedback OCM's work agent reports.
-		w, err := propagation.Build(propagation.Input{App: app})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.Create(ctx, w); err != nil {
-			t.Fatal(err)
-		}
+		app, w := pulltest.CreateDelivered(ctx, t, c, fmt.Sprintf("app-%03d", i), "cluster-1")
+		names = append(names, types.NamespacedName{Namespace: app.GetNamespace(), Name: app.GetName()})
 		w.Status.ResourceStatus.Manifests = syncedAndHealthy(app)
 		if err := c.Status().Update(ctx, w); err != nil {
 			t.Fatal(err)
@@ -99,17 +89,7 @@ func TestReadingFeedbackCopiesNothing(t *testing.T) {
 // a third of what a write allocated while an ApplicationSet rolled.
 func TestStatusWriteIsAnsweredWithMetadata(t *testing.T) {
 	env, ctx := pulltest.StartOwnEnv(t, pulltest.ArgoNS, "cluster-1")
-	app := pulltest.NewApp("guestbook", "cluster-1")
-	if err := env.Client.Create(ctx, app); err != nil {
-		t.Fatal(err)
-	}
-	w, err := propagation.Build(propagation.Input{App: app})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, w); err != nil {
-		t.Fatal(err)
-	}
+	app, w := pulltest.CreateDelivered(ctx, t, env.Client, "guestbook", "cluster-1")
 	w.Status.ResourceStatus.Manifests = syncedAndHealthy(app)
 	if err := env.Client.Status().Update(ctx, w); err != nil {
 		t.Fatal(err)

@@ -349,14 +349,8 @@ func resources(app *unstructured.Unstructured, fb map[string]string) (any, bool)
 	if len(listed) == 0 {
 		return nil, len(have) > 0
 	}
-	if len(have) == len(listed) {
-		same := true
-		for i, r := range listed {
-			same = same && shows(have[i], r)
-		}
-		if same {
-			return nil, false
-		}
+	if slices.EqualFunc(have, listed, shows) {
+		return nil, false
 	}
 	want := make([]any, 0, len(listed))
 	for _, r := range listed {

@@ -18,8 +18,8 @@ import (
 
 // TestApplicationSetReport: the report of an ApplicationSet lists each cluster its
 // Applications are delivered to, with sync and health from the ManifestWork feedback and a
-// summary; it follows an Application leaving, costs no write when nothing changed, and goes
-// with the ApplicationSet.
+// summary; it follows an Application leaving, costs no write when nothing changed, undoes
+// another writer's edit, and goes with the ApplicationSet.
 func TestApplicationSetReport(t *testing.T) {
 	ctx := context.Background()
 	s.CreateCluster(t, "rep1", true)
@@ -71,6 +71,22 @@ func TestApplicationSetReport(t *testing.T) {
 	if m2 := s.Writes(t)["multiclusterapplicationsetreports"]; m2 != m {
 		t.Errorf("unchanged feedback cost %d report writes, want 0", m2-m)
 	}
+
+	// Another writer's edit, with no ManifestWork changed, is undone.
+	if err := s.Client.Get(ctx, key, rep); err != nil {
+		t.Fatal(err)
+	}
+	rep.Statuses.Summary.Clusters = "99"
+	rep.Statuses.ClusterConditions = rep.Statuses.ClusterConditions[:1]
+	if err := s.Client.Update(ctx, rep); err != nil {
+		t.Fatal(err)
+	}
+	poll.UntilState(t, "the edited report made again", 10*time.Second, func(ctx context.Context) (bool, string) {
+		if err := s.Client.Get(ctx, key, rep); err != nil {
+			return false, err.Error()
+		}
+		return rep.Statuses.Summary.Clusters == "2" && len(rep.Statuses.ClusterConditions) == 2, fmt.Sprintf("%+v", rep.Statuses)
+	})
 
 	if err := s.Client.Delete(ctx, s.GetApp(t, names[1])); err != nil {
 		t.Fatal(err)

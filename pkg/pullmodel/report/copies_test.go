@@ -27,8 +27,9 @@ import (
 // TestRebuildingAReportCopiesNoManifestWork: a report is rebuilt at each change of any of its
 // ApplicationSet's ManifestWorks, reading all of them. It copied each one from the cache every
 // time, and decoded each one's feedback and resource list again: while an ApplicationSet
-// rolled, most of what the pull model allocated. A rebuild with nothing changed reads the
-// ManifestWorks without copies and makes none of their rows again.
+// rolled, most of what the pull model allocated. A rebuild with nothing changed since the last
+// (the one each write of the report wakes) reads the ManifestWorks without copies and makes
+// neither their rows nor the report again.
 func TestRebuildingAReportCopiesNoManifestWork(t *testing.T) {
 	// An API server of its own: the package's manager would rebuild the report too.
 	const works, clusters = 200, 20
@@ -119,10 +120,11 @@ func TestRebuildingAReportCopiesNoManifestWork(t *testing.T) {
 		}
 	})
 	perWork := float64(allocated) / works
-	t.Logf("a rebuild of a report of %d ManifestWorks allocated %.0f bytes per ManifestWork", works, perWork)
-	// About 4.5 KB (the entries and the object list sorted, measured and compared); making each
-	// row again took 3.3 KB more, a copy of each ManifestWork more again.
-	if perWork > 6000 {
-		t.Errorf("a rebuild allocated %.0f bytes per ManifestWork: it copies them, or makes their rows again", perWork)
+	t.Logf("a rebuild of a report of %d ManifestWorks, none changed, allocated %.0f bytes per ManifestWork", works, perWork)
+	// About 450 bytes: the list of ManifestWorks read from the cache. Making the report again,
+	// measuring and comparing it, took 4.5 KB more; making each row again 3.3 KB more again,
+	// and a copy of each ManifestWork more again.
+	if perWork > 1000 {
+		t.Errorf("a rebuild with nothing changed allocated %.0f bytes per ManifestWork: it copies them, makes their rows again, or makes the report again", perWork)
 	}
 }

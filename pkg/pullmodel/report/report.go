@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,6 +140,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Cache.List(ctx, works, client.MatchingFields{pullmodel.IndexWorkByApplicationSet: req.Namespace + "/" + req.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
+	// Decided before anything is built: a rebuild follows every write of the report (its own
+	// included), and most find the ManifestWorks and the report as the last one left them.
+	if exists && r.memo.unchanged(req.NamespacedName, works.Items, have.ResourceVersion) {
+		return ctrl.Result{}, nil
+	}
 	want := fromRows(r.memo.rows(req.NamespacedName, works.Items, func(w *workv1.ManifestWork) bool { return propagation.Owned(r.Sealer, w) }))
 	if !exists {
 		rep := &reportv1alpha1.MulticlusterApplicationSetReport{
@@ -154,14 +158,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			},
 			Statuses: want,
 		}
-		return ctrl.Result{}, client.IgnoreAlreadyExists(r.Client.Create(ctx, rep))
+		if err := r.Client.Create(ctx, rep); err != nil {
+			return ctrl.Result{}, client.IgnoreAlreadyExists(err)
+		}
+		r.memo.shown(req.NamespacedName, rep.ResourceVersion)
+		return ctrl.Result{}, nil
 	}
 	labels := reportLabels(req.Namespace, req.Name)
 	labelsOK := true
 	for k, v := range labels {
 		labelsOK = labelsOK && have.Labels[k] == v
 	}
-	if equality.Semantic.DeepEqual(have.Statuses, want) && labelsOK {
+	if sameStatuses(have.Statuses, want) && labelsOK {
+		r.memo.shown(req.NamespacedName, have.ResourceVersion)
 		return ctrl.Result{}, nil
 	}
 	upd := &reportv1alpha1.MulticlusterApplicationSetReport{TypeMeta: have.TypeMeta, ObjectMeta: *have.ObjectMeta.DeepCopy(), Statuses: want}
@@ -169,7 +178,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		upd.Labels = map[string]string{}
 	}
 	maps.Copy(upd.Labels, labels)
-	return ctrl.Result{}, r.Client.Update(ctx, upd)
+	if err := r.Client.Update(ctx, upd); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.memo.shown(req.NamespacedName, upd.ResourceVersion)
+	return ctrl.Result{}, nil
+}
+
+// sameStatuses reports whether two reports' statuses are equal as equality.Semantic.DeepEqual
+// decides (an empty list equals a missing one), without reflection: the report a rebuild made
+// is compared with the cached one at every rebuild, and the reflective comparison allocated
+// more than the rebuild itself.
+func sameStatuses(a, b reportv1alpha1.AppConditions) bool {
+	return a.OmittedResources == b.OmittedResources && a.OmittedClusters == b.OmittedClusters && a.Summary == b.Summary &&
+		slices.Equal(a.Resources, b.Resources) && slices.EqualFunc(a.ClusterConditions, b.ClusterConditions, sameEntry)
+}
+
+// sameEntry compares every field of two entries; TestSameStatusesAgreesWithDeepEqual fails when
+// a field is added and not compared here.
+func sameEntry(a, b reportv1alpha1.ClusterCondition) bool {
+	return a.Cluster == b.Cluster && a.App == b.App && a.SyncStatus == b.SyncStatus && a.HealthStatus == b.HealthStatus &&
+		a.OperationStateStartedAt == b.OperationStateStartedAt && a.OperationStatePhase == b.OperationStatePhase &&
+		a.SyncRevision == b.SyncRevision && slices.Equal(a.Conditions, b.Conditions)
 }
 
 // Build computes a report's statuses from the ManifestWorks of an ApplicationSet's
@@ -245,7 +275,13 @@ func rowOf(w *workv1.ManifestWork) row {
 func fromRows(rows []row) reportv1alpha1.AppConditions {
 	out := reportv1alpha1.AppConditions{ClusterConditions: make([]reportv1alpha1.ClusterCondition, 0, len(rows))}
 	var synced, healthy, inProgress int
-	resources := map[reportv1alpha1.ResourceRef]bool{}
+	// Every row's objects in one list, sorted and made distinct below: a list sized once costs
+	// a rebuild less than a set grown object by object and then listed.
+	listed := 0
+	for _, r := range rows {
+		listed += len(r.resources)
+	}
+	resources := make([]reportv1alpha1.ResourceRef, 0, listed)
 	for _, r := range rows {
 		c := r.entry
 		// Each entry's conditions its own: the rows are kept for the next rebuild.
@@ -254,9 +290,7 @@ func fromRows(rows []row) reportv1alpha1.AppConditions {
 		if r.encoded != "" {
 			refs, _ = refsOf(r.encoded)
 		}
-		for _, ref := range refs {
-			resources[ref] = true
-		}
+		resources = append(resources, refs...)
 		if c.SyncStatus == "Synced" {
 			synced++
 		}
@@ -289,50 +323,105 @@ func fromRows(rows []row) reportv1alpha1.AppConditions {
 // and makes again only the rows of those that changed (checking a ManifestWork's seal and
 // decoding its cluster's feedback and resource list were most of a rebuild). Each rebuild
 // keeps exactly its ManifestWorks' rows, so a deleted one's row goes with the next rebuild, and
-// a deleted ApplicationSet's with its report.
+// a deleted ApplicationSet's with its report. It also keeps the version of the report that
+// showed those rows, so that a rebuild with nothing new does nothing.
+//
+// A set's rows are read and written only by the reconcile of that set, which controller-runtime
+// never runs twice at once; mu guards the map of sets.
 type rowMemo struct {
 	mu   sync.Mutex
-	sets map[types.NamespacedName]map[types.UID]memoRow
+	sets map[types.NamespacedName]*setRows
+}
+
+type setRows struct {
+	rows map[types.UID]memoRow
+	// pass counts the rebuilds; a row not seen in the latest is dropped.
+	pass uint64
+	// report is the resource version of the report written from, or found equal to, the rows;
+	// "" until then.
+	report string
 }
 
 type memoRow struct {
 	resourceVersion string
+	pass            uint64
 	// owned: the pull model wrote the ManifestWork (its seal verifies); others have no row.
 	owned bool
 	row   row
 }
 
-// rows returns the rows of the works owned says are the pull model's and not being deleted,
-// made again only where a ManifestWork changed, and keeps them for set.
-func (m *rowMemo) rows(set types.NamespacedName, works []workv1.ManifestWork, owned func(*workv1.ManifestWork) bool) []row {
+func (m *rowMemo) set(set types.NamespacedName) *setRows {
 	m.mu.Lock()
-	held := m.sets[set]
+	defer m.mu.Unlock()
+	s := m.sets[set]
+	if s == nil {
+		if m.sets == nil {
+			m.sets = map[types.NamespacedName]*setRows{}
+		}
+		s = &setRows{rows: map[types.UID]memoRow{}}
+		m.sets[set] = s
+	}
+	return s
+}
+
+// unchanged reports whether works are the ManifestWorks, at the versions, that set's rows were
+// last made from, and report the version of the report that showed them.
+func (m *rowMemo) unchanged(set types.NamespacedName, works []workv1.ManifestWork, report string) bool {
+	m.mu.Lock()
+	s := m.sets[set]
 	m.mu.Unlock()
-	kept := make(map[types.UID]memoRow, len(works))
-	out := make([]row, 0, len(works))
+	if s == nil || s.report == "" || s.report != report {
+		return false
+	}
+	n := 0
 	for i := range works {
 		w := &works[i]
 		if w.DeletionTimestamp != nil {
 			continue
 		}
-		r, ok := held[w.UID]
+		if r, ok := s.rows[w.UID]; !ok || r.resourceVersion != w.ResourceVersion {
+			return false
+		}
+		n++
+	}
+	return n == len(s.rows)
+}
+
+// shown records the version of set's report that shows its rows.
+func (m *rowMemo) shown(set types.NamespacedName, report string) {
+	m.set(set).report = report
+}
+
+// rows returns the rows of the works owned says are the pull model's and not being deleted,
+// made again only where a ManifestWork changed, and keeps them for set.
+func (m *rowMemo) rows(set types.NamespacedName, works []workv1.ManifestWork, owned func(*workv1.ManifestWork) bool) []row {
+	s := m.set(set)
+	s.pass++
+	s.report = ""
+	out := make([]row, 0, len(works))
+	seen := 0
+	for i := range works {
+		w := &works[i]
+		if w.DeletionTimestamp != nil {
+			continue
+		}
+		r, ok := s.rows[w.UID]
 		if !ok || r.resourceVersion != w.ResourceVersion {
 			r = memoRow{resourceVersion: w.ResourceVersion, owned: owned(w)}
 			if r.owned {
 				r.row = rowOf(w)
 			}
 		}
-		kept[w.UID] = r
+		r.pass = s.pass
+		s.rows[w.UID] = r
+		seen++
 		if r.owned {
 			out = append(out, r.row)
 		}
 	}
-	m.mu.Lock()
-	if m.sets == nil {
-		m.sets = map[types.NamespacedName]map[types.UID]memoRow{}
+	if seen < len(s.rows) {
+		maps.DeleteFunc(s.rows, func(_ types.UID, r memoRow) bool { return r.pass != s.pass })
 	}
-	m.sets[set] = kept
-	m.mu.Unlock()
 	return out
 }
 
@@ -352,13 +441,14 @@ const EntryBudget = 700_000
 // the union is about one Application's list.
 const ResourceBudget = 64 * 1024
 
-// resourcesWithinBudget returns the distinct objects, sorted, as many as fit ResourceBudget,
-// and how many were left out.
-func resourcesWithinBudget(set map[reportv1alpha1.ResourceRef]bool) ([]reportv1alpha1.ResourceRef, int) {
-	all := slices.SortedFunc(maps.Keys(set), func(a, b reportv1alpha1.ResourceRef) int {
+// resourcesWithinBudget returns the distinct objects of all, sorted, as many as fit
+// ResourceBudget, and how many were left out. all is sorted in place.
+func resourcesWithinBudget(all []reportv1alpha1.ResourceRef) ([]reportv1alpha1.ResourceRef, int) {
+	slices.SortFunc(all, func(a, b reportv1alpha1.ResourceRef) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.APIVersion, b.APIVersion),
 			strings.Compare(a.Kind, b.Kind), strings.Compare(a.Name, b.Name))
 	})
+	all = slices.Compact(all)
 	kept := fitting(all, ResourceBudget)
 	if kept == 0 {
 		return nil, len(all)
@@ -398,17 +488,29 @@ func withinBudget(all []reportv1alpha1.ClusterCondition) ([]reportv1alpha1.Clust
 	return out, len(all) - kept
 }
 
-// fitting is how many of items, from the first, fit budget bytes as a JSON list.
+// fitting is how many of items, from the first, fit budget bytes as a JSON list. Each item is
+// measured by encoding it to a counter, not to a buffer of its own: every entry of a report is
+// measured at each rebuild.
 func fitting[T any](items []T, budget int) int {
-	size := 0
-	for i, it := range items {
-		raw, _ := json.Marshal(it)
-		if size+len(raw)+1 > budget {
+	var size byteCount
+	enc := json.NewEncoder(&size)
+	for i := range items {
+		// A pointer encodes as its item does, and is not a copy of it. Each encoding ends in a
+		// newline, one byte as the list's comma is.
+		_ = enc.Encode(&items[i])
+		if int(size) > budget {
 			return i
 		}
-		size += len(raw) + 1
 	}
 	return len(items)
+}
+
+// byteCount is an io.Writer that counts what is written to it.
+type byteCount int
+
+func (c *byteCount) Write(p []byte) (int, error) {
+	*c += byteCount(len(p))
+	return len(p), nil
 }
 
 // orUnknown is a status the cluster has not reported yet, as Red Hat ACM's reports show it.

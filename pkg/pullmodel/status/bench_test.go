@@ -3,6 +3,7 @@ package status
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -95,27 +96,52 @@ func patched(tb testing.TB, app *unstructured.Unstructured, patch map[string]any
 	return out
 }
 
+// running is w with feedback of a sync the spoke has started and not finished.
+func running(w *workv1.ManifestWork) *workv1.ManifestWork {
+	out := w.DeepCopy()
+	m := &out.Status.ResourceStatus.Manifests[0].StatusFeedbacks
+	m.Values = slices.DeleteFunc(m.Values, func(v workv1.FeedbackValue) bool { return v.Name == propagation.FeedbackOperationEnded })
+	for i := range m.Values {
+		if m.Values[i].Name == propagation.FeedbackOperationPhase {
+			m.Values[i].Value.String = ptr.To("Running")
+		}
+	}
+	return out
+}
+
 // BenchmarkPatchWhileRolling: the status controller's comparison at each feedback change of
-// an Application in a RollingSync: once when the spoke has run the sync (a patch to write),
-// and once when the hub shows it all (nothing to write).
+// an Application in a RollingSync: while the spoke runs the sync and the hub shows that
+// (nothing to write, the request still outstanding), once the spoke has run it (a patch to
+// write), and once the hub shows it all (nothing to write).
 func BenchmarkPatchWhileRolling(b *testing.B) {
 	app, w := rollingApp(b)
-	first := PatchWithProject(app, w, nil)
-	if first == nil {
-		b.Fatal("nothing to write for a finished sync")
+	settle := func(app *unstructured.Unstructured, w *workv1.ManifestWork) *unstructured.Unstructured {
+		p := PatchWithProject(app, w, nil)
+		if p == nil {
+			b.Fatal("nothing to write for new feedback")
+		}
+		out := patched(b, app, p)
+		if p := PatchWithProject(out, w, nil); p != nil {
+			b.Fatalf("the patched Application still differs: %v", p)
+		}
+		return out
 	}
-	settled := patched(b, app, first)
-	if p := PatchWithProject(settled, w, nil); p != nil {
-		b.Fatalf("the patched Application still differs: %v", p)
+	wRunning := running(w)
+	shownRunning := settle(app, wRunning)
+	if _, ok := shownRunning.Object["operation"]; !ok {
+		b.Fatal("the request was cleared while the spoke runs it")
 	}
+	settled := settle(app, w)
 	for _, c := range []struct {
-		name string
-		app  *unstructured.Unstructured
-	}{{"SyncRun", app}, {"NothingToWrite", settled}} {
+		name  string
+		app   *unstructured.Unstructured
+		w     *workv1.ManifestWork
+		write bool
+	}{{"RunningNothingToWrite", shownRunning, wRunning, false}, {"SyncRun", app, w, true}, {"NothingToWrite", settled, w, false}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if p := PatchWithProject(c.app, w, nil); (p == nil) != (c.app == settled) {
+				if p := PatchWithProject(c.app, c.w, nil); (p != nil) != c.write {
 					b.Fatal(fmt.Sprint("unexpected patch: ", p))
 				}
 			}

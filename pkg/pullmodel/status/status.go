@@ -492,8 +492,13 @@ func clearOperation(app *unstructured.Unstructured, w *workv1.ManifestWork, fb m
 	if !ok {
 		return false
 	}
+	// The checks that read only annotations and feedback first: the request is decoded from
+	// the manifest only once the spoke has finished running one.
+	if !propagation.OperationRun(w, fb) || propagation.OperationShown(app, fb) {
+		return false
+	}
 	sent := propagation.Operation(w)
-	return sent != nil && propagation.SameOperation(sent, op) && propagation.OperationRun(w, fb) && !propagation.OperationShown(app, fb)
+	return sent != nil && propagation.SameOperation(sent, op)
 }
 
 // clearRefresh reports whether the hub Application's refresh request has been served: its

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	workv1 "open-cluster-management.io/api/work/v1"
 
@@ -36,12 +38,8 @@ func TestSameStatusesAgreesWithDeepEqual(t *testing.T) {
 	}
 	check("equal", base(), base())
 	// Every leaf field of the statuses, found by reflection, changed in turn.
-	n := len(leaves(t, reflect.ValueOf(new(reportv1alpha1.AppConditions)).Elem(), "")) // nil lists: no leaves
 	b0 := base()
 	all := leaves(t, reflect.ValueOf(&b0).Elem(), "")
-	if n >= len(all) || len(all) < 15 {
-		t.Fatalf("%d leaves in the test's statuses (%d without lists): not every field is set", len(all), n)
-	}
 	for i, leaf := range all {
 		b := base()
 		v := leaves(t, reflect.ValueOf(&b).Elem(), "")[i].value
@@ -74,7 +72,9 @@ type leaf struct {
 	value reflect.Value
 }
 
-// leaves lists the strings and numbers of v, a struct, at every depth, in field order.
+// leaves lists the strings and numbers of v, a struct, at every depth, in field order. A list
+// must have an item: a field added to the API as a list the test leaves empty would otherwise
+// go unchanged, and uncompared.
 func leaves(t *testing.T, v reflect.Value, path string) []leaf {
 	switch v.Kind() {
 	case reflect.Struct:
@@ -84,6 +84,9 @@ func leaves(t *testing.T, v reflect.Value, path string) []leaf {
 		}
 		return out
 	case reflect.Slice:
+		if v.Len() == 0 {
+			t.Fatalf("%s: an empty list in the test's statuses; give it an item", path)
+		}
 		var out []leaf
 		for i := range v.Len() {
 			out = append(out, leaves(t, v.Index(i), fmt.Sprintf("%s[%d]", path, i))...)
@@ -98,8 +101,8 @@ func leaves(t *testing.T, v reflect.Value, path string) []leaf {
 }
 
 // TestFittingCountsAsEncoding: fitting keeps as many items as fit the budget as a JSON list,
-// counting each item's encoding and a separator, for every budget around the list's size and
-// for strings JSON escapes (HTML characters, control characters, invalid UTF-8).
+// counting each item's encoding, the separators and the brackets, for every budget around the
+// list's size and for strings JSON escapes (HTML characters, control characters, invalid UTF-8).
 func TestFittingCountsAsEncoding(t *testing.T) {
 	items := []reportv1alpha1.ClusterCondition{
 		{Cluster: "c1", App: "argocd/a", SyncStatus: "Synced"},
@@ -117,7 +120,8 @@ func TestFittingCountsAsEncoding(t *testing.T) {
 		total += len(raw) + 1
 	}
 	for budget := 0; budget <= total+2; budget++ {
-		want, used := 0, 0
+		// k items: "[", each item and the comma or "]" after it.
+		want, used := 0, 1
 		for _, n := range sizes {
 			if used+n > budget {
 				break
@@ -125,10 +129,82 @@ func TestFittingCountsAsEncoding(t *testing.T) {
 			used += n
 			want++
 		}
+		if want > 0 {
+			raw, _ := json.Marshal(items[:want])
+			if len(raw) != used || len(raw) > budget {
+				t.Fatalf("budget %d: %d items encode to %d bytes, counted %d", budget, want, len(raw), used)
+			}
+		}
 		if got := fitting(items, budget); got != want {
 			t.Fatalf("budget %d: %d items fit, want %d (sizes %v)", budget, got, want, sizes)
 		}
 	}
+}
+
+// TestRowMemo: a rebuild makes again only the rows of the ManifestWorks that are new or changed
+// (their seal checked again), drops the rows of those gone, and a rebuild is found to have
+// nothing new only when every ManifestWork, and the report, are at the versions the rows and
+// the report last had.
+func TestRowMemo(t *testing.T) {
+	works := make([]workv1.ManifestWork, 3)
+	for i := range works {
+		works[i] = w(fmt.Sprintf("c%d", i), map[string]string{"syncStatus": "Synced"})
+		works[i].UID = types.UID(fmt.Sprintf("uid-%d", i))
+		works[i].ResourceVersion = "1"
+	}
+	var m rowMemo
+	set := types.NamespacedName{Namespace: "argocd", Name: "apps"}
+	var checked []string
+	owned := func(w *workv1.ManifestWork) bool {
+		checked = append(checked, w.Namespace)
+		return true
+	}
+	rebuild := func(works []workv1.ManifestWork, wantChecked ...string) {
+		t.Helper()
+		checked = nil
+		if rows := m.rows(set, works, owned); len(rows) != len(works) {
+			t.Fatalf("%d rows for %d ManifestWorks", len(rows), len(works))
+		}
+		if fmt.Sprint(checked) != fmt.Sprint(wantChecked) {
+			t.Fatalf("rows made again for %v, want %v", checked, wantChecked)
+		}
+	}
+	rebuild(works, "c0", "c1", "c2")
+	if m.unchanged(set, works, "10") {
+		t.Fatal("nothing new before any report showed the rows")
+	}
+	m.shown(set, "10")
+	if !m.unchanged(set, works, "10") {
+		t.Fatal("something new with every ManifestWork and the report as they were")
+	}
+	changed := func(name string, works []workv1.ManifestWork, report string) {
+		t.Helper()
+		if m.unchanged(set, works, report) {
+			t.Errorf("%s: nothing new", name)
+		}
+	}
+	changed("another version of the report", works, "11")
+	bumped := slices.Clone(works)
+	bumped[1].ResourceVersion = "2"
+	changed("a ManifestWork changed", bumped, "10")
+	changed("a ManifestWork gone", works[:2], "10")
+	extra := w("c3", nil)
+	extra.UID, extra.ResourceVersion = "uid-3", "1"
+	changed("a ManifestWork added", append(slices.Clone(works), extra), "10")
+	deleting := slices.Clone(works)
+	deleting[2].DeletionTimestamp = &metav1.Time{}
+	changed("a ManifestWork being deleted", deleting, "10")
+
+	rebuild(bumped, "c1")
+	changed("rows made again and no report shown since", bumped, "10")
+	m.shown(set, "12")
+	rebuild(bumped[:2])
+	m.shown(set, "13")
+	if !m.unchanged(set, bumped[:2], "13") || m.unchanged(set, bumped, "13") {
+		t.Error("the row of a ManifestWork gone was kept")
+	}
+	m.forget(set)
+	changed("forgotten", bumped[:2], "13")
 }
 
 // BenchmarkRebuildWhileRolling: what a report rebuild costs while its ApplicationSet rolls:

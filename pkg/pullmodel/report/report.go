@@ -275,8 +275,9 @@ func rowOf(w *workv1.ManifestWork) row {
 func fromRows(rows []row) reportv1alpha1.AppConditions {
 	out := reportv1alpha1.AppConditions{ClusterConditions: make([]reportv1alpha1.ClusterCondition, 0, len(rows))}
 	var synced, healthy, inProgress int
-	// Every row's objects in one list, sorted and made distinct below: a list sized once costs
-	// a rebuild less than a set grown object by object and then listed.
+	// Every row's objects in one list, sorted and made distinct below: a list sized for the
+	// rows' decoded lists (a long one, kept encoded, is decoded and added below) costs a rebuild
+	// less than a set grown object by object and then listed.
 	listed := 0
 	for _, r := range rows {
 		listed += len(r.resources)
@@ -327,7 +328,8 @@ func fromRows(rows []row) reportv1alpha1.AppConditions {
 // showed those rows, so that a rebuild with nothing new does nothing.
 //
 // A set's rows are read and written only by the reconcile of that set, which controller-runtime
-// never runs twice at once; mu guards the map of sets.
+// never runs twice at once (a caller of Reconcile outside a controller must not either); mu
+// guards the map of sets.
 type rowMemo struct {
 	mu   sync.Mutex
 	sets map[types.NamespacedName]*setRows
@@ -365,7 +367,7 @@ func (m *rowMemo) set(set types.NamespacedName) *setRows {
 }
 
 // unchanged reports whether works are the ManifestWorks, at the versions, that set's rows were
-// last made from, and report the version of the report that showed them.
+// last made from, and report is the version of the report that showed them.
 func (m *rowMemo) unchanged(set types.NamespacedName, works []workv1.ManifestWork, report string) bool {
 	m.mu.Lock()
 	s := m.sets[set]
@@ -488,15 +490,16 @@ func withinBudget(all []reportv1alpha1.ClusterCondition) ([]reportv1alpha1.Clust
 	return out, len(all) - kept
 }
 
-// fitting is how many of items, from the first, fit budget bytes as a JSON list. Each item is
-// measured by encoding it to a counter, not to a buffer of its own: every entry of a report is
-// measured at each rebuild.
+// fitting is how many of items, from the first, fit budget bytes as a JSON list, brackets
+// included. Each item is measured by encoding it to a counter, not to a buffer of its own: every
+// entry of a report is measured at each rebuild.
 func fitting[T any](items []T, budget int) int {
-	var size byteCount
+	// The opening bracket.
+	size := byteCount(1)
 	enc := json.NewEncoder(&size)
 	for i := range items {
 		// A pointer encodes as its item does, and is not a copy of it. Each encoding ends in a
-		// newline, one byte as the list's comma is.
+		// newline, one byte as the comma after it (or the closing bracket) is.
 		_ = enc.Encode(&items[i])
 		if int(size) > budget {
 			return i

@@ -12,7 +12,7 @@ import (
 )
 
 // CompactApplication is the pull model's cache transform for hub Applications: the object
-// without its managed fields, its keys, short strings and small sub-objects (a health, a sync
+// without the metadata the pull model never reads (compactMetadata), its keys, short strings and small sub-objects (a health, a sync
 // policy, a sync request) shared with the other cached Applications. Decoded into maps, each
 // Application costs the cache about six times its JSON, most of it in maps and strings that
 // repeat from one Application to the next. The object given is never written: client-go may
@@ -35,19 +35,34 @@ func CompactApplication(o any) (any, error) {
 
 // compactMetadata shares what repeats in an object's metadata (labels, annotations, owners,
 // finalizers, namespace), keeps what names this one object as it is, so that the sharing
-// tables are not filled with strings no other object has, and drops the managed fields.
+// tables are not filled with strings no other object has, and drops what the pull model never
+// reads: the managed fields, the generation (an Application has no status subresource, so it
+// moves with every status write) and the creation time. An Application's metadata then has at
+// most eight keys until it is deleted: one group of Go's map, half the memory of the two a
+// ninth key takes, about 330 bytes per cached Application.
 func compactMetadata(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
+	kept := 0
+	for k := range m {
+		if !droppedMetadata(k) {
+			kept++
+		}
+	}
+	out := make(map[string]any, kept)
 	for k, v := range m {
-		switch k {
-		case "managedFields":
-		case "name", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp", "generation":
+		switch {
+		case droppedMetadata(k):
+		case k == "name" || k == "uid" || k == "resourceVersion" || k == "deletionTimestamp":
 			out[sharing.String(k)] = v
 		default:
 			out[sharing.String(k)] = sharing.JSON(v)
 		}
 	}
 	return out
+}
+
+// droppedMetadata reports whether the pull model's cache leaves the metadata key k out.
+func droppedMetadata(k string) bool {
+	return k == "managedFields" || k == "generation" || k == "creationTimestamp"
 }
 
 // CompactWork is the pull model's cache transform for its ManifestWorks: the object without

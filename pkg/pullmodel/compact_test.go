@@ -3,8 +3,10 @@ package pullmodel_test
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +122,8 @@ func TestCompactApplicationKeepsEveryValueAndSharesWhatRepeats(t *testing.T) {
 		}
 		want := in.DeepCopy()
 		want.SetManagedFields(nil)
+		unstructured.RemoveNestedField(want.Object, "metadata", "generation")
+		unstructured.RemoveNestedField(want.Object, "metadata", "creationTimestamp")
 		if !equality.Semantic.DeepEqual(out.Object, want.Object) {
 			t.Fatalf("the compacted Application differs:\n%s\nwant\n%s", mustJSON(t, out), mustJSON(t, want))
 		}
@@ -184,6 +188,49 @@ func TestCompactWorkKeepsEveryValueAndSharesWhatRepeats(t *testing.T) {
 	va, vb := a.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values[0], b.Status.ResourceStatus.Manifests[0].StatusFeedbacks.Values[0]
 	if !sameStrings(va.Name, vb.Name) || va.Value.String != vb.Value.String {
 		t.Error("two ManifestWorks' equal feedback names and values are copies each")
+	}
+}
+
+// A delivered Application's metadata as the API server sends it has ten keys or more; the cache
+// keeps at most eight of them, so that each Application's metadata map is one group of Go's map
+// (a ninth key doubles it).
+func TestCompactApplicationMetadataFitsOneMapGroup(t *testing.T) {
+	app := hubApplication(1)
+	app.SetFinalizers([]string{"pull.open-cluster-management.io/cleanup"})
+	app.SetGeneration(7)
+	app.SetCreationTimestamp(metav1.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	in := decodeApplication(t, mustJSON(t, app))
+	if n := len(in.Object["metadata"].(map[string]any)); n <= 8 {
+		t.Fatalf("the Application's metadata has %d keys: nothing to check", n)
+	}
+	o, err := pullmodel.CompactApplication(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := o.(*unstructured.Unstructured)
+	if n := len(out.Object["metadata"].(map[string]any)); n > 8 {
+		t.Errorf("the cached Application's metadata has %d keys, want at most 8: %v", n, slices.Sorted(maps.Keys(out.Object["metadata"].(map[string]any))))
+	}
+	// What the pull model reads is kept.
+	if out.GetName() != app.GetName() || out.GetNamespace() != app.GetNamespace() || out.GetUID() != app.GetUID() || out.GetResourceVersion() != app.GetResourceVersion() ||
+		!slices.Equal(out.GetFinalizers(), app.GetFinalizers()) || !maps.Equal(out.GetLabels(), app.GetLabels()) || !maps.Equal(out.GetAnnotations(), app.GetAnnotations()) ||
+		len(out.GetOwnerReferences()) != 1 {
+		t.Errorf("the cached Application's metadata lost a field the pull model reads: %v", out.Object["metadata"])
+	}
+	// Allocated with room for what it keeps: a map sized for the keys dropped would take two
+	// groups all the same.
+	held := make([]any, 1000)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range held {
+		held[i] = pullmodel.CompactMetadata(in.Object["metadata"].(map[string]any))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(held)
+	if per := (after.HeapAlloc - before.HeapAlloc) / uint64(len(held)); per > 400 {
+		t.Errorf("each cached Application's metadata map holds %d bytes, want at most 400 (one map group)", per)
 	}
 }
 

@@ -1,0 +1,4 @@
+package pullmodel
+
+// CompactMetadata is compactMetadata, for the external tests.
+var CompactMetadata = compactMetadata

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,16 +17,17 @@ import (
 
 // Field indexes on the cached objects, so that an event costs a lookup, not a scan.
 const (
-	// IndexWorkByApp indexes ManifestWorks by AppKey of their hub Application.
-	IndexWorkByApp = "pullmodel.work.app"
+	// indexWorkByApp indexes ManifestWorks by the bucket of the AppKey of their hub Application
+	// (ListWorksOfApp reads it).
+	indexWorkByApp = "pullmodel.work.app"
 	// IndexWorkByApplicationSet indexes ManifestWorks by "<namespace>/<name>" of the
 	// ApplicationSet owning their hub Application.
 	IndexWorkByApplicationSet = "pullmodel.work.applicationset"
 	// IndexAppByCluster indexes marked Applications by their target cluster.
 	IndexAppByCluster = "pullmodel.app.cluster"
-	// IndexWorkBySpokeApplication indexes ManifestWorks by SpokeKey of the Application they
-	// deliver.
-	IndexWorkBySpokeApplication = "pullmodel.work.spoke"
+	// indexWorkBySpokeApplication indexes ManifestWorks by the bucket of SpokeKey of the
+	// Application they deliver (ListWorksDelivering reads it).
+	indexWorkBySpokeApplication = "pullmodel.work.spoke"
 	// IndexAppByProject indexes marked Applications by the AppProject they name.
 	IndexAppByProject = "pullmodel.app.project"
 	// IndexAppByClusterProject indexes marked Applications by ClusterProjectKey of their target
@@ -55,9 +57,9 @@ func ForWork(_ context.Context, o client.Object) []reconcile.Request {
 // cluster name it).
 func SetupIndexes(ctx context.Context, informers cache.Informers) error {
 	idx := acrossNamespaces{informers}
-	if err := idx.indexField(ctx, &workv1.ManifestWork{}, IndexWorkByApp, func(o client.Object) []string {
+	if err := idx.indexField(ctx, &workv1.ManifestWork{}, indexWorkByApp, func(o client.Object) []string {
 		if k := WorkAppKey(o); k != "" {
-			return []string{k}
+			return []string{bucketOf(k)}
 		}
 		return nil
 	}); err != nil {
@@ -71,9 +73,9 @@ func SetupIndexes(ctx context.Context, informers cache.Informers) error {
 	}); err != nil {
 		return err
 	}
-	if err := idx.indexField(ctx, &workv1.ManifestWork{}, IndexWorkBySpokeApplication, func(o client.Object) []string {
+	if err := idx.indexField(ctx, &workv1.ManifestWork{}, indexWorkBySpokeApplication, func(o client.Object) []string {
 		if at := SpokeApplicationOf(o.(*workv1.ManifestWork)); at.Name != "" {
-			return []string{SpokeKey(o.GetNamespace(), at)}
+			return []string{bucketOf(SpokeKey(o.GetNamespace(), at))}
 		}
 		return nil
 	}); err != nil {
@@ -140,6 +142,56 @@ func (a acrossNamespaces) indexField(ctx context.Context, obj client.Object, fie
 		}
 		return keys, nil
 	}})
+}
+
+// Buckets: an index whose values name one object each costs client-go a set of one per object
+// (a map of its own, about 200 bytes, and the value's string: at 10,000 Applications some 5 MB
+// for two such indexes). Those indexes key each object by a bucket of its value instead, one
+// of indexBuckets, and their readers keep the objects whose value is the one asked for: at
+// 10,000 ManifestWorks a read finds about ten and keeps one.
+var indexBuckets uint32 = 1024
+
+// bucketOf is the bucket of an index value: FNV-1a of its bytes, modulo indexBuckets, in base 36.
+func bucketOf(value string) string {
+	h := uint32(2166136261)
+	for i := 0; i < len(value); i++ {
+		h ^= uint32(value[i])
+		h *= 16777619
+	}
+	return strconv.FormatUint(uint64(h%indexBuckets), 36)
+}
+
+// ListWorksOfApp lists into list the cached ManifestWorks made from the hub Application key (its
+// AppKey, read from the ManifestWork's annotations).
+func ListWorksOfApp(ctx context.Context, c client.Reader, list *workv1.ManifestWorkList, key string, opts ...client.ListOption) error {
+	if err := c.List(ctx, list, append(opts, client.MatchingFields{indexWorkByApp: bucketOf(key)})...); err != nil {
+		return err
+	}
+	keepWorks(list, func(w *workv1.ManifestWork) bool { return WorkAppKey(w) == key })
+	return nil
+}
+
+// ListWorksDelivering lists into list the cached ManifestWorks of cluster that deliver the
+// Application at there.
+func ListWorksDelivering(ctx context.Context, c client.Reader, list *workv1.ManifestWorkList, cluster string, at types.NamespacedName, opts ...client.ListOption) error {
+	if err := c.List(ctx, list, append(opts, client.MatchingFields{indexWorkBySpokeApplication: bucketOf(SpokeKey(cluster, at))})...); err != nil {
+		return err
+	}
+	keepWorks(list, func(w *workv1.ManifestWork) bool { return w.Namespace == cluster && SpokeApplicationOf(w) == at })
+	return nil
+}
+
+// keepWorks drops from list the ManifestWorks for which keep is false, in place.
+func keepWorks(list *workv1.ManifestWorkList, keep func(*workv1.ManifestWork) bool) {
+	n := 0
+	for i := range list.Items {
+		if keep(&list.Items[i]) {
+			list.Items[n] = list.Items[i]
+			n++
+		}
+	}
+	clear(list.Items[n:])
+	list.Items = list.Items[:n]
 }
 
 // allNamespaces prefixes controller-runtime's index keys for a read across namespaces.

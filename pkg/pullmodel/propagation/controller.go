@@ -268,7 +268,7 @@ func (r *Reconciler) releaseWithoutCluster(ctx context.Context, app *unstructure
 		return false, poll, "", nil
 	}
 	list := &workv1.ManifestWorkList{}
-	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkByApp: pullmodel.AppKey(app.GetNamespace(), app.GetName())}); err != nil {
+	if err := pullmodel.ListWorksOfApp(ctx, r.Cache, list, pullmodel.AppKey(app.GetNamespace(), app.GetName()), client.UnsafeDisableDeepCopy); err != nil {
 		return false, poll, "", err
 	}
 	var clusters []string
@@ -462,7 +462,7 @@ func (r *Reconciler) checkSpokePlace(ctx context.Context, app *unstructured.Unst
 		}
 	}
 	list := &workv1.ManifestWorkList{}
-	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkBySpokeApplication: pullmodel.SpokeKey(cluster, to)}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := pullmodel.ListWorksDelivering(ctx, r.Cache, list, cluster, to, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	key := pullmodel.AppKey(app.GetNamespace(), app.GetName())
@@ -684,7 +684,7 @@ func (r *Reconciler) deleteWorksOf(ctx context.Context, app *unstructured.Unstru
 
 func (r *Reconciler) deleteWorksMatching(ctx context.Context, key string, keep *types.NamespacedName, ours func(*workv1.ManifestWork) bool) (int, error) {
 	list := &workv1.ManifestWorkList{}
-	if err := r.Cache.List(ctx, list, client.MatchingFields{pullmodel.IndexWorkByApp: key}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := pullmodel.ListWorksOfApp(ctx, r.Cache, list, key, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	left := 0

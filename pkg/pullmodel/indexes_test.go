@@ -1,0 +1,100 @@
+package pullmodel_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	workv1 "open-cluster-management.io/api/work/v1"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/propagation"
+	pullmodelsetup "github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/setup"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
+)
+
+// TestBucketedIndexesFindExactlyTheirWorks: the indexes whose values name one ManifestWork each
+// hold a bucket per value, not a set per ManifestWork; their readers find, among a bucket's
+// ManifestWorks, exactly those of the Application asked for, across clusters.
+func TestBucketedIndexesFindExactlyTheirWorks(t *testing.T) {
+	const buckets, apps = 3, 12
+	pullmodel.SetIndexBuckets(t, buckets)
+	env, ctx := pulltest.StartOwnEnv(t, pulltest.ArgoNS, "cluster-0", "cluster-1")
+	c := env.Client
+	want := map[string][]types.NamespacedName{}
+	for i := range apps {
+		app := pulltest.NewApp(fmt.Sprintf("app-%02d", i), "cluster-0")
+		app.SetUID(types.UID(fmt.Sprintf("0b7d9c1e-3f6a-4e2b-9a1c-5d8e7f6a4b%02d", i)))
+		clusters := []string{"cluster-0"}
+		if i == 0 {
+			// Moving between clusters: a ManifestWork on each until the old one goes.
+			clusters = append(clusters, "cluster-1")
+		}
+		for _, cluster := range clusters {
+			w, err := propagation.Build(propagation.Input{App: app})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Namespace = cluster
+			if err := c.Create(ctx, w); err != nil {
+				t.Fatal(err)
+			}
+			key := pullmodel.AppKey(app.GetNamespace(), app.GetName())
+			want[key] = append(want[key], types.NamespacedName{Namespace: cluster, Name: w.Name})
+		}
+	}
+	cfg := pullmodelsetup.DefaultConfig()
+	cfg.Policy.ArgoCDNamespace, cfg.Policy.SpokeNamespace = pulltest.ArgoNS, pulltest.ArgoNS
+	informers := pulltest.StartPullCache(ctx, t, env, cfg)
+	names := func(list *workv1.ManifestWorkList) []types.NamespacedName {
+		var out []types.NamespacedName
+		for _, w := range list.Items {
+			out = append(out, types.NamespacedName{Namespace: w.Namespace, Name: w.Name})
+		}
+		slices.SortFunc(out, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
+		return out
+	}
+	poll.Until(t, "every Application's ManifestWorks found through the index", 10*time.Second, func() error {
+		for key, works := range want {
+			list := &workv1.ManifestWorkList{}
+			if err := pullmodel.ListWorksOfApp(ctx, informers, list, key); err != nil {
+				return err
+			}
+			if got := names(list); !slices.Equal(got, works) {
+				return fmt.Errorf("the ManifestWorks of %s are %v, want %v", key, got, works)
+			}
+		}
+		return nil
+	})
+	for key, works := range want {
+		for _, name := range works {
+			w := &workv1.ManifestWork{}
+			if err := informers.Get(ctx, name, w); err != nil {
+				t.Fatal(err)
+			}
+			at := pullmodel.SpokeApplicationOf(w)
+			list := &workv1.ManifestWorkList{}
+			if err := pullmodel.ListWorksDelivering(ctx, informers, list, name.Namespace, at); err != nil {
+				t.Fatal(err)
+			}
+			if got := names(list); !slices.Equal(got, []types.NamespacedName{name}) {
+				t.Errorf("the ManifestWorks delivering %s of %s on %s are %v, want only %s", at, key, name.Namespace, got, name)
+			}
+		}
+	}
+	informer, err := informers.GetInformer(ctx, &workv1.ManifestWork{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	indexer := informer.(toolscache.SharedIndexInformer).GetIndexer()
+	for _, index := range []string{"pullmodel.work.app", "pullmodel.work.spoke"} {
+		if keys := indexer.ListIndexFuncValues("field:" + index); len(keys) > buckets {
+			t.Errorf("index %s holds %d keys for %d ManifestWorks, want at most %d buckets: %q", index, len(keys), apps+1, buckets, keys)
+		}
+	}
+}

@@ -271,3 +271,20 @@ func BenchmarkCachedPullObjectRetained(b *testing.B) {
 		retained("cached-B/work", func(i int) any { return must(pullmodel.CompactWork(decodeWork(b, works[i]))) })
 	}
 }
+
+// BenchmarkCompactApplication is the cache transform's cost per hub Application event.
+func BenchmarkCompactApplication(b *testing.B) {
+	const n = 1000
+	decoded := make([]*unstructured.Unstructured, n)
+	for i := range n {
+		decoded[i] = decodeApplication(b, mustJSON(b, hubApplication(i)))
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := pullmodel.CompactApplication(decoded[i%n]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

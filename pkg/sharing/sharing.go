@@ -6,10 +6,9 @@
 package sharing
 
 import (
-	"encoding/binary"
+	"hash/maphash"
 	"math"
-	"slices"
-	"strconv"
+	"reflect"
 	"unsafe"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/bounded"
@@ -46,17 +45,21 @@ const maxStrings = 1 << 16
 // that one. v itself is never written: a cache's transform may be given an object the cache
 // already holds.
 func JSON(v any) any {
-	out, _ := share(v)
+	out, _, _ := share(v)
 	return out
 }
 
-// maxSharedValueKey bounds the encoded size of the objects and lists JSON shares whole: small
-// ones (a health, a sync policy, one resource of a list) repeat across objects; a whole spec
-// seldom does, and its key would cost what sharing saves.
-const maxSharedValueKey = 256
+// maxSharedValueSize bounds the size of the objects and lists JSON shares whole (about their
+// encoding's length): small ones (a health, a sync policy, one resource of a list) repeat
+// across objects; a whole spec seldom does, and holding it would cost what sharing saves.
+const maxSharedValueSize = 256
 
-// values holds the first copy of each small object or list, by its encoding.
-var values = bounded.NewMap[string, any](maxValues)
+// values holds the first copy of each small object or list, by a hash of its value. A hash
+// stands for the value, not its encoding, so that the table holds eight bytes per entry, not
+// a key of up to maxSharedValueSize: most entries are values no other object has (a resource
+// of one Application's list), and the table is full of them. A hit is compared with the held
+// value before it is shared, so two values with one hash are never one.
+var values = bounded.NewMap[uint64, any](maxValues)
 
 const maxValues = 1 << 14
 
@@ -64,70 +67,143 @@ const maxValues = 1 << 14
 // a header of its own, which equal strings can share too.
 var stringValues = bounded.NewMap[string, any](maxStrings)
 
-// share returns v's shared copy and its key: an encoding that differs for any two values that
-// differ, or "" when v is too large to be shared whole.
-func share(v any) (any, string) {
+// seed is the process's seed for the values' hashes.
+var seed = maphash.MakeSeed()
+
+// Kinds of JSON value, mixed into their hashes so that values of two kinds never hash alike
+// by construction (a string "1" and a number 1, an empty object and an empty list).
+const (
+	kindNull uint64 = iota + 1
+	kindFalse
+	kindTrue
+	kindInt
+	kindFloat
+	kindString
+	kindObject
+	kindList
+	kindMember
+)
+
+// share returns v's shared copy, a hash of its value, and its size, or a size over
+// maxSharedValueSize when v is too large to be shared whole (its members still are).
+func share(v any) (any, uint64, int) {
 	switch x := v.(type) {
 	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
 		out := make(map[string]any, len(x))
-		key := []byte{'{'}
-		for _, k := range keys {
-			e, ek := share(x[k])
-			out[String(k)] = e
-			key = appendPart(key, k, ek)
+		// Members are hashed each and summed: the sum does not depend on the map's order, so
+		// no sorted copy of the keys is needed.
+		h, size := mix(kindObject, uint64(len(x))), 2
+		for k, e := range x {
+			se, eh, esize := share(e)
+			k = String(k)
+			out[k] = se
+			h += mix(kindMember, maphash.String(seed, k)^eh*prime)
+			size += len(k) + esize + 4
 		}
-		return shareWhole(out, key)
+		return shareWhole(out, h, size)
 	case []any:
 		out := make([]any, len(x))
-		key := []byte{'['}
+		h, size := mix(kindList, uint64(len(x))), 2
 		for i, e := range x {
-			var ek string
-			out[i], ek = share(e)
-			key = appendPart(key, "", ek)
+			var eh uint64
+			var esize int
+			out[i], eh, esize = share(e)
+			h = mix(h, eh)
+			size += esize + 1
 		}
-		return shareWhole(out, key)
+		return shareWhole(out, h, size)
 	case string:
 		if len(x) > MaxStringLength {
-			return x, ""
+			return x, 0, maxSharedValueSize + 1
 		}
 		s := String(x)
-		return stringValues.LoadOrStore(s, s), "s" + s
+		return stringValues.LoadOrStore(s, s), mix(kindString, maphash.String(seed, s)), len(s) + 2
 	case bool:
-		return x, strconv.FormatBool(x)
+		if x {
+			return x, mix(kindTrue, 0), 4
+		}
+		return x, mix(kindFalse, 0), 5
 	case int64:
-		return x, "i" + strconv.FormatInt(x, 10)
+		return x, mix(kindInt, uint64(x)), 20
 	case float64:
-		return x, "f" + strconv.FormatUint(math.Float64bits(x), 16)
+		return x, mix(kindFloat, math.Float64bits(x)), 24
 	case nil:
-		return nil, "n"
+		return nil, mix(kindNull, 0), 4
 	}
-	return v, ""
+	return v, 0, maxSharedValueSize + 1
 }
 
-// appendPart appends one member (name and value's key) to a key being built, or marks the key
-// unusable ("" key) once a member cannot be shared or the key grows too long.
-func appendPart(key []byte, name, valueKey string) []byte {
-	if key == nil || valueKey == "" || len(key)+len(name)+len(valueKey) > maxSharedValueKey {
-		return nil
-	}
-	key = binary.AppendUvarint(key, uint64(len(name)))
-	key = append(key, name...)
-	key = binary.AppendUvarint(key, uint64(len(valueKey)))
-	return append(key, valueKey...)
+// prime spreads a member's value hash before it is combined with its name's.
+const prime = 0x9e3779b97f4a7c15
+
+// mix combines a hash with a value (splitmix64's finalizer).
+func mix(h, v uint64) uint64 {
+	h ^= v + prime + h<<6 + h>>2
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	return h ^ h>>31
 }
 
-// shareWhole returns the held copy of v when its key is usable, and the key.
-func shareWhole(v any, key []byte) (any, string) {
-	if key == nil {
-		return v, ""
+// shareWhole returns the held copy of v when v is small enough and an equal value is held
+// under its hash (or holds v), with v's hash and size.
+func shareWhole(v any, h uint64, size int) (any, uint64, int) {
+	if size > maxSharedValueSize {
+		return v, h, size
 	}
-	k := string(key)
-	return values.LoadOrStore(k, v), k
+	if held := values.LoadOrStore(h, v); equal(held, v) {
+		return held, h, size
+	}
+	return v, h, size
+}
+
+// equal reports whether a and b are the same JSON value, of the same kinds (an int64 is never
+// a float64). Shared members are compared by identity first.
+func equal(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		if reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer() {
+			return true
+		}
+		for k, e := range x {
+			f, ok := y[k]
+			if !ok || !equal(e, f) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !equal(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x == y
+	case int64:
+		y, ok := b.(int64)
+		return ok && x == y
+	case float64:
+		y, ok := b.(float64)
+		return ok && math.Float64bits(x) == math.Float64bits(y)
+	case nil:
+		return b == nil
+	}
+	return false
 }
 
 // Pointer returns a shared pointer to *p's shared copy when *p is short, else p: a typed

@@ -128,3 +128,22 @@ func TestPointerSharesShortValues(t *testing.T) {
 		t.Error("nil is replaced")
 	}
 }
+
+// TestJSONNeverSharesAcrossAHashCollision: the values table is keyed by a hash of each value;
+// a value held under the same hash that is not equal is never handed out for it.
+func TestJSONNeverSharesAcrossAHashCollision(t *testing.T) {
+	in := decoded(t, `{"health":{"status":"Degraded","message":"collided"}}`).(map[string]any)
+	_, h, size := share(decoded(t, `{"status":"Degraded","message":"collided"}`))
+	if size > maxSharedValueSize {
+		t.Fatal("the value is too large to be shared: nothing to check")
+	}
+	other := decoded(t, `{"status":"Healthy","message":"held"}`)
+	values.Store(h, other)
+	out := JSON(in).(map[string]any)
+	if !reflect.DeepEqual(out, in) {
+		t.Fatalf("the shared copy is %v, want %v", out, in)
+	}
+	if mapPointer(out["health"]) == mapPointer(other) {
+		t.Error("a value held under the same hash was handed out")
+	}
+}

@@ -12,8 +12,9 @@ import (
 )
 
 // CompactApplication is the pull model's cache transform for hub Applications: the object
-// without the metadata the pull model never reads (compactMetadata), its keys, short strings and small sub-objects (a health, a sync
-// policy, a sync request) shared with the other cached Applications. Decoded into maps, each
+// without the metadata the pull model never reads (compactMetadata), its keys, short strings
+// and small sub-objects (a health, a sync policy, a sync request) shared with the other cached
+// Applications. Decoded into maps, each
 // Application costs the cache about six times its JSON, most of it in maps and strings that
 // repeat from one Application to the next. The object given is never written: client-go may
 // hand the transform an object the cache already holds.

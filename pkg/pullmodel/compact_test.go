@@ -191,8 +191,8 @@ func TestCompactWorkKeepsEveryValueAndSharesWhatRepeats(t *testing.T) {
 	}
 }
 
-// A delivered Application's metadata as the API server sends it has ten keys or more; the cache
-// keeps at most eight of them, so that each Application's metadata map is one group of Go's map
+// A delivered Application's metadata as the API server sends it (this one: ten keys) may have
+// more than eight keys; the cache keeps at most eight of them, so that each Application's metadata map is one group of Go's map
 // (a ninth key doubles it).
 func TestCompactApplicationMetadataFitsOneMapGroup(t *testing.T) {
 	app := hubApplication(1)

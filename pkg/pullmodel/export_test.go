@@ -10,3 +10,6 @@ func SetIndexBuckets(t interface{ Cleanup(func()) }, n uint32) {
 	indexBuckets = n
 	t.Cleanup(func() { indexBuckets = before })
 }
+
+// BucketOf is bucketOf, for the external tests.
+var BucketOf = bucketOf

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -151,18 +152,18 @@ func (a acrossNamespaces) indexField(ctx context.Context, obj client.Object, fie
 // 10,000 ManifestWorks a read finds about ten and keeps one.
 var indexBuckets uint32 = 1024
 
-// bucketOf is the bucket of an index value: FNV-1a of its bytes, modulo indexBuckets, in base 36.
+// bucketOf is the bucket of an index value, in base 36. The indexes live in this process only:
+// its own hash seed will do.
 func bucketOf(value string) string {
-	h := uint32(2166136261)
-	for i := 0; i < len(value); i++ {
-		h ^= uint32(value[i])
-		h *= 16777619
-	}
-	return strconv.FormatUint(uint64(h%indexBuckets), 36)
+	return strconv.FormatUint(maphash.String(bucketSeed, value)%uint64(indexBuckets), 36)
 }
 
+var bucketSeed = maphash.MakeSeed()
+
 // ListWorksOfApp lists into list the cached ManifestWorks made from the hub Application key (its
-// AppKey, read from the ManifestWork's annotations).
+// AppKey, read from the ManifestWork's annotations). A reader that only reads passes
+// client.UnsafeDisableDeepCopy: a copy is made of every ManifestWork of the bucket, before the
+// others are dropped.
 func ListWorksOfApp(ctx context.Context, c client.Reader, list *workv1.ManifestWorkList, key string, opts ...client.ListOption) error {
 	if err := c.List(ctx, list, append(opts, client.MatchingFields{indexWorkByApp: bucketOf(key)})...); err != nil {
 		return err
@@ -172,7 +173,7 @@ func ListWorksOfApp(ctx context.Context, c client.Reader, list *workv1.ManifestW
 }
 
 // ListWorksDelivering lists into list the cached ManifestWorks of cluster that deliver the
-// Application at there.
+// Application at there (client.UnsafeDisableDeepCopy as for ListWorksOfApp).
 func ListWorksDelivering(ctx context.Context, c client.Reader, list *workv1.ManifestWorkList, cluster string, at types.NamespacedName, opts ...client.ListOption) error {
 	if err := c.List(ctx, list, append(opts, client.MatchingFields{indexWorkBySpokeApplication: bucketOf(SpokeKey(cluster, at))})...); err != nil {
 		return err

@@ -27,14 +27,25 @@ func TestBucketedIndexesFindExactlyTheirWorks(t *testing.T) {
 	env, ctx := pulltest.StartOwnEnv(t, pulltest.ArgoNS, "cluster-0", "cluster-1")
 	c := env.Client
 	want := map[string][]types.NamespacedName{}
+	names := make([]string, 0, apps+1)
 	for i := range apps {
-		app := pulltest.NewApp(fmt.Sprintf("app-%02d", i), "cluster-0")
-		app.SetUID(types.UID(fmt.Sprintf("0b7d9c1e-3f6a-4e2b-9a1c-5d8e7f6a4b%02d", i)))
-		clusters := []string{"cluster-0"}
-		if i == 0 {
-			// Moving between clusters: a ManifestWork on each until the old one goes.
-			clusters = append(clusters, "cluster-1")
+		names = append(names, fmt.Sprintf("app-%02d", i))
+	}
+	// One more whose place on the two clusters falls in one bucket, so that the cluster is
+	// what tells them apart.
+	for i := apps; ; i++ {
+		name := fmt.Sprintf("app-%02d", i)
+		at := types.NamespacedName{Namespace: pulltest.ArgoNS, Name: name}
+		if pullmodel.BucketOf(pullmodel.SpokeKey("cluster-0", at)) == pullmodel.BucketOf(pullmodel.SpokeKey("cluster-1", at)) {
+			names = append(names, name)
+			break
 		}
+	}
+	for i, name := range names {
+		app := pulltest.NewApp(name, "cluster-0")
+		app.SetUID(types.UID(fmt.Sprintf("0b7d9c1e-3f6a-4e2b-9a1c-5d8e7f6a4b%02d", i)))
+		// Moving between clusters: a ManifestWork on each until the old one goes.
+		clusters := []string{"cluster-0", "cluster-1"}
 		for _, cluster := range clusters {
 			w, err := propagation.Build(propagation.Input{App: app})
 			if err != nil {
@@ -51,7 +62,7 @@ func TestBucketedIndexesFindExactlyTheirWorks(t *testing.T) {
 	cfg := pullmodelsetup.DefaultConfig()
 	cfg.Policy.ArgoCDNamespace, cfg.Policy.SpokeNamespace = pulltest.ArgoNS, pulltest.ArgoNS
 	informers := pulltest.StartPullCache(ctx, t, env, cfg)
-	names := func(list *workv1.ManifestWorkList) []types.NamespacedName {
+	listed := func(list *workv1.ManifestWorkList) []types.NamespacedName {
 		var out []types.NamespacedName
 		for _, w := range list.Items {
 			out = append(out, types.NamespacedName{Namespace: w.Namespace, Name: w.Name})
@@ -65,12 +76,13 @@ func TestBucketedIndexesFindExactlyTheirWorks(t *testing.T) {
 			if err := pullmodel.ListWorksOfApp(ctx, informers, list, key); err != nil {
 				return err
 			}
-			if got := names(list); !slices.Equal(got, works) {
+			if got := listed(list); !slices.Equal(got, works) {
 				return fmt.Errorf("the ManifestWorks of %s are %v, want %v", key, got, works)
 			}
 		}
 		return nil
 	})
+	sameBucket := 0
 	for key, works := range want {
 		for _, name := range works {
 			w := &workv1.ManifestWork{}
@@ -82,10 +94,16 @@ func TestBucketedIndexesFindExactlyTheirWorks(t *testing.T) {
 			if err := pullmodel.ListWorksDelivering(ctx, informers, list, name.Namespace, at); err != nil {
 				t.Fatal(err)
 			}
-			if got := names(list); !slices.Equal(got, []types.NamespacedName{name}) {
+			if pullmodel.BucketOf(pullmodel.SpokeKey("cluster-0", at)) == pullmodel.BucketOf(pullmodel.SpokeKey("cluster-1", at)) {
+				sameBucket++
+			}
+			if got := listed(list); !slices.Equal(got, []types.NamespacedName{name}) {
 				t.Errorf("the ManifestWorks delivering %s of %s on %s are %v, want only %s", at, key, name.Namespace, got, name)
 			}
 		}
+	}
+	if sameBucket == 0 {
+		t.Error("no Application is delivered in one bucket on both clusters: the cluster is not checked")
 	}
 	informer, err := informers.GetInformer(ctx, &workv1.ManifestWork{})
 	if err != nil {
@@ -94,7 +112,7 @@ func TestBucketedIndexesFindExactlyTheirWorks(t *testing.T) {
 	indexer := informer.(toolscache.SharedIndexInformer).GetIndexer()
 	for _, index := range []string{"pullmodel.work.app", "pullmodel.work.spoke"} {
 		if keys := indexer.ListIndexFuncValues("field:" + index); len(keys) > buckets {
-			t.Errorf("index %s holds %d keys for %d ManifestWorks, want at most %d buckets: %q", index, len(keys), apps+1, buckets, keys)
+			t.Errorf("index %s holds %d keys for %d ManifestWorks, want at most %d buckets: %q", index, len(keys), 2*len(names), buckets, keys)
 		}
 	}
 }

@@ -50,7 +50,8 @@ func JSON(v any) any {
 }
 
 // maxSharedValueSize bounds the size of the objects and lists JSON shares whole (about their
-// encoding's length): small ones (a health, a sync policy, one resource of a list) repeat
+// encoding's length, each member's name and value with a few bytes of quotes and separators):
+// small ones (a health, a sync policy, one resource of a list) repeat
 // across objects; a whole spec seldom does, and holding it would cost what sharing saves.
 const maxSharedValueSize = 256
 
@@ -97,7 +98,7 @@ func share(v any) (any, uint64, int) {
 			se, eh, esize := share(e)
 			k = String(k)
 			out[k] = se
-			h += mix(kindMember, maphash.String(seed, k)^eh*prime)
+			h += mix(kindMember, maphash.String(seed, k)^(eh*golden))
 			size += len(k) + esize + 4
 		}
 		return shareWhole(out, h, size)
@@ -124,7 +125,7 @@ func share(v any) (any, uint64, int) {
 		}
 		return x, mix(kindFalse, 0), 5
 	case int64:
-		return x, mix(kindInt, uint64(x)), 20
+		return x, mix(kindInt, uint64(x)), digits(x)
 	case float64:
 		return x, mix(kindFloat, math.Float64bits(x)), 24
 	case nil:
@@ -133,12 +134,26 @@ func share(v any) (any, uint64, int) {
 	return v, 0, maxSharedValueSize + 1
 }
 
-// prime spreads a member's value hash before it is combined with its name's.
-const prime = 0x9e3779b97f4a7c15
+// golden (2^64 divided by the golden ratio) spreads a member's value hash before it is
+// combined with its name's.
+const golden = 0x9e3779b97f4a7c15
+
+// digits is the length of n in decimal.
+func digits(n int64) int {
+	d := 1
+	if n < 0 {
+		d++
+	}
+	for n <= -10 || n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
+}
 
 // mix combines a hash with a value (splitmix64's finalizer).
 func mix(h, v uint64) uint64 {
-	h ^= v + prime + h<<6 + h>>2
+	h ^= v + golden + h<<6 + h>>2
 	h ^= h >> 30
 	h *= 0xbf58476d1ce4e5b9
 	h ^= h >> 27
@@ -181,6 +196,9 @@ func equal(a, b any) bool {
 		y, ok := b.([]any)
 		if !ok || len(x) != len(y) {
 			return false
+		}
+		if len(x) > 0 && &x[0] == &y[0] {
+			return true
 		}
 		for i := range x {
 			if !equal(x[i], y[i]) {

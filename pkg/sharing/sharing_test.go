@@ -2,8 +2,10 @@ package sharing
 
 import (
 	"encoding/json"
+	"math"
 	"reflect"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -139,11 +141,20 @@ func TestJSONNeverSharesAcrossAHashCollision(t *testing.T) {
 	}
 	other := decoded(t, `{"status":"Healthy","message":"held"}`)
 	values.Store(h, other)
+	t.Cleanup(func() { values.LoadAndDelete(h) })
 	out := JSON(in).(map[string]any)
 	if !reflect.DeepEqual(out, in) {
 		t.Fatalf("the shared copy is %v, want %v", out, in)
 	}
 	if mapPointer(out["health"]) == mapPointer(other) {
 		t.Error("a value held under the same hash was handed out")
+	}
+}
+
+func TestDigits(t *testing.T) {
+	for _, n := range []int64{0, 7, -7, 10, 99, -100, 123456, math.MaxInt64, math.MinInt64} {
+		if got, want := digits(n), len(strconv.FormatInt(n, 10)); got != want {
+			t.Errorf("digits(%d) = %d, want %d", n, got, want)
+		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
@@ -219,7 +220,10 @@ func installEverywhere(ctx context.Context, hub client.Client, mode string, n in
 		}
 	}
 	return waitFor(ctx, "OCM's addon-manager rendering the components for every cluster", func() (bool, string) {
-		works := workv1.ManifestWorkList{}
+		// Metadata only: the full objects are 70 to 430 KB each, and listing them every few
+		// seconds would make the API server, not OCM, the pace of the wait.
+		works := metav1.PartialObjectMetadataList{}
+		works.SetGroupVersionKind(schema.GroupVersionKind{Group: workv1.GroupName, Version: "v1", Kind: "ManifestWorkList"})
 		if err := hub.List(ctx, &works, client.MatchingLabels{"open-cluster-management.io/addon-name": componentsAddon}); err != nil {
 			return false, err.Error()
 		}
@@ -232,14 +236,24 @@ func installEverywhere(ctx context.Context, hub client.Client, mode string, n in
 }
 
 // workBytes sums the ManifestWorks' JSON (without managed fields) by kind: the components,
-// the agent, the probes, the rest.
+// the agent, the probes, the rest. It reads them a page at a time: at thousands of clusters in
+// autonomous mode they are gigabytes.
 func workBytes(ctx context.Context, hub client.Client) (map[string]int, error) {
-	var all workv1.ManifestWorkList
-	if err := hub.List(ctx, &all); err != nil {
-		return nil, err
-	}
 	bytesBy := map[string]int{}
-	for _, w := range all.Items {
+	for next := ""; ; {
+		var page workv1.ManifestWorkList
+		if err := hub.List(ctx, &page, client.Limit(200), client.Continue(next)); err != nil {
+			return nil, err
+		}
+		addWorkBytes(bytesBy, page.Items)
+		if next = page.Continue; next == "" {
+			return bytesBy, nil
+		}
+	}
+}
+
+func addWorkBytes(bytesBy map[string]int, works []workv1.ManifestWork) {
+	for _, w := range works {
 		w.ManagedFields = nil
 		raw, _ := json.Marshal(w)
 		kind := "other"
@@ -254,7 +268,6 @@ func workBytes(ctx context.Context, hub client.Client) (map[string]int, error) {
 		}
 		bytesBy[kind] += len(raw)
 	}
-	return bytesBy, nil
 }
 
 // createClusters creates n simulated ManagedClusters, accepted, with no agent, and waits for

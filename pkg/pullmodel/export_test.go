@@ -13,3 +13,6 @@ func SetIndexBuckets(t interface{ Cleanup(func()) }, n uint32) {
 
 // BucketOf is bucketOf, for the external tests.
 var BucketOf = bucketOf
+
+// MadeFromApp is madeFromApp, for the external tests.
+var MadeFromApp = madeFromApp

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -168,8 +169,19 @@ func ListWorksOfApp(ctx context.Context, c client.Reader, list *workv1.ManifestW
 	if err := c.List(ctx, list, append(opts, client.MatchingFields{indexWorkByApp: bucketOf(key)})...); err != nil {
 		return err
 	}
-	keepWorks(list, func(w *workv1.ManifestWork) bool { return WorkAppKey(w) == key })
+	keepWorks(list, madeFromApp(key))
 	return nil
+}
+
+// madeFromApp tells whether a ManifestWork was made from the hub Application key. It compares
+// the key's halves with the annotations, so that filtering a bucket builds no string per
+// ManifestWork; neither half may hold a "/", so the cut is exact.
+func madeFromApp(key string) func(*workv1.ManifestWork) bool {
+	ns, name, _ := strings.Cut(key, "/")
+	return func(w *workv1.ManifestWork) bool {
+		a := w.Annotations
+		return ns != "" && name != "" && a[AnnotationHubAppNamespace] == ns && a[AnnotationHubAppName] == name
+	}
 }
 
 // ListWorksDelivering lists into list the cached ManifestWorks of cluster that deliver the

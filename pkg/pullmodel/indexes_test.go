@@ -116,3 +116,49 @@ func TestBucketedIndexesFindExactlyTheirWorks(t *testing.T) {
 		}
 	}
 }
+
+// TestMadeFromAppComparesTheKeysHalves: ListWorksOfApp's filter keeps exactly the ManifestWorks
+// whose annotations name the Application, and builds nothing per ManifestWork it looks at.
+func TestMadeFromAppComparesTheKeysHalves(t *testing.T) {
+	work := func(ns, name string) *workv1.ManifestWork {
+		w := &workv1.ManifestWork{}
+		w.Annotations = map[string]string{}
+		if ns != "" {
+			w.Annotations[pullmodel.AnnotationHubAppNamespace] = ns
+		}
+		if name != "" {
+			w.Annotations[pullmodel.AnnotationHubAppName] = name
+		}
+		return w
+	}
+	for _, tc := range []struct {
+		key, ns, name string
+		want          bool
+	}{
+		{"argocd/guestbook", "argocd", "guestbook", true},
+		{"argocd/guestbook", "argocd", "guestbook-2", false},
+		{"argocd/guestbook", "other", "guestbook", false},
+		{"argocd/guestbook", "argocd", "", false},
+		{"argocd/", "argocd", "", false},
+		{"/guestbook", "", "guestbook", false},
+		{"argocdguestbook", "argocd", "guestbook", false},
+		{"", "", "", false},
+	} {
+		if got := pullmodel.MadeFromApp(tc.key)(work(tc.ns, tc.name)); got != tc.want {
+			t.Errorf("key %q, annotations %q/%q: kept %v, want %v", tc.key, tc.ns, tc.name, got, tc.want)
+		}
+	}
+	bucket := make([]*workv1.ManifestWork, 10)
+	for i := range bucket {
+		bucket[i] = work("argocd", fmt.Sprintf("app-%d", i))
+	}
+	keep := pullmodel.MadeFromApp("argocd/app-3")
+	allocs := testing.AllocsPerRun(100, func() {
+		for _, w := range bucket {
+			keep(w)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("filtering a bucket of %d ManifestWorks allocated %.0f times, want 0", len(bucket), allocs)
+	}
+}

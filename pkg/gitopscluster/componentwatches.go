@@ -76,7 +76,7 @@ func (r *Reconciler) watchComponents(mgr ctrl.Manager, b *builder.Builder) (*bui
 		// its own (clusterArgoCDConfig, image mirrors, OpenShift) must be pointed at it then.
 		// After that, its rollout holds configs in use.
 		WatchesRawSource(source.Kind[client.Object](r.ComponentsAddOns, &addonv1alpha1.ManagedClusterAddOn{},
-			handler.EnqueueRequestsFromMapFunc(wk.selectorsOfClusterNamespace), predicate.Funcs{
+			settled(wk.selectorsOfClusterNamespace, ocmStatusSettle), predicate.Funcs{
 				CreateFunc: func(event.CreateEvent) bool { return true },
 				UpdateFunc: func(e event.UpdateEvent) bool {
 					o, n := e.ObjectOld.(*addonv1alpha1.ManagedClusterAddOn), e.ObjectNew.(*addonv1alpha1.ManagedClusterAddOn)
@@ -105,7 +105,7 @@ func imageRegistriesChanged(old, updated client.Object) bool {
 // watchProbes wakes the GitOpsClusters of a cluster when its probe's status changes.
 func (r *Reconciler) watchProbes(b *builder.Builder) *builder.Builder {
 	wk := r.wakes()
-	return b.Watches(&workv1.ManifestWork{}, handler.EnqueueRequestsFromMapFunc(wk.selectorsOfProbedCluster), builder.WithPredicates(predicate.Funcs{
+	return b.Watches(&workv1.ManifestWork{}, settled(wk.selectorsOfProbedCluster, ocmStatusSettle), builder.WithPredicates(predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld.(*workv1.ManifestWork), e.ObjectNew.(*workv1.ManifestWork)

@@ -26,6 +26,9 @@ func WriteStatus(ctx context.Context, c client.Client, goc *v1alpha1.GitOpsClust
 // LedgerSettle is how long ledger writes gather before they wake a pass.
 const LedgerSettle = ledgerSettle
 
+// OCMStatusSettle is how long OCM's writes of addons and probes gather before they wake a pass.
+const OCMStatusSettle = ocmStatusSettle
+
 // PassesShareProbesInFlight reports whether two passes of one reconciler write probes with the
 // same record of those in flight.
 func PassesShareProbesInFlight() bool {

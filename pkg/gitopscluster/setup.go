@@ -65,7 +65,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}))).
 		Watches(&addonv1alpha1.ClusterManagementAddOn{}, handler.EnqueueRequestsFromMapFunc(wk.all),
 			builder.WithPredicates(predicate.Or(named(r.Config.AddonName), named(config.ComponentsAddonName(r.Config.AddonName))))).
-		Watches(&addonv1alpha1.ManagedClusterAddOn{}, handler.EnqueueRequestsFromMapFunc(wk.selectorsOfClusterNamespace),
+		Watches(&addonv1alpha1.ManagedClusterAddOn{}, settled(wk.selectorsOfClusterNamespace, ocmStatusSettle),
 			builder.WithPredicates(named(r.Config.AddonName), predicate.Or(availabilityChanged(), configReferencesChanged()))).
 		// A GitOpsCluster going away may hand its clusters to a younger one.
 		Watches(&v1alpha1.GitOpsCluster{}, handler.EnqueueRequestsFromMapFunc(wk.all), builder.WithPredicates(goingAway())).
@@ -89,6 +89,40 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // (revoking a certificate recorded for a cluster that lost its right, which the signer never
 // publishes) can wait that long.
 const ledgerSettle = 5 * time.Second
+
+// ocmStatusSettle is how long what OCM writes of each cluster's addons and probe gathers before
+// it wakes the cluster's GitOpsClusters. OCM writes a ManagedClusterAddOn several times as it
+// installs an addon (created, its configs referenced, available), and a work agent a probe's
+// status once: in a rollout over thousands of clusters each of those woke a pass over the whole
+// fleet, and passes ran back to back for all of it (at 1,000 clusters half a core of the
+// manager, more than OCM's addon-manager used). What they ask of a pass (the agents'
+// availability, pointing a cluster's components at its own config, pruning configs no longer
+// in use, installing where a probe found no Argo CD) can wait that long.
+const ocmStatusSettle = 2 * time.Second
+
+// settled enqueues the requests an event maps to after settle, so that a stream of events
+// costs one pass per settle, not one per event: the work queue keeps a request waiting once.
+func settled(toRequests handler.MapFunc, settle time.Duration) handler.EventHandler {
+	add := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range toRequests(ctx, o) {
+			q.AddAfter(req, settle)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.ObjectNew, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, q)
+		},
+		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(ctx, e.Object, q)
+		},
+	}
+}
 
 // recordsChanged enqueues the GitOpsClusters of a changed ledger after ledgerSettle, so that a
 // wave of ledger writes costs one pass per ledgerSettle, and those of a changed revocation

@@ -14,13 +14,16 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -55,6 +58,7 @@ func main() {
 	flag.DurationVar(&timeout, "timeout", timeout, "how long each wait may take")
 	quota := flag.String("etcd-quota", "", "the hub etcd's --quota-backend-bytes as a quantity (e.g. 8Gi); etcd's default is 2Gi, which the autonomous mode's components fill at about 4,400 clusters")
 	results := benchkit.ResultsFlag()
+	managerArgs = benchkit.ManagerArgsFlag("--pprof-bind-address=127.0.0.1:6061")
 	flag.Parse()
 	if *quota != "" {
 		q, err := resource.ParseQuantity(*quota)
@@ -80,6 +84,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// managerArgs are extra flags for the manager under test.
+var managerArgs *benchkit.Strings
 
 // direct creates the clusters' namespaces without OCM's registration controller.
 var direct bool
@@ -113,11 +120,17 @@ func run(n int, mode, binary string, out *benchkit.Output) error {
 	if err != nil {
 		return err
 	}
-	start := time.Now()
+	start, cpuBefore := time.Now(), cpuOf(f)
 	if err := installEverywhere(ctx, hub, mode, n); err != nil {
 		return err
 	}
-	rendered := time.Since(start)
+	rendered, cpu := time.Since(start), since(cpuOf(f), cpuBefore)
+	how := "namespaces made by OCM's registration controller"
+	if direct {
+		how = "namespaces created by the benchmark (--direct)"
+	}
+	out.Printf("mode %s, %d simulated clusters (%s): components rendered for all in %s\n", mode, n, how, rendered.Round(time.Second))
+	out.Printf("  CPU while OCM rendered them: %s; the manager %s per cluster\n", cpu, benchkit.Ms(benchkit.PerUnit(cpu[managerName], n)))
 	time.Sleep(40 * time.Second) // two compactions
 	after, err := etcdInUse(ctx, f.HubEtcdURL())
 	if err != nil {
@@ -127,11 +140,6 @@ func run(n int, mode, binary string, out *benchkit.Output) error {
 	if err != nil {
 		return err
 	}
-	how := "namespaces made by OCM's registration controller"
-	if direct {
-		how = "namespaces created by the benchmark (--direct)"
-	}
-	out.Printf("mode %s, %d simulated clusters (%s): components rendered for all in %s\n", mode, n, how, rendered.Round(time.Second))
 	out.Printf("  hub etcd database in use: %d -> %d bytes, %.0f bytes per cluster (every object of the install, compacted, with managed fields and etcd's own overhead)\n",
 		before, after, float64(after-before)/float64(n))
 	out.Printf("  ManifestWorks per cluster (JSON without managed fields): components %d bytes, agent %d bytes, probe %d bytes\n",
@@ -190,9 +198,43 @@ func startManager(ctx context.Context, f *fleet.Fleet, bin string) (client.Clien
 	if err != nil {
 		return nil, err
 	}
-	_, err = f.StartProcess(fleet.ProcessSpec{Name: "argocd-agent-addon-manager", Path: bin, Args: install.Args(
-		"--kubeconfig="+kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false")})
+	_, err = f.StartProcess(fleet.ProcessSpec{Name: managerName, Path: bin, Args: install.Args(append([]string{
+		"--kubeconfig=" + kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0", "--leader-elect=false"}, *managerArgs...)...)})
 	return hub, err
+}
+
+const managerName = "argocd-agent-addon-manager"
+
+// processCPU is the CPU each process of the fleet has used, by its name.
+type processCPU map[string]time.Duration
+
+func cpuOf(f *fleet.Fleet) processCPU {
+	out := processCPU{}
+	for _, p := range f.Processes() {
+		out[p.Name] = benchkit.ProcessCPU(p.Pid())
+	}
+	return out
+}
+
+func since(after, before processCPU) processCPU {
+	out := processCPU{}
+	for name, d := range after {
+		out[name] = d - before[name]
+	}
+	return out
+}
+
+// String lists the processes that used a tenth of a second or more, the busiest first.
+func (c processCPU) String() string {
+	names := slices.Collect(maps.Keys(c))
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(c[b], c[a]) })
+	var parts []string
+	for _, name := range names {
+		if c[name] >= 100*time.Millisecond {
+			parts = append(parts, fmt.Sprintf("%s %.1fs", name, c[name].Seconds()))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 const componentsAddon = "argocd-agent-addon-argocd"
@@ -236,20 +278,23 @@ func installEverywhere(ctx context.Context, hub client.Client, mode string, n in
 }
 
 // workBytes sums the ManifestWorks' JSON (without managed fields) by kind: the components,
-// the agent, the probes, the rest. It reads them a page at a time: at thousands of clusters in
-// autonomous mode they are gigabytes.
+// the agent, the probes, the rest. It reads them a cluster namespace at a time: at thousands of
+// clusters in autonomous mode they are gigabytes, and a paged list's continue token does not
+// outlive the API server's compactions every 15 s.
 func workBytes(ctx context.Context, hub client.Client) (map[string]int, error) {
+	var namespaces corev1.NamespaceList
+	if err := hub.List(ctx, &namespaces, client.HasLabels{clusterv1.ClusterNameLabelKey}); err != nil {
+		return nil, err
+	}
 	bytesBy := map[string]int{}
-	for next := ""; ; {
-		var page workv1.ManifestWorkList
-		if err := hub.List(ctx, &page, client.Limit(200), client.Continue(next)); err != nil {
+	for _, namespace := range namespaces.Items {
+		var works workv1.ManifestWorkList
+		if err := hub.List(ctx, &works, client.InNamespace(namespace.Name)); err != nil {
 			return nil, err
 		}
-		addWorkBytes(bytesBy, page.Items)
-		if next = page.Continue; next == "" {
-			return bytesBy, nil
-		}
+		addWorkBytes(bytesBy, works.Items)
 	}
+	return bytesBy, nil
 }
 
 func addWorkBytes(bytesBy map[string]int, works []workv1.ManifestWork) {

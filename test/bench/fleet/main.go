@@ -48,7 +48,7 @@ func main() {
 	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
 	runs := flag.Int("runs", 3, "how many times each size runs, each on a new API server; the median and spread of the runs are printed")
 	results := benchkit.ResultsFlag()
-	flag.Var(&managerArgs, "manager-arg", "an extra manager flag, e.g. --manager-arg=--signer-concurrency=32 (repeatable)")
+	managerArgs = benchkit.ManagerArgsFlag("--signer-concurrency=32")
 	flag.IntVar(&agentsInFlight, "agents-in-flight", agentsInFlight, "how many agents create their CSRs at the same time in the renewal wave and in its raw pace")
 	flag.BoolVar(&coresSplit, "split-cores", false, "run the API server and etcd on the first core, the benchmark and the manager on the others (Linux): the pace when the manager does not take the API server's CPU (the manager then has one core less)")
 	flag.BoolVar(&asAdmin, "admin", false, "run the manager as system:masters with the binary's defaults (as in the rows measured before the benchmark used the chart's identity and RBAC)")
@@ -95,7 +95,7 @@ func fail(err error) {
 }
 
 // managerArgs are extra flags for the manager under test.
-var managerArgs stringList
+var managerArgs *benchkit.Strings
 
 // agentsInFlight is how many agents create their CSRs at the same time.
 var agentsInFlight = 16
@@ -117,8 +117,3 @@ var (
 	managerLog      string
 	managerLogLevel = "error"
 )
-
-type stringList []string
-
-func (l *stringList) String() string     { return strings.Join(*l, " ") }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }

@@ -81,7 +81,7 @@ func managerCommand(ctx context.Context, env *testenv.Env, dir, healthAddr strin
 			return nil, err
 		}
 		args := append([]string{"manager", "--kubeconfig=" + kubeconfig, "--managed-namespaces=" + namespace}, common...)
-		return append(args, managerArgs...), nil
+		return append(args, *managerArgs...), nil
 	}
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: releaseNamespace}}); err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func managerCommand(ctx context.Context, env *testenv.Env, dir, healthAddr strin
 	if err != nil {
 		return nil, err
 	}
-	return install.Args(append(append(common, "--kubeconfig="+kubeconfig), managerArgs...)...), nil
+	return install.Args(append(append(common, "--kubeconfig="+kubeconfig), *managerArgs...)...), nil
 }
 
 // waitForQuiet waits until the API server has taken no write for quietFor (at most 10 minutes

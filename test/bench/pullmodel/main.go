@@ -53,7 +53,7 @@ func main() {
 	refresh := flag.Duration("refresh", 20*time.Second, "how often each spoke Argo CD refreshes each Application meanwhile (Argo CD's default is 120s; shorter packs more refreshes into the period)")
 	results := benchkit.ResultsFlag()
 	binary := flag.String("manager", "bin/argocd-agent-addon", "path of the manager binary")
-	flag.Var(&managerArgs, "manager-arg", "an extra manager flag, e.g. --manager-arg=--pull-model-concurrency=16 (repeatable)")
+	managerArgs = benchkit.ManagerArgsFlag("--pull-model-concurrency=16")
 	flag.Parse()
 	// envtest logs through controller-runtime; the benchmark reports its errors itself, and an
 	// unset logger prints a stack trace into the results once a later run starts an API server.
@@ -79,12 +79,7 @@ func main() {
 var phaseTimeout time.Duration
 
 // managerArgs are extra flags for the manager under test.
-var managerArgs stringList
-
-type stringList []string
-
-func (l *stringList) String() string     { return fmt.Sprint([]string(*l)) }
-func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+var managerArgs *benchkit.Strings
 
 // rollingSyncOperation is the sync request Argo CD's ApplicationSet RollingSync puts on an
 // Application (v3.6 progressivesync.syncApplication).

@@ -140,7 +140,7 @@ func (p *pullRun) startManager(dir, binary string) error {
 		return err
 	}
 	args := append([]string{"manager", "--kubeconfig=" + kubeconfig, "--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--managed-namespaces=bench", "--zap-log-level=error"}, managerArgs...)
+		"--managed-namespaces=bench", "--zap-log-level=error"}, *managerArgs...)
 	p.mgr = exec.Command(binary, args...)
 	logf, err := os.Create(filepath.Join(dir, "manager.log"))
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster/config"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
@@ -342,7 +343,8 @@ func TestOldConfigKeptWhileTheComponentsStillUseIt(t *testing.T) {
 	})
 	setMCAConfig(t, "cr2-1", ns, newName)
 	// The agent moved; the components have not: the old config must stay.
-	consistently(t, "old config kept while the components use it", 3*time.Second, func() error {
+	// Long enough for the pass the addon's change wakes, after OCMStatusSettle.
+	consistently(t, "old config kept while the components use it", gitopscluster.OCMStatusSettle+3*time.Second, func() error {
 		return k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: oldName}, &addonv1alpha1.AddOnDeploymentConfig{})
 	})
 	setComponentsMCAConfig(t, "cr2-1", ns, newName)

@@ -102,7 +102,8 @@ func imageRegistriesChanged(old, updated client.Object) bool {
 	return old.GetAnnotations()[clusterv1.ClusterImageRegistriesAnnotationKey] != updated.GetAnnotations()[clusterv1.ClusterImageRegistriesAnnotationKey]
 }
 
-// watchProbes wakes the GitOpsClusters of a cluster when its probe's status changes.
+// watchProbes wakes the GitOpsClusters of a cluster when its probe's status changes, after
+// ocmStatusSettle.
 func (r *Reconciler) watchProbes(b *builder.Builder) *builder.Builder {
 	wk := r.wakes()
 	return b.Watches(&workv1.ManifestWork{}, settled(wk.selectorsOfProbedCluster, ocmStatusSettle), builder.WithPredicates(predicate.Funcs{

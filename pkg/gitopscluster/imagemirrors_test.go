@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/gitopscluster"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/names"
 )
 
@@ -167,8 +167,9 @@ func TestAComponentsAddOnCreatedLaterGetsItsClusterConfig(t *testing.T) {
 	setImageRegistries(t, cluster, `{"registries":[{"source":"quay.io/argoproj","mirror":"mirror.example.com/argoproj"}]}`)
 	reportProbe(t, cluster, goc)
 	conditionIs(t, ns, "fleet", v1alpha1.ConditionAddOnConfigured, metav1.ConditionTrue, v1alpha1.ReasonAddOnApplied)
-	// The passes the probe and the status write wake are over.
-	time.Sleep(2 * time.Second)
+	// The passes the probe and the status write wake are over (the probe's after
+	// OCMStatusSettle), so that only the addon's creation can wake the next.
+	waitSettled(t, func() int { return reconciles.get("gitopscluster", ns, "fleet") }, 2*gitopscluster.OCMStatusSettle)
 
 	createComponentsMCA(t, cluster)
 	eventually(t, cluster+"'s new components addon names a config of its own", func() error {

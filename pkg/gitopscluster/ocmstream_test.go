@@ -14,9 +14,9 @@ import (
 // TestOCMRolloutWakesAPassPerSettle: OCM installing the addons across a fleet writes each
 // cluster's ManagedClusterAddOns several times (the agent's created and then available, the
 // components' created). That stream wakes the GitOpsCluster about once per OCMStatusSettle, not
-// once per write, and the pass after the stream still sees its last write.
+// once per write, and the pass after the stream still sees its last write. Not parallel: a
+// Placement or Node change of another test wakes every GitOpsCluster, this one's too.
 func TestOCMRolloutWakesAPassPerSettle(t *testing.T) {
-	t.Parallel()
 	const ns, n = "ocm-rollout", 12
 	createNamespace(t, ns)
 	var clusters []string

@@ -94,54 +94,25 @@ const ledgerSettle = 5 * time.Second
 // it wakes the cluster's GitOpsClusters. OCM writes a ManagedClusterAddOn several times as it
 // installs an addon (created, its configs referenced, available), and a work agent a probe's
 // status once: in a rollout over thousands of clusters each of those woke a pass over the whole
-// fleet, and passes ran back to back for all of it (at 1,000 clusters half a core of the
-// manager, more than OCM's addon-manager used). What they ask of a pass (the agents'
-// availability, pointing a cluster's components at its own config, pruning configs no longer
-// in use, installing where a probe found no Argo CD) can wait that long.
+// fleet, and passes ran back to back for all of it (at 1,000 clusters up to half a core of the
+// manager). What they ask of a pass (the agents' availability, pointing a cluster's components
+// at its own config, pruning configs no longer in use, installing where a probe found no Argo
+// CD) can wait that long.
 const ocmStatusSettle = 2 * time.Second
 
-// settled enqueues the requests an event maps to after settle, so that a stream of events
-// costs one pass per settle, not one per event: the work queue keeps a request waiting once.
+// settled enqueues the requests an event maps to after settle. A request already waiting keeps
+// its earlier time: the first event of a stream fixes when the pass runs and later ones join
+// it, so that a stream costs one pass per settle, not one per event.
 func settled(toRequests handler.MapFunc, settle time.Duration) handler.EventHandler {
-	add := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	return eachEvent(func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], _ bool) {
 		for _, req := range toRequests(ctx, o) {
 			q.AddAfter(req, settle)
 		}
-	}
-	return handler.Funcs{
-		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(ctx, e.Object, q)
-		},
-		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(ctx, e.ObjectNew, q)
-		},
-		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(ctx, e.Object, q)
-		},
-		GenericFunc: func(ctx context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			add(ctx, e.Object, q)
-		},
-	}
+	})
 }
 
-// recordsChanged enqueues the GitOpsClusters of a changed ledger after ledgerSettle, so that a
-// wave of ledger writes costs one pass per ledgerSettle, and those of a changed revocation
-// record at once. A ledger created or updated wakes no pass when mayRevoke says the pass has
-// nothing to revoke for it.
-func recordsChanged(toRequests handler.MapFunc, mayRevoke func(context.Context, client.Object) bool) handler.EventHandler {
-	add := func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], written bool) {
-		isLedger := o.GetLabels()[ledger.LabelRecord] == ledger.RecordLedger
-		if isLedger && written && !mayRevoke(ctx, o) {
-			return
-		}
-		for _, req := range toRequests(ctx, o) {
-			if isLedger {
-				q.AddAfter(req, ledgerSettle)
-			} else {
-				q.Add(req)
-			}
-		}
-	}
+// eachEvent hands every event's object to add; written is true for a creation or an update.
+func eachEvent(add func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], written bool)) handler.Funcs {
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(ctx, e.Object, q, true)
@@ -156,6 +127,26 @@ func recordsChanged(toRequests handler.MapFunc, mayRevoke func(context.Context, 
 			add(ctx, e.Object, q, false)
 		},
 	}
+}
+
+// recordsChanged enqueues the GitOpsClusters of a changed ledger after ledgerSettle, so that a
+// wave of ledger writes costs one pass per ledgerSettle, and those of a changed revocation
+// record at once. A ledger created or updated wakes no pass when mayRevoke says the pass has
+// nothing to revoke for it.
+func recordsChanged(toRequests handler.MapFunc, mayRevoke func(context.Context, client.Object) bool) handler.EventHandler {
+	return eachEvent(func(ctx context.Context, o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request], written bool) {
+		isLedger := o.GetLabels()[ledger.LabelRecord] == ledger.RecordLedger
+		if isLedger && written && !mayRevoke(ctx, o) {
+			return
+		}
+		for _, req := range toRequests(ctx, o) {
+			if isLedger {
+				q.AddAfter(req, ledgerSettle)
+			} else {
+				q.Add(req)
+			}
+		}
+	})
 }
 
 func forOwnerLabels(_ context.Context, o client.Object) []reconcile.Request {

@@ -78,7 +78,7 @@ var otherPrograms = map[string][]owner{
 	"mode":               {{what: "the components benchmark", goMain: "test/bench/components"}},
 	"manager":            {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"agents-in-flight":   {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
-	"manager-arg":        {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
+	"manager-arg":        {{what: "the benchmarks", goMain: "test/bench/internal/benchkit"}},
 	"split-cores":        {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"consistency-checks": {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"profiles":           {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},

@@ -70,7 +70,7 @@ func (p *ProbesInFlight) add(name, cluster string, now time.Time) {
 }
 
 // Seen drops the probe named name of cluster: the cache has shown it, or shown it go (a
-// probe deleted is then created again at once).
+// probe deleted is then created again by the pass its deletion wakes).
 func (p *ProbesInFlight) Seen(name, cluster string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

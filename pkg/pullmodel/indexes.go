@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"strconv"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -175,12 +174,12 @@ func ListWorksOfApp(ctx context.Context, c client.Reader, list *workv1.ManifestW
 
 // madeFromApp tells whether a ManifestWork was made from the hub Application key. It compares
 // the key's halves with the annotations, so that filtering a bucket builds no string per
-// ManifestWork; neither half may hold a "/", so the cut is exact.
+// ManifestWork.
 func madeFromApp(key string) func(*workv1.ManifestWork) bool {
-	ns, name, _ := strings.Cut(key, "/")
+	ns, name, ok := SplitAppKey(key)
 	return func(w *workv1.ManifestWork) bool {
 		a := w.Annotations
-		return ns != "" && name != "" && a[AnnotationHubAppNamespace] == ns && a[AnnotationHubAppName] == name
+		return ok && a[AnnotationHubAppNamespace] == ns && a[AnnotationHubAppName] == name
 	}
 }
 

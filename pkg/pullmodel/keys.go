@@ -171,6 +171,13 @@ const DefaultProject = "default"
 // ManifestWorks to it.
 func AppKey(namespace, name string) string { return namespace + "/" + name }
 
+// SplitAppKey is AppKey's inverse; ok is false for a key with an empty half. Neither half of
+// a Kubernetes namespace or name holds a "/", so the split is exact.
+func SplitAppKey(key string) (namespace, name string, ok bool) {
+	namespace, name, _ = strings.Cut(key, "/")
+	return namespace, name, namespace != "" && name != ""
+}
+
 // WorkAppKey is the AppKey of the hub Application a ManifestWork was made from, or "" when
 // its annotations name none.
 func WorkAppKey(o metav1.Object) string {

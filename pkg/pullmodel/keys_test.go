@@ -37,3 +37,17 @@ func TestMetadataIsReadInPlace(t *testing.T) {
 		t.Errorf("reading an Application's pull label and cluster allocated %v times", n)
 	}
 }
+
+// TestSplitAppKeyInvertsAppKey: the filters that compare an AppKey's halves read the format
+// AppKey writes, and a key with an empty half names no Application.
+func TestSplitAppKeyInvertsAppKey(t *testing.T) {
+	ns, name, ok := SplitAppKey(AppKey("team-a", "guestbook"))
+	if !ok || ns != "team-a" || name != "guestbook" {
+		t.Errorf("SplitAppKey(AppKey) = %q, %q, %v", ns, name, ok)
+	}
+	for _, key := range []string{"", "/", "team-a/", "/guestbook", "team-a"} {
+		if _, _, ok := SplitAppKey(key); ok {
+			t.Errorf("SplitAppKey(%q): ok, want not ok", key)
+		}
+	}
+}

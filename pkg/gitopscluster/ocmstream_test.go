@@ -33,7 +33,7 @@ func TestOCMRolloutWakesAPassPerSettle(t *testing.T) {
 	}
 	waitClusterSecrets(t, ns, secrets...)
 	passes := func() int { return reconciles.get("gitopscluster", ns, "fleet") }
-	waitSettled(t, passes, 2*time.Second)
+	waitSettled(t, passes, 2*gitopscluster.OCMStatusSettle)
 
 	before, start := passes(), time.Now()
 	for _, c := range clusters {

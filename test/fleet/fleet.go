@@ -48,6 +48,10 @@ type Options struct {
 	// HubEtcdArgs are extra etcd flags ("--name=value") for the hub's etcd, e.g. a larger
 	// --quota-backend-bytes than etcd's default of 2 GiB.
 	HubEtcdArgs []string
+	// HubControllerArgs are extra flags ("--name=value") for OCM's hub controllers, by name:
+	// registration-controller, placement-controller, addon-manager. A benchmark may raise a
+	// controller's --kube-api-qps, which OCM's ClusterManager leaves at 50.
+	HubControllerArgs map[string][]string
 	// StartTimeout bounds each wait while starting. Default: 3 minutes.
 	StartTimeout time.Duration
 	// Logf receives progress lines (e.g. t.Logf). Default: none.
@@ -233,6 +237,11 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 			return nil, fmt.Errorf("cluster name %q used twice (or is \"hub\")", c)
 		}
 		seen[c] = true
+	}
+	for name := range opts.HubControllerArgs {
+		if _, ok := hubControllerArgs[name]; !ok {
+			return nil, fmt.Errorf("HubControllerArgs: no OCM hub controller named %q", name)
+		}
 	}
 	f := &Fleet{opts: opts, spokes: map[string]*controlPlane{}, scheme: Scheme()}
 	var err error

@@ -229,6 +229,7 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 			"--listen=127.0.0.1:"+strconv.Itoa(port),
 			"--disable-leader-election",
 		)
+		args = append(args, f.opts.HubControllerArgs[p.name]...)
 		if _, err := f.start(ProcessSpec{
 			Name: "hub-" + p.name,
 			Path: filepath.Join(f.ocmBin, p.bin),

@@ -59,6 +59,7 @@ func main() {
 	quota := flag.String("etcd-quota", "", "the hub etcd's --quota-backend-bytes as a quantity (e.g. 8Gi); etcd's default is 2Gi, which the autonomous mode's components fill at about 4,400 clusters")
 	results := benchkit.ResultsFlag()
 	managerArgs = benchkit.ManagerArgsFlag("--pprof-bind-address=127.0.0.1:6061")
+	flag.Var(&addonManagerArgs, "addon-manager-arg", "an extra flag for OCM's addon-manager, e.g. --addon-manager-arg=--kube-api-qps=500 (repeatable; OCM's default is 50 QPS)")
 	flag.Parse()
 	if *quota != "" {
 		q, err := resource.ParseQuantity(*quota)
@@ -87,6 +88,9 @@ func main() {
 
 // managerArgs are extra flags for the manager under test.
 var managerArgs *benchkit.Strings
+
+// addonManagerArgs are extra flags for OCM's addon-manager.
+var addonManagerArgs benchkit.Strings
 
 // direct creates the clusters' namespaces without OCM's registration controller.
 var direct bool
@@ -130,7 +134,7 @@ func run(n int, mode, binary string, out *benchkit.Output) error {
 		how = "namespaces created by the benchmark (--direct)"
 	}
 	out.Printf("mode %s, %d simulated clusters (%s): components rendered for all in %s\n", mode, n, how, rendered.Round(time.Second))
-	out.Printf("  CPU while OCM rendered them: %s; the manager %s per cluster\n", cpu, benchkit.Ms(benchkit.PerUnit(cpu[managerName], n)))
+	out.Printf("  CPU while OCM rendered them: %s; the manager %s per cluster\n", cpu, benchkit.Ms(benchkit.PerUnit(cpu[managerName].used, n)))
 	time.Sleep(40 * time.Second) // two compactions
 	after, err := etcdInUse(ctx, f.HubEtcdURL())
 	if err != nil {
@@ -166,7 +170,8 @@ func startHub(ctx context.Context, binary string) (*fleet.Fleet, client.Client, 
 	}
 	f, err := fleet.Start(ctx, fleet.Options{Clusters: []string{"cluster1"}, BindingNamespace: ns,
 		HubCRDPaths:   []string{filepath.Join(testenv.RepoRoot(), "manifests", "crds")},
-		APIServerArgs: []string{"--etcd-compaction-interval=15s"}, HubEtcdArgs: etcdArgs, Logf: logf})
+		APIServerArgs: []string{"--etcd-compaction-interval=15s"}, HubEtcdArgs: etcdArgs, Logf: logf,
+		HubControllerArgs: map[string][]string{"addon-manager": addonManagerArgs}})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -206,32 +211,49 @@ func startManager(ctx context.Context, f *fleet.Fleet, bin string) (client.Clien
 const managerName = "argocd-agent-addon-manager"
 
 // processCPU is the CPU each process of the fleet has used, by its name.
-type processCPU map[string]time.Duration
+type processCPU map[string]cpuSample
+
+// cpuSample is one process's CPU. A process the fleet restarted has a new pid: its CPU
+// counts from the restart, so a difference across it is only a lower bound.
+type cpuSample struct {
+	pid       int
+	used      time.Duration
+	restarted bool
+}
 
 func cpuOf(f *fleet.Fleet) processCPU {
 	out := processCPU{}
 	for _, p := range f.Processes() {
-		out[p.Name] = benchkit.ProcessCPU(p.Pid())
+		out[p.Name] = cpuSample{pid: p.Pid(), used: benchkit.ProcessCPU(p.Pid())}
 	}
 	return out
 }
 
 func since(after, before processCPU) processCPU {
 	out := processCPU{}
-	for name, d := range after {
-		out[name] = d - before[name]
+	for name, a := range after {
+		b, seen := before[name]
+		if seen && b.pid != a.pid {
+			out[name] = cpuSample{pid: a.pid, used: a.used, restarted: true}
+			continue
+		}
+		out[name] = cpuSample{pid: a.pid, used: a.used - b.used}
 	}
 	return out
 }
 
-// String lists the processes that used a tenth of a second or more, the busiest first.
+// String lists the processes that used a tenth of a second or more, the busiest first; a
+// restarted one says so, with the CPU it used since.
 func (c processCPU) String() string {
 	names := slices.Collect(maps.Keys(c))
-	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(c[b], c[a]) })
+	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(c[b].used, c[a].used) })
 	var parts []string
 	for _, name := range names {
-		if c[name] >= 100*time.Millisecond {
-			parts = append(parts, fmt.Sprintf("%s %.1fs", name, c[name].Seconds()))
+		switch s := c[name]; {
+		case s.restarted:
+			parts = append(parts, fmt.Sprintf("%s restarted (%.1fs since)", name, s.used.Seconds()))
+		case s.used >= 100*time.Millisecond:
+			parts = append(parts, fmt.Sprintf("%s %.1fs", name, s.used.Seconds()))
 		}
 	}
 	return strings.Join(parts, ", ")

@@ -171,11 +171,11 @@ const DefaultProject = "default"
 // ManifestWorks to it.
 func AppKey(namespace, name string) string { return namespace + "/" + name }
 
-// SplitAppKey is AppKey's inverse; ok is false for a key with an empty half. Neither half of
-// a Kubernetes namespace or name holds a "/", so the split is exact.
+// SplitAppKey is AppKey's inverse. ok is false for what no Application's key can be: an empty
+// half, or a second "/" (neither a namespace nor a name holds one).
 func SplitAppKey(key string) (namespace, name string, ok bool) {
 	namespace, name, _ = strings.Cut(key, "/")
-	return namespace, name, namespace != "" && name != ""
+	return namespace, name, namespace != "" && name != "" && !strings.Contains(name, "/")
 }
 
 // WorkAppKey is the AppKey of the hub Application a ManifestWork was made from, or "" when

@@ -39,13 +39,13 @@ func TestMetadataIsReadInPlace(t *testing.T) {
 }
 
 // TestSplitAppKeyInvertsAppKey: the filters that compare an AppKey's halves read the format
-// AppKey writes, and a key with an empty half names no Application.
+// AppKey writes, and a key with an empty half or a third part names no Application.
 func TestSplitAppKeyInvertsAppKey(t *testing.T) {
 	ns, name, ok := SplitAppKey(AppKey("team-a", "guestbook"))
 	if !ok || ns != "team-a" || name != "guestbook" {
 		t.Errorf("SplitAppKey(AppKey) = %q, %q, %v", ns, name, ok)
 	}
-	for _, key := range []string{"", "/", "team-a/", "/guestbook", "team-a"} {
+	for _, key := range []string{"", "/", "team-a/", "/guestbook", "team-a", "team-a/guest/book"} {
 		if _, _, ok := SplitAppKey(key); ok {
 			t.Errorf("SplitAppKey(%q): ok, want not ok", key)
 		}

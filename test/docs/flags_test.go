@@ -60,6 +60,9 @@ var otherPrograms = map[string][]owner{
 	"quota-backend-bytes": {{what: "etcd"}},
 	// OCM's work agent (docs/pull-model.md, what the raw-JSON feedback gate costs).
 	"max-json-raw-length": {{what: "OCM's work agent"}},
+	// OCM's addon-manager, given a higher client rate in a components benchmark run.
+	"kube-api-qps":   {{what: "OCM's addon-manager"}},
+	"kube-api-burst": {{what: "OCM's addon-manager"}},
 	// containerd's ctr and crane, importing an image into a real node of the local fleet.
 	"address":        {{what: "ctr"}},
 	"insecure":       {{what: "crane"}},
@@ -90,6 +93,7 @@ var otherPrograms = map[string][]owner{
 	"memory-limit":       {{what: "the fleet benchmark", goMain: "test/bench/fleet"}},
 	"direct":             {{what: "the components benchmark", goMain: "test/bench/components"}},
 	"etcd-quota":         {{what: "the components benchmark", goMain: "test/bench/components"}},
+	"addon-manager-arg":  {{what: "the components benchmark", goMain: "test/bench/components"}},
 	"results":            {{what: "the benchmarks", goMain: "test/bench/internal/benchkit"}},
 }
 
@@ -152,14 +156,15 @@ func commandFlags(t *testing.T, path ...string) func(name string) bool {
 }
 
 // goMainFlag reports whether a main package in dir defines the flag name with the standard
-// flag package (flag.String("name", ...), flag.IntVar(&v, "name", ...), flag.Var(v, "name", ...)).
+// flag package (flag.String("name", ...), flag.IntVar(&v, "name", ...), flag.Var(v, "name", ...))
+// or benchkit's ArgsFlag("name", ...).
 func goMainFlag(t *testing.T, dir, name string) bool {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), filepath.FromSlash(dir), "*.go"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no Go files in %s (%v)", dir, err)
 	}
-	def := regexp.MustCompile(`flag\.[A-Z][A-Za-z0-9]*\((?:[^,()]+,\s*)?"` + regexp.QuoteMeta(name) + `"`)
+	def := regexp.MustCompile(`(?:flag\.[A-Z][A-Za-z0-9]*|\bArgsFlag)\((?:[^,()]+,\s*)?"` + regexp.QuoteMeta(name) + `"`)
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {

@@ -59,7 +59,7 @@ func main() {
 	quota := flag.String("etcd-quota", "", "the hub etcd's --quota-backend-bytes as a quantity (e.g. 8Gi); etcd's default is 2Gi, which the autonomous mode's components fill at about 4,400 clusters")
 	results := benchkit.ResultsFlag()
 	managerArgs = benchkit.ManagerArgsFlag("--pprof-bind-address=127.0.0.1:6061")
-	flag.Var(&addonManagerArgs, "addon-manager-arg", "an extra flag for OCM's addon-manager, e.g. --addon-manager-arg=--kube-api-qps=500 (repeatable; OCM's default is 50 QPS)")
+	addonManagerArgs = benchkit.ArgsFlag("addon-manager-arg", "OCM addon-manager", "--kube-api-qps=500")
 	flag.Parse()
 	if *quota != "" {
 		q, err := resource.ParseQuantity(*quota)
@@ -89,8 +89,8 @@ func main() {
 // managerArgs are extra flags for the manager under test.
 var managerArgs *benchkit.Strings
 
-// addonManagerArgs are extra flags for OCM's addon-manager.
-var addonManagerArgs benchkit.Strings
+// addonManagerArgs are extra flags for OCM's addon-manager (its client's default is 50 QPS).
+var addonManagerArgs *benchkit.Strings
 
 // direct creates the clusters' namespaces without OCM's registration controller.
 var direct bool
@@ -134,7 +134,7 @@ func run(n int, mode, binary string, out *benchkit.Output) error {
 		how = "namespaces created by the benchmark (--direct)"
 	}
 	out.Printf("mode %s, %d simulated clusters (%s): components rendered for all in %s\n", mode, n, how, rendered.Round(time.Second))
-	out.Printf("  CPU while OCM rendered them: %s; the manager %s per cluster\n", cpu, benchkit.Ms(benchkit.PerUnit(cpu[managerName].used, n)))
+	out.Printf("  CPU while OCM rendered them: %s; the manager %s per cluster\n", cpu, cpu.perCluster(managerName, n))
 	time.Sleep(40 * time.Second) // two compactions
 	after, err := etcdInUse(ctx, f.HubEtcdURL())
 	if err != nil {
@@ -171,7 +171,7 @@ func startHub(ctx context.Context, binary string) (*fleet.Fleet, client.Client, 
 	f, err := fleet.Start(ctx, fleet.Options{Clusters: []string{"cluster1"}, BindingNamespace: ns,
 		HubCRDPaths:   []string{filepath.Join(testenv.RepoRoot(), "manifests", "crds")},
 		APIServerArgs: []string{"--etcd-compaction-interval=15s"}, HubEtcdArgs: etcdArgs, Logf: logf,
-		HubControllerArgs: map[string][]string{"addon-manager": addonManagerArgs}})
+		HubControllerArgs: map[string][]string{"addon-manager": *addonManagerArgs}})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -213,18 +213,21 @@ const managerName = "argocd-agent-addon-manager"
 // processCPU is the CPU each process of the fleet has used, by its name.
 type processCPU map[string]cpuSample
 
-// cpuSample is one process's CPU. A process the fleet restarted has a new pid: its CPU
-// counts from the restart, so a difference across it is only a lower bound.
+// cpuSample is one process's CPU. A process that exited has no CPU to read, and one the fleet
+// started again has a new pid whose CPU counts from its start: a difference across either is
+// not the process's CPU over the interval, and says so.
 type cpuSample struct {
-	pid       int
-	used      time.Duration
-	restarted bool
+	pid     int
+	used    time.Duration
+	running bool
+	// restarted and exited are set by since.
+	restarted, exited bool
 }
 
 func cpuOf(f *fleet.Fleet) processCPU {
 	out := processCPU{}
 	for _, p := range f.Processes() {
-		out[p.Name] = cpuSample{pid: p.Pid(), used: benchkit.ProcessCPU(p.Pid())}
+		out[p.Name] = cpuSample{pid: p.Pid(), used: benchkit.ProcessCPU(p.Pid()), running: benchkit.Running(p.Pid())}
 	}
 	return out
 }
@@ -233,23 +236,28 @@ func since(after, before processCPU) processCPU {
 	out := processCPU{}
 	for name, a := range after {
 		b, seen := before[name]
-		if seen && b.pid != a.pid {
-			out[name] = cpuSample{pid: a.pid, used: a.used, restarted: true}
-			continue
+		switch {
+		case !a.running:
+			out[name] = cpuSample{pid: a.pid, exited: true}
+		case seen && b.pid != a.pid:
+			out[name] = cpuSample{pid: a.pid, used: a.used, running: true, restarted: true}
+		default:
+			out[name] = cpuSample{pid: a.pid, used: a.used - b.used, running: true}
 		}
-		out[name] = cpuSample{pid: a.pid, used: a.used - b.used}
 	}
 	return out
 }
 
-// String lists the processes that used a tenth of a second or more, the busiest first; a
-// restarted one says so, with the CPU it used since.
+// String lists the processes that used a tenth of a second or more, the busiest first, and
+// every process that exited or was started again.
 func (c processCPU) String() string {
 	names := slices.Collect(maps.Keys(c))
-	slices.SortFunc(names, func(a, b string) int { return cmp.Compare(c[b].used, c[a].used) })
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(c[b].used, c[a].used), cmp.Compare(a, b)) })
 	var parts []string
 	for _, name := range names {
 		switch s := c[name]; {
+		case s.exited:
+			parts = append(parts, name+" exited")
 		case s.restarted:
 			parts = append(parts, fmt.Sprintf("%s restarted (%.1fs since)", name, s.used.Seconds()))
 		case s.used >= 100*time.Millisecond:
@@ -257,6 +265,18 @@ func (c processCPU) String() string {
 		}
 	}
 	return strings.Join(parts, ", ")
+}
+
+// perCluster is the manager's CPU per cluster, or why there is none.
+func (c processCPU) perCluster(name string, n int) string {
+	switch s := c[name]; {
+	case s.exited:
+		return "unknown (it exited)"
+	case s.restarted:
+		return "unknown (it restarted)"
+	default:
+		return benchkit.Ms(benchkit.PerUnit(s.used, n))
+	}
 }
 
 const componentsAddon = "argocd-agent-addon-argocd"

@@ -238,10 +238,8 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 		}
 		seen[c] = true
 	}
-	for name := range opts.HubControllerArgs {
-		if _, ok := hubControllerArgs[name]; !ok {
-			return nil, fmt.Errorf("HubControllerArgs: no OCM hub controller named %q", name)
-		}
+	if err := checkHubControllerArgs(opts.HubControllerArgs); err != nil {
+		return nil, err
 	}
 	f := &Fleet{opts: opts, spokes: map[string]*controlPlane{}, scheme: Scheme()}
 	var err error

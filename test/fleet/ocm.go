@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -240,6 +241,30 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 		}
 	}
 	f.logf("hub: OCM controllers started")
+	return nil
+}
+
+// fleetOwnedHubFlags are the flags the fleet sets on every OCM hub controller: a later one of
+// the same name would replace the fleet's without a word.
+var fleetOwnedHubFlags = []string{"kubeconfig", "namespace", "listen", "disable-leader-election"}
+
+// checkHubControllerArgs refuses extra flags (Options.HubControllerArgs) for a controller the
+// fleet does not run, a word that is not a --flag, and a flag the fleet sets itself.
+func checkHubControllerArgs(extra map[string][]string) error {
+	for name, args := range extra {
+		if _, ok := hubControllerArgs[name]; !ok {
+			return fmt.Errorf("HubControllerArgs: no OCM hub controller named %q", name)
+		}
+		for _, arg := range args {
+			flagName, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+			switch {
+			case !strings.HasPrefix(arg, "--") || flagName == "":
+				return fmt.Errorf("HubControllerArgs[%q]: %q is not a --name=value flag", name, arg)
+			case slices.Contains(fleetOwnedHubFlags, flagName):
+				return fmt.Errorf("HubControllerArgs[%q]: the fleet sets --%s itself", name, flagName)
+			}
+		}
+	}
 	return nil
 }
 

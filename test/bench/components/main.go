@@ -213,21 +213,17 @@ const managerName = "argocd-agent-addon-manager"
 // processCPU is the CPU each process of the fleet has used, by its name.
 type processCPU map[string]cpuSample
 
-// cpuSample is one process's CPU. A process that exited has no CPU to read, and one the fleet
-// started again has a new pid whose CPU counts from its start: a difference across either is
-// not the process's CPU over the interval, and says so.
+// cpuSample is one process's CPU. A process that exited has none to read (0): a difference
+// across its exit is not its CPU over the interval, and says so.
 type cpuSample struct {
-	pid     int
-	used    time.Duration
-	running bool
-	// restarted and exited are set by since.
-	restarted, exited bool
+	used   time.Duration
+	exited bool
 }
 
 func cpuOf(f *fleet.Fleet) processCPU {
 	out := processCPU{}
 	for _, p := range f.Processes() {
-		out[p.Name] = cpuSample{pid: p.Pid(), used: benchkit.ProcessCPU(p.Pid()), running: benchkit.Running(p.Pid())}
+		out[p.Name] = cpuSample{used: benchkit.ProcessCPU(p.Pid()), exited: !benchkit.Running(p.Pid())}
 	}
 	return out
 }
@@ -235,21 +231,17 @@ func cpuOf(f *fleet.Fleet) processCPU {
 func since(after, before processCPU) processCPU {
 	out := processCPU{}
 	for name, a := range after {
-		b, seen := before[name]
-		switch {
-		case !a.running:
-			out[name] = cpuSample{pid: a.pid, exited: true}
-		case seen && b.pid != a.pid:
-			out[name] = cpuSample{pid: a.pid, used: a.used, running: true, restarted: true}
-		default:
-			out[name] = cpuSample{pid: a.pid, used: a.used - b.used, running: true}
+		if a.exited {
+			out[name] = a
+			continue
 		}
+		out[name] = cpuSample{used: a.used - before[name].used}
 	}
 	return out
 }
 
 // String lists the processes that used a tenth of a second or more, the busiest first, and
-// every process that exited or was started again.
+// every process that exited.
 func (c processCPU) String() string {
 	names := slices.Collect(maps.Keys(c))
 	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(c[b].used, c[a].used), cmp.Compare(a, b)) })
@@ -258,8 +250,6 @@ func (c processCPU) String() string {
 		switch s := c[name]; {
 		case s.exited:
 			parts = append(parts, name+" exited")
-		case s.restarted:
-			parts = append(parts, fmt.Sprintf("%s restarted (%.1fs since)", name, s.used.Seconds()))
 		case s.used >= 100*time.Millisecond:
 			parts = append(parts, fmt.Sprintf("%s %.1fs", name, s.used.Seconds()))
 		}
@@ -267,16 +257,12 @@ func (c processCPU) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// perCluster is the manager's CPU per cluster, or why there is none.
+// perCluster is the CPU of process name per cluster, or why there is none.
 func (c processCPU) perCluster(name string, n int) string {
-	switch s := c[name]; {
-	case s.exited:
+	if c[name].exited {
 		return "unknown (it exited)"
-	case s.restarted:
-		return "unknown (it restarted)"
-	default:
-		return benchkit.Ms(benchkit.PerUnit(s.used, n))
 	}
+	return benchkit.Ms(benchkit.PerUnit(c[name].used, n))
 }
 
 const componentsAddon = "argocd-agent-addon-argocd"

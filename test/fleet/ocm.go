@@ -224,13 +224,7 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		args := append(slices.Clone(hubControllerArgs[p.name]),
-			"--kubeconfig="+kubeconfig,
-			"--namespace="+HubNamespace,
-			"--listen=127.0.0.1:"+strconv.Itoa(port),
-			"--disable-leader-election",
-		)
-		args = append(args, f.opts.HubControllerArgs[p.name]...)
+		args := slices.Concat(hubControllerArgs[p.name], fleetHubFlags(kubeconfig, port), f.opts.HubControllerArgs[p.name])
 		if _, err := f.start(ProcessSpec{
 			Name: "hub-" + p.name,
 			Path: filepath.Join(f.ocmBin, p.bin),
@@ -244,24 +238,43 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 	return nil
 }
 
-// fleetOwnedHubFlags are the flags the fleet sets on every OCM hub controller: a later one of
-// the same name would replace the fleet's without a word.
-var fleetOwnedHubFlags = []string{"kubeconfig", "namespace", "listen", "disable-leader-election"}
+// fleetHubFlags are the flags the fleet sets on every OCM hub controller.
+func fleetHubFlags(kubeconfig string, port int) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--namespace=" + HubNamespace,
+		"--listen=127.0.0.1:" + strconv.Itoa(port),
+		"--disable-leader-election",
+	}
+}
+
+// flagName is the name of a "--name[=value]" flag, or "" for a word that is not one.
+func flagName(arg string) string {
+	if !strings.HasPrefix(arg, "--") {
+		return ""
+	}
+	name, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
+	return name
+}
 
 // checkHubControllerArgs refuses extra flags (Options.HubControllerArgs) for a controller the
-// fleet does not run, a word that is not a --flag, and a flag the fleet sets itself.
+// fleet does not run, a word that is not a --flag, and a flag the fleet sets itself (a later
+// one of the same name would replace the fleet's without a word).
 func checkHubControllerArgs(extra map[string][]string) error {
+	var owned []string
+	for _, arg := range fleetHubFlags("", 0) {
+		owned = append(owned, flagName(arg))
+	}
 	for name, args := range extra {
 		if _, ok := hubControllerArgs[name]; !ok {
 			return fmt.Errorf("HubControllerArgs: no OCM hub controller named %q", name)
 		}
 		for _, arg := range args {
-			flagName, _, _ := strings.Cut(strings.TrimPrefix(arg, "--"), "=")
-			switch {
-			case !strings.HasPrefix(arg, "--") || flagName == "":
+			switch flag := flagName(arg); {
+			case flag == "":
 				return fmt.Errorf("HubControllerArgs[%q]: %q is not a --name=value flag", name, arg)
-			case slices.Contains(fleetOwnedHubFlags, flagName):
-				return fmt.Errorf("HubControllerArgs[%q]: the fleet sets --%s itself", name, flagName)
+			case slices.Contains(owned, flag):
+				return fmt.Errorf("HubControllerArgs[%q]: the fleet sets --%s itself", name, flag)
 			}
 		}
 	}

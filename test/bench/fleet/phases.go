@@ -95,8 +95,10 @@ func (b *fleetRun) wave() error {
 		return err
 	}
 	logf("N=%d: the raw CSR paces again, the fleet in place...", b.n)
-	b.r.rawWaveAfterCPU, b.r.rawRecordedAfterCPU, err = b.rawCSRPaces("-after")
-	b.r.rawAfterManagerCPU = b.r.rawWaveAfterCPU.cost.CPU[benchkit.Manager] + b.r.rawRecordedAfterCPU.cost.CPU[benchkit.Manager]
+	b.r.rawCSRAfter, err = b.rawCSRPaces("-after")
+	for _, p := range []cpuShare{b.r.rawCSRAfter.three, b.r.rawCSRAfter.four, b.r.rawCSRAfter.fourInformed} {
+		b.r.rawAfterManagerCPU += p.cost.CPU[benchkit.Manager]
+	}
 	return err
 }
 

@@ -14,10 +14,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -38,14 +41,15 @@ const rawSigner = "bench.argocd-agent-addon.io/raw"
 // (3 writes, the least any signer can do), 16 CSRs at a time. With ledgers (rawLedgers), the
 // client also records each certificate in its cluster's ledger-shaped ConfigMap before it
 // publishes it, as the manager's signer must so that every certificate that exists can be
-// revoked (4 writes: the least a signer that records can do). The CSRs name a signer the
-// manager does not serve; deleteRawCSRs deletes them.
-func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string, ledgers map[string]*corev1.ConfigMap) (time.Duration, error) {
+// revoked (4 writes: the least a signer that records can do). The phase ends when every
+// certificate is published and issued says so (the informed pace's informer has seen them
+// all). The CSRs name a signer the manager does not serve; deleteRawCSRs deletes them.
+func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string, ledgers map[string]*corev1.ConfigMap, issued func() bool) (time.Duration, error) {
 	newAgent, err := agentClients(ctx, env)
 	if err != nil {
 		return 0, err
 	}
-	admin, err := kubernetes.NewForConfig(unthrottled(env))
+	admin, err := kubernetes.NewForConfig(protobuf(unthrottled(env)))
 	if err != nil {
 		return 0, err
 	}
@@ -90,13 +94,20 @@ func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string, ledgers m
 		_, err = admin.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{})
 		return err
 	})
-	return time.Since(start), err
+	if err != nil {
+		return 0, err
+	}
+	if err := waitHeld(issued, "the raw signer's informer did not see its certificates"); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
 }
 
-// rawCSRPace measures rawCSRs, with a ledger record before each certificate when recorded,
-// and deletes what the phase made, so that the phases after it do not pay for it. suffix ends
-// the phase's name in the profiles ("" before the manager starts).
-func (b *fleetRun) rawCSRPace(recorded bool, suffix string) (cpuShare, error) {
+// rawCSRPace measures rawCSRs, with a ledger record before each certificate when recorded and
+// the signer's informers (signerInformers) when informed, and deletes what the phase made, so
+// that the phases after it do not pay for it. suffix ends the phase's name in the profiles (""
+// before the manager starts).
+func (b *fleetRun) rawCSRPace(recorded, informed bool, suffix string) (cpuShare, error) {
 	ctx, env, clusters := b.ctx, b.env, b.clusters
 	name, ledgers := "raw-csrs", map[string]*corev1.ConfigMap(nil)
 	if recorded {
@@ -106,8 +117,19 @@ func (b *fleetRun) rawCSRPace(recorded bool, suffix string) (cpuShare, error) {
 		}
 		name = "raw-recorded-csrs"
 	}
-	name += suffix
-	share, err := b.measure(name, func() (time.Duration, error) { return rawCSRs(ctx, env, clusters, ledgers) })
+	issued := func() bool { return true }
+	stop := make(chan struct{})
+	if informed {
+		// Started and synced before the phase: the manager's informers are too.
+		var err error
+		if issued, err = signerInformers(unthrottled(env), len(clusters), recorded, stop); err != nil {
+			close(stop)
+			return cpuShare{}, err
+		}
+		name += "-informed"
+	}
+	share, err := b.measure(name+suffix, func() (time.Duration, error) { return rawCSRs(ctx, env, clusters, ledgers, issued) })
+	close(stop)
 	if err != nil {
 		return cpuShare{}, err
 	}
@@ -120,16 +142,68 @@ func (b *fleetRun) rawCSRPace(recorded bool, suffix string) (cpuShare, error) {
 	return share, nil
 }
 
-// rawCSRPaces measures the raw CSR pace with 3 writes per request, then with 4 (a ledger
-// record before each certificate).
-func (b *fleetRun) rawCSRPaces(suffix string) (three, four cpuShare, err error) {
-	if three, err = b.rawCSRPace(false, suffix); err != nil {
-		return cpuShare{}, cpuShare{}, fmt.Errorf("raw CSR pace: %w", err)
+// rawCSRPaces measures the raw CSR paces: 3 writes per request, 4 (a ledger record before each
+// certificate), and 4 with the signer's informers.
+func (b *fleetRun) rawCSRPaces(suffix string) (csrPaces, error) {
+	var p csrPaces
+	var err error
+	if p.three, err = b.rawCSRPace(false, false, suffix); err != nil {
+		return p, fmt.Errorf("raw CSR pace: %w", err)
 	}
-	if four, err = b.rawCSRPace(true, suffix); err != nil {
-		return cpuShare{}, cpuShare{}, fmt.Errorf("raw CSR pace with ledger records: %w", err)
+	if p.four, err = b.rawCSRPace(true, false, suffix); err != nil {
+		return p, fmt.Errorf("raw CSR pace with ledger records: %w", err)
 	}
-	return three, four, nil
+	if p.fourInformed, err = b.rawCSRPace(true, true, suffix); err != nil {
+		return p, fmt.Errorf("raw CSR pace with ledger records and informers: %w", err)
+	}
+	return p, nil
+}
+
+// signerInformers starts what a signer must watch to learn of its requests: the CSRs that name
+// its signer (selected on the server, as the manager's are) and, when it records certificates,
+// the ledgers' ConfigMaps. It waits until they have synced and returns whether the CSR
+// informer has seen n CSRs with a certificate.
+func signerInformers(cfg *rest.Config, n int, ledgers bool, stop chan struct{}) (func() bool, error) {
+	cs, err := kubernetes.NewForConfig(protobuf(cfg))
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	issued := map[string]bool{}
+	note := func(obj any) {
+		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && len(csr.Status.Certificate) > 0 {
+			mu.Lock()
+			issued[csr.Name] = true
+			mu.Unlock()
+		}
+	}
+	csrs := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.signerName", rawSigner).String()
+	}))
+	if _, err := csrs.Certificates().V1().CertificateSigningRequests().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: note, UpdateFunc: func(_, obj any) { note(obj) },
+	}); err != nil {
+		return nil, err
+	}
+	factories := []informers.SharedInformerFactory{csrs}
+	if ledgers {
+		cms := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(rawLedgersNamespace))
+		cms.Core().V1().ConfigMaps().Informer()
+		factories = append(factories, cms)
+	}
+	for _, f := range factories {
+		f.Start(stop)
+		for typ, ok := range f.WaitForCacheSync(stop) {
+			if !ok {
+				return nil, fmt.Errorf("the raw signer's informer of %v did not sync", typ)
+			}
+		}
+	}
+	return func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(issued) >= n
+	}, nil
 }
 
 // rawLedgersNamespace holds rawLedgers' ConfigMaps.
@@ -214,6 +288,17 @@ func deleteRawCSRs(ctx context.Context, env *testenv.Env) error {
 		metav1.ListOptions{FieldSelector: "spec.signerName=" + rawSigner})
 }
 
+// protobuf is cfg speaking protobuf, as controller-runtime's clients and informers (the
+// manager's) do for built-in kinds: a raw writer's informer and the benchmark's own watch then
+// cost the API server what a controller's watch costs, and an event sent to the manager and to
+// them is encoded once.
+func protobuf(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return cfg
+}
+
 // unthrottled is the env's admin connection with no client-side rate limit: the raw phases
 // measure the API server, not client-go's limiter.
 func unthrottled(env *testenv.Env) *rest.Config {
@@ -252,18 +337,26 @@ func rawWrites(ctx context.Context, env *testenv.Env, ns string, n int, secret f
 	if err := fakehub.Parallel(secrets, func(s *corev1.Secret) error { return c.Create(ctx, s) }); err != nil {
 		return 0, err
 	}
-	for deadline := time.Now().Add(10 * time.Minute); !held(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("the raw writer's informer did not see its %d Secrets in 10 minutes", n)
-		}
+	if err := waitHeld(held, fmt.Sprintf("the raw writer's informer did not see its %d Secrets", n)); err != nil {
+		return 0, err
 	}
 	return time.Since(start), nil
+}
+
+// waitHeld waits until held says so, for at most 10 minutes.
+func waitHeld(held func() bool, what string) error {
+	for deadline := time.Now().Add(10 * time.Minute); !held(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s in 10 minutes", what)
+		}
+	}
+	return nil
 }
 
 // secretInformer starts an informer on the Secrets of ns, waits until it has synced, and
 // returns whether it holds n.
 func secretInformer(cfg *rest.Config, ns string, n int, stop chan struct{}) (func() bool, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := kubernetes.NewForConfig(protobuf(cfg))
 	if err != nil {
 		return nil, err
 	}

@@ -43,16 +43,22 @@ func printRun(out *benchkit.Output, n, run int, r *result) {
 // printWave prints the renewal wave against the raw CSR paces.
 func printWave(out *benchkit.Output, n int, r *result) {
 	rate := func(d time.Duration) float64 { return float64(n) / d.Seconds() }
-	out.Printf("  renewal wave: %d CSRs signed in %s (%.0f/s; the last created after %s, %d agents at a time); raw paces %.0f/s with 3 writes (wave %.2f of it), %.0f/s with 4 (wave %.2f of it); once the wave's writes stopped %.0f/s and %.0f/s (wave %.2f and %.2f; the manager's CPU meanwhile %s)\n",
-		n, r10(r.wave), rate(r.wave), r10(r.waveCreated), agentsInFlight, rate(r.rawWaveCPU.took), benchkit.Ratio(r.rawWaveCPU.took, r.wave),
-		rate(r.rawRecordedCPU.took), benchkit.Ratio(r.rawRecordedCPU.took, r.wave), rate(r.rawWaveAfterCPU.took), rate(r.rawRecordedAfterCPU.took),
-		benchkit.Ratio(r.rawWaveAfterCPU.took, r.wave), benchkit.Ratio(r.rawRecordedAfterCPU.took, r.wave), r10(r.rawAfterManagerCPU))
-	out.Printf("  CPU per CSR: wave: API server and etcd %s, the manager %s, the agents %s; raw 3 writes %s, 4 writes %s (API server and etcd); etcd %s in the wave (%s)\n",
+	before, after := r.rawCSR, r.rawCSRAfter
+	out.Printf("  renewal wave: %d CSRs signed in %s (%.0f/s; the last created after %s, %d agents at a time); raw paces %.0f/s with 3 writes (wave %.2f of it), %.0f/s with 4 (wave %.2f of it), %.0f/s with 4 and the signer's informers (wave %.2f of it); once the wave's writes stopped %.0f/s, %.0f/s and %.0f/s (wave %.2f, %.2f and %.2f; the manager's CPU meanwhile %s)\n",
+		n, r10(r.wave), rate(r.wave), r10(r.waveCreated), agentsInFlight,
+		rate(before.three.took), benchkit.Ratio(before.three.took, r.wave), rate(before.four.took), benchkit.Ratio(before.four.took, r.wave),
+		rate(before.fourInformed.took), benchkit.Ratio(before.fourInformed.took, r.wave),
+		rate(after.three.took), rate(after.four.took), rate(after.fourInformed.took),
+		benchkit.Ratio(after.three.took, r.wave), benchkit.Ratio(after.four.took, r.wave), benchkit.Ratio(after.fourInformed.took, r.wave), r10(r.rawAfterManagerCPU))
+	out.Printf("  CPU per CSR: wave: API server and etcd %s, the manager %s, the agents and the benchmark's watch %s; raw 3 writes %s, 4 writes %s, 4 writes with informers %s (API server and etcd); etcd %s in the wave (%s)\n",
 		perCluster(r.waveCPU.servers, n), perCluster(r.waveCPU.client, n), perCluster(r.waveAgentsCPU, n),
-		perCluster(r.rawWaveCPU.servers, n), perCluster(r.rawRecordedCPU.servers, n), r10(r.waveCPU.etcd), r.waveCPU.compactionsSaid())
-	out.Printf("  the wave's requests per CSR: reads %.2f %s, writes %.2f %s\n",
+		perCluster(before.three.servers, n), perCluster(before.four.servers, n), perCluster(before.fourInformed.servers, n), r10(r.waveCPU.etcd), r.waveCPU.compactionsSaid())
+	informed := before.fourInformed.cost
+	out.Printf("  the wave's requests per CSR: reads %.2f %s, writes %.2f %s; watch events sent per CSR %.2f %s, against %.2f %s with the signer's informers\n",
 		benchkit.PerEach(benchkit.Total(r.waveCPU.cost.Reads()), n), benchkit.Sorted(r.waveCPU.cost.Reads()),
-		benchkit.PerEach(benchkit.Total(r.waveCPU.cost.Writes()), n), benchkit.Sorted(r.waveCPU.cost.Writes()))
+		benchkit.PerEach(benchkit.Total(r.waveCPU.cost.Writes()), n), benchkit.Sorted(r.waveCPU.cost.Writes()),
+		benchkit.PerEach(benchkit.Total(r.waveCPU.cost.Events), n), benchkit.Sorted(r.waveCPU.cost.Events),
+		benchkit.PerEach(benchkit.Total(informed.Events), n), benchkit.Sorted(informed.Events))
 }
 
 // printAccounting accounts for the API server's CPU per cluster in the registration against

@@ -147,7 +147,7 @@ func (b *fleetRun) rawBaselines() error {
 			b.r.rawCPU = share
 		}
 	}
-	b.r.rawWaveCPU, b.r.rawRecordedCPU, err = b.rawCSRPaces("")
+	b.r.rawCSR, err = b.rawCSRPaces("")
 	return err
 }
 

@@ -55,8 +55,9 @@ func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (took
 		return 0, 0, err
 	}
 	// Watch rather than poll: listing thousands of CSRs with their certificates every few
-	// hundred milliseconds would load the API server more than the signer does.
-	admin, err := kubernetes.NewForConfig(env.Config)
+	// hundred milliseconds would load the API server more than the signer does. In protobuf,
+	// the manager's encoding of each event serves this watch too.
+	admin, err := kubernetes.NewForConfig(protobuf(env.Config))
 	if err != nil {
 		return 0, 0, err
 	}

@@ -95,11 +95,13 @@ func (b *fleetRun) wave() error {
 		return err
 	}
 	logf("N=%d: the raw CSR paces again, the fleet in place...", b.n)
-	b.r.rawCSRAfter, err = b.rawCSRPaces("-after")
+	if b.r.rawCSRAfter, err = b.rawCSRPaces("-after"); err != nil {
+		return err
+	}
 	for _, p := range []cpuShare{b.r.rawCSRAfter.three, b.r.rawCSRAfter.four, b.r.rawCSRAfter.fourInformed} {
 		b.r.rawAfterManagerCPU += p.cost.CPU[benchkit.Manager]
 	}
-	return err
+	return nil
 }
 
 // deleteAndRawAgain deletes the GitOpsCluster, then measures the raw writes once more, the

@@ -54,7 +54,7 @@ func printWave(out *benchkit.Output, n int, r *result) {
 		perCluster(r.waveCPU.servers, n), perCluster(r.waveCPU.client, n), perCluster(r.waveAgentsCPU, n),
 		perCluster(before.three.servers, n), perCluster(before.four.servers, n), perCluster(before.fourInformed.servers, n), r10(r.waveCPU.etcd), r.waveCPU.compactionsSaid())
 	informed := before.fourInformed.cost
-	out.Printf("  the wave's requests per CSR: reads %.2f %s, writes %.2f %s; watch events sent per CSR %.2f %s, against %.2f %s with the signer's informers\n",
+	out.Printf("  the wave's requests per CSR: reads %.2f %s, writes %.2f %s; watch events sent per CSR %.2f %s (the benchmark's own watch included), against %.2f %s with the raw signer's informers\n",
 		benchkit.PerEach(benchkit.Total(r.waveCPU.cost.Reads()), n), benchkit.Sorted(r.waveCPU.cost.Reads()),
 		benchkit.PerEach(benchkit.Total(r.waveCPU.cost.Writes()), n), benchkit.Sorted(r.waveCPU.cost.Writes()),
 		benchkit.PerEach(benchkit.Total(r.waveCPU.cost.Events), n), benchkit.Sorted(r.waveCPU.cost.Events),

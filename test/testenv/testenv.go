@@ -280,6 +280,16 @@ func (e *Env) KubeconfigFile(dir string) (string, error) {
 	return e.UserKubeconfigFile(dir, "kubeconfig", "admin", "system:masters")
 }
 
+// UserConfig is a connection that authenticates as user in groups, with a client certificate:
+// what RBAC grants that user is all it may do.
+func (e *Env) UserConfig(user string, groups ...string) (*rest.Config, error) {
+	u, err := e.Environment.ControlPlane.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return u.Config(), nil
+}
+
 // UserKubeconfigFile writes into dir/file a kubeconfig that authenticates as user in groups,
 // with a client certificate, and returns its path: what RBAC grants that user is all it may do.
 func (e *Env) UserKubeconfigFile(dir, file, user string, groups ...string) (string, error) {

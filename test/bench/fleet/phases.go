@@ -115,8 +115,11 @@ func (b *fleetRun) deleteAndRawAgain() error {
 	}
 	logf("N=%d: the raw writes again...", b.n)
 	const ns = "raw-cluster-secrets-after"
+	if err := rawNamespace(b.ctx, b.env, ns); err != nil {
+		return err
+	}
 	if b.r.rawAfterCPU, err = b.measure("raw-writes-after", func() (time.Duration, error) {
-		return rawWrites(b.ctx, b.env, ns, b.n, b.shape, false)
+		return rawWrites(b.ctx, b.env, b.rawWriter, ns, b.n, b.shape, false)
 	}); err != nil {
 		return err
 	}

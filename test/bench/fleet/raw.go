@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -30,6 +29,7 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pki"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -37,19 +37,19 @@ import (
 const rawSigner = "bench.argocd-agent-addon.io/raw"
 
 // rawCSRs is the API server's own pace for the wave's work: each cluster's agent creates a CSR,
-// and a plain client with no rate limit and no checks approves it and publishes a certificate
-// (3 writes, the least any signer can do), 16 CSRs at a time. With ledgers (rawLedgers), the
+// and a plain client (writer, rawWriterConfig's) with no checks approves it and publishes a
+// certificate (3 writes, the least any signer can do), 16 CSRs at a time. With ledgers (rawLedgers), the
 // client also records each certificate in its cluster's ledger-shaped ConfigMap before it
 // publishes it, as the manager's signer must so that every certificate that exists can be
 // revoked (4 writes: the least a signer that records can do). The phase ends when every
-// certificate is published and issued says so (the informed pace's informer has seen them
+// certificate is published and issued holds (the informed pace's informer has seen them
 // all). The CSRs name a signer the manager does not serve; deleteRawCSRs deletes them.
-func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string, ledgers map[string]*corev1.ConfigMap, issued func() bool) (time.Duration, error) {
+func rawCSRs(ctx context.Context, env *testenv.Env, writer *rest.Config, clusters []string, ledgers map[string]*corev1.ConfigMap, issued func(context.Context) (bool, string)) (time.Duration, error) {
 	newAgent, err := agentClients(ctx, env)
 	if err != nil {
 		return 0, err
 	}
-	admin, err := kubernetes.NewForConfig(protobuf(unthrottled(env)))
+	signer, err := kubernetes.NewForConfig(protobuf(writer))
 	if err != nil {
 		return 0, err
 	}
@@ -72,7 +72,7 @@ func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string, ledgers m
 		}
 		csr.Status.Conditions = append(csr.Status.Conditions, certificatesv1.CertificateSigningRequestCondition{
 			Type: certificatesv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "Bench"})
-		if csr, err = admin.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{}); err != nil {
+		if csr, err = signer.CertificatesV1().CertificateSigningRequests().UpdateApproval(ctx, csr.Name, csr, metav1.UpdateOptions{}); err != nil {
 			return err
 		}
 		block, _ := pem.Decode(csr.Spec.Request)
@@ -86,19 +86,19 @@ func rawCSRs(ctx context.Context, env *testenv.Env, clusters []string, ledgers m
 		}
 		if cm := ledgers[cluster]; cm != nil {
 			cm.Data[pki.Fingerprint(cert)] = cert.NotAfter.UTC().Format(time.RFC3339)
-			if _, err := admin.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			if _, err := signer.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 				return err
 			}
 		}
 		csr.Status.Certificate = certPEM
-		_, err = admin.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{})
+		_, err = signer.CertificatesV1().CertificateSigningRequests().UpdateStatus(ctx, csr, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
 		return 0, err
 	}
-	if err := waitUntil(issued, "the raw signer's informer did not see its certificates"); err != nil {
-		return 0, err
+	if err := waitForInformer(ctx, issued); err != nil {
+		return 0, fmt.Errorf("the raw signer's informer: %w", err)
 	}
 	return time.Since(start), nil
 }
@@ -132,15 +132,17 @@ func (b *fleetRun) rawCSRPace(p csrPace, suffix string) (cpuShare, error) {
 			return cpuShare{}, err
 		}
 	}
-	issued, stopInformers := func() bool { return true }, func() {}
+	issued, stopInformers := always, func() {}
 	if p.informed {
 		// Started and synced before the phase, as the manager's are before the wave.
 		var err error
-		if issued, stopInformers, err = signerInformers(unthrottled(env), len(clusters)); err != nil {
+		if issued, stopInformers, err = signerInformers(b.rawWriter, len(clusters)); err != nil {
 			return cpuShare{}, err
 		}
 	}
-	share, err := b.measure(p.name+suffix, func() (time.Duration, error) { return rawCSRs(ctx, env, clusters, ledgers, issued) })
+	share, err := b.measure(p.name+suffix, func() (time.Duration, error) {
+		return rawCSRs(ctx, env, b.rawWriter, clusters, ledgers, issued)
+	})
 	stopInformers()
 	if err != nil {
 		return cpuShare{}, err
@@ -155,8 +157,8 @@ func (b *fleetRun) rawCSRPace(p csrPace, suffix string) (cpuShare, error) {
 }
 
 // rawCSRPaces measures the raw CSR paces. The target's pace, 4 writes with informers, runs
-// first: a drift of the pace within the run (each phase leaves deleted objects behind) then
-// never makes it the slowest of the three.
+// first, so that it does not always pay for the deleted objects the other two leave behind.
+// That is all the order does: the machine's pace still drifts between the three phases.
 func (b *fleetRun) rawCSRPaces(suffix string) (csrPaces, error) {
 	var p csrPaces
 	var err error
@@ -174,28 +176,21 @@ func (b *fleetRun) rawCSRPaces(suffix string) (csrPaces, error) {
 
 // signerInformers starts informers on what the raw signer writes: the CSRs that name its
 // signer (selected on the server, as the manager's are) and the ledgers' ConfigMaps. Once they
-// have synced it returns whether the CSR informer has seen n CSRs with a certificate, and how
-// to stop them.
-func signerInformers(cfg *rest.Config, n int) (issued func() bool, stop func(), err error) {
+// have synced it returns a condition that holds once the CSR informer has seen n CSRs with a
+// certificate, and how to stop them.
+func signerInformers(cfg *rest.Config, n int) (issued func(context.Context) (bool, string), stop func(), err error) {
 	cs, err := kubernetes.NewForConfig(protobuf(cfg))
 	if err != nil {
 		return nil, nil, err
 	}
-	var mu sync.Mutex
-	seen := map[string]bool{}
-	note := func(obj any) {
-		if csr, ok := obj.(*certificatesv1.CertificateSigningRequest); ok && len(csr.Status.Certificate) > 0 {
-			mu.Lock()
-			seen[csr.Name] = true
-			mu.Unlock()
-		}
-	}
+	certified := newSeenObjects("CSRs with a certificate")
 	csrs := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.signerName", rawSigner).String()
 	}))
-	if _, err := csrs.Certificates().V1().CertificateSigningRequests().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: note, UpdateFunc: func(_, obj any) { note(obj) },
-	}); err != nil {
+	if _, err := csrs.Certificates().V1().CertificateSigningRequests().Informer().AddEventHandler(certified.handler(func(obj any) bool {
+		csr, ok := obj.(*certificatesv1.CertificateSigningRequest)
+		return ok && len(csr.Status.Certificate) > 0
+	})); err != nil {
 		return nil, nil, err
 	}
 	ledgers := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(rawLedgersNamespace))
@@ -204,11 +199,7 @@ func signerInformers(cfg *rest.Config, n int) (issued func() bool, stop func(), 
 	if err != nil {
 		return nil, nil, err
 	}
-	return func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(seen) >= n
-	}, stop, nil
+	return certified.atLeast(n), stop, nil
 }
 
 // startInformers starts the informers of factories and waits until they have synced. stop
@@ -242,11 +233,14 @@ const rawLedgersNamespace = "raw-ledgers"
 // holds them; deleteRawLedgers deletes them after each measurement and leaves the namespace
 // for the next.
 func rawLedgers(ctx context.Context, env *testenv.Env, clusters []string) (map[string]*corev1.ConfigMap, error) {
-	admin, err := kubernetes.NewForConfig(unthrottled(env))
+	admin, err := kubernetes.NewForConfig(unthrottled(env.Config))
 	if err != nil {
 		return nil, err
 	}
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rawLedgersNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	if err := grantRawWriter(ctx, env, rawLedgersNamespace); err != nil {
 		return nil, err
 	}
 	notAfter := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
@@ -272,7 +266,7 @@ func rawLedgers(ctx context.Context, env *testenv.Env, clusters []string) (map[s
 
 // deleteRawLedgers deletes rawLedgers' ConfigMaps.
 func deleteRawLedgers(ctx context.Context, env *testenv.Env) error {
-	admin, err := kubernetes.NewForConfig(unthrottled(env))
+	admin, err := kubernetes.NewForConfig(unthrottled(env.Config))
 	if err != nil {
 		return err
 	}
@@ -281,7 +275,7 @@ func deleteRawLedgers(ctx context.Context, env *testenv.Env) error {
 
 // deleteRawSecrets deletes the raw writes' Secrets (and their finalizers).
 func deleteRawSecrets(ctx context.Context, env *testenv.Env, namespaces ...string) error {
-	admin, err := kubernetes.NewForConfig(unthrottled(env))
+	admin, err := kubernetes.NewForConfig(unthrottled(env.Config))
 	if err != nil {
 		return err
 	}
@@ -326,25 +320,29 @@ func protobuf(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// unthrottled is the env's admin connection with no client-side rate limit: the raw phases
-// measure the API server, not client-go's limiter.
-func unthrottled(env *testenv.Env) *rest.Config {
-	cfg := rest.CopyConfig(env.Config)
+// unthrottled is cfg with no client-side rate limit: the raw phases measure the API server, not
+// client-go's limiter.
+func unthrottled(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = -1, 0
 	return cfg
 }
 
-// rawWrites is the API server's own pace: n Secrets, secret(0) to secret(n-1), created in
-// namespace ns by a plain client with no client-side rate limit and 16 writers. Informed, the
-// writer keeps an informer on the Secrets it writes, as any controller must (a watch fan-out
-// of one), and the phase ends when its informer holds all n.
-func rawWrites(ctx context.Context, env *testenv.Env, ns string, n int, secret func(i int) *corev1.Secret, informed bool) (time.Duration, error) {
-	cfg := unthrottled(env)
-	c, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		return 0, err
+// rawNamespace creates namespace ns for rawWrites and lets the raw writer write there.
+func rawNamespace(ctx context.Context, env *testenv.Env, ns string) error {
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return err
 	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	return grantRawWriter(ctx, env, ns)
+}
+
+// rawWrites is the API server's own pace: n Secrets, secret(0) to secret(n-1), created in
+// namespace ns (rawNamespace's) by a plain client (writer, rawWriterConfig's) with 16 writers.
+// Informed, the writer keeps an informer on the Secrets it writes, as any controller must (a
+// watch fan-out of one), and the phase ends when its informer has seen all n.
+func rawWrites(ctx context.Context, env *testenv.Env, writer *rest.Config, ns string, n int, secret func(i int) *corev1.Secret, informed bool) (time.Duration, error) {
+	c, err := client.New(writer, client.Options{Scheme: env.Client.Scheme()})
+	if err != nil {
 		return 0, err
 	}
 	secrets := make([]*corev1.Secret, n)
@@ -352,10 +350,10 @@ func rawWrites(ctx context.Context, env *testenv.Env, ns string, n int, secret f
 		secrets[i] = secret(i)
 		secrets[i].Namespace = ns
 	}
-	held := func() bool { return true }
+	held := always
 	if informed {
 		var stop func()
-		if held, stop, err = secretInformer(cfg, ns, n); err != nil {
+		if held, stop, err = secretInformer(writer, ns, n); err != nil {
 			return 0, err
 		}
 		defer stop()
@@ -364,35 +362,37 @@ func rawWrites(ctx context.Context, env *testenv.Env, ns string, n int, secret f
 	if err := fakehub.Parallel(secrets, func(s *corev1.Secret) error { return c.Create(ctx, s) }); err != nil {
 		return 0, err
 	}
-	if err := waitUntil(held, fmt.Sprintf("the raw writer's informer did not see its %d Secrets", n)); err != nil {
-		return 0, err
+	if err := waitForInformer(ctx, held); err != nil {
+		return 0, fmt.Errorf("the raw writer's informer: %w", err)
 	}
 	return time.Since(start), nil
 }
 
-// waitUntil waits until done says so, for at most 10 minutes.
-func waitUntil(done func() bool, what string) error {
-	for deadline := time.Now().Add(10 * time.Minute); !done(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s in 10 minutes", what)
-		}
-	}
-	return nil
+// always is the condition of a raw phase with no informer: the writes are the phase.
+func always(context.Context) (bool, string) { return true, "" }
+
+// waitForInformer waits until a raw writer's informer has seen what seen asks, checking often
+// (the wait is part of the phase's time) and for at most 10 minutes.
+func waitForInformer(ctx context.Context, seen func(context.Context) (bool, string)) error {
+	return poll.Waiter{Every: 5 * time.Millisecond}.Wait(ctx, 10*time.Minute, seen)
 }
 
-// secretInformer starts an informer on the Secrets of ns. Once it has synced it returns
-// whether it holds n, and how to stop it.
-func secretInformer(cfg *rest.Config, ns string, n int) (held func() bool, stop func(), err error) {
+// secretInformer starts an informer on the Secrets of ns. Once it has synced it returns a
+// condition that holds once it has seen n, and how to stop it.
+func secretInformer(cfg *rest.Config, ns string, n int) (held func(context.Context) (bool, string), stop func(), err error) {
 	cs, err := kubernetes.NewForConfig(protobuf(cfg))
 	if err != nil {
 		return nil, nil, err
 	}
+	secrets := newSeenObjects("Secrets")
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
-	inf := factory.Core().V1().Secrets().Informer()
+	if _, err := factory.Core().V1().Secrets().Informer().AddEventHandler(secrets.handler(func(any) bool { return true })); err != nil {
+		return nil, nil, err
+	}
 	if stop, err = startInformers("the raw writer's", factory); err != nil {
 		return nil, nil, err
 	}
-	return func() bool { return len(inf.GetStore().ListKeys()) >= n }, stop, nil
+	return secrets.atLeast(n), stop, nil
 }
 
 // clusterSecretShape returns Secrets of the shape and size of the manager's agent cluster

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -35,7 +36,9 @@ type fleetRun struct {
 	mgr      *exec.Cmd
 	memory   func() benchkit.Memory // the manager's, once it runs
 	shape    func(i int) *corev1.Secret
-	r        *result
+	// rawWriter is the raw phases' connection (rawWriterConfig).
+	rawWriter *rest.Config
+	r         *result
 }
 
 // run measures one fleet size once; label names the run's profiles.
@@ -129,12 +132,18 @@ func (b *fleetRun) rawBaselines() error {
 		return err
 	}
 	b.shape = shape
+	if b.rawWriter, err = rawWriterConfig(b.ctx, b.env); err != nil {
+		return err
+	}
 	for _, informed := range []bool{false, true} {
 		name, ns := "raw-writes", "raw-cluster-secrets"
 		if informed {
 			name, ns = "raw-writes-informed", "raw-cluster-secrets-informed"
 		}
-		share, err := b.measure(name, func() (time.Duration, error) { return rawWrites(b.ctx, b.env, ns, b.n, shape, informed) })
+		if err := rawNamespace(b.ctx, b.env, ns); err != nil {
+			return err
+		}
+		share, err := b.measure(name, func() (time.Duration, error) { return rawWrites(b.ctx, b.env, b.rawWriter, ns, b.n, shape, informed) })
 		if err != nil {
 			return err
 		}

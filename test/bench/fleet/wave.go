@@ -7,13 +7,11 @@ import (
 
 	certificatesv1 "k8s.io/api/certificates/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/signer"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fakehub"
@@ -30,10 +28,8 @@ func agentClients(ctx context.Context, env *testenv.Env) (func(cluster string) (
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "bench-csr-requester"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:open-cluster-management:managed-clusters"}}}
-	for _, o := range []client.Object{role, binding} {
-		if err := env.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, err
-		}
+	if err := createAll(ctx, env, role, binding); err != nil {
+		return nil, err
 	}
 	base, err := rest.TransportFor(env.Config)
 	if err != nil {

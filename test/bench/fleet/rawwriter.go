@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	certificatesv1 "k8s.io/api/certificates/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
+)
+
+// rawWriterName names the raw writer's ServiceAccount identity and its roles.
+const rawWriterName = "bench-raw-writer"
+
+// rawWriterConfig returns the raw writer's connection. It has no client-side rate limit (the
+// raw phases measure the API server, not client-go's limiter) and authenticates as a
+// ServiceAccount of its own in the manager's namespace, with only the rights the raw phases
+// use: RBAC authorizes each of its requests and API Priority and Fairness classes them with the
+// manager's, as on a real hub, where system:masters would skip both. On the cluster it may
+// read its signer's CSRs, approve them and publish their certificates; grantRawWriter adds the
+// Secrets and ConfigMaps of a namespace. With --admin the manager runs as system:masters, and
+// so does the raw writer.
+func rawWriterConfig(ctx context.Context, env *testenv.Env) (*rest.Config, error) {
+	if asAdmin {
+		return unthrottled(env.Config), nil
+	}
+	group := []string{certificatesv1.GroupName}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: rawWriterName}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: group, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: group, Resources: []string{"certificatesigningrequests/approval", "certificatesigningrequests/status"}, Verbs: []string{"update"}},
+		{APIGroups: group, Resources: []string{"signers"}, ResourceNames: []string{rawSigner}, Verbs: []string{"approve", "sign"}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: rawWriterName},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: rawWriterSubjects()}
+	if err := createAll(ctx, env, role, binding); err != nil {
+		return nil, err
+	}
+	user := fleet.ServiceAccountUser(releaseNamespace, rawWriterName)
+	cfg, err := env.UserConfig(user, fleet.ServiceAccountGroups(releaseNamespace)...)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkUnprivileged(ctx, cfg, user); err != nil {
+		return nil, err
+	}
+	return unthrottled(cfg), nil
+}
+
+// checkUnprivileged fails unless cfg's user is denied what only a cluster admin may do: a raw
+// baseline whose writer skipped RBAC would flatter it.
+func checkUnprivileged(ctx context.Context, cfg *rest.Config, user string) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "*", Group: "*", Resource: "*"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	if review.Status.Allowed {
+		return fmt.Errorf("the raw writer %s may do anything: its baseline would skip RBAC", user)
+	}
+	return nil
+}
+
+// grantRawWriter lets the raw writer create, update and watch Secrets and ConfigMaps in ns, by a
+// Role bound there, as the chart grants the manager its managed namespaces.
+func grantRawWriter(ctx context.Context, env *testenv.Env, ns string) error {
+	if asAdmin {
+		return nil
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rawWriterName}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
+	}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rawWriterName},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: rawWriterSubjects()}
+	return createAll(ctx, env, role, binding)
+}
+
+func rawWriterSubjects() []rbacv1.Subject {
+	return []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: releaseNamespace, Name: rawWriterName}}
+}
+
+// createAll creates objs as the env's admin; one that exists already is left as it is.
+func createAll(ctx context.Context, env *testenv.Env, objs ...client.Object) error {
+	for _, o := range objs {
+		if err := env.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// seenObjects counts the distinct objects an informer has delivered that meet a condition, in
+// its event handler: resyncs and repeated updates count once, and asking for the count copies
+// nothing (listing a store of 10,000 keys every few milliseconds would take the API server's
+// CPU from the phase it measures).
+type seenObjects struct {
+	what string
+	mu   sync.Mutex
+	keys map[string]bool
+}
+
+func newSeenObjects(what string) *seenObjects {
+	return &seenObjects{what: what, keys: map[string]bool{}}
+}
+
+// handler notes each object meets accepts.
+func (s *seenObjects) handler(meets func(obj any) bool) cache.ResourceEventHandler {
+	note := func(obj any) {
+		if !meets(obj) {
+			return
+		}
+		key, err := cache.MetaNamespaceKeyFunc(obj)
+		if err != nil {
+			return
+		}
+		s.mu.Lock()
+		s.keys[key] = true
+		s.mu.Unlock()
+	}
+	return cache.ResourceEventHandlerFuncs{AddFunc: note, UpdateFunc: func(_, obj any) { note(obj) }}
+}
+
+// atLeast is a poll condition: s has seen n objects.
+func (s *seenObjects) atLeast(n int) func(context.Context) (bool, string) {
+	return func(context.Context) (bool, string) {
+		s.mu.Lock()
+		seen := len(s.keys)
+		s.mu.Unlock()
+		if seen >= n {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%d of %d %s", seen, n, s.what)
+	}
+}

@@ -280,10 +280,15 @@ func (e *Env) KubeconfigFile(dir string) (string, error) {
 	return e.UserKubeconfigFile(dir, "kubeconfig", "admin", "system:masters")
 }
 
+// addUser issues a client certificate for user in groups, signed by the API server's client CA.
+func (e *Env) addUser(user string, groups []string) (*envtest.AuthenticatedUser, error) {
+	return e.Environment.ControlPlane.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+}
+
 // UserConfig is a connection that authenticates as user in groups, with a client certificate:
 // what RBAC grants that user is all it may do.
 func (e *Env) UserConfig(user string, groups ...string) (*rest.Config, error) {
-	u, err := e.Environment.ControlPlane.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	u, err := e.addUser(user, groups)
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +298,7 @@ func (e *Env) UserConfig(user string, groups ...string) (*rest.Config, error) {
 // UserKubeconfigFile writes into dir/file a kubeconfig that authenticates as user in groups,
 // with a client certificate, and returns its path: what RBAC grants that user is all it may do.
 func (e *Env) UserKubeconfigFile(dir, file, user string, groups ...string) (string, error) {
-	u, err := e.Environment.ControlPlane.AddUser(envtest.User{Name: user, Groups: groups}, nil)
+	u, err := e.addUser(user, groups)
 	if err != nil {
 		return "", err
 	}

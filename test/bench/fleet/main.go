@@ -51,7 +51,7 @@ func main() {
 	managerArgs = benchkit.ManagerArgsFlag("--signer-concurrency=32")
 	flag.IntVar(&agentsInFlight, "agents-in-flight", agentsInFlight, "how many agents create their CSRs at the same time in the renewal wave and in its raw pace")
 	flag.BoolVar(&coresSplit, "split-cores", false, "run the API server and etcd on the first core, the benchmark and the manager on the others (Linux): the pace when the manager does not take the API server's CPU (the manager then has one core less)")
-	flag.BoolVar(&asAdmin, "admin", false, "run the manager as system:masters with the binary's defaults, and the raw writers as system:masters too (as in the rows measured before the benchmark used the chart's identity and RBAC)")
+	flag.BoolVar(&asAdmin, "admin", false, "run the manager with the binary's defaults, it and the raw writers as system:masters (the manager as in the rows measured before the benchmark used the chart's identity and RBAC; the raw writers were system:masters until 2 December 2026)")
 	flag.BoolVar(&consistencyChecks, "consistency-checks", false, "leave the API server's periodic watch cache consistency check on (DetectCacheInconsistency, on by default in Kubernetes since 1.34), whose full reads from etcd land in some phases and not in others")
 	flag.StringVar(&profileDir, "profiles", "", "write CPU profiles of the API server and the manager, and the manager's allocations, taken during the first seconds of each phase, to this directory; the API server's are summed by kind of work in the accounting")
 	flag.IntVar(&profileSeconds, "profile-seconds", profileSeconds, "how many seconds of each phase the --profiles cover")

@@ -76,7 +76,7 @@ func (b *fleetRun) wave() error {
 	if err != nil {
 		return err
 	}
-	wave, created, err := renewalWave(b.ctx, b.env, b.clusters)
+	wave, created, err := renewalWave(b.ctx, b.env, b.agents, b.clusters)
 	if err != nil {
 		return err
 	}
@@ -114,16 +114,10 @@ func (b *fleetRun) deleteAndRawAgain() error {
 		return err
 	}
 	logf("N=%d: the raw writes again...", b.n)
-	const ns = "raw-cluster-secrets-after"
-	if err := rawNamespace(b.ctx, b.env, ns); err != nil {
-		return err
-	}
-	if b.r.rawAfterCPU, err = b.measure("raw-writes-after", func() (time.Duration, error) {
-		return rawWrites(b.ctx, b.env, b.rawWriter, ns, b.n, b.shape, false)
-	}); err != nil {
+	if b.r.rawAfterCPU, err = b.rawWritesPhase("raw-writes-after", "raw-cluster-secrets-after", false); err != nil {
 		return err
 	}
 	// The sampler's last readings (the wave's and the deletion's peak) are in.
 	b.r.memory = b.memory()
-	return deleteRawSecrets(b.ctx, b.env, ns)
+	return nil
 }

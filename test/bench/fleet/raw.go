@@ -36,29 +36,31 @@ import (
 // rawSigner is the signer the raw pace's CSRs name: the manager does not serve it.
 const rawSigner = "bench.argocd-agent-addon.io/raw"
 
+// rawSigning is what a raw CSR phase works with, made before it starts.
+type rawSigning struct {
+	// newAgent makes a client of one cluster's agent (agentClients).
+	newAgent func(cluster string) (kubernetes.Interface, error)
+	// signer is the raw writer's client (rawWriterConfig's), ca the certificates' issuer.
+	signer kubernetes.Interface
+	ca     *pki.KeyPair
+	// ledgers holds each cluster's ledger-shaped ConfigMap (rawLedgers); nil records nothing.
+	ledgers map[string]*corev1.ConfigMap
+	// issued holds once the phase's certificates are all seen (always without an informer).
+	issued func(context.Context) (bool, string)
+}
+
 // rawCSRs is the API server's own pace for the wave's work: each cluster's agent creates a CSR,
-// and a plain client (writer, rawWriterConfig's) with no checks approves it and publishes a
-// certificate (3 writes, the least any signer can do), 16 CSRs at a time. With ledgers (rawLedgers), the
-// client also records each certificate in its cluster's ledger-shaped ConfigMap before it
-// publishes it, as the manager's signer must so that every certificate that exists can be
-// revoked (4 writes: the least a signer that records can do). The phase ends when every
-// certificate is published and issued holds (the informed pace's informer has seen them
-// all). The CSRs name a signer the manager does not serve; deleteRawCSRs deletes them.
-func rawCSRs(ctx context.Context, env *testenv.Env, writer *rest.Config, clusters []string, ledgers map[string]*corev1.ConfigMap, issued func(context.Context) (bool, string)) (time.Duration, error) {
-	newAgent, err := agentClients(ctx, env)
-	if err != nil {
-		return 0, err
-	}
-	signer, err := kubernetes.NewForConfig(protobuf(writer))
-	if err != nil {
-		return 0, err
-	}
-	ca, err := pki.NewCA("bench raw signer", time.Hour, time.Now())
-	if err != nil {
-		return 0, err
-	}
+// and a plain client with no checks approves it and publishes a certificate (3 writes, the
+// least any signer can do), 16 CSRs at a time. With ledgers, the client also records each
+// certificate in its cluster's ledger-shaped ConfigMap before it publishes it, as the manager's
+// signer must so that every certificate that exists can be revoked (4 writes: the least a
+// signer that records can do). The phase ends when every certificate is published and issued
+// holds (the informed pace's informer has seen them all). The CSRs name a signer the manager
+// does not serve; deleteRawCSRs deletes them.
+func rawCSRs(ctx context.Context, r rawSigning, clusters []string) (time.Duration, error) {
+	newAgent, signer, ca, ledgers := r.newAgent, r.signer, r.ca, r.ledgers
 	start := time.Now()
-	err = fakehub.ParallelN(agentsInFlight, clusters, func(cluster string) error {
+	err := fakehub.ParallelN(agentsInFlight, clusters, func(cluster string) error {
 		cs, err := newAgent(cluster)
 		if err != nil {
 			return err
@@ -97,7 +99,7 @@ func rawCSRs(ctx context.Context, env *testenv.Env, writer *rest.Config, cluster
 	if err != nil {
 		return 0, err
 	}
-	if err := waitForInformer(ctx, issued); err != nil {
+	if err := waitForInformer(ctx, r.issued); err != nil {
 		return 0, fmt.Errorf("the raw signer's informer: %w", err)
 	}
 	return time.Since(start), nil
@@ -125,24 +127,27 @@ var (
 // the manager starts).
 func (b *fleetRun) rawCSRPace(p csrPace, suffix string) (cpuShare, error) {
 	ctx, env, clusters := b.ctx, b.env, b.clusters
-	var ledgers map[string]*corev1.ConfigMap
+	r := rawSigning{newAgent: b.agents, issued: always}
+	var err error
+	if r.signer, err = kubernetes.NewForConfig(protobuf(b.rawWriter)); err != nil {
+		return cpuShare{}, err
+	}
+	if r.ca, err = pki.NewCA("bench raw signer", time.Hour, time.Now()); err != nil {
+		return cpuShare{}, err
+	}
 	if p.recorded {
-		var err error
-		if ledgers, err = rawLedgers(ctx, env, clusters); err != nil {
+		if r.ledgers, err = rawLedgers(ctx, env, b.rawWriter, clusters); err != nil {
 			return cpuShare{}, err
 		}
 	}
-	issued, stopInformers := always, func() {}
+	stopInformers := func() {}
 	if p.informed {
 		// Started and synced before the phase, as the manager's are before the wave.
-		var err error
-		if issued, stopInformers, err = signerInformers(b.rawWriter, len(clusters)); err != nil {
+		if r.issued, stopInformers, err = signerInformers(b.rawWriter, len(clusters)); err != nil {
 			return cpuShare{}, err
 		}
 	}
-	share, err := b.measure(p.name+suffix, func() (time.Duration, error) {
-		return rawCSRs(ctx, env, b.rawWriter, clusters, ledgers, issued)
-	})
+	share, err := b.measure(p.name+suffix, func() (time.Duration, error) { return rawCSRs(ctx, r, clusters) })
 	stopInformers()
 	if err != nil {
 		return cpuShare{}, err
@@ -232,7 +237,7 @@ const rawLedgersNamespace = "raw-ledgers"
 // updates. Their managed-by label is not the manager's, so its cache (ledger.Selector) never
 // holds them; deleteRawLedgers deletes them after each measurement and leaves the namespace
 // for the next.
-func rawLedgers(ctx context.Context, env *testenv.Env, clusters []string) (map[string]*corev1.ConfigMap, error) {
+func rawLedgers(ctx context.Context, env *testenv.Env, writer *rest.Config, clusters []string) (map[string]*corev1.ConfigMap, error) {
 	admin, err := kubernetes.NewForConfig(unthrottled(env.Config))
 	if err != nil {
 		return nil, err
@@ -240,7 +245,7 @@ func rawLedgers(ctx context.Context, env *testenv.Env, clusters []string) (map[s
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rawLedgersNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	if err := grantRawWriter(ctx, env, rawLedgersNamespace); err != nil {
+	if err := grantRawWriter(ctx, env, writer, rawLedgersNamespace); err != nil {
 		return nil, err
 	}
 	notAfter := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
@@ -328,38 +333,49 @@ func unthrottled(cfg *rest.Config) *rest.Config {
 	return cfg
 }
 
-// rawNamespace creates namespace ns for rawWrites and lets the raw writer write there.
-func rawNamespace(ctx context.Context, env *testenv.Env, ns string) error {
-	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		return err
-	}
-	return grantRawWriter(ctx, env, ns)
-}
-
-// rawWrites is the API server's own pace: n Secrets, secret(0) to secret(n-1), created in
-// namespace ns (rawNamespace's) by a plain client (writer, rawWriterConfig's) with 16 writers.
+// rawWritesPhase measures the API server's own pace, rawWrites, as the phase name: the raw
+// writer creates b.shape's n Secrets in namespace ns, made for the phase and emptied after it.
 // Informed, the writer keeps an informer on the Secrets it writes, as any controller must (a
-// watch fan-out of one), and the phase ends when its informer has seen all n.
-func rawWrites(ctx context.Context, env *testenv.Env, writer *rest.Config, ns string, n int, secret func(i int) *corev1.Secret, informed bool) (time.Duration, error) {
-	c, err := client.New(writer, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		return 0, err
+// watch fan-out of one), started and synced before the phase; the phase then ends when the
+// informer has seen all n.
+func (b *fleetRun) rawWritesPhase(name, ns string, informed bool) (cpuShare, error) {
+	ctx, env := b.ctx, b.env
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		return cpuShare{}, err
 	}
-	secrets := make([]*corev1.Secret, n)
+	if err := grantRawWriter(ctx, env, b.rawWriter, ns); err != nil {
+		return cpuShare{}, err
+	}
+	writer, err := kubernetes.NewForConfig(protobuf(b.rawWriter))
+	if err != nil {
+		return cpuShare{}, err
+	}
+	secrets := make([]*corev1.Secret, b.n)
 	for i := range secrets {
-		secrets[i] = secret(i)
+		secrets[i] = b.shape(i)
 		secrets[i].Namespace = ns
 	}
-	held := always
+	held, stop := always, func() {}
 	if informed {
-		var stop func()
-		if held, stop, err = secretInformer(writer, ns, n); err != nil {
-			return 0, err
+		if held, stop, err = secretInformer(b.rawWriter, ns, b.n); err != nil {
+			return cpuShare{}, err
 		}
-		defer stop()
 	}
+	share, err := b.measure(name, func() (time.Duration, error) { return rawWrites(ctx, writer, secrets, held) })
+	stop()
+	if err != nil {
+		return cpuShare{}, err
+	}
+	return share, deleteRawSecrets(ctx, env, ns)
+}
+
+// rawWrites creates secrets by writer, 16 at a time, and waits until held holds.
+func rawWrites(ctx context.Context, writer kubernetes.Interface, secrets []*corev1.Secret, held func(context.Context) (bool, string)) (time.Duration, error) {
 	start := time.Now()
-	if err := fakehub.Parallel(secrets, func(s *corev1.Secret) error { return c.Create(ctx, s) }); err != nil {
+	if err := fakehub.Parallel(secrets, func(s *corev1.Secret) error {
+		_, err := writer.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{})
+		return err
+	}); err != nil {
 		return 0, err
 	}
 	if err := waitForInformer(ctx, held); err != nil {

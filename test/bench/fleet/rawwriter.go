@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
@@ -16,34 +17,35 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
-// rawWriterName names the raw writer's ServiceAccount identity and its roles.
+// rawWriterName names the raw writer's user, a ServiceAccount's name, and its roles.
 const rawWriterName = "bench-raw-writer"
 
 // rawWriterConfig returns the raw writer's connection. It has no client-side rate limit (the
 // raw phases measure the API server, not client-go's limiter) and authenticates as a
-// ServiceAccount of its own in the manager's namespace, with only the rights the raw phases
-// use: RBAC authorizes each of its requests and API Priority and Fairness classes them with the
-// manager's, as on a real hub, where system:masters would skip both. On the cluster it may
-// read its signer's CSRs, approve them and publish their certificates; grantRawWriter adds the
-// Secrets and ConfigMaps of a namespace. With --admin the manager runs as system:masters, and
-// so does the raw writer.
+// ServiceAccount's user in the manager's namespace (no ServiceAccount object is needed for a
+// client certificate), with RBAC of the shape the chart gives the manager: RBAC authorizes
+// each of its requests and API Priority and Fairness classes them with the manager's, as on a
+// real hub, where system:masters would skip both. On the cluster it may read and watch CSRs,
+// and approve and sign for its own signer only; grantRawWriter adds a namespace. With --admin
+// the manager runs as system:masters, and so does the raw writer.
 func rawWriterConfig(ctx context.Context, env *testenv.Env) (*rest.Config, error) {
 	if asAdmin {
 		return unthrottled(env.Config), nil
 	}
 	group := []string{certificatesv1.GroupName}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: rawWriterName}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: group, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: group, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"list", "watch"}},
 		{APIGroups: group, Resources: []string{"certificatesigningrequests/approval", "certificatesigningrequests/status"}, Verbs: []string{"update"}},
 		{APIGroups: group, Resources: []string{"signers"}, ResourceNames: []string{rawSigner}, Verbs: []string{"approve", "sign"}},
 	}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: rawWriterName},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: rawWriterSubjects()}
-	if err := createAll(ctx, env, role, binding); err != nil {
+	if err := createAll(ctx, env.Client, role, binding); err != nil {
 		return nil, err
 	}
 	user := fleet.ServiceAccountUser(releaseNamespace, rawWriterName)
@@ -51,10 +53,69 @@ func rawWriterConfig(ctx context.Context, env *testenv.Env) (*rest.Config, error
 	if err != nil {
 		return nil, err
 	}
+	cfg = unthrottled(cfg)
 	if err := checkUnprivileged(ctx, cfg, user); err != nil {
 		return nil, err
 	}
-	return unthrottled(cfg), nil
+	return cfg, waitForRights(ctx, cfg, authorizationv1.ResourceAttributes{
+		Verb: "sign", Group: certificatesv1.GroupName, Resource: "signers", Name: rawSigner})
+}
+
+// grantRawWriter lets the raw writer create Secrets and update ConfigMaps in ns, and list and
+// watch both, by a Role bound there, as the chart grants the manager its managed namespaces.
+// It returns once the API server's authorizer allows it (its cache of roles may lag the writes).
+func grantRawWriter(ctx context.Context, env *testenv.Env, writer *rest.Config, ns string) error {
+	if asAdmin {
+		return nil
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rawWriterName}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"update", "list", "watch"}},
+	}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rawWriterName},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: rawWriterSubjects()}
+	if err := createAll(ctx, env.Client, role, binding); err != nil {
+		return err
+	}
+	return waitForRights(ctx, writer, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "secrets"},
+		authorizationv1.ResourceAttributes{Namespace: ns, Verb: "update", Resource: "configmaps"})
+}
+
+func rawWriterSubjects() []rbacv1.Subject {
+	return []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: releaseNamespace, Name: rawWriterName}}
+}
+
+// waitForRights waits until the API server allows writer each of rights, for at most a minute.
+func waitForRights(ctx context.Context, writer *rest.Config, rights ...authorizationv1.ResourceAttributes) error {
+	cs, err := kubernetes.NewForConfig(writer)
+	if err != nil {
+		return err
+	}
+	for _, right := range rights {
+		err := poll.Wait(ctx, time.Minute, func(ctx context.Context) (bool, string) {
+			allowed, err := mayDo(ctx, cs, right)
+			if err != nil {
+				return false, err.Error()
+			}
+			return allowed, fmt.Sprintf("%s %s %s is denied", right.Verb, right.Resource, right.Namespace)
+		})
+		if err != nil {
+			return fmt.Errorf("the raw writer's rights: %w", err)
+		}
+	}
+	return nil
+}
+
+// mayDo asks the API server whether cs's user may do what right says.
+func mayDo(ctx context.Context, cs kubernetes.Interface, right authorizationv1.ResourceAttributes) (bool, error) {
+	review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &right},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return review.Status.Allowed, nil
 }
 
 // checkUnprivileged fails unless cfg's user is denied what only a cluster admin may do: a raw
@@ -64,41 +125,20 @@ func checkUnprivileged(ctx context.Context, cfg *rest.Config, user string) error
 	if err != nil {
 		return err
 	}
-	review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "*", Group: "*", Resource: "*"}},
-	}, metav1.CreateOptions{})
+	allowed, err := mayDo(ctx, cs, authorizationv1.ResourceAttributes{Verb: "*", Group: "*", Resource: "*"})
 	if err != nil {
 		return err
 	}
-	if review.Status.Allowed {
+	if allowed {
 		return fmt.Errorf("the raw writer %s may do anything: its baseline would skip RBAC", user)
 	}
 	return nil
 }
 
-// grantRawWriter lets the raw writer create, update and watch Secrets and ConfigMaps in ns, by a
-// Role bound there, as the chart grants the manager its managed namespaces.
-func grantRawWriter(ctx context.Context, env *testenv.Env, ns string) error {
-	if asAdmin {
-		return nil
-	}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rawWriterName}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"get", "list", "watch", "create", "update"}},
-	}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rawWriterName},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects: rawWriterSubjects()}
-	return createAll(ctx, env, role, binding)
-}
-
-func rawWriterSubjects() []rbacv1.Subject {
-	return []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: releaseNamespace, Name: rawWriterName}}
-}
-
-// createAll creates objs as the env's admin; one that exists already is left as it is.
-func createAll(ctx context.Context, env *testenv.Env, objs ...client.Object) error {
+// createAll creates objs; one that exists already is left as it is.
+func createAll(ctx context.Context, c client.Client, objs ...client.Object) error {
 	for _, o := range objs {
-		if err := env.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 	}
@@ -107,8 +147,8 @@ func createAll(ctx context.Context, env *testenv.Env, objs ...client.Object) err
 
 // seenObjects counts the distinct objects an informer has delivered that meet a condition, in
 // its event handler: resyncs and repeated updates count once, and asking for the count copies
-// nothing (listing a store of 10,000 keys every few milliseconds would take the API server's
-// CPU from the phase it measures).
+// nothing (listing a store of 10,000 keys every few milliseconds would take CPU from the cores
+// the API server needs in the phase it measures).
 type seenObjects struct {
 	what string
 	mu   sync.Mutex
@@ -119,7 +159,7 @@ func newSeenObjects(what string) *seenObjects {
 	return &seenObjects{what: what, keys: map[string]bool{}}
 }
 
-// handler notes each object meets accepts.
+// handler records each object that meets accepts.
 func (s *seenObjects) handler(meets func(obj any) bool) cache.ResourceEventHandler {
 	note := func(obj any) {
 		if !meets(obj) {

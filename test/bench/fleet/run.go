@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 
@@ -38,7 +39,9 @@ type fleetRun struct {
 	shape    func(i int) *corev1.Secret
 	// rawWriter is the raw phases' connection (rawWriterConfig).
 	rawWriter *rest.Config
-	r         *result
+	// agents makes a client of one cluster's registration agent (agentClients).
+	agents func(cluster string) (kubernetes.Interface, error)
+	r      *result
 }
 
 // run measures one fleet size once; label names the run's profiles.
@@ -135,26 +138,14 @@ func (b *fleetRun) rawBaselines() error {
 	if b.rawWriter, err = rawWriterConfig(b.ctx, b.env); err != nil {
 		return err
 	}
-	for _, informed := range []bool{false, true} {
-		name, ns := "raw-writes", "raw-cluster-secrets"
-		if informed {
-			name, ns = "raw-writes-informed", "raw-cluster-secrets-informed"
-		}
-		if err := rawNamespace(b.ctx, b.env, ns); err != nil {
-			return err
-		}
-		share, err := b.measure(name, func() (time.Duration, error) { return rawWrites(b.ctx, b.env, b.rawWriter, ns, b.n, shape, informed) })
-		if err != nil {
-			return err
-		}
-		if err := deleteRawSecrets(b.ctx, b.env, ns); err != nil {
-			return err
-		}
-		if informed {
-			b.r.rawInformedCPU = share
-		} else {
-			b.r.rawCPU = share
-		}
+	if b.agents, err = agentClients(b.ctx, b.env); err != nil {
+		return err
+	}
+	if b.r.rawCPU, err = b.rawWritesPhase("raw-writes", "raw-cluster-secrets", false); err != nil {
+		return err
+	}
+	if b.r.rawInformedCPU, err = b.rawWritesPhase("raw-writes-informed", "raw-cluster-secrets-informed", true); err != nil {
+		return err
 	}
 	b.r.rawCSR, err = b.rawCSRPaces("")
 	return err

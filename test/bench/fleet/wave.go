@@ -28,7 +28,7 @@ func agentClients(ctx context.Context, env *testenv.Env) (func(cluster string) (
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "bench-csr-requester"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:open-cluster-management:managed-clusters"}}}
-	if err := createAll(ctx, env, role, binding); err != nil {
+	if err := createAll(ctx, env.Client, role, binding); err != nil {
 		return nil, err
 	}
 	base, err := rest.TransportFor(env.Config)
@@ -44,12 +44,8 @@ func agentClients(ctx context.Context, env *testenv.Env) (func(cluster string) (
 }
 
 // renewalWave makes every cluster's registration agent ask for a new certificate at once, as
-// each cluster's own identity, and times until all are signed.
-func renewalWave(ctx context.Context, env *testenv.Env, clusters []string) (took, createdIn time.Duration, err error) {
-	newAgent, err := agentClients(ctx, env)
-	if err != nil {
-		return 0, 0, err
-	}
+// each cluster's own identity (newAgent, agentClients'), and times until all are signed.
+func renewalWave(ctx context.Context, env *testenv.Env, newAgent func(cluster string) (kubernetes.Interface, error), clusters []string) (took, createdIn time.Duration, err error) {
 	// Watch rather than poll: listing thousands of CSRs with their certificates every few
 	// hundred milliseconds would load the API server more than the signer does. In protobuf,
 	// the manager's encoding of each event serves this watch too.

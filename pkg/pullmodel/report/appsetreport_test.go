@@ -8,10 +8,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	workv1 "open-cluster-management.io/api/work/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/internal/pulltest"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/report"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel/resourcelist"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
@@ -65,11 +67,15 @@ func TestApplicationSetReport(t *testing.T) {
 		t.Errorf("report owners %v, want the ApplicationSet", rep.OwnerReferences)
 	}
 
-	m := s.Writes(t)["multiclusterapplicationsetreports"]
-	s.SetFeedback(t, w1, rep1Feedback)
-	time.Sleep(2 * time.Second)
-	if m2 := s.Writes(t)["multiclusterapplicationsetreports"]; m2 != m {
-		t.Errorf("unchanged feedback cost %d report writes, want 0", m2-m)
+	// A ManifestWork written again with nothing the report reads changed (only its Applied
+	// condition's time moved) wakes a rebuild that must find the report as it is. The counts
+	// are taken once the report's writes have stopped for longer than a batch, so that neither
+	// the tail of the work above nor a rebuild still pending escapes them.
+	quiet := report.DefaultBatch + time.Second
+	m := s.QuietWritesOf(t, "multiclusterapplicationsetreports", quiet)
+	touchWorkStatus(t, w1)
+	if m2 := s.QuietWritesOf(t, "multiclusterapplicationsetreports", quiet); m2 != m {
+		t.Errorf("a ManifestWork written with nothing the report reads changed cost %d report writes, want 0", m2-m)
 	}
 
 	// Another writer's edit, with no ManifestWork changed, is undone.
@@ -105,4 +111,21 @@ func TestApplicationSetReport(t *testing.T) {
 		err := s.Client.Get(ctx, key, &reportv1alpha1.MulticlusterApplicationSetReport{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
+}
+
+// touchWorkStatus writes w's status again with only its Applied condition's time moved.
+func touchWorkStatus(t *testing.T, w *workv1.ManifestWork) {
+	t.Helper()
+	cur := &workv1.ManifestWork{}
+	if err := s.Client.Get(context.Background(), client.ObjectKeyFromObject(w), cur); err != nil {
+		t.Fatal(err)
+	}
+	if len(cur.Status.Conditions) == 0 {
+		t.Fatalf("ManifestWork %s has no status conditions", w.Name)
+	}
+	c := &cur.Status.Conditions[0]
+	c.LastTransitionTime = metav1.NewTime(c.LastTransitionTime.Add(time.Second))
+	if err := s.Client.Status().Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
 }

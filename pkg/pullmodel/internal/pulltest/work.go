@@ -126,6 +126,25 @@ func (s *Suite) Writes(t testing.TB) map[string]int {
 	return m
 }
 
+// QuietWritesOf waits until the API server has taken no write of resource for quiet, and
+// returns its count then: a test that counts the writes of one change must not also count the
+// tail of the work before it. Other resources' writes do not hold the wait up.
+func (s *Suite) QuietWritesOf(t testing.TB, resource string, quiet time.Duration) int {
+	t.Helper()
+	last := s.Writes(t)[resource]
+	since, giveUp := time.Now(), time.Now().Add(time.Minute)
+	for time.Since(since) < quiet {
+		if time.Now().After(giveUp) {
+			t.Fatalf("%s still written after a minute (%d writes)", resource, last)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if now := s.Writes(t)[resource]; now != last {
+			last, since = now, time.Now()
+		}
+	}
+	return last
+}
+
 // AppWrites returns the API server's count of writes to Applications and to ManifestWorks so
 // far, their status apart.
 func (s *Suite) AppWrites(t testing.TB) (apps, works int) {

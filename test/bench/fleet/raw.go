@@ -207,8 +207,9 @@ func signerInformers(cfg *rest.Config, n int) (issued func(context.Context) (boo
 	return certified.atLeast(n), stop, nil
 }
 
-// startInformers starts the informers of factories and waits until they have synced. stop
-// ends them and waits for their goroutines; on an error they are already stopped.
+// startInformers starts the informers of factories and waits until they have synced, for at
+// most informerSyncLimit: a list that keeps failing would otherwise hang the run. stop ends
+// them and waits for their goroutines; on an error they are already stopped.
 func startInformers(whose string, factories ...informers.SharedInformerFactory) (stop func(), err error) {
 	ch := make(chan struct{})
 	stop = func() {
@@ -217,17 +218,24 @@ func startInformers(whose string, factories ...informers.SharedInformerFactory) 
 			f.Shutdown()
 		}
 	}
+	// Closed when the limit passes; the informers run on until stop.
+	giveUp := make(chan struct{})
+	timer := time.AfterFunc(informerSyncLimit, func() { close(giveUp) })
+	defer timer.Stop()
 	for _, f := range factories {
 		f.Start(ch)
-		for typ, ok := range f.WaitForCacheSync(ch) {
+		for typ, ok := range f.WaitForCacheSync(giveUp) {
 			if !ok {
 				stop()
-				return nil, fmt.Errorf("%s informer of %v did not sync", whose, typ)
+				return nil, fmt.Errorf("%s informer of %v did not sync within %s", whose, typ, informerSyncLimit)
 			}
 		}
 	}
 	return stop, nil
 }
+
+// informerSyncLimit bounds a raw writer's informers' first list.
+const informerSyncLimit = 5 * time.Minute
 
 // rawLedgersNamespace holds rawLedgers' ConfigMaps.
 const rawLedgersNamespace = "raw-ledgers"

@@ -22,6 +22,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -214,38 +215,20 @@ func TestAgentRBACOnARealAPIServer(t *testing.T) {
 					}
 				}
 			}
-			user := "system:serviceaccount:" + ns + ":" + addon.AgentName
+			agent := testenv.ServiceAccount(ns, addon.AgentName)
 			check := func(cl call) (bool, error) {
 				at := cl.Namespace
 				if at == addon.AgentNamespace {
 					at = ns
 				}
 				resource, sub, _ := strings.Cut(cl.Resource, "/")
-				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-					User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-					ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: cl.Verb, Group: cl.Group, Resource: resource, Subresource: sub, Namespace: at, Name: cl.Name},
-				}}
-				if err := env.Client.Create(ctx, sar); err != nil {
-					return false, err
-				}
-				return sar.Status.Allowed, nil
+				allowed, _, err := agent.Allowed(ctx, env.Client, authorizationv1.ResourceAttributes{Verb: cl.Verb, Group: cl.Group, Resource: resource, Subresource: sub, Namespace: at, Name: cl.Name})
+				return allowed, err
 			}
 			for _, cl := range c.calls() {
 				// RBAC objects reach the authorizer through an informer.
-				deadline := time.Now().Add(15 * time.Second)
-				for {
-					ok, err := check(cl)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if ok {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Errorf("%s (%s): %s %s/%s %q in %q is denied", cl.Path, cl.Source, cl.Verb, cl.Group, cl.Resource, cl.Name, cl.Namespace)
-						break
-					}
-					time.Sleep(100 * time.Millisecond)
+				if err := poll.Wait(ctx, 15*time.Second, poll.State(func() (bool, error) { return check(cl) })); err != nil {
+					t.Errorf("%s (%s): %s %s/%s %q in %q is denied: %v", cl.Path, cl.Source, cl.Verb, cl.Group, cl.Resource, cl.Name, cl.Namespace, err)
 				}
 			}
 			for _, cl := range addon.AgentMustNot(c.mode, c.destination) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // agentCalls are the calls argocd-agent's agent makes in mode, with destination-based mapping
@@ -104,25 +105,21 @@ func TestAgentRBACCoversWhatArgoCDAgentCalls(t *testing.T) {
 				t.Fatalf("the template carries %d RBAC objects, want 5 (service account, role, binding, cluster role, binding)", applied)
 			}
 
-			user := "system:serviceaccount:" + spokeNS + ":" + addon.AgentName
+			agent := testenv.ServiceAccount(spokeNS, addon.AgentName)
 			check := func(c addon.AgentCall, want bool) error {
 				ns := c.Namespace
 				if ns == addon.AgentNamespace {
 					ns = spokeNS
 				}
 				resource, sub, _ := strings.Cut(c.Resource, "/")
-				sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-					User:   user,
-					Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + spokeNS, "system:authenticated"},
-					ResourceAttributes: &authorizationv1.ResourceAttributes{
-						Verb: c.Verb, Group: c.Group, Resource: resource, Subresource: sub, Namespace: ns, Name: c.Name,
-					},
-				}}
-				if err := k8s.Create(ctx, sar); err != nil {
+				allowed, _, err := agent.Allowed(ctx, k8s, authorizationv1.ResourceAttributes{
+					Verb: c.Verb, Group: c.Group, Resource: resource, Subresource: sub, Namespace: ns, Name: c.Name,
+				})
+				if err != nil {
 					return err
 				}
-				if sar.Status.Allowed != want {
-					return fmt.Errorf("%s (%s): %s %s/%s in %q allowed=%v, want %v", c.Path, c.Source, c.Verb, c.Group, c.Resource, ns, sar.Status.Allowed, want)
+				if allowed != want {
+					return fmt.Errorf("%s (%s): %s %s/%s in %q allowed=%v, want %v", c.Path, c.Source, c.Verb, c.Group, c.Resource, ns, allowed, want)
 				}
 				return nil
 			}

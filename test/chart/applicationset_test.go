@@ -114,19 +114,16 @@ func TestPlacementGeneratorRBACOnARealAPIServer(t *testing.T) {
 			}
 		}
 	}
+	appSetController := testenv.ServiceAccount("gitops", "argocd-applicationset-controller")
 	can := func(ns, verb string) bool {
 		t.Helper()
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   "system:serviceaccount:gitops:argocd-applicationset-controller",
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:gitops", "system:authenticated"},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: ns, Verb: verb, Group: "cluster.open-cluster-management.io", Resource: "placementdecisions",
-			},
-		}}
-		if err := env.Client.Create(ctx, sar); err != nil {
+		allowed, _, err := appSetController.Allowed(ctx, env.Client, authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: verb, Group: "cluster.open-cluster-management.io", Resource: "placementdecisions",
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
-		return sar.Status.Allowed
+		return allowed
 	}
 	untilAuthorized(t, "the ApplicationSet controller to list and watch PlacementDecisions in the Argo CD namespace", func() bool {
 		return can("gitops", "list") && can("gitops", "watch")

@@ -121,15 +121,14 @@ func TestPrincipalRBACOnARealAPIServer(t *testing.T) {
 		t.Errorf("the principal's own identity was replaced: %v", got.Data)
 	}
 
-	user := fmt.Sprintf("system:serviceaccount:%s:%s", principalNS, principalSA)
-	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + principalNS, "system:authenticated"}
+	principal := testenv.ServiceAccount(principalNS, principalSA)
 	review := func(attrs authorizationv1.ResourceAttributes) (bool, string) {
 		t.Helper()
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: &attrs}}
-		if err := admin.Create(ctx, sar); err != nil {
+		allowed, reason, err := principal.Allowed(ctx, admin, attrs)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return sar.Status.Allowed, sar.Status.Reason
+		return allowed, reason
 	}
 	first := principalCalls()[0]
 	untilAuthorized(t, "the principal's RBAC to be in effect ("+first.source+")", func() bool {
@@ -186,7 +185,7 @@ func TestPrincipalRBACOnARealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	asSA := rest.CopyConfig(env.Config)
-	asSA.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	asSA.Impersonate = rest.ImpersonationConfig{UserName: principal.User, Groups: principal.Groups}
 	cs := kubernetes.NewForConfigOrDie(asSA)
 	for _, name := range []string{names.PrincipalTLSSecretName, names.CASecretName, names.ResourceProxySecretName, names.JWTSecretName} {
 		if _, err := cs.CoreV1().Secrets(principalNS).Get(ctx, name, metav1.GetOptions{}); err != nil {

@@ -57,12 +57,11 @@ func TestRevokersCannotLiftAndLiftersCannotUnblock(t *testing.T) {
 		if attrs.Namespace == "" {
 			attrs.Namespace = ns
 		}
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: "someone-of-" + group, Groups: []string{group, "system:authenticated"}, ResourceAttributes: &attrs}}
-		if err := admin.Create(ctx, sar); err != nil {
+		allowed, _, err := testenv.Identity{User: "someone-of-" + group, Groups: []string{group}}.Allowed(ctx, admin, attrs)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return sar.Status.Allowed
+		return allowed
 	}
 	revocations := func(verb, subresource string) authorizationv1.ResourceAttributes {
 		return authorizationv1.ResourceAttributes{Verb: verb, Group: v1alpha1.GroupVersion.Group, Resource: "agentrevocations", Subresource: subresource, Name: "c1"}

@@ -118,7 +118,7 @@ func (s *suite) checkRealDeploymentArgs(t *testing.T, ctx context.Context, clust
 		t.Errorf("%s: nothing is mounted at %s, where the agent reads its certificate (OCM adds that mount)", cluster, dir)
 	}
 	// The RBAC OCM's work agent applied, asked on the cluster's own API server.
-	user := "system:serviceaccount:" + agentNS + ":" + addon.AgentName
+	agent := testenv.ServiceAccount(agentNS, addon.AgentName)
 	for _, c := range []authorizationv1.ResourceAttributes{
 		{Verb: "get", Group: "argoproj.io", Resource: "applications", Namespace: cluster, Name: "guestbook"},
 		{Verb: "watch", Group: "argoproj.io", Resource: "applications", Namespace: agentNS},
@@ -127,14 +127,11 @@ func (s *suite) checkRealDeploymentArgs(t *testing.T, ctx context.Context, clust
 		{Verb: "get", Group: "apps", Resource: "deployments", Namespace: "guestbook", Name: "guestbook-ui"},
 		{Verb: "watch", Resource: "namespaces"},
 	} {
-		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + agentNS, "system:authenticated"},
-			ResourceAttributes: &c,
-		}}
-		if err := s.spokes[cluster].Create(ctx, sar); err != nil {
+		allowed, _, err := agent.Allowed(ctx, s.spokes[cluster], c)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if !sar.Status.Allowed {
+		if !allowed {
 			t.Errorf("%s: the agent may not %s %s/%s in %q, which argocd-agent's agent does", cluster, c.Verb, c.Group, c.Resource, c.Namespace)
 		}
 	}

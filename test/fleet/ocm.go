@@ -216,7 +216,8 @@ func (f *Fleet) setupHub(ctx context.Context) error {
 		return err
 	}
 	for _, p := range hubComponents {
-		kubeconfig, _, err := f.hub.userKubeconfig(p.name, ServiceAccountUser(HubNamespace, p.serviceAccount), ServiceAccountGroups(HubNamespace))
+		sa := testenv.ServiceAccount(HubNamespace, p.serviceAccount)
+		kubeconfig, _, err := f.hub.userKubeconfig(p.name, sa.User, sa.Groups)
 		if err != nil {
 			return err
 		}
@@ -323,7 +324,8 @@ func (f *Fleet) joinSpoke(ctx context.Context, cp *controlPlane) error {
 	if err := f.installKlusterletRBAC(ctx, sc, cp.name); err != nil {
 		return err
 	}
-	agentKubeconfig, _, err := cp.userKubeconfig("klusterlet-agent", ServiceAccountUser(AgentNamespace, KlusterletWorkServiceAccount), ServiceAccountGroups(AgentNamespace))
+	agentSA := testenv.ServiceAccount(AgentNamespace, KlusterletWorkServiceAccount)
+	agentKubeconfig, _, err := cp.userKubeconfig("klusterlet-agent", agentSA.User, agentSA.Groups)
 	if err != nil {
 		return err
 	}

@@ -65,14 +65,6 @@ func klusterletValues() map[string]any {
 	}
 }
 
-// ServiceAccountUser is the user name the API server gives ServiceAccount ns/name, and
-// ServiceAccountGroups its groups.
-func ServiceAccountUser(ns, name string) string { return "system:serviceaccount:" + ns + ":" + name }
-
-func ServiceAccountGroups(ns string) []string {
-	return []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}
-}
-
 // renderOCMManifests renders the named manifests under dir and returns their objects.
 func renderOCMManifests(dir string, files []string, values map[string]any) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured

@@ -199,7 +199,8 @@ func startManager(ctx context.Context, f *fleet.Fleet, bin string) (client.Clien
 	if err != nil {
 		return nil, err
 	}
-	kubeconfig, _, err := f.HubUserKubeconfig("argocd-agent-addon-manager", fleet.ServiceAccountUser(ns, install.ServiceAccount), fleet.ServiceAccountGroups(ns)...)
+	sa := testenv.ServiceAccount(ns, install.ServiceAccount)
+	kubeconfig, _, err := f.HubUserKubeconfig("argocd-agent-addon-manager", sa.User, sa.Groups...)
 	if err != nil {
 		return nil, err
 	}

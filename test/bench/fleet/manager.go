@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/bench/internal/benchkit"
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -90,8 +89,8 @@ func managerCommand(ctx context.Context, env *testenv.Env, dir, healthAddr strin
 	if err != nil {
 		return nil, err
 	}
-	kubeconfig, err := env.UserKubeconfigFile(dir, "manager-kubeconfig", fleet.ServiceAccountUser(releaseNamespace, install.ServiceAccount),
-		fleet.ServiceAccountGroups(releaseNamespace)...)
+	sa := testenv.ServiceAccount(releaseNamespace, install.ServiceAccount)
+	kubeconfig, err := env.UserKubeconfigFile(dir, "manager-kubeconfig", sa.User, sa.Groups...)
 	if err != nil {
 		return nil, err
 	}

@@ -253,7 +253,7 @@ func rawLedgers(ctx context.Context, env *testenv.Env, writer *rest.Config, clus
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rawLedgersNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
-	if err := grantRawWriter(ctx, env, writer, rawLedgersNamespace); err != nil {
+	if err := grantRawWriter(ctx, env, rawLedgersNamespace); err != nil {
 		return nil, err
 	}
 	notAfter := time.Now().Add(24 * time.Hour).UTC().Format(time.RFC3339)
@@ -351,7 +351,7 @@ func (b *fleetRun) rawWritesPhase(name, ns string, informed bool) (cpuShare, err
 	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		return cpuShare{}, err
 	}
-	if err := grantRawWriter(ctx, env, b.rawWriter, ns); err != nil {
+	if err := grantRawWriter(ctx, env, ns); err != nil {
 		return cpuShare{}, err
 	}
 	writer, err := kubernetes.NewForConfig(protobuf(b.rawWriter))

@@ -4,34 +4,30 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/fleet"
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // rawWriterName names the raw writer's user, a ServiceAccount's name, and its roles.
 const rawWriterName = "bench-raw-writer"
 
+// rawWriter is the raw writer's identity: a ServiceAccount's user in the manager's namespace
+// (no ServiceAccount object is needed for a client certificate).
+var rawWriter = testenv.ServiceAccount(releaseNamespace, rawWriterName)
+
 // rawWriterConfig returns the raw writer's connection. It has no client-side rate limit (the
-// raw phases measure the API server, not client-go's limiter) and authenticates as a
-// ServiceAccount's user in the manager's namespace (no ServiceAccount object is needed for a
-// client certificate), with RBAC of the shape the chart gives the manager: RBAC authorizes
-// each of its requests and API Priority and Fairness classes them with the manager's, as on a
-// real hub, where system:masters would skip both. On the cluster it may read and watch CSRs,
-// and approve and sign for its own signer only; grantRawWriter adds a namespace. With --admin
-// the manager runs as system:masters, and so does the raw writer.
+// raw phases measure the API server, not client-go's limiter) and authenticates as rawWriter,
+// with RBAC of the shape the chart gives the manager, so that RBAC authorizes each of its
+// requests as it does the manager's, where system:masters would skip it. On the cluster it may
+// read and watch CSRs, and approve and sign for its own signer only; grantRawWriter adds a
+// namespace. With --admin the manager runs as system:masters, and so does the raw writer.
 func rawWriterConfig(ctx context.Context, env *testenv.Env) (*rest.Config, error) {
 	if asAdmin {
 		return unthrottled(env.Config), nil
@@ -45,26 +41,29 @@ func rawWriterConfig(ctx context.Context, env *testenv.Env) (*rest.Config, error
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: rawWriterName},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: rawWriterSubjects()}
-	if err := createAll(ctx, env.Client, role, binding); err != nil {
-		return nil, err
+	sign := authorizationv1.ResourceAttributes{Verb: "sign", Group: certificatesv1.GroupName, Resource: "signers", Name: rawSigner}
+	if err := testenv.Grant(ctx, env.Client, rawWriter, []authorizationv1.ResourceAttributes{sign}, role, binding); err != nil {
+		return nil, fmt.Errorf("the raw writer's rights: %w", err)
 	}
-	user := fleet.ServiceAccountUser(releaseNamespace, rawWriterName)
-	cfg, err := env.UserConfig(user, fleet.ServiceAccountGroups(releaseNamespace)...)
+	// A raw baseline whose writer skipped RBAC would flatter it.
+	anything, _, err := rawWriter.Allowed(ctx, env.Client, authorizationv1.ResourceAttributes{Verb: "*", Group: "*", Resource: "*"})
 	if err != nil {
 		return nil, err
 	}
-	cfg = unthrottled(cfg)
-	if err := checkUnprivileged(ctx, cfg, user); err != nil {
+	if anything {
+		return nil, fmt.Errorf("the raw writer %s may do anything: its baseline would skip RBAC", rawWriter.User)
+	}
+	cfg, err := env.UserConfig(rawWriter.User, rawWriter.Groups...)
+	if err != nil {
 		return nil, err
 	}
-	return cfg, waitForRights(ctx, cfg, authorizationv1.ResourceAttributes{
-		Verb: "sign", Group: certificatesv1.GroupName, Resource: "signers", Name: rawSigner})
+	return unthrottled(cfg), nil
 }
 
 // grantRawWriter lets the raw writer create Secrets and update ConfigMaps in ns, and list and
 // watch both, by a Role bound there, as the chart grants the manager its managed namespaces.
-// It returns once the API server's authorizer allows it (its cache of roles may lag the writes).
-func grantRawWriter(ctx context.Context, env *testenv.Env, writer *rest.Config, ns string) error {
+// It returns once the API server's authorizer allows it.
+func grantRawWriter(ctx context.Context, env *testenv.Env, ns string) error {
 	if asAdmin {
 		return nil
 	}
@@ -75,74 +74,18 @@ func grantRawWriter(ctx context.Context, env *testenv.Env, writer *rest.Config, 
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: rawWriterName},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
 		Subjects: rawWriterSubjects()}
-	if err := createAll(ctx, env.Client, role, binding); err != nil {
-		return err
+	rights := []authorizationv1.ResourceAttributes{
+		{Namespace: ns, Verb: "create", Resource: "secrets"},
+		{Namespace: ns, Verb: "update", Resource: "configmaps"},
 	}
-	return waitForRights(ctx, writer, authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Resource: "secrets"},
-		authorizationv1.ResourceAttributes{Namespace: ns, Verb: "update", Resource: "configmaps"})
+	if err := testenv.Grant(ctx, env.Client, rawWriter, rights, role, binding); err != nil {
+		return fmt.Errorf("the raw writer's rights in %s: %w", ns, err)
+	}
+	return nil
 }
 
 func rawWriterSubjects() []rbacv1.Subject {
 	return []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: releaseNamespace, Name: rawWriterName}}
-}
-
-// waitForRights waits until the API server allows writer each of rights, for at most a minute.
-func waitForRights(ctx context.Context, writer *rest.Config, rights ...authorizationv1.ResourceAttributes) error {
-	cs, err := kubernetes.NewForConfig(writer)
-	if err != nil {
-		return err
-	}
-	for _, right := range rights {
-		err := poll.Wait(ctx, time.Minute, func(ctx context.Context) (bool, string) {
-			allowed, err := mayDo(ctx, cs, right)
-			if err != nil {
-				return false, err.Error()
-			}
-			return allowed, fmt.Sprintf("%s %s %s is denied", right.Verb, right.Resource, right.Namespace)
-		})
-		if err != nil {
-			return fmt.Errorf("the raw writer's rights: %w", err)
-		}
-	}
-	return nil
-}
-
-// mayDo asks the API server whether cs's user may do what right says.
-func mayDo(ctx context.Context, cs kubernetes.Interface, right authorizationv1.ResourceAttributes) (bool, error) {
-	review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
-		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &right},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		return false, err
-	}
-	return review.Status.Allowed, nil
-}
-
-// checkUnprivileged fails unless cfg's user is denied what only a cluster admin may do: a raw
-// baseline whose writer skipped RBAC would flatter it.
-func checkUnprivileged(ctx context.Context, cfg *rest.Config, user string) error {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	allowed, err := mayDo(ctx, cs, authorizationv1.ResourceAttributes{Verb: "*", Group: "*", Resource: "*"})
-	if err != nil {
-		return err
-	}
-	if allowed {
-		return fmt.Errorf("the raw writer %s may do anything: its baseline would skip RBAC", user)
-	}
-	return nil
-}
-
-// createAll creates objs; one that exists already is left as it is.
-func createAll(ctx context.Context, c client.Client, objs ...client.Object) error {
-	for _, o := range objs {
-		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	return nil
 }
 
 // seenObjects counts the distinct objects an informer has delivered that meet a condition, in

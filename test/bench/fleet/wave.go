@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	certificatesv1 "k8s.io/api/certificates/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,9 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
+// managedClusters is the group OCM puts every cluster's registration agent in.
+const managedClusters = "system:open-cluster-management:managed-clusters"
+
 // agentClients lets the benchmark ask for certificates as each cluster's registration agent:
 // it grants those identities what OCM's hub grants them for CSRs and returns a client maker
 // that impersonates one cluster's agent over a connection pool shared by all (a TLS handshake
@@ -27,8 +31,11 @@ func agentClients(ctx context.Context, env *testenv.Env) (func(cluster string) (
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create"}}}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "bench-csr-requester"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: "system:open-cluster-management:managed-clusters"}}}
-	if err := createAll(ctx, env.Client, role, binding); err != nil {
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: managedClusters}}}
+	// Any cluster's agent will do to learn that the grant is in effect.
+	someAgent := testenv.Identity{User: signer.RequesterPrefix("any") + "agent", Groups: []string{signer.ClusterGroup("any"), managedClusters}}
+	createCSR := authorizationv1.ResourceAttributes{Verb: "create", Group: certificatesv1.GroupName, Resource: "certificatesigningrequests"}
+	if err := testenv.Grant(ctx, env.Client, someAgent, []authorizationv1.ResourceAttributes{createCSR}, role, binding); err != nil {
 		return nil, err
 	}
 	base, err := rest.TransportFor(env.Config)
@@ -38,7 +45,7 @@ func agentClients(ctx context.Context, env *testenv.Env) (func(cluster string) (
 	return func(cluster string) (kubernetes.Interface, error) {
 		return kubernetes.NewForConfig(&rest.Config{Host: env.Config.Host, QPS: -1, Transport: transport.NewImpersonatingRoundTripper(transport.ImpersonationConfig{
 			UserName: signer.RequesterPrefix(cluster) + "agent",
-			Groups:   []string{signer.ClusterGroup(cluster), "system:open-cluster-management:managed-clusters", "system:authenticated"},
+			Groups:   []string{signer.ClusterGroup(cluster), managedClusters, "system:authenticated"},
 		}, base)})
 	}, nil
 }

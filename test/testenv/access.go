@@ -1,0 +1,94 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
+)
+
+// rbacCatchUp bounds how long a new grant may take to reach the API server's authorizer,
+// which learns of RBAC objects through its informers.
+const rbacCatchUp = time.Minute
+
+// Identity is a user as the API server's authorizer sees it. Questions about it are asked by
+// an admin's client (SubjectAccessReview), so it needs no credentials of its own.
+type Identity struct {
+	User string
+	// Groups are the groups its credentials name; system:authenticated, which the API
+	// server adds to every authenticated user, is left out.
+	Groups []string
+}
+
+// ServiceAccount is the identity the API server gives ServiceAccount ns/name.
+func ServiceAccount(ns, name string) Identity {
+	return Identity{User: "system:serviceaccount:" + ns + ":" + name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}}
+}
+
+// Allowed asks the API server, through the admin client c, whether id may do what attrs say.
+// reason is the authorizer's, when it gives one.
+func (id Identity) Allowed(ctx context.Context, c client.Client, attrs authorizationv1.ResourceAttributes) (allowed bool, reason string, err error) {
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: id.User, Groups: append(append([]string{}, id.Groups...), "system:authenticated"), ResourceAttributes: &attrs}}
+	if err := c.Create(ctx, review); err != nil {
+		return false, "", err
+	}
+	return review.Status.Allowed, review.Status.Reason, nil
+}
+
+// AwaitAllowed returns once id may do each of rights, or fails after limit with the right
+// still denied: RBAC objects take effect only when the authorizer's informers have seen them.
+func (id Identity) AwaitAllowed(ctx context.Context, c client.Client, limit time.Duration, rights ...authorizationv1.ResourceAttributes) error {
+	for _, right := range rights {
+		err := poll.Wait(ctx, limit, func(ctx context.Context) (bool, string) {
+			allowed, reason, err := id.Allowed(ctx, c, right)
+			if err != nil {
+				return false, err.Error()
+			}
+			return allowed, fmt.Sprintf("%s may not %s", id.User, describe(right)) + because(reason)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Grant creates the RBAC objects objs through the admin client c, leaving any that exist, and
+// returns once the authorizer lets id do each of rights.
+func Grant(ctx context.Context, c client.Client, id Identity, rights []authorizationv1.ResourceAttributes, objs ...client.Object) error {
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+	}
+	return id.AwaitAllowed(ctx, c, rbacCatchUp, rights...)
+}
+
+// describe names a request: verb, group/resource[/subresource], name and namespace when set.
+func describe(a authorizationv1.ResourceAttributes) string {
+	s := a.Verb + " " + a.Group + "/" + a.Resource
+	if a.Subresource != "" {
+		s += "/" + a.Subresource
+	}
+	if a.Name != "" {
+		s += " " + a.Name
+	}
+	if a.Namespace != "" {
+		s += " in " + a.Namespace
+	}
+	return s
+}
+
+func because(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " (" + reason + ")"
+}

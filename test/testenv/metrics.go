@@ -94,7 +94,24 @@ func counters(ctx context.Context, cfg *rest.Config, metric string, keyOf func(m
 // that point, so that a test counting the writes of one change does not also count the tail
 // of the work before it. It gives up after limit: something that keeps writing is a finding.
 func QuietWrites(ctx context.Context, cfg *rest.Config, quiet, limit time.Duration) (map[string]int, error) {
-	last, err := APIWrites(ctx, cfg)
+	return QuietWritesOf(ctx, cfg, quiet, limit)
+}
+
+// QuietWritesOf is QuietWrites for the named resources only (as APIWrites names them): other
+// resources' writes neither hold the wait up nor appear in the counts.
+func QuietWritesOf(ctx context.Context, cfg *rest.Config, quiet, limit time.Duration, resources ...string) (map[string]int, error) {
+	writes := func() (map[string]int, error) {
+		all, err := APIWrites(ctx, cfg)
+		if err != nil || len(resources) == 0 {
+			return all, err
+		}
+		some := make(map[string]int, len(resources))
+		for _, r := range resources {
+			some[r] = all[r]
+		}
+		return some, nil
+	}
+	last, err := writes()
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +122,7 @@ func QuietWrites(ctx context.Context, cfg *rest.Config, quiet, limit time.Durati
 			return nil, fmt.Errorf("the API server still saw writes after %s, the latest %v", limit, lastChange)
 		}
 		time.Sleep(200 * time.Millisecond)
-		now, err := APIWrites(ctx, cfg)
+		now, err := writes()
 		if err != nil {
 			return nil, err
 		}

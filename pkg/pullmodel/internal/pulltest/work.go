@@ -131,18 +131,12 @@ func (s *Suite) Writes(t testing.TB) map[string]int {
 // tail of the work before it. Other resources' writes do not hold the wait up.
 func (s *Suite) QuietWritesOf(t testing.TB, resource string, quiet time.Duration) int {
 	t.Helper()
-	last := s.Writes(t)[resource]
-	since, giveUp := time.Now(), time.Now().Add(time.Minute)
-	for time.Since(since) < quiet {
-		if time.Now().After(giveUp) {
-			t.Fatalf("%s still written after a minute (%d writes)", resource, last)
-		}
-		time.Sleep(200 * time.Millisecond)
-		if now := s.Writes(t)[resource]; now != last {
-			last, since = now, time.Now()
-		}
+	s.need(t)
+	m, err := testenv.QuietWritesOf(context.Background(), s.Config, quiet, time.Minute, resource)
+	if err != nil {
+		t.Fatalf("%s: %v", resource, err)
 	}
-	return last
+	return m[resource]
 }
 
 // AppWrites returns the API server's count of writes to Applications and to ManifestWorks so

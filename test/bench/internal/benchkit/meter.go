@@ -33,6 +33,10 @@ type Counters struct {
 	// Watchers counts the watches open now (apiserver_longrunning_requests, verb WATCH), by
 	// resource.
 	Watchers map[string]int
+	// Flows counts the requests API Priority and Fairness dispatched
+	// (apiserver_flowcontrol_dispatched_requests_total) by "flow schema/priority level": which
+	// class the API server gave each caller's requests.
+	Flows map[string]int
 }
 
 // Reading is what the processes of each role and the API server had used at one instant.
@@ -103,7 +107,7 @@ func (m *Meter) Read(ctx context.Context) (Reading, error) {
 
 // ParseCounters reads Counters from the text of the API server's /metrics.
 func ParseCounters(raw []byte) (Counters, error) {
-	c := Counters{Requests: map[string]int{}, Events: map[string]int{}, Watchers: map[string]int{}}
+	c := Counters{Requests: map[string]int{}, Events: map[string]int{}, Watchers: map[string]int{}, Flows: map[string]int{}}
 	sc := bufio.NewScanner(strings.NewReader(string(raw)))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -127,6 +131,8 @@ func ParseCounters(raw []byte) (Counters, error) {
 			if labels["verb"] == "WATCH" {
 				c.Watchers[resource] += value
 			}
+		case "apiserver_flowcontrol_dispatched_requests_total":
+			c.Flows[labels["flow_schema"]+"/"+labels["priority_level"]] += value
 		}
 	}
 	return c, sc.Err()
@@ -182,12 +188,15 @@ type Cost struct {
 	Events   map[string]int
 	// Watchers are the watches open at the phase's end.
 	Watchers map[string]int
+	// Flows are the requests dispatched by flow schema and priority level.
+	Flows map[string]int
 }
 
 // Since is the cost of the phase from before to r.
 func (r Reading) Since(before Reading) Cost {
 	c := Cost{Took: r.At.Sub(before.At), CPU: map[string]time.Duration{}, Watchers: r.API.Watchers,
-		Requests: diff(before.API.Requests, r.API.Requests), Events: diff(before.API.Events, r.API.Events)}
+		Requests: diff(before.API.Requests, r.API.Requests), Events: diff(before.API.Events, r.API.Events),
+		Flows: diff(before.API.Flows, r.API.Flows)}
 	for role, d := range r.CPU {
 		c.CPU[role] = d - before.CPU[role]
 	}

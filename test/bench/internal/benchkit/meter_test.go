@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -15,8 +17,10 @@ import (
 )
 
 // TestMeterOnARealAPIServer counts a known workload on a real API server: 40 Secrets created
-// and one ConfigMap created and updated 3 times are 44 writes, the watch this test opens on
-// the Secrets is told of each, and the API server's CPU for them is read.
+// by a ServiceAccount and one ConfigMap created and updated 3 times by an admin are 44 writes,
+// the watch this test opens on the Secrets is told of each, API Priority and Fairness classes
+// the ServiceAccount's 40 requests as the default flow schemas say, and the API server's CPU
+// for them is read.
 func TestMeterOnARealAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an API server")
@@ -34,6 +38,21 @@ func TestMeterOnARealAPIServer(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "meter"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	writer := testenv.ServiceAccount("meter", "writer")
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "meter", Name: "writer"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "meter", Name: "writer"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "writer"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "meter", Name: "writer"}}}
+	createSecrets := authorizationv1.ResourceAttributes{Namespace: "meter", Verb: "create", Resource: "secrets"}
+	if err := testenv.Grant(ctx, env.Client, writer, []authorizationv1.ResourceAttributes{createSecrets}, role, binding); err != nil {
+		t.Fatal(err)
+	}
+	writerCfg, err := env.UserConfig(writer.User, writer.Groups...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asWriter := kubernetes.NewForConfigOrDie(writerCfg)
 	w, err := cs.CoreV1().Secrets("meter").Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +64,7 @@ func TestMeterOnARealAPIServer(t *testing.T) {
 	}
 	for i := range 40 {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("s-%02d", i)}, Data: map[string][]byte{"k": make([]byte, 1024)}}
-		if _, err := cs.CoreV1().Secrets("meter").Create(ctx, s, metav1.CreateOptions{}); err != nil {
+		if _, err := asWriter.CoreV1().Secrets("meter").Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -82,8 +101,13 @@ func TestMeterOnARealAPIServer(t *testing.T) {
 	if c.Watchers["secrets"] < 1 || c.Events["secrets"] != 40*c.Watchers["secrets"] {
 		t.Errorf("%d Secret watch events for 40 Secrets and %d watchers", c.Events["secrets"], c.Watchers["secrets"])
 	}
+	// The default flow schemas put every ServiceAccount's requests at workload-low; the
+	// admin's (system:masters) are exempt.
+	if got := c.Flows["service-accounts/workload-low"]; got != 40 {
+		t.Errorf("API Priority and Fairness dispatched %d requests of the ServiceAccount's 40 as service-accounts/workload-low; all by flow: %v", got, c.Flows)
+	}
 	if c.CPU[APIServer] <= 0 {
 		t.Errorf("the API server's CPU for 44 writes read %s", c.CPU[APIServer])
 	}
-	t.Logf("%s; watchers %v", Account("known workload", c, Unit{Name: "write", Count: 44}), c.Watchers)
+	t.Logf("%s; watchers %v; flows %v", Account("known workload", c, Unit{Name: "write", Count: 44}), c.Watchers, c.Flows)
 }

@@ -22,7 +22,6 @@ import (
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
-	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -216,23 +215,22 @@ func TestAgentRBACOnARealAPIServer(t *testing.T) {
 				}
 			}
 			agent := testenv.ServiceAccount(ns, addon.AgentName)
-			check := func(cl call) (bool, error) {
+			attrs := func(cl call) authorizationv1.ResourceAttributes {
 				at := cl.Namespace
 				if at == addon.AgentNamespace {
 					at = ns
 				}
 				resource, sub, _ := strings.Cut(cl.Resource, "/")
-				allowed, _, err := agent.Allowed(ctx, env.Client, authorizationv1.ResourceAttributes{Verb: cl.Verb, Group: cl.Group, Resource: resource, Subresource: sub, Namespace: at, Name: cl.Name})
-				return allowed, err
+				return authorizationv1.ResourceAttributes{Verb: cl.Verb, Group: cl.Group, Resource: resource, Subresource: sub, Namespace: at, Name: cl.Name}
 			}
 			for _, cl := range c.calls() {
 				// RBAC objects reach the authorizer through an informer.
-				if err := poll.Wait(ctx, 15*time.Second, poll.State(func() (bool, error) { return check(cl) })); err != nil {
-					t.Errorf("%s (%s): %s %s/%s %q in %q is denied: %v", cl.Path, cl.Source, cl.Verb, cl.Group, cl.Resource, cl.Name, cl.Namespace, err)
+				if err := agent.AwaitAllowed(ctx, env.Client, 15*time.Second, attrs(cl)); err != nil {
+					t.Errorf("%s (%s): %v", cl.Path, cl.Source, err)
 				}
 			}
 			for _, cl := range addon.AgentMustNot(c.mode, c.destination) {
-				if ok, err := check(cl); err != nil || ok {
+				if ok, _, err := agent.Allowed(ctx, env.Client, attrs(cl)); err != nil || ok {
 					t.Errorf("%s: %s %s/%s in %q allowed=%v (%v)", cl.Path, cl.Verb, cl.Group, cl.Resource, cl.Namespace, ok, err)
 				}
 			}

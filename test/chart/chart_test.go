@@ -801,15 +801,10 @@ func waitFor(t *testing.T, what string, check func() error) {
 	poll.Until(t, what, 60*time.Second, check)
 }
 
-// rbacCatchUp bounds how long the API server's RBAC authorizer may take to see a new Role or
-// binding: it reads them through an informer, which a busy machine (the whole suite at once)
-// delays by many seconds.
-const rbacCatchUp = 2 * time.Minute
-
 // untilAuthorized waits until allowed holds: the chart's RBAC has reached the authorizer.
 func untilAuthorized(t *testing.T, what string, allowed func() bool) {
 	t.Helper()
-	poll.Until(t, what, rbacCatchUp, func() error {
+	poll.Until(t, what, testenv.RBACCatchUp, func() error {
 		if !allowed() {
 			return errors.New("denied")
 		}

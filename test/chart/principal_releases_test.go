@@ -122,7 +122,7 @@ func TestPrincipalReadsItsBlocklistOnARealAPIServer(t *testing.T) {
 	byName := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", ledger.BlocklistName).String()}
 
 	var cm *corev1.ConfigMap
-	poll.Until(t, "the principal to get its blocklist at start (blocklist.LoadFromConfigMap)", rbacCatchUp, func() error {
+	poll.Until(t, "the principal to get its blocklist at start (blocklist.LoadFromConfigMap)", testenv.RBACCatchUp, func() error {
 		cm, err = cms.Get(ctx, ledger.BlocklistName, metav1.GetOptions{})
 		return err
 	})

@@ -12,9 +12,10 @@ import (
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
 )
 
-// rbacCatchUp bounds how long a new grant may take to reach the API server's authorizer,
-// which learns of RBAC objects through its informers.
-const rbacCatchUp = time.Minute
+// RBACCatchUp bounds how long a new grant may take to reach the API server's authorizer: it
+// learns of RBAC objects through its informers, which a busy machine (the whole suite at once)
+// delays by many seconds.
+const RBACCatchUp = 2 * time.Minute
 
 // Identity is a user as the API server's authorizer sees it. Questions about it are asked by
 // an admin's client (SubjectAccessReview), so it needs no credentials of its own.
@@ -42,17 +43,26 @@ func (id Identity) Allowed(ctx context.Context, c client.Client, attrs authoriza
 	return review.Status.Allowed, review.Status.Reason, nil
 }
 
-// AwaitAllowed returns once id may do each of rights, or fails after limit with the right
-// still denied: RBAC objects take effect only when the authorizer's informers have seen them.
+// AwaitAllowed returns once id may do each of rights, waiting up to limit for each: RBAC
+// objects take effect only when the authorizer's informers have seen them. A review the API
+// server refuses outright (c may not ask, or the question is malformed) ends the wait at once.
 func (id Identity) AwaitAllowed(ctx context.Context, c client.Client, limit time.Duration, rights ...authorizationv1.ResourceAttributes) error {
 	for _, right := range rights {
+		var refused error
 		err := poll.Wait(ctx, limit, func(ctx context.Context) (bool, string) {
 			allowed, reason, err := id.Allowed(ctx, c, right)
-			if err != nil {
+			switch {
+			case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+				refused = err
+				return true, ""
+			case err != nil:
 				return false, err.Error()
 			}
 			return allowed, fmt.Sprintf("%s may not %s", id.User, describe(right)) + because(reason)
 		})
+		if refused != nil {
+			return fmt.Errorf("asking whether %s may %s: %w", id.User, describe(right), refused)
+		}
 		if err != nil {
 			return err
 		}
@@ -68,7 +78,7 @@ func Grant(ctx context.Context, c client.Client, id Identity, rights []authoriza
 			return err
 		}
 	}
-	return id.AwaitAllowed(ctx, c, rbacCatchUp, rights...)
+	return id.AwaitAllowed(ctx, c, RBACCatchUp, rights...)
 }
 
 // describe names a request: verb, group/resource[/subresource], name and namespace when set.

@@ -136,7 +136,7 @@ func (b *fleetRun) rawCSRPace(p csrPace, suffix string) (cpuShare, error) {
 		return cpuShare{}, err
 	}
 	if p.recorded {
-		if r.ledgers, err = rawLedgers(ctx, env, b.rawWriter, clusters); err != nil {
+		if r.ledgers, err = rawLedgers(ctx, env, clusters); err != nil {
 			return cpuShare{}, err
 		}
 	}
@@ -245,7 +245,7 @@ const rawLedgersNamespace = "raw-ledgers"
 // updates. Their managed-by label is not the manager's, so its cache (ledger.Selector) never
 // holds them; deleteRawLedgers deletes them after each measurement and leaves the namespace
 // for the next.
-func rawLedgers(ctx context.Context, env *testenv.Env, writer *rest.Config, clusters []string) (map[string]*corev1.ConfigMap, error) {
+func rawLedgers(ctx context.Context, env *testenv.Env, clusters []string) (map[string]*corev1.ConfigMap, error) {
 	admin, err := kubernetes.NewForConfig(unthrottled(env.Config))
 	if err != nil {
 		return nil, err

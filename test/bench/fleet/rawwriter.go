@@ -9,6 +9,7 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -18,12 +19,12 @@ import (
 // rawWriterName names the raw writer's user, a ServiceAccount's name, and its roles.
 const rawWriterName = "bench-raw-writer"
 
-// rawWriter is the raw writer's identity: a ServiceAccount's user in the manager's namespace
+// rawWriterID is the raw writer's identity: a ServiceAccount's user in the manager's namespace
 // (no ServiceAccount object is needed for a client certificate).
-var rawWriter = testenv.ServiceAccount(releaseNamespace, rawWriterName)
+var rawWriterID = testenv.ServiceAccount(releaseNamespace, rawWriterName)
 
 // rawWriterConfig returns the raw writer's connection. It has no client-side rate limit (the
-// raw phases measure the API server, not client-go's limiter) and authenticates as rawWriter,
+// raw phases measure the API server, not client-go's limiter) and authenticates as rawWriterID,
 // with RBAC of the shape the chart gives the manager, so that RBAC authorizes each of its
 // requests as it does the manager's, where system:masters would skip it. On the cluster it may
 // read and watch CSRs, and approve and sign for its own signer only; grantRawWriter adds a
@@ -42,22 +43,31 @@ func rawWriterConfig(ctx context.Context, env *testenv.Env) (*rest.Config, error
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: rawWriterSubjects()}
 	sign := authorizationv1.ResourceAttributes{Verb: "sign", Group: certificatesv1.GroupName, Resource: "signers", Name: rawSigner}
-	if err := testenv.Grant(ctx, env.Client, rawWriter, []authorizationv1.ResourceAttributes{sign}, role, binding); err != nil {
+	if err := testenv.Grant(ctx, env.Client, rawWriterID, []authorizationv1.ResourceAttributes{sign}, role, binding); err != nil {
 		return nil, fmt.Errorf("the raw writer's rights: %w", err)
 	}
-	// A raw baseline whose writer skipped RBAC would flatter it.
-	anything, _, err := rawWriter.Allowed(ctx, env.Client, authorizationv1.ResourceAttributes{Verb: "*", Group: "*", Resource: "*"})
+	cfg, err := env.UserConfig(rawWriterID.User, rawWriterID.Groups...)
 	if err != nil {
 		return nil, err
 	}
-	if anything {
-		return nil, fmt.Errorf("the raw writer %s may do anything: its baseline would skip RBAC", rawWriter.User)
-	}
-	cfg, err := env.UserConfig(rawWriter.User, rawWriter.Groups...)
+	cfg = unthrottled(cfg)
+	// Asked with the writer's own credentials, so that what they carry is what is checked: a
+	// writer that may do anything (system:masters skips RBAC and API Priority and Fairness)
+	// would flatter the baseline.
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return unthrottled(cfg), nil
+	review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "*", Group: "*", Resource: "*"}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if review.Status.Allowed {
+		return nil, fmt.Errorf("the raw writer %s may do anything: its baseline would not pay for RBAC", rawWriterID.User)
+	}
+	return cfg, nil
 }
 
 // grantRawWriter lets the raw writer create Secrets and update ConfigMaps in ns, and list and
@@ -78,7 +88,7 @@ func grantRawWriter(ctx context.Context, env *testenv.Env, ns string) error {
 		{Namespace: ns, Verb: "create", Resource: "secrets"},
 		{Namespace: ns, Verb: "update", Resource: "configmaps"},
 	}
-	if err := testenv.Grant(ctx, env.Client, rawWriter, rights, role, binding); err != nil {
+	if err := testenv.Grant(ctx, env.Client, rawWriterID, rights, role, binding); err != nil {
 		return fmt.Errorf("the raw writer's rights in %s: %w", ns, err)
 	}
 	return nil

@@ -76,7 +76,7 @@ func printAccounting(out *benchkit.Output, n int, r *result) {
 	out.Printf("    watch events sent: %.3f against %.3f; registration %s; raw %s; Secret watchers at the end %d against %d (the API server keeps one itself)\n",
 		benchkit.PerEach(benchkit.Total(reg.Events), n), benchkit.PerEach(benchkit.Total(raw.Events), n), benchkit.Sorted(reg.Events), benchkit.Sorted(raw.Events),
 		reg.Watchers["secrets"], raw.Watchers["secrets"])
-	out.Printf("    API Priority and Fairness, requests dispatched by flow schema/priority level: registration %s; raw %s (the benchmark's own polling and scrapes are exempt)\n",
+	out.Printf("    API Priority and Fairness, requests dispatched by flow schema/priority level: registration %s; raw %s (the benchmark's own polling and scrapes count under exempt/exempt)\n",
 		benchkit.Sorted(reg.Flows), benchkit.Sorted(raw.Flows))
 	out.Printf("    this benchmark's own during the registration: %d GETs of the GitOpsCluster (its polling), 2 scrapes of the API server's metrics and 2 of etcd's, %s of its CPU\n",
 		reg.Requests["GET gitopsclusters"], r10(reg.CPU[benchkit.Bench]))

@@ -36,7 +36,7 @@ func agentClients(ctx context.Context, env *testenv.Env) (func(cluster string) (
 	someAgent := testenv.Identity{User: signer.RequesterPrefix("any") + "agent", Groups: []string{signer.ClusterGroup("any"), managedClusters}}
 	createCSR := authorizationv1.ResourceAttributes{Verb: "create", Group: certificatesv1.GroupName, Resource: "certificatesigningrequests"}
 	if err := testenv.Grant(ctx, env.Client, someAgent, []authorizationv1.ResourceAttributes{createCSR}, role, binding); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the agents' CSR grant: %w", err)
 	}
 	base, err := rest.TransportFor(env.Config)
 	if err != nil {

@@ -101,8 +101,8 @@ func TestMeterOnARealAPIServer(t *testing.T) {
 	if c.Watchers["secrets"] < 1 || c.Events["secrets"] != 40*c.Watchers["secrets"] {
 		t.Errorf("%d Secret watch events for 40 Secrets and %d watchers", c.Events["secrets"], c.Watchers["secrets"])
 	}
-	// The default flow schemas put every ServiceAccount's requests at workload-low; the
-	// admin's (system:masters) are exempt.
+	// The default flow schemas put the requests of a ServiceAccount outside kube-system at
+	// workload-low; the admin's (system:masters) are exempt.
 	if got := c.Flows["service-accounts/workload-low"]; got != 40 {
 		t.Errorf("API Priority and Fairness dispatched %d requests of the ServiceAccount's 40 as service-accounts/workload-low; all by flow: %v", got, c.Flows)
 	}

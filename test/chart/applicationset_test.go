@@ -125,9 +125,12 @@ func TestPlacementGeneratorRBACOnARealAPIServer(t *testing.T) {
 		}
 		return allowed
 	}
-	untilAuthorized(t, "the ApplicationSet controller to list and watch PlacementDecisions in the Argo CD namespace", func() bool {
-		return can("gitops", "list") && can("gitops", "watch")
-	})
+	decisions := func(verb string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Namespace: "gitops", Verb: verb, Group: "cluster.open-cluster-management.io", Resource: "placementdecisions"}
+	}
+	if err := appSetController.AwaitAllowed(ctx, env.Client, testenv.RBACCatchUp, decisions("list"), decisions("watch")); err != nil {
+		t.Fatal(err)
+	}
 	if can("elsewhere", "list") || can("gitops", "update") {
 		t.Error("the ApplicationSet controller got more than reading PlacementDecisions in the Argo CD namespace")
 	}

@@ -13,7 +13,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -606,9 +605,7 @@ func TestInstallUpgradeUninstallOnARealAPIServer(t *testing.T) {
 	}
 
 	// The manager, run out of cluster as the chart's ServiceAccount.
-	sa := fmt.Sprintf("system:serviceaccount:%s:%s", releaseNS, releaseName)
-	asSA := rest.CopyConfig(env.Config)
-	asSA.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + releaseNS, "system:authenticated"}}
+	asSA := testenv.ServiceAccount(releaseNS, releaseName).Impersonating(env.Config)
 	watches := &watchRecorder{}
 	asSA.Wrap(watches.wrap)
 	mctx, cancel := context.WithCancel(ctx)
@@ -799,17 +796,6 @@ func scrape(url, token string, want int) error {
 func waitFor(t *testing.T, what string, check func() error) {
 	t.Helper()
 	poll.Until(t, what, 60*time.Second, check)
-}
-
-// untilAuthorized waits until allowed holds: the chart's RBAC has reached the authorizer.
-func untilAuthorized(t *testing.T, what string, allowed func() bool) {
-	t.Helper()
-	poll.Until(t, what, testenv.RBACCatchUp, func() error {
-		if !allowed() {
-			return errors.New("denied")
-		}
-		return nil
-	})
 }
 
 // createAgentCSR asks for an agent certificate exactly as OCM's registration agent on cluster

@@ -154,8 +154,8 @@ func TestCMPHealthCheckHookWritesHealthLua(t *testing.T) {
 			t.Fatalf("creating %s: %v", kind, err)
 		}
 	}
-	kubeconfig, err := env.UserKubeconfigFile(t.TempDir(), "hook", "system:serviceaccount:"+ns+":"+name,
-		"system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
+	hook := testenv.ServiceAccount(ns, name)
+	kubeconfig, err := env.UserKubeconfigFile(t.TempDir(), "hook", hook.User, hook.Groups...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -131,10 +131,9 @@ func TestPrincipalRBACOnARealAPIServer(t *testing.T) {
 		return allowed, reason
 	}
 	first := principalCalls()[0]
-	untilAuthorized(t, "the principal's RBAC to be in effect ("+first.source+")", func() bool {
-		ok, _ := review(first.attrs)
-		return ok
-	})
+	if err := principal.AwaitAllowed(ctx, admin, testenv.RBACCatchUp, first.attrs); err != nil {
+		t.Fatalf("the principal's RBAC in effect (%s): %v", first.source, err)
+	}
 
 	for _, c := range principalCalls() {
 		if ok, reason := review(c.attrs); !ok {

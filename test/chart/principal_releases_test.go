@@ -2,7 +2,6 @@ package chart
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/ledger"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/version"
@@ -115,9 +113,7 @@ func TestPrincipalReadsItsBlocklistOnARealAPIServer(t *testing.T) {
 	if _, err := install.Run(loadChart(t), map[string]any{"principal": map[string]any{"install": true, "namespace": principalNS}}); err != nil {
 		t.Fatalf("helm install: %v", err)
 	}
-	asSA := rest.CopyConfig(env.Config)
-	asSA.Impersonate = rest.ImpersonationConfig{UserName: fmt.Sprintf("system:serviceaccount:%s:%s", principalNS, principalSA),
-		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + principalNS, "system:authenticated"}}
+	asSA := testenv.ServiceAccount(principalNS, principalSA).Impersonating(env.Config)
 	cms := kubernetes.NewForConfigOrDie(asSA).CoreV1().ConfigMaps(principalNS)
 	byName := metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", ledger.BlocklistName).String()}
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"helm.sh/helm/v3/pkg/action"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,8 +24,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	reportv1alpha1 "github.com/argocd-agent-addon/argocd-agent-addon/apis/appsetreport/v1alpha1"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/addon"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/manager"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
+	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/spoke"
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
@@ -145,10 +148,9 @@ func TestPullModelAdmissionPolicy(t *testing.T) {
 	if err := tc.Update(ctx, moved); err == nil || !strings.Contains(err.Error(), "may not create ManifestWorks") {
 		t.Errorf("re-pointing an Application at c1: %v", err)
 	}
-	// A trusted controller (the ApplicationSet controller) is not asked.
-	asAppSet := rest.CopyConfig(env.Config)
-	asAppSet.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:argocd:argocd-applicationset-controller", Groups: []string{"system:masters"}}
-	ac, err := client.New(asAppSet, client.Options{Scheme: c.Scheme()})
+	// A trusted controller (the ApplicationSet controller, with the RBAC Argo CD's install
+	// gives it) is not asked.
+	ac, err := client.New(appSetController(t, c, "argocd").Impersonating(env.Config), client.Options{Scheme: c.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,9 +226,7 @@ func TestPullModelWithTheChartsRBAC(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sa := fmt.Sprintf("system:serviceaccount:%s:%s", releaseNS, releaseName)
-	asSA := rest.CopyConfig(env.Config)
-	asSA.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + releaseNS, "system:authenticated"}}
+	asSA := testenv.ServiceAccount(releaseNS, releaseName).Impersonating(env.Config)
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	opts := manager.DefaultOptions()
@@ -334,22 +334,22 @@ func TestManagedClusterLabelPolicy(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("rendered %d managedcluster policy objects, want a policy and its binding", n)
 	}
-	sa := fmt.Sprintf("system:serviceaccount:%s:%s", releaseNS, releaseName)
+	sa := testenv.ServiceAccount(releaseNS, releaseName)
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "mc-patch"}, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{"cluster.open-cluster-management.io"}, Resources: []string{"managedclusters"}, Verbs: []string{"get", "patch"}}}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "mc-patch"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "mc-patch"},
-		Subjects: []rbacv1.Subject{{Kind: "User", Name: sa}}}
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: releaseNS, Name: releaseName}}}
+	patchClusters := authorizationv1.ResourceAttributes{Verb: "patch", Group: clusterv1.GroupName, Resource: "managedclusters"}
+	if err := testenv.Grant(ctx, admin, sa, []authorizationv1.ResourceAttributes{patchClusters}, role, binding); err != nil {
+		t.Fatal(err)
+	}
 	mc := &clusterv1.ManagedCluster{ObjectMeta: metav1.ObjectMeta{Name: "mc1", Labels: map[string]string{"env": "prod"}},
 		Spec: clusterv1.ManagedClusterSpec{HubAcceptsClient: true}}
-	for _, o := range []client.Object{role, binding, mc} {
-		if err := admin.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
+	if err := admin.Create(ctx, mc); err != nil {
+		t.Fatal(err)
 	}
-	asSA := rest.CopyConfig(env.Config)
-	asSA.Impersonate = rest.ImpersonationConfig{UserName: sa, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
-	manager, err := client.New(asSA, client.Options{Scheme: admin.Scheme()})
+	manager, err := client.New(sa.Impersonating(env.Config), client.Options{Scheme: admin.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,4 +393,39 @@ func TestManagedClusterLabelPolicy(t *testing.T) {
 	if err := patch(admin, `{"metadata":{"labels":{"env":"dev"}}}`); err != nil {
 		t.Errorf("the admin was refused: %v", err)
 	}
+}
+
+// appSetController gives the ApplicationSet controller in ns the Role and RoleBinding of the
+// paired Argo CD release's install, and returns its identity once the authorizer applies them.
+func appSetController(t *testing.T, c client.Client, ns string) testenv.Identity {
+	t.Helper()
+	objs, err := spoke.Objects(addon.ModeAutonomous)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "argocd-applicationset-controller"
+	var rbac []client.Object
+	for _, o := range objs {
+		if o.GetName() != name || (o.GetKind() != "Role" && o.GetKind() != "RoleBinding") {
+			continue
+		}
+		o.SetNamespace(ns)
+		if o.GetKind() == "RoleBinding" {
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			for _, s := range subjects {
+				s.(map[string]any)["namespace"] = ns
+			}
+			_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
+		}
+		rbac = append(rbac, o)
+	}
+	if len(rbac) != 2 {
+		t.Fatalf("found %d of the Role and RoleBinding %s in Argo CD's install", len(rbac), name)
+	}
+	id := testenv.ServiceAccount(ns, name)
+	create := authorizationv1.ResourceAttributes{Namespace: ns, Verb: "create", Group: "argoproj.io", Resource: "applications"}
+	if err := testenv.Grant(context.Background(), c, id, []authorizationv1.ResourceAttributes{create}, rbac...); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

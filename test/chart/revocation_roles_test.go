@@ -66,9 +66,16 @@ func TestRevokersCannotLiftAndLiftersCannotUnblock(t *testing.T) {
 	revocations := func(verb, subresource string) authorizationv1.ResourceAttributes {
 		return authorizationv1.ResourceAttributes{Verb: verb, Group: v1alpha1.GroupVersion.Group, Resource: "agentrevocations", Subresource: subresource, Name: "c1"}
 	}
-	untilAuthorized(t, "the revocation roles to be in effect", func() bool {
-		return review(revoker, revocations("create", "")) && review(lifter, revocations("delete", ""))
-	})
+	inNS := func(attrs authorizationv1.ResourceAttributes) authorizationv1.ResourceAttributes {
+		attrs.Namespace = ns
+		return attrs
+	}
+	for group, right := range map[string]authorizationv1.ResourceAttributes{revoker: revocations("create", ""), lifter: revocations("delete", "")} {
+		id := testenv.Identity{User: "someone-of-" + group, Groups: []string{group}}
+		if err := id.AwaitAllowed(ctx, admin, testenv.RBACCatchUp, inNS(right)); err != nil {
+			t.Fatalf("the revocation roles in effect: %v", err)
+		}
+	}
 
 	for _, verb := range []string{"delete", "deletecollection", "update", "patch"} {
 		for _, sub := range []string{"", "status"} {

@@ -7,6 +7,9 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/test/poll"
@@ -32,6 +35,14 @@ func ServiceAccount(ns, name string) Identity {
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}}
 }
 
+// Impersonating returns a copy of the admin's cfg that acts as id, with the groups the API
+// server would give id's own credentials: what RBAC grants id is all the copy may do.
+func (id Identity) Impersonating(cfg *rest.Config) *rest.Config {
+	as := rest.CopyConfig(cfg)
+	as.Impersonate = rest.ImpersonationConfig{UserName: id.User, Groups: append(append([]string{}, id.Groups...), "system:authenticated")}
+	return as
+}
+
 // Allowed asks the API server, through the admin client c, whether id may do what attrs say.
 // reason is the authorizer's, when it gives one.
 func (id Identity) Allowed(ctx context.Context, c client.Client, attrs authorizationv1.ResourceAttributes) (allowed bool, reason string, err error) {
@@ -42,6 +53,26 @@ func (id Identity) Allowed(ctx context.Context, c client.Client, attrs authoriza
 	}
 	return review.Status.Allowed, review.Status.Reason, nil
 }
+
+// SelfAllowed asks the API server, with cfg's own credentials (SelfSubjectAccessReview), whether
+// they may do what attrs say: what a client certificate or token carries is what is checked,
+// where Identity.Allowed checks a declared user and groups.
+func SelfAllowed(ctx context.Context, cfg *rest.Config, attrs authorizationv1.ResourceAttributes) (allowed bool, reason string, err error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return false, "", err
+	}
+	review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
+		&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, "", err
+	}
+	return review.Status.Allowed, review.Status.Reason, nil
+}
+
+// AnyRequest is every verb on every resource of every group: only a user RBAC does not
+// constrain (system:masters) or one bound to cluster-admin may do it.
+var AnyRequest = authorizationv1.ResourceAttributes{Verb: "*", Group: "*", Resource: "*"}
 
 // AwaitAllowed returns once id may do each of rights, waiting up to limit for each: RBAC
 // objects take effect only when the authorizer's informers have seen them. A review the API

@@ -100,37 +100,63 @@ func QuietWrites(ctx context.Context, cfg *rest.Config, quiet, limit time.Durati
 // QuietWritesOf is QuietWrites for the named resources only (as APIWrites names them): other
 // resources' writes neither hold the wait up nor appear in the counts.
 func QuietWritesOf(ctx context.Context, cfg *rest.Config, quiet, limit time.Duration, resources ...string) (map[string]int, error) {
+	counts, _, err := AwaitQuiet(ctx, cfg, Quiet{For: quiet, Limit: limit, Resources: resources})
+	return counts, err
+}
+
+// Quiet says how AwaitQuiet waits for the API server's writes to stop.
+type Quiet struct {
+	// For is how long no write may be seen; Limit how long the whole wait may take.
+	For, Limit time.Duration
+	// Every is how often the counts are read; 200 ms when zero.
+	Every time.Duration
+	// Resources limits the counts to these resources (as APIWrites names them); nil: all.
+	Resources []string
+	// From are counts taken earlier to compare the first reading with; nil: the first reading.
+	From map[string]int
+}
+
+// AwaitQuiet returns the write counts once the API server has taken none for q.For, and when
+// it took the last. It gives up after q.Limit: something that keeps writing is a finding.
+func AwaitQuiet(ctx context.Context, cfg *rest.Config, q Quiet) (counts map[string]int, lastChange time.Time, err error) {
+	every := q.Every
+	if every == 0 {
+		every = 200 * time.Millisecond
+	}
 	writes := func() (map[string]int, error) {
 		all, err := APIWrites(ctx, cfg)
-		if err != nil || len(resources) == 0 {
+		if err != nil || len(q.Resources) == 0 {
 			return all, err
 		}
-		some := make(map[string]int, len(resources))
-		for _, r := range resources {
+		some := make(map[string]int, len(q.Resources))
+		for _, r := range q.Resources {
 			some[r] = all[r]
 		}
 		return some, nil
 	}
-	last, err := writes()
-	if err != nil {
-		return nil, err
-	}
-	var lastChange map[string]int
-	since, giveUp := time.Now(), time.Now().Add(limit)
-	for time.Since(since) < quiet {
-		if time.Now().After(giveUp) {
-			return nil, fmt.Errorf("the API server still saw writes after %s, the latest %v", limit, lastChange)
+	last := q.From
+	if last == nil {
+		if last, err = writes(); err != nil {
+			return nil, time.Time{}, err
 		}
-		time.Sleep(200 * time.Millisecond)
+	}
+	var latest map[string]int
+	lastChange = time.Now()
+	giveUp := lastChange.Add(q.Limit)
+	for time.Since(lastChange) < q.For {
+		if time.Now().After(giveUp) {
+			return nil, time.Time{}, fmt.Errorf("the API server still saw writes after %s, the latest %v", q.Limit, latest)
+		}
+		time.Sleep(every)
 		now, err := writes()
 		if err != nil {
-			return nil, err
+			return nil, time.Time{}, err
 		}
 		if d := DiffWrites(last, now); len(d) > 0 {
-			last, lastChange, since = now, d, time.Now()
+			last, latest, lastChange = now, d, time.Now()
 		}
 	}
-	return last, nil
+	return last, lastChange, nil
 }
 
 // TotalWrites sums a map returned by APIWrites.

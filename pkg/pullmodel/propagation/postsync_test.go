@@ -103,8 +103,7 @@ func TestPostSyncReconcileRule(t *testing.T) {
 func refreshesCostNothing(t *testing.T, w *workv1.ManifestWork, spoke map[string]string, first string) {
 	t.Helper()
 	s.SetFeedback(t, w, spoke)
-	time.Sleep(2 * time.Second)
-	apps0, works0 := s.AppWrites(t)
+	apps0, works0 := s.QuietAppWrites(t, 2*time.Second)
 	at, err := time.Parse(time.RFC3339, first)
 	if err != nil {
 		t.Fatal(err)
@@ -118,8 +117,7 @@ func refreshesCostNothing(t *testing.T, w *workv1.ManifestWork, spoke map[string
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	time.Sleep(2 * time.Second)
-	apps1, works1 := s.AppWrites(t)
+	apps1, works1 := s.QuietAppWrites(t, 2*time.Second)
 	if agent != 0 || apps1 != apps0 || works1 != works0 {
 		t.Errorf("5 periodic refreshes cost %d work-agent status writes, %d hub Application writes, %d ManifestWork writes; want 0", agent, apps1-apps0, works1-works0)
 	}

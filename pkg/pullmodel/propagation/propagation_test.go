@@ -90,10 +90,9 @@ func TestPropagation(t *testing.T) {
 
 	// Idle: nothing is written however long it sits (the manager resyncs nothing here, but a
 	// second reconcile of the same input must compare equal).
-	apps0, works0 := s.AppWrites(t)
+	apps0, works0 := s.QuietAppWrites(t, time.Second)
 	touch(t, app.GetName()) // a change the spoke does not get reconciles the Application again
-	time.Sleep(2 * time.Second)
-	apps1, works1 := s.AppWrites(t)
+	apps1, works1 := s.QuietAppWrites(t, 2*time.Second)
 	if apps1-apps0 != 1 || works1 != works0 {
 		t.Errorf("after one change the spoke does not get: %d Application writes (want 1, the test's own) and %d ManifestWork writes (want 0)", apps1-apps0, works1-works0)
 	}
@@ -108,8 +107,7 @@ func TestPropagation(t *testing.T) {
 		rev, _, _ := unstructured.NestedString(payload(t, cur).Object, "spec", "source", "targetRevision")
 		return rev == "v2", rev
 	})
-	time.Sleep(time.Second)
-	if _, works2 := s.AppWrites(t); works2-works1 != 1 {
+	if _, works2 := s.QuietAppWrites(t, time.Second); works2-works1 != 1 {
 		t.Errorf("a spec change cost %d ManifestWork writes, want 1", works2-works1)
 	}
 

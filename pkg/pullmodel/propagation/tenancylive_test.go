@@ -210,7 +210,7 @@ func TestLostRightStopsUpdates(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The revision change is refused too (the condition stays), and the work keeps v1.
-	time.Sleep(2 * time.Second)
+	s.QuietWritesOf(t, "manifestworks", 2*time.Second)
 	cur := &workv1.ManifestWork{}
 	if err := s.Client.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
 		t.Fatalf("the delivered ManifestWork is gone after the binding went: %v", err)
@@ -582,7 +582,7 @@ func TestRefusedPathSealsOnlyWhatTheManagerDecided(t *testing.T) {
 	}
 	touch(t, "oracle")
 	waitRefusedIn(t, pulltest.ArgoNS, "oracle", propagation.ReasonSpokePlaceChanged)
-	time.Sleep(2 * time.Second) // the passes after the edit; a seal would come within them
+	s.QuietWritesOf(t, "manifestworks", 2*time.Second) // the passes after the edit; a seal would come within them
 	if err := s.Client.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
 		t.Fatal(err)
 	}

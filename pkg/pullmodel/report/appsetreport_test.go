@@ -73,7 +73,14 @@ func TestApplicationSetReport(t *testing.T) {
 	// the tail of the work above nor a rebuild still pending escapes them.
 	quiet := report.DefaultBatch + time.Second
 	m := s.QuietWritesOf(t, "multiclusterapplicationsetreports", quiet)
-	touchWorkStatus(t, w1)
+	s.UpdateWorkStatus(t, w1, func(cur *workv1.ManifestWork) bool {
+		if len(cur.Status.Conditions) == 0 {
+			t.Fatalf("ManifestWork %s has no status conditions", cur.Name)
+		}
+		c := &cur.Status.Conditions[0]
+		c.LastTransitionTime = metav1.NewTime(c.LastTransitionTime.Add(time.Second))
+		return true
+	})
 	if m2 := s.QuietWritesOf(t, "multiclusterapplicationsetreports", quiet); m2 != m {
 		t.Errorf("a ManifestWork written with nothing the report reads changed cost %d report writes, want 0", m2-m)
 	}
@@ -111,21 +118,4 @@ func TestApplicationSetReport(t *testing.T) {
 		err := s.Client.Get(ctx, key, &reportv1alpha1.MulticlusterApplicationSetReport{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-}
-
-// touchWorkStatus writes w's status again with only its Applied condition's time moved.
-func touchWorkStatus(t *testing.T, w *workv1.ManifestWork) {
-	t.Helper()
-	cur := &workv1.ManifestWork{}
-	if err := s.Client.Get(context.Background(), client.ObjectKeyFromObject(w), cur); err != nil {
-		t.Fatal(err)
-	}
-	if len(cur.Status.Conditions) == 0 {
-		t.Fatalf("ManifestWork %s has no status conditions", w.Name)
-	}
-	c := &cur.Status.Conditions[0]
-	c.LastTransitionTime = metav1.NewTime(c.LastTransitionTime.Add(time.Second))
-	if err := s.Client.Status().Update(context.Background(), cur); err != nil {
-		t.Fatal(err)
-	}
 }

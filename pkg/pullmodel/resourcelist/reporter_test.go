@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/pullmodel"
@@ -39,11 +38,7 @@ func TestResourceReporterOnTheCluster(t *testing.T) {
 	for _, o := range resourcelist.Objects(ns, "argocd-agent-addon:test") {
 		create(o)
 	}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + ns + ":" + resourcelist.Name,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-	}
+	cfg := testenv.ServiceAccount(ns, resourcelist.Name).Impersonating(env.Config)
 	mgr, err := resourcelist.NewManager(cfg, ns, "0")
 	if err != nil {
 		t.Fatal(err)

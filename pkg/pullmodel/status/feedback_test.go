@@ -21,7 +21,7 @@ import (
 // operation start, so no invented Progressing step is needed.
 func TestStatusFeedback(t *testing.T) {
 	app, w := s.Deliver(t, "status-guestbook", "status1")
-	time.Sleep(time.Second)
+	s.QuietAppWrites(t, time.Second) // the delivery's own writes, before the first count
 
 	steps := []map[string]string{
 		{"syncStatus": "OutOfSync", "healthStatus": "Missing"},
@@ -42,8 +42,7 @@ func TestStatusFeedback(t *testing.T) {
 			}
 			return true, ""
 		})
-		time.Sleep(1500 * time.Millisecond)
-		after, _ := s.AppWrites(t)
+		after, _ := s.QuietAppWrites(t, 1500*time.Millisecond)
 		if after-before != 1 {
 			t.Errorf("step %d cost %d Application writes, want 1", i, after-before)
 		}
@@ -51,8 +50,7 @@ func TestStatusFeedback(t *testing.T) {
 	// The same feedback again (the work agent rewrites status with new times elsewhere).
 	before, _ := s.AppWrites(t)
 	s.SetFeedback(t, w, steps[len(steps)-1])
-	time.Sleep(2 * time.Second)
-	if after, _ := s.AppWrites(t); after != before {
+	if after, _ := s.QuietAppWrites(t, 2*time.Second); after != before {
 		t.Errorf("unchanged feedback cost %d Application writes, want 0", after-before)
 	}
 	// A later operation without a finish time removes the old finish time.
@@ -75,8 +73,7 @@ func TestIdleSpokeRefreshesCostNoWrites(t *testing.T) {
 		got := statusOf(s.GetApp(t, app.GetName()))
 		return got["healthStatus"] == "Healthy", fmt.Sprint(got)
 	})
-	time.Sleep(1500 * time.Millisecond)
-	apps0, works0 := s.AppWrites(t)
+	apps0, works0 := s.QuietAppWrites(t, 1500*time.Millisecond)
 	agentWrites := 0
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i := range 5 {
@@ -86,8 +83,7 @@ func TestIdleSpokeRefreshesCostNoWrites(t *testing.T) {
 			agentWrites++
 		}
 	}
-	time.Sleep(2 * time.Second)
-	apps1, works1 := s.AppWrites(t)
+	apps1, works1 := s.QuietAppWrites(t, 2*time.Second)
 	if agentWrites != 0 || apps1 != apps0 || works1 != works0 {
 		t.Errorf("5 periodic refreshes cost %d work-agent status writes, %d hub Application writes, %d ManifestWork writes; want 0",
 			agentWrites, apps1-apps0, works1-works0)

@@ -119,12 +119,10 @@ func TestStandaloneApplicationShowsResources(t *testing.T) {
 	if len(raw) > status.MaxResourcesBytes {
 		t.Errorf("status.resources is %d bytes, more than %d", len(raw), status.MaxResourcesBytes)
 	}
-	time.Sleep(time.Second)
-	apps0, _ := s.AppWrites(t)
+	apps0, _ := s.QuietAppWrites(t, time.Second)
 	spoke["status"].(map[string]any)["reconciledAt"] = "2026-01-01T00:02:00Z"
 	s.SetFeedback(t, w, stockAgentFeedback(t, w, spoke))
-	time.Sleep(2 * time.Second)
-	if apps1, _ := s.AppWrites(t); apps1 != apps0 {
+	if apps1, _ := s.QuietAppWrites(t, 2*time.Second); apps1 != apps0 {
 		t.Errorf("an unchanged list cost %d hub Application writes, want 0", apps1-apps0)
 	}
 	// The reporter removes its annotation when the Application deploys nothing: the hub's list goes.

@@ -97,26 +97,15 @@ func managerCommand(ctx context.Context, env *testenv.Env, dir, healthAddr strin
 	return install.Args(append(append(common, "--kubeconfig="+kubeconfig), *managerArgs...)...), nil
 }
 
-// waitForQuiet waits until the API server has taken no write for quietFor (at most 10 minutes
-// after from), and returns its write counts then and when the last write was seen.
+// waitForQuiet waits until the API server has taken no write for 5 seconds (at most 10 minutes),
+// comparing first with the counts from, and returns its write counts then and when the last
+// write was seen.
 func waitForQuiet(ctx context.Context, env *testenv.Env, from map[string]int, after string) (map[string]int, time.Time, error) {
-	const quietFor = 5 * time.Second
-	last, lastChange := from, time.Now()
-	deadline := time.Now().Add(10 * time.Minute)
-	for time.Since(lastChange) < quietFor {
-		if time.Now().After(deadline) {
-			return nil, time.Time{}, fmt.Errorf("the manager kept writing for 10 minutes after %s: %v", after, testenv.DiffWrites(from, last))
-		}
-		time.Sleep(time.Second)
-		now, err := testenv.APIWrites(ctx, env.Config)
-		if err != nil {
-			return nil, time.Time{}, err
-		}
-		if testenv.TotalWrites(testenv.DiffWrites(last, now)) > 0 {
-			last, lastChange = now, time.Now()
-		}
+	settled, at, err := testenv.AwaitQuiet(ctx, env.Config, testenv.Quiet{For: 5 * time.Second, Limit: 10 * time.Minute, Every: time.Second, From: from})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("after %s: %w", after, err)
 	}
-	return last, lastChange, nil
+	return settled, at, nil
 }
 
 // freeLoopbackAddress is a loopback address with a port no one listens on now.

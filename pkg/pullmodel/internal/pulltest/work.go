@@ -66,12 +66,32 @@ func (s *Suite) SetFeedback(t testing.TB, w *workv1.ManifestWork, values map[str
 // WriteWorkStatus is SetFeedback with the manifest's Applied condition status and message.
 func (s *Suite) WriteWorkStatus(t testing.TB, w *workv1.ManifestWork, values map[string]string, applied metav1.ConditionStatus, message string) bool {
 	t.Helper()
+	return s.UpdateWorkStatus(t, w, func(cur *workv1.ManifestWork) bool {
+		return workStatus(cur, values, applied, message)
+	})
+}
+
+// UpdateWorkStatus reads w as stored, lets change edit it, and writes its status when change
+// says it changed something; it returns whether it wrote.
+func (s *Suite) UpdateWorkStatus(t testing.TB, w *workv1.ManifestWork, change func(cur *workv1.ManifestWork) bool) bool {
+	t.Helper()
 	s.need(t)
-	ctx := context.Background()
 	cur := &workv1.ManifestWork{}
-	if err := s.Client.Get(ctx, client.ObjectKeyFromObject(w), cur); err != nil {
+	if err := s.Client.Get(context.Background(), client.ObjectKeyFromObject(w), cur); err != nil {
 		t.Fatal(err)
 	}
+	if !change(cur) {
+		return false
+	}
+	if err := s.Client.Status().Update(context.Background(), cur); err != nil {
+		t.Fatalf("writing ManifestWork status: %v", err)
+	}
+	return true
+}
+
+// workStatus sets cur's status as the work agent would report values and the Applied
+// condition, and says whether that changes anything the agent reports.
+func workStatus(cur *workv1.ManifestWork, values map[string]string, applied metav1.ConditionStatus, message string) bool {
 	ruled := map[string]bool{}
 	for _, mc := range cur.Spec.ManifestConfigs {
 		for _, r := range mc.FeedbackRules {
@@ -108,9 +128,6 @@ func (s *Suite) WriteWorkStatus(t testing.TB, w *workv1.ManifestWork, values map
 	}
 	cur.Status.Conditions = []metav1.Condition{{Type: workv1.WorkApplied, Status: applied, Reason: "AppliedManifestWorkComplete", ObservedGeneration: cur.Generation, LastTransitionTime: metav1.Now()}}
 	cur.Status.ResourceStatus.Manifests = manifests
-	if err := s.Client.Status().Update(ctx, cur); err != nil {
-		t.Fatalf("writing ManifestWork status: %v", err)
-	}
 	return true
 }
 
@@ -137,6 +154,18 @@ func (s *Suite) QuietWritesOf(t testing.TB, resource string, quiet time.Duration
 		t.Fatalf("%s: %v", resource, err)
 	}
 	return m[resource]
+}
+
+// QuietAppWrites is AppWrites once neither Applications nor ManifestWorks have been written
+// for quiet: a late write of the change before the count lands in it instead of after it.
+func (s *Suite) QuietAppWrites(t testing.TB, quiet time.Duration) (apps, works int) {
+	t.Helper()
+	s.need(t)
+	m, err := testenv.QuietWritesOf(context.Background(), s.Config, quiet, time.Minute, "applications", "manifestworks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m["applications"], m["manifestworks"]
 }
 
 // AppWrites returns the API server's count of writes to Applications and to ManifestWorks so

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -32,10 +31,7 @@ func agentCSR(t *testing.T, cluster string) (signed bool, reason string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asAgent := rest.CopyConfig(env.Config)
-	asAgent.Impersonate = rest.ImpersonationConfig{UserName: signer.RequesterPrefix(cluster) + "agent1",
-		Groups: []string{signer.ClusterGroup(cluster), "system:open-cluster-management:managed-clusters", "system:authenticated"}}
-	agent, err := client.New(asAgent, client.Options{Scheme: k8s.Scheme()})
+	agent, err := client.New(testenv.Agent(cluster).Impersonating(env.Config), client.Options{Scheme: k8s.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

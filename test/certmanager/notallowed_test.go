@@ -8,7 +8,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/rest"
 	clusterv1beta1 "open-cluster-management.io/api/cluster/v1beta1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -53,9 +52,7 @@ func TestCertManagerNotAllowedIsACondition(t *testing.T) {
 					CertManager: &v1alpha1.CertManagerPKI{IssuerRef: v1alpha1.CertManagerIssuerReference{Name: "corp-ca"}}}}},
 	)
 
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
-	defer startManager(t, cfg)()
+	defer startManager(t, testenv.Identity{User: user}.Impersonating(env.Config))()
 
 	waitCondition(t, admin, ns, v1alpha1.ReasonCertManagerNotAllowed, "certManager.enabled=true")
 }

@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -183,9 +182,7 @@ func startAgentPolicy(t *testing.T) agentPolicy {
 		}
 	}
 	as := func(user string, groups ...string) client.Client {
-		cfg := rest.CopyConfig(env.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-		c, err := client.New(cfg, client.Options{Scheme: admin.Scheme()})
+		c, err := client.New(testenv.Identity{User: user, Groups: groups}.Impersonating(env.Config), client.Options{Scheme: admin.Scheme()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -114,21 +114,19 @@ func TestPlacementGeneratorRBACOnARealAPIServer(t *testing.T) {
 			}
 		}
 	}
-	appSetController := testenv.ServiceAccount("gitops", "argocd-applicationset-controller")
+	controller := testenv.ServiceAccount("gitops", "argocd-applicationset-controller")
+	decisions := func(ns, verb string) authorizationv1.ResourceAttributes {
+		return authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: "cluster.open-cluster-management.io", Resource: "placementdecisions"}
+	}
 	can := func(ns, verb string) bool {
 		t.Helper()
-		allowed, _, err := appSetController.Allowed(ctx, env.Client, authorizationv1.ResourceAttributes{
-			Namespace: ns, Verb: verb, Group: "cluster.open-cluster-management.io", Resource: "placementdecisions",
-		})
+		allowed, _, err := controller.Allowed(ctx, env.Client, decisions(ns, verb))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return allowed
 	}
-	decisions := func(verb string) authorizationv1.ResourceAttributes {
-		return authorizationv1.ResourceAttributes{Namespace: "gitops", Verb: verb, Group: "cluster.open-cluster-management.io", Resource: "placementdecisions"}
-	}
-	if err := appSetController.AwaitAllowed(ctx, env.Client, testenv.RBACCatchUp, decisions("list"), decisions("watch")); err != nil {
+	if err := controller.AwaitAllowed(ctx, env.Client, testenv.RBACCatchUp, decisions("gitops", "list"), decisions("gitops", "watch")); err != nil {
 		t.Fatal(err)
 	}
 	if can("elsewhere", "list") || can("gitops", "update") {

@@ -806,10 +806,7 @@ func createAgentCSR(t *testing.T, cfg *rest.Config, cluster string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asAgent := rest.CopyConfig(cfg)
-	asAgent.Impersonate = rest.ImpersonationConfig{UserName: "system:open-cluster-management:" + cluster + ":agent1",
-		Groups: []string{"system:open-cluster-management:" + cluster, "system:open-cluster-management:managed-clusters", "system:authenticated"}}
-	created, err := kubernetes.NewForConfigOrDie(asAgent).CertificatesV1().CertificateSigningRequests().Create(context.Background(), csr, metav1.CreateOptions{})
+	created, err := kubernetes.NewForConfigOrDie(testenv.Agent(cluster).Impersonating(cfg)).CertificatesV1().CertificateSigningRequests().Create(context.Background(), csr, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

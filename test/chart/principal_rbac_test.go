@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
 	"github.com/argocd-agent-addon/argocd-agent-addon/pkg/certmanager"
@@ -183,9 +182,7 @@ func TestPrincipalRBACOnARealAPIServer(t *testing.T) {
 	if err := admin.Create(ctx, record); err != nil {
 		t.Fatal(err)
 	}
-	asSA := rest.CopyConfig(env.Config)
-	asSA.Impersonate = rest.ImpersonationConfig{UserName: principal.User, Groups: principal.Groups}
-	cs := kubernetes.NewForConfigOrDie(asSA)
+	cs := kubernetes.NewForConfigOrDie(principal.Impersonating(env.Config))
 	for _, name := range []string{names.PrincipalTLSSecretName, names.CASecretName, names.ResourceProxySecretName, names.JWTSecretName} {
 		if _, err := cs.CoreV1().Secrets(principalNS).Get(ctx, name, metav1.GetOptions{}); err != nil {
 			t.Errorf("the principal cannot read Secret %s: %v", name, err)

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
@@ -107,21 +106,24 @@ func TestPullModelAdmissionPolicy(t *testing.T) {
 
 	// The author check: a tenant who may create Applications but not ManifestWorks in the
 	// cluster's namespace cannot deliver there through the pull model.
-	const tenant = "tenant-alice"
+	tenant := testenv.Identity{User: "tenant-alice"}
 	for _, o := range []client.Object{
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "apps"}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{"argoproj.io"}, Resources: []string{"applications"}, Verbs: []string{"create", "get", "update"}}}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "apps"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "apps"}, Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: tenant}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "argocd", Name: "apps"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "apps"}, Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: tenant.User}}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "c2"}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "c2", Name: "works"}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{"work.open-cluster-management.io"}, Resources: []string{"manifestworks"}, Verbs: []string{"create"}}}},
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "c2", Name: "works"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "works"}, Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: tenant}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "c2", Name: "works"}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "works"}, Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: tenant.User}}},
 	} {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
-	asTenant := rest.CopyConfig(env.Config)
-	asTenant.Impersonate = rest.ImpersonationConfig{UserName: tenant, Groups: []string{"system:authenticated"}}
-	tc, err := client.New(asTenant, client.Options{Scheme: c.Scheme()})
+	if err := tenant.AwaitAllowed(ctx, c, testenv.RBACCatchUp,
+		authorizationv1.ResourceAttributes{Namespace: "argocd", Verb: "create", Group: "argoproj.io", Resource: "applications"},
+		authorizationv1.ResourceAttributes{Namespace: "c2", Verb: "create", Group: workv1.GroupName, Resource: "manifestworks"}); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := client.New(tenant.Impersonating(env.Config), client.Options{Scheme: c.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +152,12 @@ func TestPullModelAdmissionPolicy(t *testing.T) {
 	}
 	// A trusted controller (the ApplicationSet controller, with the RBAC Argo CD's install
 	// gives it) is not asked.
-	ac, err := client.New(appSetController(t, c, "argocd").Impersonating(env.Config), client.Options{Scheme: c.Scheme()})
+	controller := appSetController(t, c, "argocd")
+	// It may not create ManifestWorks in c9 itself: only the policy's trust lets it through.
+	if mayWrite, _, err := controller.Allowed(ctx, c, authorizationv1.ResourceAttributes{Namespace: "c9", Verb: "create", Group: workv1.GroupName, Resource: "manifestworks"}); err != nil || mayWrite {
+		t.Fatalf("the ApplicationSet controller may create ManifestWorks in c9 (%v): the check below would not test the trust", err)
+	}
+	ac, err := client.New(controller.Impersonating(env.Config), client.Options{Scheme: c.Scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}

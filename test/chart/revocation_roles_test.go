@@ -9,7 +9,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/argocd-agent-addon/argocd-agent-addon/apis/v1alpha1"
@@ -52,12 +51,15 @@ func TestRevokersCannotLiftAndLiftersCannotUnblock(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	someoneOf := func(group string) testenv.Identity {
+		return testenv.Identity{User: "someone-of-" + group, Groups: []string{group}}
+	}
 	review := func(group string, attrs authorizationv1.ResourceAttributes) bool {
 		t.Helper()
 		if attrs.Namespace == "" {
 			attrs.Namespace = ns
 		}
-		allowed, _, err := testenv.Identity{User: "someone-of-" + group, Groups: []string{group}}.Allowed(ctx, admin, attrs)
+		allowed, _, err := someoneOf(group).Allowed(ctx, admin, attrs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,8 +73,7 @@ func TestRevokersCannotLiftAndLiftersCannotUnblock(t *testing.T) {
 		return attrs
 	}
 	for group, right := range map[string]authorizationv1.ResourceAttributes{revoker: revocations("create", ""), lifter: revocations("delete", "")} {
-		id := testenv.Identity{User: "someone-of-" + group, Groups: []string{group}}
-		if err := id.AwaitAllowed(ctx, admin, testenv.RBACCatchUp, inNS(right)); err != nil {
+		if err := someoneOf(group).AwaitAllowed(ctx, admin, testenv.RBACCatchUp, inNS(right)); err != nil {
 			t.Fatalf("the revocation roles in effect: %v", err)
 		}
 	}
@@ -106,9 +107,7 @@ func TestRevokersCannotLiftAndLiftersCannotUnblock(t *testing.T) {
 
 	// The same as real requests.
 	as := func(group string) client.Client {
-		cfg := rest.CopyConfig(env.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: "someone-of-" + group, Groups: []string{group, "system:authenticated"}}
-		c, err := client.New(cfg, client.Options{Scheme: admin.Scheme()})
+		c, err := client.New(someoneOf(group).Impersonating(env.Config), client.Options{Scheme: admin.Scheme()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,6 @@ import (
 	certificatesv1 "k8s.io/api/certificates/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	clusterv1 "open-cluster-management.io/api/cluster/v1"
 	clusterv1beta2 "open-cluster-management.io/api/cluster/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,9 +57,7 @@ func TestAcceptClusterWaitsForTheManagedCluster(t *testing.T) {
 	}
 	requestAs := func(subjectCluster, user string, groups ...string) *certificatesv1.CertificateSigningRequest {
 		t.Helper()
-		cfg := rest.CopyConfig(env.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-		c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+		c, err := client.New(testenv.Identity{User: user, Groups: groups}.Impersonating(env.Config), client.Options{Scheme: Scheme()})
 		if err != nil {
 			t.Fatal(err)
 		}

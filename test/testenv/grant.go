@@ -9,6 +9,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
+// Agent is the identity OCM's registration agent on cluster has on the hub: a user of the
+// cluster's group and of the managed clusters' group.
+func Agent(cluster string) Identity {
+	group := "system:open-cluster-management:" + cluster
+	return Identity{User: group + ":agent1", Groups: []string{group, "system:open-cluster-management:managed-clusters"}}
+}
+
 // GrantCSRCreate lets cluster's agents create and read CertificateSigningRequests, as OCM's
 // hub does for each cluster's group, and returns once the API server's authorizer applies the
 // grant.
@@ -20,7 +27,7 @@ func GrantCSRCreate(ctx context.Context, c client.Client, cluster string) error 
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: group}}}
-	agent := Identity{User: group + ":agent", Groups: []string{group}}
+	agent := Agent(cluster)
 	createCSR := authorizationv1.ResourceAttributes{Group: "certificates.k8s.io", Resource: "certificatesigningrequests", Verb: "create"}
 	return Grant(ctx, c, agent, []authorizationv1.ResourceAttributes{createCSR}, role, binding)
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -106,7 +107,8 @@ func QuietWritesOf(ctx context.Context, cfg *rest.Config, quiet, limit time.Dura
 
 // Quiet says how AwaitQuiet waits for the API server's writes to stop.
 type Quiet struct {
-	// For is how long no write may be seen; Limit how long the whole wait may take.
+	// For is how long no write must be seen; Limit how long the whole wait may take (at least
+	// For).
 	For, Limit time.Duration
 	// Every is how often the counts are read; 200 ms when zero.
 	Every time.Duration
@@ -117,43 +119,54 @@ type Quiet struct {
 }
 
 // AwaitQuiet returns the write counts once the API server has taken none for q.For, and when
-// it took the last. It gives up after q.Limit: something that keeps writing is a finding.
+// the last change was seen (up to q.Every after the write; the start of the wait if none
+// was). It gives up after q.Limit, naming the writes seen since the start: something that
+// keeps writing is a finding.
 func AwaitQuiet(ctx context.Context, cfg *rest.Config, q Quiet) (counts map[string]int, lastChange time.Time, err error) {
+	if q.Limit < q.For {
+		return nil, time.Time{}, fmt.Errorf("a quiet period of %s cannot be seen within a limit of %s", q.For, q.Limit)
+	}
 	every := q.Every
 	if every == 0 {
 		every = 200 * time.Millisecond
 	}
-	writes := func() (map[string]int, error) {
-		all, err := APIWrites(ctx, cfg)
-		if err != nil || len(q.Resources) == 0 {
-			return all, err
+	only := func(all map[string]int) map[string]int {
+		if len(q.Resources) == 0 {
+			return maps.Clone(all)
 		}
 		some := make(map[string]int, len(q.Resources))
 		for _, r := range q.Resources {
 			some[r] = all[r]
 		}
-		return some, nil
+		return some
 	}
-	last := q.From
-	if last == nil {
-		if last, err = writes(); err != nil {
+	writes := func() (map[string]int, error) {
+		all, err := APIWrites(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return only(all), nil
+	}
+	first := only(q.From)
+	if q.From == nil {
+		if first, err = writes(); err != nil {
 			return nil, time.Time{}, err
 		}
 	}
-	var latest map[string]int
+	last := first
 	lastChange = time.Now()
 	giveUp := lastChange.Add(q.Limit)
 	for time.Since(lastChange) < q.For {
 		if time.Now().After(giveUp) {
-			return nil, time.Time{}, fmt.Errorf("the API server still saw writes after %s, the latest %v", q.Limit, latest)
+			return nil, time.Time{}, fmt.Errorf("the API server still took writes after %s: %v since the wait began", q.Limit, DiffWrites(first, last))
 		}
 		time.Sleep(every)
 		now, err := writes()
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		if d := DiffWrites(last, now); len(d) > 0 {
-			last, latest, lastChange = now, d, time.Now()
+		if len(DiffWrites(last, now)) > 0 {
+			last, lastChange = now, time.Now()
 		}
 	}
 	return last, lastChange, nil

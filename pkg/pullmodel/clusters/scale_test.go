@@ -93,8 +93,10 @@ func TestRegistrationAtFleetScale(t *testing.T) {
 	}
 	eventually(t, "label followed", secretHas(ns, clusters.SecretName(names[n/2]), map[string]string{"env": "staging"}))
 	relabel := time.Since(start)
-	time.Sleep(2 * time.Second)
-	w3, _ := testenv.APIWrites(ctx, env.Config)
+	w3, err := testenv.QuietWrites(ctx, env.Config, 2*time.Second, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
 	oneLabel := testenv.DiffWrites(w2, w3)
 
 	// The last cluster leaves its page.
@@ -109,8 +111,10 @@ func TestRegistrationAtFleetScale(t *testing.T) {
 	}
 	eventually(t, "departed cluster unregistered", gone(ns, clusters.SecretName(names[n-1])))
 	departure := time.Since(start)
-	time.Sleep(2 * time.Second)
-	w4, _ := testenv.APIWrites(ctx, env.Config)
+	w4, err := testenv.QuietWrites(ctx, env.Config, 2*time.Second, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
 	oneDeparture := testenv.DiffWrites(w3, w4)
 
 	t.Logf("%d clusters in %d decision pages: registered in %s, writes %v", n, (n+99)/100, registered.Round(time.Millisecond), first)

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/argocd-agent-addon/argocd-agent-addon/test/testenv"
 )
 
 // Argo CD in the fleet
@@ -191,22 +193,7 @@ func (a *ArgoCD) install(ctx context.Context, c client.Client, m *argoManifest, 
 			return fmt.Errorf("%s: Secret %s: %w", a.Cluster, s.Name, err)
 		}
 	}
-	rbac := make([]*unstructured.Unstructured, 0, len(m.rbac))
-	for _, o := range m.rbac {
-		o := o.DeepCopy()
-		if o.GetKind() != "ClusterRole" && o.GetKind() != "ClusterRoleBinding" {
-			o.SetNamespace(a.Namespace)
-		}
-		if o.GetKind() == "ClusterRoleBinding" {
-			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
-			for _, sub := range subjects {
-				sub.(map[string]any)["namespace"] = a.Namespace
-			}
-			_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
-		}
-		rbac = append(rbac, o)
-	}
-	if err := applyObjects(ctx, c, rbac, mergeSubjects); err != nil {
+	if err := applyObjects(ctx, c, testenv.InNamespace(a.Namespace, m.rbac), mergeSubjects); err != nil {
 		return fmt.Errorf("%s: Argo CD RBAC: %w", a.Cluster, err)
 	}
 	return nil

@@ -160,7 +160,11 @@ func AwaitQuiet(ctx context.Context, cfg *rest.Config, q Quiet) (counts map[stri
 		if time.Now().After(giveUp) {
 			return nil, time.Time{}, fmt.Errorf("the API server still took writes after %s: %v since the wait began", q.Limit, DiffWrites(first, last))
 		}
-		time.Sleep(every)
+		select {
+		case <-ctx.Done():
+			return nil, time.Time{}, fmt.Errorf("waiting for the API server to take no writes for %s: %w; %v since the wait began", q.For, ctx.Err(), DiffWrites(first, last))
+		case <-time.After(every):
+		}
 		now, err := writes()
 		if err != nil {
 			return nil, time.Time{}, err

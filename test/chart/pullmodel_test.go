@@ -131,7 +131,7 @@ func TestPullModelAdmissionPolicy(t *testing.T) {
 		return map[string]string{pullmodel.AnnotationCluster: cluster, pullmodel.AnnotationSkipReconcile: "true"}
 	}
 	if err := tc.Create(ctx, app("tenant-unmarked", nil, nil)); err != nil {
-		t.Errorf("the tenant's Application that goes to no cluster: %v", err)
+		t.Errorf("the tenant's Application for no cluster refused: %v", err)
 	}
 	err = tc.Create(ctx, app("tenant-c1", marked, target("c1")))
 	if err == nil || !strings.Contains(err.Error(), "may not create ManifestWorks in namespace c1") {
@@ -410,11 +410,15 @@ func appSetController(t *testing.T, c client.Client, ns string) testenv.Identity
 		t.Fatal(err)
 	}
 	const name = "argocd-applicationset-controller"
-	var rbac []client.Object
-	for _, o := range testenv.InNamespace(ns, objs) {
+	var upstream []*unstructured.Unstructured
+	for _, o := range objs {
 		if o.GetName() == name && (o.GetKind() == "Role" || o.GetKind() == "RoleBinding") {
-			rbac = append(rbac, o)
+			upstream = append(upstream, o)
 		}
+	}
+	var rbac []client.Object
+	for _, o := range testenv.ArgoCDInNamespace(ns, upstream) {
+		rbac = append(rbac, o)
 	}
 	if len(rbac) != 2 {
 		t.Fatalf("found %d of the Role and RoleBinding %s in Argo CD's install", len(rbac), name)

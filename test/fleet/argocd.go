@@ -193,7 +193,7 @@ func (a *ArgoCD) install(ctx context.Context, c client.Client, m *argoManifest, 
 			return fmt.Errorf("%s: Secret %s: %w", a.Cluster, s.Name, err)
 		}
 	}
-	if err := applyObjects(ctx, c, testenv.InNamespace(a.Namespace, m.rbac), mergeSubjects); err != nil {
+	if err := applyObjects(ctx, c, testenv.ArgoCDInNamespace(a.Namespace, m.rbac), mergeSubjects); err != nil {
 		return fmt.Errorf("%s: Argo CD RBAC: %w", a.Cluster, err)
 	}
 	return nil

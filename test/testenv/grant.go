@@ -6,7 +6,6 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -31,30 +30,4 @@ func GrantCSRCreate(ctx context.Context, c client.Client, cluster string) error 
 	agent := Agent(cluster)
 	createCSR := authorizationv1.ResourceAttributes{Group: "certificates.k8s.io", Resource: "certificatesigningrequests", Verb: "create"}
 	return Grant(ctx, c, agent, []authorizationv1.ResourceAttributes{createCSR}, role, binding)
-}
-
-// InNamespace returns copies of Argo CD's upstream objects as its install places them in ns:
-// namespaced objects move to ns, and the ServiceAccount subjects of ClusterRoleBindings, which
-// install.yaml names in "argocd", follow. A RoleBinding's subjects name no namespace, which
-// the authorizer reads as the binding's own.
-func InNamespace(ns string, objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-	out := make([]*unstructured.Unstructured, 0, len(objs))
-	for _, o := range objs {
-		o := o.DeepCopy()
-		switch o.GetKind() {
-		case "ClusterRoleBinding":
-			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
-			for _, s := range subjects {
-				if s := s.(map[string]any); s["kind"] == rbacv1.ServiceAccountKind {
-					s["namespace"] = ns
-				}
-			}
-			_ = unstructured.SetNestedSlice(o.Object, subjects, "subjects")
-		case "ClusterRole", "CustomResourceDefinition":
-		default:
-			o.SetNamespace(ns)
-		}
-		out = append(out, o)
-	}
-	return out
 }

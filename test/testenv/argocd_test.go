@@ -11,12 +11,12 @@ import (
 
 // Argo CD's RBAC placed in another namespace binds that namespace's ServiceAccounts, and the
 // upstream objects it was made from are left as they were.
-func TestInNamespaceMovesArgoCDsRBAC(t *testing.T) {
+func TestArgoCDInNamespaceMovesItsRBAC(t *testing.T) {
 	upstream, err := spoke.Objects(addon.ModeAutonomous)
 	if err != nil {
 		t.Fatal(err)
 	}
-	placed := InNamespace("gitops", upstream)
+	placed := ArgoCDInNamespace("gitops", upstream)
 	kinds := map[string]int{}
 	for i, o := range placed {
 		kinds[o.GetKind()]++
@@ -35,6 +35,17 @@ func TestInNamespaceMovesArgoCDsRBAC(t *testing.T) {
 			was, _, _ := unstructured.NestedSlice(upstream[i].Object, "subjects")
 			if ns := was[0].(map[string]any)["namespace"]; ns != "argocd" {
 				t.Errorf("the upstream ClusterRoleBinding %s changed: its subject's namespace is %v", o.GetName(), ns)
+			}
+		case "RoleBinding":
+			// Its subjects name no namespace and so bind the ServiceAccounts of its own.
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			for _, s := range subjects {
+				if ns, named := s.(map[string]any)["namespace"]; named && ns != "gitops" {
+					t.Errorf("RoleBinding %s binds a subject of namespace %v", o.GetName(), ns)
+				}
+			}
+			if o.GetNamespace() != "gitops" {
+				t.Errorf("RoleBinding %s placed in namespace %q", o.GetName(), o.GetNamespace())
 			}
 		default:
 			if o.GetNamespace() != "gitops" {

@@ -33,8 +33,13 @@ func TestArgoCDInNamespaceMovesItsRBAC(t *testing.T) {
 				}
 			}
 			was, _, _ := unstructured.NestedSlice(upstream[i].Object, "subjects")
-			if ns := was[0].(map[string]any)["namespace"]; ns != "argocd" {
-				t.Errorf("the upstream ClusterRoleBinding %s changed: its subject's namespace is %v", o.GetName(), ns)
+			if len(was) == 0 {
+				t.Errorf("the upstream ClusterRoleBinding %s has no subjects", o.GetName())
+			}
+			for _, s := range was {
+				if ns := s.(map[string]any)["namespace"]; ns != "argocd" {
+					t.Errorf("the upstream ClusterRoleBinding %s changed: its subject's namespace is %v", o.GetName(), ns)
+				}
 			}
 		case "RoleBinding":
 			// Its subjects name no namespace and so bind the ServiceAccounts of its own.

@@ -157,13 +157,16 @@ func AwaitQuiet(ctx context.Context, cfg *rest.Config, q Quiet) (counts map[stri
 	lastChange = time.Now()
 	giveUp := lastChange.Add(q.Limit)
 	for time.Since(lastChange) < q.For {
-		if time.Now().After(giveUp) {
+		// The last wait is cut short at the limit, so that a slow reading interval cannot
+		// stretch the limit by up to one interval.
+		wait := min(every, time.Until(giveUp))
+		if wait <= 0 {
 			return nil, time.Time{}, fmt.Errorf("the API server still took writes after %s: %v since the wait began", q.Limit, DiffWrites(first, last))
 		}
 		select {
 		case <-ctx.Done():
 			return nil, time.Time{}, fmt.Errorf("waiting for the API server to take no writes for %s: %w; %v since the wait began", q.For, ctx.Err(), DiffWrites(first, last))
-		case <-time.After(every):
+		case <-time.After(wait):
 		}
 		now, err := writes()
 		if err != nil {
